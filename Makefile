@@ -1,0 +1,38 @@
+# Two set-up commands: `make run` (demo on the embedded runtime) and `make test`.
+# Each creates its own virtualenv when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LINT_VENV := .venv-lint
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml shared/requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/pixivflow demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m pytest tests/perf -q -s
+
+$(LINT_VENV)/.installed:
+	@test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LINT_VENV)/bin/python -m pip install --quiet 'cfn-lint==1.53.3' aws-sam-translator
+	@touch $(LINT_VENV)/.installed
+
+# cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
+# (../shared/notes/toolchain-facts.md §6): keep it pinned, with aws-sam-translator beside it.
+lint: $(LINT_VENV)/.installed
+	$(LINT_VENV)/bin/cfn-lint template.yaml
+
+clean:
+	rm -rf $(VENV) $(LINT_VENV)
