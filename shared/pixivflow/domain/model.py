@@ -1,0 +1,134 @@
+"""Plain views of the ledger's entities: what services and pure rules read.
+
+The DynamoDB adapter maps items to these (attribute names are the camelCase names
+below); nothing here knows about storage. All times are integer epoch milliseconds UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .cells import TERMINAL_CELL_STATES, CellStatus
+
+
+class LedgerStatus(StrEnum):
+    """Delivery ledger status of an intent (spec §10.1)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DUPLICATE = "duplicate"
+    FAILED = "failed"
+
+
+class OutboxStatus(StrEnum):
+    """Outbox status of the same intent item (spec §10.4)."""
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    RETRY_WAIT = "retry_wait"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+ACTIONABLE_OUTBOX: frozenset[str] = frozenset(
+    {OutboxStatus.PENDING, OutboxStatus.PROCESSING, OutboxStatus.RETRY_WAIT}
+)
+CONFIRMED_LEDGER: frozenset[str] = frozenset({LedgerStatus.DELIVERED, LedgerStatus.DUPLICATE})
+
+
+def lease_is_live(owner: str | None, lease_until: int | None, now_ms: int) -> bool:
+    """Spec §4.2: a lease is live iff it has an owner and has not expired."""
+    return bool(owner) and lease_until is not None and lease_until > now_ms
+
+
+@dataclass
+class Slot:
+    slot_id: str
+    schedule_id: str
+    status: str
+    target_ids: list[str]
+    created_at: int
+    occurrence_at: int | None = None
+    occurrence_date: str | None = None
+    occurrence_label: str | None = None
+    timezone: str = "UTC"
+    trigger_source: str = "cron"
+    slot_name: str | None = None
+    started_at: int | None = None
+    completed_at: int | None = None
+    last_error: str | None = None
+    manual_request_id: str | None = None
+    correlation_id: str | None = None
+    params: dict[str, Any] | None = None
+    timeout_ms: int | None = None
+
+
+@dataclass
+class Cell:
+    slot_id: str
+    target_id: str
+    status: str
+    work_type: str | None = None
+    work_id: str | None = None
+    attempt_count: int = 0
+    lease_owner: str | None = None
+    lease_until: int | None = None
+    heartbeat_at: int | None = None
+    started_at: int | None = None
+    dispatched_at: int | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    completed_at: int | None = None
+    last_error: str | None = None
+    terminal_reason_code: str | None = None
+    terminal_reason_message: str | None = None
+    candidate_report: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_CELL_STATES
+
+    def lease_live(self, now_ms: int) -> bool:
+        return lease_is_live(self.lease_owner, self.lease_until, now_ms)
+
+    @property
+    def in_delivery(self) -> bool:
+        return self.status in (CellStatus.DELIVERY_PENDING, CellStatus.ARTIFACT_READY)
+
+
+@dataclass
+class Intent:
+    """A delivery intent and, on the same item, its outbox row."""
+
+    slot_id: str
+    target_id: str
+    route: str
+    work_type: str
+    work_id: str
+    idempotency_key: str
+    status: str = LedgerStatus.PENDING
+    outbox_status: str = OutboxStatus.PENDING
+    attempts: int = 0
+    max_attempts: int = 12
+    next_attempt_at: int = 0
+    lease_owner: str | None = None
+    lease_until: int | None = None
+    remote_id: str | None = None
+    remote_status: str | None = None
+    reuse_reason: str | None = None
+    last_error: str | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    delivered_at: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.status in CONFIRMED_LEDGER
+
+    @property
+    def actionable(self) -> bool:
+        return self.outbox_status in ACTIONABLE_OUTBOX
