@@ -1,0 +1,106 @@
+"""Read template.yaml (SAM / CloudFormation YAML) into plain Python data.
+
+CloudFormation's short-form intrinsic tags (``!Ref``, ``!GetAtt``, ``!Sub`` …) are turned into their
+long-form dicts (``{"Ref": x}``, ``{"Fn::GetAtt": [res, attr]}``, ``{"Fn::Sub": …}``), so callers see the
+same structure CloudFormation itself sees. Duplicate mapping keys are an error, as in CloudFormation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["CloudFormationLoader", "default_template_path", "load_template"]
+
+TEMPLATE_ENV = "PIXIVFLOW_TEMPLATE"
+
+# short tag -> long-form key (``!Ref`` and ``!Condition`` keep their bare names)
+_FUNCTION_TAGS: dict[str, str] = {
+    "Ref": "Ref",
+    "Condition": "Condition",
+    "GetAtt": "Fn::GetAtt",
+    "Sub": "Fn::Sub",
+    "If": "Fn::If",
+    "Equals": "Fn::Equals",
+    "Join": "Fn::Join",
+    "Select": "Fn::Select",
+    "Split": "Fn::Split",
+    "FindInMap": "Fn::FindInMap",
+    "ImportValue": "Fn::ImportValue",
+    "Not": "Fn::Not",
+    "And": "Fn::And",
+    "Or": "Fn::Or",
+    "Base64": "Fn::Base64",
+    "Cidr": "Fn::Cidr",
+    "GetAZs": "Fn::GetAZs",
+    "Transform": "Fn::Transform",
+    "Length": "Fn::Length",
+    "ToJsonString": "Fn::ToJsonString",
+}
+
+
+class CloudFormationLoader(yaml.SafeLoader):
+    """SafeLoader that understands CloudFormation short-form tags and rejects duplicate keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _construct_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_mapping(node, deep=True)
+
+
+def _make_constructor(long_name: str):
+    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
+        value = _construct_value(loader, node)
+        if long_name == "Fn::GetAtt" and isinstance(value, str):
+            # "Resource.Attr" (the attribute itself may contain dots, e.g. Endpoint.Address)
+            resource, sep, attribute = value.partition(".")
+            if not sep or not resource or not attribute:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"!GetAtt expects 'Resource.Attribute', got {value!r}", node.start_mark
+                )
+            value = [resource, attribute]
+        return {long_name: value}
+
+    return construct
+
+
+for _tag, _long in _FUNCTION_TAGS.items():
+    CloudFormationLoader.add_constructor(f"!{_tag}", _make_constructor(_long))
+
+
+def default_template_path() -> Path:
+    """``$PIXIVFLOW_TEMPLATE`` if set, else the repository's ``template.yaml``."""
+    override = os.environ.get(TEMPLATE_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3] / "template.yaml"
+
+
+def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Parse a CloudFormation/SAM YAML template into long-form Python data."""
+    template_path = Path(path) if path is not None else default_template_path()
+    with open(template_path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=CloudFormationLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(data, dict):
+        raise ValueError(f"{template_path}: a template must be a mapping, got {type(data).__name__}")
+    return data

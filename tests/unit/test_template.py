@@ -1,0 +1,501 @@
+"""template.yaml contract: what the deployed stack must look like (DESIGN §2-§6, §11, §12).
+
+The SAM transform itself is exercised by `make lint` (cfn-lint 1.53.3 + aws-sam-translator in
+.venv-lint); here the template is read with pixivflow.local.template.load_template and its contract is
+asserted directly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pixivflow.local.template import default_template_path, load_template
+
+REPO = Path(__file__).resolve().parents[2]
+
+FUNCTIONS = {
+    "TriggerFunction": "trigger",
+    "ExecuteFunction": "execute",
+    "DeliverFunction": "deliver",
+    "StallSweepFunction": "stall_sweep",
+    "JobEventsFunction": "job_events",
+}
+QUEUE_DLQ = {"ExecutionQueue": "ExecutionDLQ", "OutboxQueue": "OutboxDLQ"}
+DLQS = ["ExecutionDLQ", "OutboxDLQ", "SchedulerDLQ"]
+GSIS = {
+    "ActiveSlots": ("activePk", "activeSk"),
+    "DueOutbox": ("duePk", "dueSk"),
+    "OpenCallbacks": ("callbackPk", "callbackSk"),
+}
+# Real IAM actions for item-level DynamoDB data access. There is no "dynamodb:TransactWriteItems"
+# IAM action: a transaction is authorised per item by PutItem/UpdateItem/DeleteItem/ConditionCheckItem.
+DYNAMODB_DATA_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+}
+# Managed policies / SAM policy templates too wide for this stack.
+BROAD_POLICIES = ("DynamoDBCrudPolicy", "AmazonDynamoDBFullAccess", "S3CrudPolicy", "S3FullAccessPolicy",
+                  "AmazonSQSFullAccess", "SQSPollerPolicy", "AdministratorAccess", "PowerUserAccess")
+
+
+@pytest.fixture(scope="module")
+def tpl() -> dict[str, Any]:
+    return load_template(REPO / "template.yaml")
+
+
+@pytest.fixture(scope="module")
+def resources(tpl: dict[str, Any]) -> dict[str, Any]:
+    return tpl["Resources"]
+
+
+def props(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return resources[logical_id]["Properties"]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def getatt_target(value: Any) -> str:
+    """Logical id named by {"Fn::GetAtt": [id, attr]} (the only form the template should use)."""
+    assert isinstance(value, dict) and "Fn::GetAtt" in value, value
+    return value["Fn::GetAtt"][0]
+
+
+def function_timeout(tpl: dict[str, Any], logical_id: str) -> int:
+    own = tpl["Resources"][logical_id]["Properties"].get("Timeout")
+    return int(own if own is not None else tpl["Globals"]["Function"]["Timeout"])
+
+
+def inline_statements(resources: dict[str, Any], logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in as_list(props(resources, logical_id).get("Policies", [])):
+        if isinstance(policy, dict) and "Statement" in policy:
+            statements.extend(as_list(policy["Statement"]))
+    return statements
+
+
+def all_statements(resources: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for lid, res in resources.items():
+        if res["Type"] == "AWS::Serverless::Function":
+            out += [(lid, s) for s in inline_statements(resources, lid)]
+        elif res["Type"] == "AWS::IAM::Role":
+            for policy in res["Properties"].get("Policies", []):
+                out += [(lid, s) for s in as_list(policy["PolicyDocument"]["Statement"])]
+    return out
+
+
+def allowed(resources: dict[str, Any], logical_id: str, action: str) -> list[Any]:
+    """Resources the function's inline policies allow `action` on."""
+    found: list[Any] = []
+    for statement in inline_statements(resources, logical_id):
+        if statement.get("Effect") == "Allow" and action in as_list(statement["Action"]):
+            found += as_list(statement["Resource"])
+    return found
+
+
+# ------------------------------------------------------------------ loader
+
+
+def test_load_template_turns_short_tags_into_long_form(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "A: !Ref Thing\n"
+        "B: !GetAtt Queue.Arn\n"
+        "C: !GetAtt Db.Endpoint.Address\n"
+        "D: !GetAtt [Queue, QueueName]\n"
+        "E: !Sub 'arn:${AWS::Partition}:x'\n"
+        "F: !Sub ['${a}-b', {a: !Ref P}]\n"
+        "G: !If [Cond, !Join ['', [x, !Select [0, !Split [',', 'a,b']]]], !Ref AWS::NoValue]\n"
+        "H: !Not [!Equals [!Ref P, '']]\n"
+        "I: !And [!Condition C1, !Or [!Condition C2, !Condition C3]]\n"
+        "J: !FindInMap [M, !Ref AWS::Region, k]\n"
+        "K: !ImportValue other-stack-output\n"
+        "L: !Base64 hello\n"
+        "M: !Cidr [!GetAtt Vpc.CidrBlock, 6, 5]\n"
+        "N: !GetAZs ''\n",
+        encoding="utf-8",
+    )
+    data = load_template(path)
+    assert data == {
+        "A": {"Ref": "Thing"},
+        "B": {"Fn::GetAtt": ["Queue", "Arn"]},
+        "C": {"Fn::GetAtt": ["Db", "Endpoint.Address"]},
+        "D": {"Fn::GetAtt": ["Queue", "QueueName"]},
+        "E": {"Fn::Sub": "arn:${AWS::Partition}:x"},
+        "F": {"Fn::Sub": ["${a}-b", {"a": {"Ref": "P"}}]},
+        "G": {"Fn::If": ["Cond", {"Fn::Join": ["", ["x", {"Fn::Select": [0, {"Fn::Split": [",", "a,b"]}]}]]},
+                         {"Ref": "AWS::NoValue"}]},
+        "H": {"Fn::Not": [{"Fn::Equals": [{"Ref": "P"}, ""]}]},
+        "I": {"Fn::And": [{"Condition": "C1"}, {"Fn::Or": [{"Condition": "C2"}, {"Condition": "C3"}]}]},
+        "J": {"Fn::FindInMap": ["M", {"Ref": "AWS::Region"}, "k"]},
+        "K": {"Fn::ImportValue": "other-stack-output"},
+        "L": {"Fn::Base64": "hello"},
+        "M": {"Fn::Cidr": [{"Fn::GetAtt": ["Vpc", "CidrBlock"]}, 6, 5]},
+        "N": {"Fn::GetAZs": ""},
+    }
+
+
+def test_load_template_rejects_duplicate_keys(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text("Resources:\n  A: 1\n  A: 2\n", encoding="utf-8")
+    with pytest.raises(yaml.YAMLError, match="duplicate key 'A'"):
+        load_template(path)
+
+
+def test_load_template_default_path_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PIXIVFLOW_TEMPLATE", raising=False)
+    assert default_template_path() == REPO / "template.yaml"
+    assert load_template()["Transform"] == "AWS::Serverless-2016-10-31"
+
+    other = tmp_path / "other.yaml"
+    other.write_text("Resources:\n  Only: {Type: AWS::SQS::Queue}\n", encoding="utf-8")
+    monkeypatch.setenv("PIXIVFLOW_TEMPLATE", str(other))
+    assert load_template() == {"Resources": {"Only": {"Type": "AWS::SQS::Queue"}}}
+
+
+# ------------------------------------------------------------------ globals, layer, functions
+
+
+def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -> None:
+    assert tpl["Transform"] == "AWS::Serverless-2016-10-31"
+    glob = tpl["Globals"]["Function"]
+    assert glob["Runtime"] == "python3.13"
+    assert glob["Architectures"] == ["arm64"]
+    assert glob["Layers"] == [{"Ref": "CoreLayer"}]
+    env = glob["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == "pixivflow"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "PixivFlow"
+    assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    assert env["LEDGER_TABLE"] == {"Ref": "LedgerTable"}
+    assert env["EXECUTION_QUEUE_URL"] == {"Ref": "ExecutionQueue"}
+    assert env["OUTBOX_QUEUE_URL"] == {"Ref": "OutboxQueue"}
+    assert env["PIXIVFLOW_CONFIG"] == {"Fn::Sub": "ssm:${ConfigParameterName}"}
+    assert env["TRIGGER_TOKEN_PARAMETER"] == {"Ref": "TriggerTokenParameterName"}
+    assert env["JOBS_TOKEN_PARAMETER"] == {"Ref": "JobsTokenParameterName"}
+    assert env["RETENTION_DAYS"] == {"Ref": "RetentionDays"}
+    assert tpl["Parameters"]["RetentionDays"]["Default"] == 30
+
+
+def test_execute_sees_the_artifact_bucket(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    env = dict(tpl["Globals"]["Function"]["Environment"]["Variables"])
+    env.update(props(resources, "ExecuteFunction").get("Environment", {}).get("Variables", {}))
+    assert env["ARTIFACT_BUCKET"] == {"Ref": "ArtifactBucket"}
+
+
+def test_layer_builds_for_python313_arm64(resources: dict[str, Any]) -> None:
+    layer = resources["CoreLayer"]
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    assert layer["Properties"]["ContentUri"] == "shared/"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    # without BuildArchitecture sam build produces an x86_64 layer (toolchain-facts §6)
+    assert layer["Metadata"] == {"BuildMethod": "python3.13", "BuildArchitecture": "arm64"}
+    assert (REPO / "shared" / "requirements.txt").is_file()
+
+
+@pytest.mark.parametrize("logical_id,name", sorted(FUNCTIONS.items()))
+def test_function_code_and_handler(resources: dict[str, Any], logical_id: str, name: str) -> None:
+    p = props(resources, logical_id)
+    assert resources[logical_id]["Type"] == "AWS::Serverless::Function"
+    assert p["CodeUri"] == f"functions/{name}/"
+    assert p["Handler"] == "app.handler"
+    assert (REPO / p["CodeUri"] / "app.py").is_file(), f"{p['CodeUri']}app.py is referenced but missing"
+
+
+def test_exactly_the_five_functions(resources: dict[str, Any]) -> None:
+    declared = {lid for lid, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
+    assert declared == set(FUNCTIONS)
+
+
+def _http_routes(resources: dict[str, Any], logical_id: str) -> set[tuple[str, str]]:
+    routes = set()
+    for event in props(resources, logical_id)["Events"].values():
+        if event["Type"] == "HttpApi":
+            assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}
+            routes.add((event["Properties"]["Method"].upper(), event["Properties"]["Path"]))
+    return routes
+
+
+def test_http_routes(resources: dict[str, Any]) -> None:
+    assert resources["HttpApi"]["Type"] == "AWS::Serverless::HttpApi"
+    assert _http_routes(resources, "TriggerFunction") == {
+        ("GET", "/health"),
+        ("GET", "/internal/schedules"),
+        ("POST", "/internal/schedules/{scheduleId}/run"),
+        ("POST", "/internal/outbox/drain"),
+        ("POST", "/internal/targets/{targetId}/refetch"),
+        ("GET", "/internal/targets/{targetId}/refetch/{requestId}"),
+    }
+    assert _http_routes(resources, "JobEventsFunction") == {
+        ("GET", "/capabilities"),
+        ("POST", "/jobs"),
+        ("GET", "/jobs"),
+        ("GET", "/jobs/{jobId}"),
+        ("POST", "/jobs/{jobId}/cancel"),
+        ("GET", "/jobs/{jobId}/events"),
+        ("POST", "/jobs/{jobId}/events/ack"),
+    }
+
+
+# ------------------------------------------------------------------ queues and consumers
+
+
+def _sqs_consumers(resources: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """queue logical id -> (consuming function, SQS event properties)."""
+    consumers: dict[str, tuple[str, dict[str, Any]]] = {}
+    for lid in FUNCTIONS:
+        for event in props(resources, lid).get("Events", {}).values():
+            if event["Type"] == "SQS":
+                queue = getatt_target(event["Properties"]["Queue"])
+                assert queue not in consumers, f"{queue} has two consumers"
+                consumers[queue] = (lid, event["Properties"])
+    return consumers
+
+
+def test_sqs_consumers_report_partial_failures(resources: dict[str, Any]) -> None:
+    consumers = _sqs_consumers(resources)
+    assert {q: c[0] for q, c in consumers.items()} == {
+        "ExecutionQueue": "ExecuteFunction",
+        "OutboxQueue": "DeliverFunction",
+    }
+    for queue, (_, event) in consumers.items():
+        assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], queue
+        assert 1 <= event["BatchSize"] <= 10, queue
+        assert event["ScalingConfig"]["MaximumConcurrency"] >= 2, queue
+
+
+def test_visibility_timeout_is_six_times_the_consumer_timeout(
+    tpl: dict[str, Any], resources: dict[str, Any]
+) -> None:
+    for queue, (function, _) in _sqs_consumers(resources).items():
+        visibility = int(props(resources, queue)["VisibilityTimeout"])
+        assert visibility >= 6 * function_timeout(tpl, function), (queue, function)
+
+
+def test_queues_redrive_to_their_dlq_after_five_receives(resources: dict[str, Any]) -> None:
+    for queue, dlq in QUEUE_DLQ.items():
+        redrive = props(resources, queue)["RedrivePolicy"]
+        assert getatt_target(redrive["deadLetterTargetArn"]) == dlq
+        assert redrive["deadLetterTargetArn"]["Fn::GetAtt"][1] == "Arn"
+        assert int(redrive["maxReceiveCount"]) == 5
+    for lid, res in resources.items():
+        if res["Type"] == "AWS::SQS::Queue":
+            assert res["Properties"]["SqsManagedSseEnabled"] is True, lid
+            assert "DelaySeconds" not in res["Properties"], f"{lid}: the first message is never delayed"
+    for dlq in DLQS:
+        assert resources[dlq]["Type"] == "AWS::SQS::Queue"
+        assert int(props(resources, dlq)["MessageRetentionPeriod"]) == 14 * 24 * 3600
+
+
+# ------------------------------------------------------------------ ledger
+
+
+def test_ledger_table_keys_gsis_ttl_pitr(resources: dict[str, Any]) -> None:
+    table = resources["LedgerTable"]
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    p = table["Properties"]
+    assert p["BillingMode"] == "PAY_PER_REQUEST"
+    assert p["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    types = {a["AttributeName"]: a["AttributeType"] for a in p["AttributeDefinitions"]}
+    expected_attrs = {"pk", "sk"} | {k for keys in GSIS.values() for k in keys}
+    assert types == {name: "S" for name in expected_attrs}
+
+    gsis = {g["IndexName"]: g for g in p["GlobalSecondaryIndexes"]}
+    assert set(gsis) == set(GSIS)
+    for name, (hash_key, range_key) in GSIS.items():
+        assert gsis[name]["KeySchema"] == [
+            {"AttributeName": hash_key, "KeyType": "HASH"},
+            {"AttributeName": range_key, "KeyType": "RANGE"},
+        ], name
+        assert gsis[name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}, name
+    assert "LocalSecondaryIndexes" not in p
+
+    assert p["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert p["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table.get("DeletionPolicy") == "Retain", "the ledger is the source of truth"
+
+
+# ------------------------------------------------------------------ scheduling
+
+
+def test_stall_sweep_runs_every_minute_alone_without_retries(resources: dict[str, Any]) -> None:
+    p = props(resources, "StallSweepFunction")
+    assert p["ReservedConcurrentExecutions"] == 1
+    schedules = [e["Properties"] for e in p["Events"].values() if e["Type"] == "ScheduleV2"]
+    assert len(schedules) == 1
+    assert schedules[0]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedules[0]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    assert p["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+
+
+def test_trigger_async_invocations_never_back_fill(resources: dict[str, Any]) -> None:
+    invoke = props(resources, "TriggerFunction")["EventInvokeConfig"]
+    assert 60 <= invoke["MaximumEventAgeInSeconds"] <= 2700  # half the grace window (DESIGN §6)
+    assert invoke["MaximumRetryAttempts"] <= 2
+    assert getatt_target(invoke["DestinationConfig"]["OnFailure"]["Destination"]) == "SchedulerDLQ"
+
+
+def test_scheduler_invoke_role_targets_only_the_trigger(resources: dict[str, Any]) -> None:
+    role = props(resources, "SchedulerInvokeRole")
+    principals = [s["Principal"]["Service"] for s in role["AssumeRolePolicyDocument"]["Statement"]]
+    assert principals == ["scheduler.amazonaws.com"]
+    grants = {
+        action: [getatt_target(r) for r in as_list(s["Resource"])]
+        for policy in role["Policies"]
+        for s in as_list(policy["PolicyDocument"]["Statement"])
+        for action in as_list(s["Action"])
+    }
+    assert grants == {"lambda:InvokeFunction": ["TriggerFunction"], "sqs:SendMessage": ["SchedulerDLQ"]}
+
+
+# ------------------------------------------------------------------ alarms, bucket, outputs
+
+
+def test_one_alarm_per_dlq(resources: dict[str, Any]) -> None:
+    watched: dict[str, dict[str, Any]] = {}
+    for res in resources.values():
+        if res["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        p = res["Properties"]
+        (dimension,) = p["Dimensions"]
+        assert dimension["Name"] == "QueueName"
+        watched[getatt_target(dimension["Value"])] = p
+    assert set(watched) == set(DLQS)
+    for dlq, p in watched.items():
+        assert p["Namespace"] == "AWS/SQS", dlq
+        assert p["MetricName"] == "ApproximateNumberOfMessagesVisible", dlq
+        assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, dlq
+        assert p["Threshold"] == 1 and p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", dlq
+
+
+def test_artifact_bucket_is_private_encrypted_and_expires(resources: dict[str, Any]) -> None:
+    p = props(resources, "ArtifactBucket")
+    assert resources["ArtifactBucket"]["Type"] == "AWS::S3::Bucket"
+    assert p["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert p["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    rules = p["LifecycleConfiguration"]["Rules"]
+    assert any(r["Status"] == "Enabled" and r["ExpirationInDays"] == {"Ref": "RetentionDays"} for r in rules)
+
+
+def test_outputs(tpl: dict[str, Any]) -> None:
+    outputs = tpl["Outputs"]
+    assert set(outputs) >= {
+        "ApiUrl",
+        "LedgerTableName",
+        "ExecutionQueueUrl",
+        "OutboxQueueUrl",
+        "TriggerFunctionArn",
+        "SchedulerInvokeRoleArn",
+        "SchedulerDLQArn",
+        "ArtifactBucketName",
+    }
+    assert outputs["TriggerFunctionArn"]["Value"] == {"Fn::GetAtt": ["TriggerFunction", "Arn"]}
+    assert outputs["SchedulerInvokeRoleArn"]["Value"] == {"Fn::GetAtt": ["SchedulerInvokeRole", "Arn"]}
+    assert outputs["SchedulerDLQArn"]["Value"] == {"Fn::GetAtt": ["SchedulerDLQ", "Arn"]}
+    assert outputs["LedgerTableName"]["Value"] == {"Ref": "LedgerTable"}
+
+
+# ------------------------------------------------------------------ IAM
+
+
+def test_no_wildcard_actions_anywhere(resources: dict[str, Any]) -> None:
+    statements = all_statements(resources)
+    assert statements, "no inline policy statements found"
+    for lid, statement in statements:
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, f"{lid}: wildcard action {action!r}"
+        assert "NotAction" not in statement, lid
+
+
+def test_functions_use_no_broad_managed_policies(resources: dict[str, Any]) -> None:
+    for lid in FUNCTIONS:
+        for policy in as_list(props(resources, lid).get("Policies", [])):
+            text = json.dumps(policy)
+            for broad in BROAD_POLICIES:
+                assert broad not in text, f"{lid} uses {broad}"
+
+
+def test_dynamodb_grants_are_item_level_on_the_ledger_only(resources: dict[str, Any]) -> None:
+    table_arn = {"Fn::GetAtt": ["LedgerTable", "Arn"]}
+    index_arns = [{"Fn::Sub": "${LedgerTable.Arn}/index/" + name} for name in GSIS]
+    for lid in FUNCTIONS:
+        dynamo = [s for s in inline_statements(resources, lid)
+                  if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+        assert dynamo, f"{lid} cannot reach the ledger"
+        for statement in dynamo:
+            assert set(as_list(statement["Action"])) <= DYNAMODB_DATA_ACTIONS, lid
+            for resource in as_list(statement["Resource"]):
+                assert resource == table_arn or resource in index_arns, (lid, resource)
+        # every function claims, updates and reads under conditions
+        for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
+                       "dynamodb:ConditionCheckItem"):
+            assert table_arn in allowed(resources, lid, action), (lid, action)
+        assert set(map(json.dumps, index_arns)) <= set(
+            map(json.dumps, allowed(resources, lid, "dynamodb:Query"))
+        ), lid
+        assert "dynamodb:Scan" not in json.dumps(dynamo), lid
+
+
+@pytest.mark.parametrize(
+    "logical_id,queues",
+    [
+        ("TriggerFunction", {"ExecutionQueue", "OutboxQueue"}),
+        ("ExecuteFunction", {"ExecutionQueue", "OutboxQueue"}),
+        ("DeliverFunction", {"ExecutionQueue", "OutboxQueue"}),
+        ("StallSweepFunction", {"ExecutionQueue", "OutboxQueue"}),
+        ("JobEventsFunction", {"ExecutionQueue", "OutboxQueue"}),
+    ],
+)
+def test_send_message_grants(resources: dict[str, Any], logical_id: str, queues: set[str]) -> None:
+    granted = {getatt_target(r) for r in allowed(resources, logical_id, "sqs:SendMessage")}
+    assert granted == queues
+
+
+def _ssm_parameters(resources: dict[str, Any], logical_id: str) -> set[str]:
+    names = set()
+    for resource in allowed(resources, logical_id, "ssm:GetParameter"):
+        sub = resource["Fn::Sub"]
+        assert sub.startswith("arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${"), sub
+        names.add(sub.rsplit("${", 1)[1].rstrip("}"))
+    return names
+
+
+def test_ssm_grants_name_only_the_parameters_each_function_reads(
+    tpl: dict[str, Any], resources: dict[str, Any]
+) -> None:
+    assert _ssm_parameters(resources, "TriggerFunction") == {
+        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"}
+    assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
+    for lid in ("ExecuteFunction", "DeliverFunction", "StallSweepFunction"):
+        assert _ssm_parameters(resources, lid) == {"ConfigParameterName"}, lid
+    for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"):
+        # the ARN is built as parameter${Name}: names must start with "/"
+        assert tpl["Parameters"][name]["AllowedPattern"].startswith("^/"), name
+        assert tpl["Parameters"][name]["Default"].startswith("/"), name
+
+
+def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
+    assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
+    for lid in set(FUNCTIONS) - {"ExecuteFunction"}:
+        assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
