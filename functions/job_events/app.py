@@ -1,0 +1,9 @@
+"""Job events: the Workflow Protocol v1 HTTP surface."""
+
+from pixivflow import entry
+from pixivflow.observability import logger
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return entry.job_events(event, context)

@@ -1,0 +1,9 @@
+"""Trigger: EventBridge Scheduler fires and the operator HTTP routes (admit slots, dispatch cells)."""
+
+from pixivflow import entry
+from pixivflow.observability import logger
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return entry.trigger(event, context)

@@ -1,0 +1,810 @@
+"""The ledger on one DynamoDB table (DESIGN §4).
+
+Items (pk / sk):
+  SLOT#<slotId> / META                        the slot; carries activePk/activeSk while pending|running
+  SLOT#<slotId> / CELL#<targetId>             one cell per snapshot target
+  SLOT#<slotId> / DLV#<targetId>#<route>#<workType>#<workId>
+                                              a delivery intent and its outbox row (duePk/dueSk while actionable)
+  SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
+  WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
+
+Every state change is a conditional write. Cell moves are conditioned on the source states
+the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is
+refused by DynamoDB itself. Reads that decide anything are strongly consistent; GSI hits are
+re-read before use.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+
+from botocore.exceptions import ClientError
+
+from ..domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, CellStatus
+from ..domain.errors import LedgerUnavailable
+from ..domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot
+
+SHARDS = 16
+ACTIVE_INDEX = "ActiveSlots"
+DUE_INDEX = "DueOutbox"
+
+_SLOT_FIELDS = {
+    "slot_id": "slotId",
+    "schedule_id": "scheduleId",
+    "status": "status",
+    "target_ids": "targetIds",
+    "created_at": "createdAt",
+    "occurrence_at": "occurrenceAt",
+    "occurrence_date": "occurrenceDate",
+    "occurrence_label": "occurrenceLabel",
+    "timezone": "timezone",
+    "trigger_source": "triggerSource",
+    "slot_name": "slotName",
+    "started_at": "startedAt",
+    "completed_at": "completedAt",
+    "last_error": "lastError",
+    "manual_request_id": "manualRequestId",
+    "correlation_id": "correlationId",
+    "params": "params",
+    "timeout_ms": "timeoutMs",
+}
+_CELL_FIELDS = {
+    "slot_id": "slotId",
+    "target_id": "targetId",
+    "status": "status",
+    "work_type": "workType",
+    "work_id": "workId",
+    "attempt_count": "attemptCount",
+    "lease_owner": "leaseOwner",
+    "lease_until": "leaseUntil",
+    "heartbeat_at": "heartbeatAt",
+    "started_at": "startedAt",
+    "dispatched_at": "dispatchedAt",
+    "created_at": "createdAt",
+    "updated_at": "updatedAt",
+    "completed_at": "completedAt",
+    "last_error": "lastError",
+    "terminal_reason_code": "terminalReasonCode",
+    "terminal_reason_message": "terminalReasonMessage",
+    "candidate_report": "candidateReport",
+}
+_INTENT_FIELDS = {
+    "slot_id": "slotId",
+    "target_id": "targetId",
+    "route": "route",
+    "work_type": "workType",
+    "work_id": "workId",
+    "idempotency_key": "idempotencyKey",
+    "status": "status",
+    "outbox_status": "outboxStatus",
+    "attempts": "attempts",
+    "max_attempts": "maxAttempts",
+    "next_attempt_at": "nextAttemptAt",
+    "lease_owner": "leaseOwner",
+    "lease_until": "leaseUntil",
+    "remote_id": "remoteId",
+    "remote_status": "remoteStatus",
+    "reuse_reason": "reuseReason",
+    "last_error": "lastError",
+    "created_at": "createdAt",
+    "updated_at": "updatedAt",
+    "delivered_at": "deliveredAt",
+    "payload": "payload",
+}
+_JSON_ATTRS = {"candidateReport", "params", "payload"}
+
+
+def slot_pk(slot_id: str) -> str:
+    return f"SLOT#{slot_id}"
+
+
+def cell_sk(target_id: str) -> str:
+    return f"CELL#{target_id}"
+
+
+def intent_sk(target_id: str, route: str, work_type: str, work_id: str) -> str:
+    return f"DLV#{target_id}#{route}#{work_type}#{work_id}"
+
+
+def work_pk(route: str, work_type: str, work_id: str) -> str:
+    return f"WORK#{route}#{work_type}#{work_id}"
+
+
+def shard_of(key: str) -> int:
+    return zlib.crc32(key.encode("utf-8")) % SHARDS
+
+
+def _ms13(value: int) -> str:
+    return f"{max(0, int(value)):013d}"
+
+
+# -- (de)serialisation ---------------------------------------------------------
+
+
+def _to_ddb(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {k: _to_ddb(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_ddb(v) for v in value]
+    return value
+
+
+def _from_ddb(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_ddb(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_ddb(v) for v in value]
+    return value
+
+
+def _view(cls, fields: Mapping[str, str], item: Mapping[str, Any]):
+    kwargs = {}
+    for attr, name in fields.items():
+        if name in item:
+            raw = _from_ddb(item[name])
+            if name in _JSON_ATTRS and isinstance(raw, str):
+                raw = json.loads(raw)
+            kwargs[attr] = raw
+    return cls(**kwargs)
+
+
+def _item(fields: Mapping[str, str], obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for attr, name in fields.items():
+        value = getattr(obj, attr)
+        if value is None:
+            continue
+        if name in _JSON_ATTRS:
+            value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        out[name] = _to_ddb(value)
+    return out
+
+
+def slot_from_item(item: Mapping[str, Any]) -> Slot:
+    return _view(Slot, _SLOT_FIELDS, item)
+
+
+def cell_from_item(item: Mapping[str, Any]) -> Cell:
+    return _view(Cell, _CELL_FIELDS, item)
+
+
+def intent_from_item(item: Mapping[str, Any]) -> Intent:
+    return _view(Intent, _INTENT_FIELDS, item)
+
+
+@dataclass
+class SlotState:
+    """One consistent read of a slot's partition."""
+
+    slot: Slot
+    cells: dict[str, Cell] = field(default_factory=dict)
+    intents: list[Intent] = field(default_factory=list)
+    events: set[str] = field(default_factory=set)
+
+    def snapshot_cells(self) -> list[Cell]:
+        return [self.cells[t] for t in self.slot.target_ids if t in self.cells]
+
+    def missing_targets(self) -> list[str]:
+        return [t for t in self.slot.target_ids if t not in self.cells]
+
+    def intents_for(self, target_id: str) -> list[Intent]:
+        return [i for i in self.intents if i.target_id == target_id]
+
+
+class _Update:
+    """Builds one UpdateExpression with named placeholders."""
+
+    def __init__(self) -> None:
+        self.sets: list[str] = []
+        self.removes: list[str] = []
+        self.adds: list[str] = []
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+        self.conditions: list[str] = []
+
+    def name(self, attr: str) -> str:
+        key = f"#{attr}"
+        self.names[key] = attr
+        return key
+
+    def value(self, key: str, value: Any) -> str:
+        placeholder = f":{key}"
+        self.values[placeholder] = _to_ddb(value)
+        return placeholder
+
+    def set(self, attr: str, value: Any, *, if_not_exists: bool = False) -> "_Update":
+        if value is None:
+            return self.remove(attr)
+        if attr in _JSON_ATTRS:
+            value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        n, v = self.name(attr), self.value(f"v_{attr}", value)
+        self.sets.append(f"{n} = if_not_exists({n}, {v})" if if_not_exists else f"{n} = {v}")
+        return self
+
+    def remove(self, *attrs: str) -> "_Update":
+        for attr in attrs:
+            self.removes.append(self.name(attr))
+        return self
+
+    def add(self, attr: str, amount: int) -> "_Update":
+        self.adds.append(f"{self.name(attr)} {self.value(f'add_{attr}', amount)}")
+        return self
+
+    def when(self, expr: str, **values: Any) -> "_Update":
+        for k, v in values.items():
+            self.value(k, v)
+        self.conditions.append(f"({expr})")
+        return self
+
+    def status_in(self, states: Iterable[str], attr: str = "status") -> "_Update":
+        states = sorted(states)
+        n = self.name(attr)
+        placeholders = [self.value(f"{attr}_from{i}", s) for i, s in enumerate(states)]
+        self.conditions.append(f"({n} IN ({', '.join(placeholders)}))")
+        return self
+
+    def kwargs(self) -> dict[str, Any]:
+        parts = []
+        if self.sets:
+            parts.append("SET " + ", ".join(self.sets))
+        if self.removes:
+            parts.append("REMOVE " + ", ".join(self.removes))
+        if self.adds:
+            parts.append("ADD " + ", ".join(self.adds))
+        out: dict[str, Any] = {"UpdateExpression": " ".join(parts)}
+        conditions = ["attribute_exists(pk)"] + self.conditions
+        out["ConditionExpression"] = " AND ".join(conditions)
+        if self.names:
+            out["ExpressionAttributeNames"] = self.names
+        if self.values:
+            out["ExpressionAttributeValues"] = self.values
+        return out
+
+
+_NO_LIVE_LEASE = "attribute_not_exists(#leaseUntil) OR #leaseUntil <= :now OR attribute_not_exists(#leaseOwner)"
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class DynamoLedger:
+    """The ledger port on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
+
+    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
+        self._client = client
+        self._table = table
+        self._retention_s = max(1, retention_days) * 86_400
+        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+        self._ser = TypeSerializer()
+        self._de = TypeDeserializer()
+
+    # -- low level ---------------------------------------------------------------
+    def _key(self, pk: str, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+    def _marshal(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: self._ser.serialize(v) for k, v in item.items()}
+
+    def _unmarshal(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: self._de.deserialize(v) for k, v in item.items()}
+
+    def _call(self, op: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._client, op)(**kwargs)
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                raise
+            code = exc.response.get("Error", {}).get("Code", "")
+            raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
+
+    def _update(self, pk: str, sk: str, upd: _Update, *, return_new: bool = False) -> dict[str, Any] | None:
+        kwargs = self._marshal_update(upd)
+        if return_new:
+            kwargs["ReturnValues"] = "ALL_NEW"
+        try:
+            resp = self._call("update_item", TableName=self._table, Key=self._key(pk, sk), **kwargs)
+        except ClientError:
+            return None
+        if return_new:
+            return self._unmarshal(resp.get("Attributes", {}))
+        return {}
+
+    def _put_new(self, item: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+        """Insert if absent. Returns (created, existing item when it was not created)."""
+        try:
+            self._call(
+                "put_item",
+                TableName=self._table,
+                Item=self._marshal(item),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True, None
+        except ClientError as exc:
+            old = exc.response.get("Item")
+            return False, self._unmarshal(old) if old else None
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        resp = self._call("get_item", TableName=self._table, Key=self._key(pk, sk), ConsistentRead=True)
+        item = resp.get("Item")
+        return self._unmarshal(item) if item else None
+
+    def _expires(self, now_ms: int) -> int:
+        return now_ms // 1000 + self._retention_s
+
+    # -- slots -------------------------------------------------------------------
+    def create_slot(self, slot: Slot) -> tuple[Slot, bool]:
+        """Insert the slot (the commit point of admission). Returns the stored slot and whether it is new."""
+        item = {"pk": slot_pk(slot.slot_id), "sk": "META", "entity": "slot", **_item(_SLOT_FIELDS, slot)}
+        item["activePk"] = f"ACTIVE#{shard_of(slot.slot_id):02d}"
+        item["activeSk"] = f"{_ms13(slot.created_at)}#{slot.slot_id}"
+        created, existing = self._put_new(item)
+        if created:
+            return slot, True
+        if existing is None:  # the endpoint did not return the old item: read it
+            existing = self._get(slot_pk(slot.slot_id), "META")
+        return slot_from_item(existing or item), False
+
+    def ensure_cells(self, slot: Slot, target_types: Mapping[str, str], now_ms: int, existing: Iterable[str] = ()) -> list[str]:
+        """Materialise every snapshot cell that does not exist yet. Returns the target ids created."""
+        have = set(existing)
+        created = []
+        for target_id in slot.target_ids:
+            if target_id in have:
+                continue
+            cell = Cell(
+                slot_id=slot.slot_id,
+                target_id=target_id,
+                status=CellStatus.PENDING,
+                work_type=target_types.get(target_id),
+                created_at=now_ms,
+                updated_at=now_ms,
+                dispatched_at=now_ms,
+            )
+            ok, _ = self._put_new({"pk": slot_pk(slot.slot_id), "sk": cell_sk(target_id), "entity": "cell", **_item(_CELL_FIELDS, cell)})
+            if ok:
+                created.append(target_id)
+        return created
+
+    def get_slot(self, slot_id: str) -> Slot | None:
+        item = self._get(slot_pk(slot_id), "META")
+        return slot_from_item(item) if item else None
+
+    def get_cell(self, slot_id: str, target_id: str) -> Cell | None:
+        item = self._get(slot_pk(slot_id), cell_sk(target_id))
+        return cell_from_item(item) if item else None
+
+    def load(self, slot_id: str) -> SlotState | None:
+        """Read the whole slot partition strongly consistently."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": slot_pk(slot_id)}},
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = self._call("query", **kwargs)
+            items.extend(self._unmarshal(i) for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        meta = next((i for i in items if i["sk"] == "META"), None)
+        if meta is None:
+            return None
+        state = SlotState(slot=slot_from_item(meta))
+        for item in items:
+            sk = item["sk"]
+            if sk.startswith("CELL#"):
+                cell = cell_from_item(item)
+                state.cells[cell.target_id] = cell
+            elif sk.startswith("DLV#"):
+                state.intents.append(intent_from_item(item))
+            elif sk.startswith("EVT#L#"):
+                state.events.add(sk[len("EVT#L#"):])
+        return state
+
+    def mark_slot_running(self, slot_id: str, now_ms: int) -> bool:
+        upd = _Update().set("status", "running").set("startedAt", now_ms, if_not_exists=True)
+        upd.set("updatedAt", now_ms).status_in(["pending"])
+        return self._update(slot_pk(slot_id), "META", upd) is not None
+
+    def finish_slot(self, slot_id: str, status: str, now_ms: int, *, last_error: str | None = None, force_from: Iterable[str] = ACTIVE_SLOT_STATES) -> bool:
+        """Move an active slot to a terminal status and drop it from the active index."""
+        upd = _Update().set("status", status).set("completedAt", now_ms).set("updatedAt", now_ms)
+        upd.set("expiresAt", self._expires(now_ms)).remove("activePk", "activeSk")
+        if last_error is not None:
+            upd.set("lastError", last_error[:1000])
+        upd.status_in(force_from)
+        return self._update(slot_pk(slot_id), "META", upd) is not None
+
+    def put_event_once(self, slot_id: str, kind: str, detail: Mapping[str, Any], now_ms: int) -> bool:
+        """Write a lifecycle event that may exist at most once. True when this call created it."""
+        item = {
+            "pk": slot_pk(slot_id),
+            "sk": f"EVT#L#{kind}",
+            "entity": "event",
+            "slotId": slot_id,
+            "kind": kind,
+            "ts": now_ms,
+            "detail": json.dumps(detail, separators=(",", ":"), ensure_ascii=False),
+            "expiresAt": self._expires(now_ms),
+        }
+        created, _ = self._put_new(item)
+        return created
+
+    def get_event(self, slot_id: str, kind: str) -> dict[str, Any] | None:
+        item = self._get(slot_pk(slot_id), f"EVT#L#{kind}")
+        if not item:
+            return None
+        return {"kind": item.get("kind"), "ts": _from_ddb(item.get("ts")), "detail": json.loads(item.get("detail") or "{}")}
+
+    def active_slots(self, limit_per_shard: int = 100) -> list[tuple[str, int]]:
+        """(slotId, createdAt) of every slot in the active index, oldest first."""
+        found: list[tuple[str, int]] = []
+        for shard in range(SHARDS):
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": ACTIVE_INDEX,
+                "KeyConditionExpression": "activePk = :p",
+                "ExpressionAttributeValues": {":p": {"S": f"ACTIVE#{shard:02d}"}},
+                "Limit": limit_per_shard,
+            }
+            resp = self._call("query", **kwargs)
+            for raw in resp.get("Items", []):
+                item = self._unmarshal(raw)
+                created, _, slot_id = item["activeSk"].partition("#")
+                found.append((slot_id, int(created)))
+        found.sort(key=lambda x: (x[1], x[0]))
+        return found
+
+    # -- cells -------------------------------------------------------------------
+    def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> Cell | None:
+        """Take the cell's lease (spec §4.2 on the cell). None when terminal, missing or leased by another."""
+        upd = _Update().set("leaseOwner", owner).set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
+        upd.set("startedAt", now_ms, if_not_exists=True).set("updatedAt", now_ms).add("attemptCount", 1)
+        upd.when(
+            "attribute_not_exists(#leaseUntil) OR #leaseUntil <= :now OR #leaseOwner = :owner",
+            now=now_ms,
+            owner=owner,
+        )
+        upd.name("leaseOwner"), upd.name("leaseUntil")
+        upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
+        item = self._update(slot_pk(slot_id), cell_sk(target_id), upd, return_new=True)
+        return cell_from_item(item) if item else None
+
+    def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool:
+        upd = _Update().set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
+        upd.when("#leaseOwner = :owner", owner=owner)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool:
+        """Drop the lease; keep heartbeatAt (the slot's progress clock)."""
+        upd = _Update().remove("leaseOwner", "leaseUntil").set("updatedAt", now_ms)
+        upd.when("#leaseOwner = :owner", owner=owner)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]:
+        """CAS bind (spec §5.4): first work wins, rebinding the same work is idempotent.
+
+        Returns (won, authoritative work id)."""
+        upd = _Update().set("workId", work_id).set("workType", work_type, if_not_exists=True)
+        upd.set("updatedAt", now_ms)
+        upd.set("status", CellStatus.SELECTED)
+        upd.when("attribute_not_exists(#workId) OR #workId = :w", w=work_id)
+        upd.status_in([CellStatus.PENDING, CellStatus.SELECTED])
+        item = self._update(slot_pk(slot_id), cell_sk(target_id), upd, return_new=True)
+        if item is not None:
+            return True, work_id
+        cell = self.get_cell(slot_id, target_id)
+        current = cell.work_id if cell else None
+        return current == work_id, current
+
+    def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool:
+        """Provisional release (spec §5.5): only while the cell holds exactly this work and is `selected`."""
+        upd = _Update().remove("workId").set("status", CellStatus.PENDING).set("updatedAt", now_ms)
+        upd.when("#workId = :w", w=work_id).status_in([CellStatus.SELECTED])
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    def transition_cell(
+        self,
+        slot_id: str,
+        target_id: str,
+        to_status: str,
+        now_ms: int,
+        *,
+        owner: str | None = None,
+        require_no_live_lease: bool = False,
+        from_states: Iterable[str] | None = None,
+        work_id: str | None = None,
+        work_type: str | None = None,
+        last_error: str | None = None,
+        keep_error: bool = False,
+        reason_code: str | None = None,
+        reason_message: str | None = None,
+        candidate_report: Mapping[str, Any] | None = None,
+        release_lease: bool = True,
+    ) -> bool:
+        """One conditional FSM move. ``owner`` requires the caller to hold the lease."""
+        allowed = set(ALLOWED_FROM[to_status])
+        if from_states is not None:
+            allowed &= set(from_states)
+        if not allowed:
+            return False
+        upd = _Update().set("status", to_status).set("updatedAt", now_ms)
+        if to_status in TERMINAL_CELL_STATES:
+            upd.set("completedAt", now_ms).set("expiresAt", self._expires(now_ms))
+        if work_id is not None:
+            upd.set("workId", work_id, if_not_exists=True)
+        if work_type is not None:
+            upd.set("workType", work_type, if_not_exists=True)
+        if not keep_error:
+            if last_error is not None:
+                upd.set("lastError", last_error[:1000])
+            else:
+                upd.remove("lastError")
+        if reason_code is not None:
+            upd.set("terminalReasonCode", reason_code[:64])
+            upd.set("terminalReasonMessage", (reason_message or "")[:400])
+        if candidate_report is not None:
+            upd.set("candidateReport", dict(candidate_report))
+        if release_lease:
+            upd.remove("leaseOwner", "leaseUntil")
+        if owner is not None:
+            upd.when("#leaseOwner = :owner", owner=owner)
+            upd.name("leaseOwner")
+        if require_no_live_lease:
+            upd.when(_NO_LIVE_LEASE, now=now_ms)
+            upd.name("leaseOwner"), upd.name("leaseUntil")
+        upd.status_in(allowed)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None, candidate_report: Mapping[str, Any] | None = None) -> bool:
+        """A retryable failure: only the error is recorded; the bound work stays."""
+        upd = _Update().set("lastError", error[:1000]).set("updatedAt", now_ms).remove("leaseOwner", "leaseUntil")
+        if candidate_report is not None:
+            upd.set("candidateReport", dict(candidate_report))
+        if owner is not None:
+            upd.when("#leaseOwner = :owner", owner=owner)
+        upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int) -> bool:
+        """Claim the right to re-dispatch a cell (so concurrent sweeps send once)."""
+        upd = _Update().set("dispatchedAt", now_ms)
+        if previous is None:
+            upd.when("attribute_not_exists(#dispatchedAt)")
+            upd.name("dispatchedAt")
+        else:
+            upd.when("#dispatchedAt = :prev", prev=previous)
+            upd.name("dispatchedAt")
+        upd.when(_NO_LIVE_LEASE, now=now_ms)
+        upd.name("leaseOwner"), upd.name("leaseUntil")
+        upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    # -- route-work ownership (selection-time dedupe across slots) ----------------
+    def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int) -> tuple[bool, str | None]:
+        """Claim a work on a route for one cell. Returns (ok, current owner)."""
+        item = {
+            "pk": work_pk(route, work_type, work_id),
+            "sk": "OWNER",
+            "entity": "work",
+            "route": route,
+            "workType": work_type,
+            "workId": work_id,
+            "ownerKey": owner_key,
+            "createdAt": now_ms,
+        }
+        try:
+            self._call(
+                "put_item",
+                TableName=self._table,
+                Item=self._marshal(item),
+                ConditionExpression="attribute_not_exists(pk) OR ownerKey = :me",
+                ExpressionAttributeValues={":me": {"S": owner_key}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True, owner_key
+        except ClientError as exc:
+            old = exc.response.get("Item")
+            owner = self._unmarshal(old).get("ownerKey") if old else None
+            return False, owner
+
+    def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str) -> bool:
+        try:
+            self._call(
+                "delete_item",
+                TableName=self._table,
+                Key=self._key(work_pk(route, work_type, work_id), "OWNER"),
+                ConditionExpression="ownerKey = :me",
+                ExpressionAttributeValues={":me": {"S": owner_key}},
+            )
+            return True
+        except ClientError:
+            return False
+
+    def work_owners(self, route: str, work_type: str, work_ids: Iterable[str]) -> dict[str, str]:
+        """Owner key of each work already held on the route (batch read)."""
+        ids = list(dict.fromkeys(work_ids))
+        owners: dict[str, str] = {}
+        for start in range(0, len(ids), 100):
+            keys = [self._key(work_pk(route, work_type, w), "OWNER") for w in ids[start : start + 100]]
+            request = {self._table: {"Keys": keys, "ConsistentRead": True, "ProjectionExpression": "workId, ownerKey"}}
+            while request:
+                resp = self._call("batch_get_item", RequestItems=request)
+                for raw in resp.get("Responses", {}).get(self._table, []):
+                    item = self._unmarshal(raw)
+                    owners[str(item["workId"])] = item["ownerKey"]
+                request = resp.get("UnprocessedKeys") or None
+        return owners
+
+    # -- intents and their outbox rows -------------------------------------------
+    def put_intent(self, intent: Intent) -> tuple[Intent, bool]:
+        sk = intent_sk(intent.target_id, intent.route, intent.work_type, intent.work_id)
+        item = {"pk": slot_pk(intent.slot_id), "sk": sk, "entity": "intent", **_item(_INTENT_FIELDS, intent)}
+        item["duePk"] = f"DUE#{shard_of(intent.idempotency_key):02d}"
+        item["dueSk"] = f"{_ms13(intent.next_attempt_at)}#{intent.idempotency_key}"
+        created, existing = self._put_new(item)
+        if created:
+            return intent, True
+        if existing is None:
+            existing = self._get(slot_pk(intent.slot_id), sk)
+        return intent_from_item(existing or item), False
+
+    def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None:
+        item = self._get(slot_pk(slot_id), intent_sk(target_id, route, work_type, work_id))
+        return intent_from_item(item) if item else None
+
+    def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None:
+        """Outbox claim (spec §10.4): pending/retry_wait and due, or processing with an expired lease."""
+        upd = _Update().set("outboxStatus", OutboxStatus.PROCESSING).set("leaseOwner", owner)
+        upd.set("leaseUntil", now_ms + lease_ms).set("updatedAt", now_ms)
+        due = "" if ignore_due else " AND #nextAttemptAt <= :now"
+        upd.when(
+            f"((#outboxStatus IN (:ob_p, :ob_r)){due}) OR (#outboxStatus = :ob_proc AND #leaseUntil <= :now)",
+            now=now_ms,
+            ob_p=OutboxStatus.PENDING,
+            ob_r=OutboxStatus.RETRY_WAIT,
+            ob_proc=OutboxStatus.PROCESSING,
+        )
+        upd.name("nextAttemptAt")
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
+    @staticmethod
+    def _intent_sk(intent: Intent) -> str:
+        return intent_sk(intent.target_id, intent.route, intent.work_type, intent.work_id)
+
+    def settle_intent(
+        self,
+        intent: Intent,
+        owner: str,
+        now_ms: int,
+        *,
+        ledger_status: str | None,
+        outbox_status: str,
+        remote_id: str | None = None,
+        remote_status: str | None = None,
+        reuse_reason: str | None = None,
+        error: str | None = None,
+        next_attempt_at: int | None = None,
+    ) -> Intent | None:
+        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
+        upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
+        upd.remove("leaseOwner", "leaseUntil")
+        if ledger_status is not None:
+            upd.set("status", ledger_status)
+            if ledger_status in (LedgerStatus.DELIVERED, LedgerStatus.DUPLICATE):
+                upd.set("deliveredAt", now_ms, if_not_exists=True)
+        if remote_id is not None:
+            upd.set("remoteId", remote_id)
+        if remote_status is not None:
+            upd.set("remoteStatus", remote_status)
+        if reuse_reason is not None:
+            upd.set("reuseReason", reuse_reason)
+        if error is not None:
+            upd.set("lastError", error[:1000])
+        elif outbox_status == OutboxStatus.DONE:
+            upd.remove("lastError")
+        if outbox_status in ACTIONABLE_OUTBOX:
+            assert next_attempt_at is not None
+            upd.set("nextAttemptAt", next_attempt_at)
+            upd.set("dueSk", f"{_ms13(next_attempt_at)}#{intent.idempotency_key}")
+        else:
+            upd.remove("duePk", "dueSk")
+            upd.set("completedAt", now_ms)
+        upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
+    def cancel_intent(self, intent: Intent, now_ms: int, reason: str) -> bool:
+        upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("lastError", reason).set("updatedAt", now_ms)
+        upd.remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
+        upd.status_in([OutboxStatus.PENDING, OutboxStatus.RETRY_WAIT, OutboxStatus.DEAD], attr="outboxStatus")
+        return self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd) is not None
+
+    def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
+        """(pk, sk) of outbox rows whose due time is at or before ``before_ms`` (sparse index)."""
+        found: list[tuple[str, str]] = []
+        for shard in range(SHARDS):
+            resp = self._call(
+                "query",
+                TableName=self._table,
+                IndexName=DUE_INDEX,
+                KeyConditionExpression="duePk = :p AND dueSk <= :t",
+                ExpressionAttributeValues={":p": {"S": f"DUE#{shard:02d}"}, ":t": {"S": f"{_ms13(before_ms)}#~"}},
+                Limit=limit_per_shard,
+            )
+            for raw in resp.get("Items", []):
+                item = self._unmarshal(raw)
+                found.append((item["pk"], item["sk"]))
+        return found
+
+    def get_intent_by_key(self, pk: str, sk: str) -> Intent | None:
+        item = self._get(pk, sk)
+        return intent_from_item(item) if item and item.get("entity") == "intent" else None
+
+    # -- multi-item steps ------------------------------------------------------------
+    def terminalise_slot(
+        self,
+        state: SlotState,
+        *,
+        fail_cells: Iterable[str],
+        guard_cells: Iterable[str],
+        slot_status: str,
+        reason_code: str,
+        reason_message: str,
+        now_ms: int,
+    ) -> bool:
+        """Stall terminalisation in ONE transaction (DESIGN §4)."""
+        actions: list[dict[str, Any]] = []
+        pk = {"S": slot_pk(state.slot.slot_id)}
+        for target_id in fail_cells:
+            cell = state.cells[target_id]
+            upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
+            upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
+            upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
+            upd.remove("leaseOwner", "leaseUntil")
+            upd.when("#status = :was", was=cell.status)
+            upd.when(_NO_LIVE_LEASE, now=now_ms)
+            upd.name("leaseOwner"), upd.name("leaseUntil")
+            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
+        for target_id in guard_cells:
+            cond = _Update().when(_NO_LIVE_LEASE, now=now_ms)
+            cond.name("leaseOwner"), cond.name("leaseUntil")
+            kw = self._marshal_update(cond)
+            kw.pop("UpdateExpression", None)
+            actions.append({"ConditionCheck": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **kw}})
+        upd = _Update().set("status", slot_status).set("completedAt", now_ms).set("updatedAt", now_ms)
+        upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms)).remove("activePk", "activeSk")
+        upd.status_in([state.slot.status])
+        actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": "META"}}, **self._marshal_update(upd)}})
+        try:
+            self._call("transact_write_items", TransactItems=actions)
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "TransactionCanceledException":
+                return False
+            raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
+
+    def _marshal_update(self, upd: _Update) -> dict[str, Any]:
+        kw = upd.kwargs()
+        if "ExpressionAttributeValues" in kw:
+            kw["ExpressionAttributeValues"] = {k: self._ser.serialize(v) for k, v in kw["ExpressionAttributeValues"].items()}
+        return kw

@@ -1,0 +1,79 @@
+"""SQS as transport only: execution messages and outbox messages (DESIGN §5).
+
+Any message may be lost, duplicated or reordered; the ledger decides. Every message
+carries a ``notBefore`` attribute (epoch ms on the injected clock) when it is delayed, so the
+embedded runtime can honour delays on a virtual clock (``virtual_delays=True`` sends with no
+SQS delay and lets the local pump hold the message until the virtual clock passes it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..domain.errors import QueueSendError
+
+MAX_SQS_DELAY_S = 900
+BATCH = 10
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    body: dict[str, Any]
+    delay_s: int = 0
+
+
+class SqsQueues:
+    def __init__(
+        self,
+        client: Any,
+        execution_url: str,
+        outbox_url: str,
+        *,
+        now_ms: Callable[[], int],
+        virtual_delays: bool = False,
+    ) -> None:
+        self._client = client
+        self._execution_url = execution_url
+        self._outbox_url = outbox_url
+        self._now_ms = now_ms
+        self._virtual = virtual_delays
+
+    def send_execution(self, messages: Sequence[OutgoingMessage]) -> list[int]:
+        """Send execution messages in batches of 10. Returns the indexes that failed."""
+        return self._send_batch(self._execution_url, messages)
+
+    def send_outbox(self, messages: Sequence[OutgoingMessage]) -> list[int]:
+        return self._send_batch(self._outbox_url, messages)
+
+    def _send_batch(self, url: str, messages: Sequence[OutgoingMessage]) -> list[int]:
+        failed: list[int] = []
+        for start in range(0, len(messages), BATCH):
+            chunk = messages[start : start + BATCH]
+            entries = [self._entry(str(start + i), m) for i, m in enumerate(chunk)]
+            try:
+                resp = self._client.send_message_batch(QueueUrl=url, Entries=entries)
+            except (ClientError, BotoCoreError):
+                failed.extend(range(start, start + len(chunk)))
+                continue
+            failed.extend(int(f["Id"]) for f in resp.get("Failed", []))
+        return failed
+
+    def _entry(self, entry_id: str, message: OutgoingMessage) -> dict[str, Any]:
+        delay = max(0, min(MAX_SQS_DELAY_S, int(message.delay_s)))
+        entry: dict[str, Any] = {"Id": entry_id, "MessageBody": json.dumps(message.body, separators=(",", ":"))}
+        if delay:
+            not_before = self._now_ms() + delay * 1000
+            entry["MessageAttributes"] = {"notBefore": {"DataType": "Number", "StringValue": str(not_before)}}
+            if not self._virtual:
+                entry["DelaySeconds"] = delay
+        return entry
+
+
+def require_sent(failed: Iterable[int], what: str) -> None:
+    failed = list(failed)
+    if failed:
+        raise QueueSendError(f"{len(failed)} {what} message(s) could not be sent")

@@ -1,0 +1,332 @@
+"""Configuration: PixivFlow's `schedules`, `targets`, `delivery`, `source` and `schedulerRuntime` blocks.
+
+Field names keep PixivFlow's camelCase so an existing config loads unchanged. Unknown keys
+are tolerated (PixivFlow configs carry many blocks the core does not use). A bad config
+fails fast with a ``ConfigError`` naming the field path, e.g. ``schedules[1].cron: ...``.
+
+Location: env ``PIXIVFLOW_CONFIG`` = a file path (YAML or JSON) or ``ssm:<parameter name>``.
+Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .domain.ack import AckHints
+from .domain.cells import is_single_work_cell
+from .domain.cron import to_eventbridge_cron
+from .domain.errors import ConfigError
+from .domain.occurrence import validate_cron, validate_timezone
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+_ID_RE = re.compile(ID_PATTERN)
+MAX_TARGETS_PER_SCHEDULE = 90  # keeps every per-slot transaction under DynamoDB's 100 items
+MAX_ROUTES_PER_TARGET = 3
+DEFAULT_SCHEDULE_TIMEOUT_MS = 1_800_000
+DEFAULT_QUEUED_TIMEOUT_MS = 1_800_000
+DEFAULT_STALL_TIMEOUT_MS = 900_000
+STALL_MIN_TIMEOUT_MS = 60_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+
+class ScheduleConfig(_Model):
+    id: str = Field(pattern=ID_PATTERN)
+    name: str | None = None
+    enabled: bool = True
+    cron: str | None = None
+    timezone: str = "UTC"
+    targetIds: list[str] | None = None
+    timeout: int | None = Field(default=None, ge=1000)
+    minInterval: int | None = None
+    maxExecutions: int | None = None
+    maxConsecutiveFailures: int | None = None
+    failureRetryDelay: int | None = None
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _tz(cls, value: Any) -> str:
+        tz = (value or "").strip() if isinstance(value, str) or value is None else value
+        tz = tz or "UTC"
+        try:
+            validate_timezone(tz)
+        except ValueError as exc:
+            raise ValueError(f"unknown IANA time zone {tz!r}") from exc
+        return tz
+
+    @model_validator(mode="after")
+    def _cron(self) -> "ScheduleConfig":
+        if self.cron is not None and self.cron.strip():
+            try:
+                validate_cron(self.cron)
+                to_eventbridge_cron(self.cron)  # the clock must be able to express it
+            except ValueError as exc:
+                raise ValueError(f"cron: {exc}") from exc
+        elif self.enabled:
+            raise ValueError("cron: required when the schedule is enabled")
+        return self
+
+    @property
+    def timeout_ms(self) -> int:
+        return self.timeout or DEFAULT_SCHEDULE_TIMEOUT_MS
+
+
+class TargetDelivery(_Model):
+    target: str | None = None
+    targets: list[str] | None = None
+    fields: dict[str, Any] | None = None
+
+    def routes(self) -> list[str]:
+        """Route names, fan-out list first, de-duplicated in order; the first is the primary route."""
+        names = list(self.targets or []) or ([self.target] if self.target else [])
+        seen: list[str] = []
+        for name in names:
+            if name and name not in seen:
+                seen.append(name)
+        return seen
+
+
+class TargetConfig(_Model):
+    id: str = Field(pattern=ID_PATTERN)
+    type: Literal["illustration", "novel"] = "illustration"
+    mode: Literal["search", "ranking", "topic"] = "search"
+    tag: str | None = None
+    tagRelation: Literal["and", "or"] = "and"
+    topic: str | None = None
+    rankingMode: str = "day"
+    rankingDate: str | None = None
+    filterTag: str | None = None
+    illustId: int | str | None = None
+    novelId: int | str | None = None
+    seriesId: int | str | None = None
+    userId: int | str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    candidateScanLimit: int | None = None
+    sort: Literal["date_desc", "date_asc", "popular_desc"] = "date_desc"
+    storageMode: Literal["persistent", "cache"] = "persistent"
+    delivery: TargetDelivery | None = None
+
+    @model_validator(mode="after")
+    def _needs_query(self) -> "TargetConfig":
+        if self.mode == "topic" and not (self.topic or self.tag):
+            raise ValueError("topic: required when mode is topic")
+        if self.mode == "search" and not (
+            self.tag or self.seriesId or self.novelId or self.illustId or self.userId
+        ):
+            raise ValueError("tag: required for mode search unless a work, series or user id is given")
+        return self
+
+    def routes(self) -> list[str]:
+        """The delivery channel: route names when storageMode is cache, else none (download-only)."""
+        if self.storageMode != "cache" or self.delivery is None:
+            return []
+        return self.delivery.routes()
+
+    @property
+    def single_work(self) -> bool:
+        return is_single_work_cell(self.model_dump())
+
+    @property
+    def effective_limit(self) -> int:
+        if self.limit is not None:
+            return self.limit
+        return 1 if self.mode == "topic" else 10
+
+
+class WebhookRoute(_Model):
+    kind: Literal["webhook"] = "webhook"
+    url: str
+    token: str | None = None  # local runs only; deployed routes use tokenParameter
+    tokenParameter: str | None = None
+    ack: AckHints | None = None
+    timeoutMs: int = Field(default=30_000, ge=100, le=900_000)
+    maxAttempts: int = Field(default=12, ge=1, le=100)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value):
+            raise ValueError("must be an http(s) URL")
+        return value
+
+
+class DeliveryConfig(_Model):
+    targets: dict[str, WebhookRoute] = Field(default_factory=dict)
+    outboxRetryBaseMs: int = Field(default=30_000, ge=1000)
+    outboxRetryMaxMs: int = Field(default=21_600_000, ge=1000)
+
+    @field_validator("targets")
+    @classmethod
+    def _names(cls, value: dict[str, WebhookRoute]) -> dict[str, WebhookRoute]:
+        for name in value:
+            if not _ID_RE.match(name):
+                raise ValueError(f"route name {name!r} must match {ID_PATTERN}")
+        return value
+
+
+class SourceConfig(_Model):
+    kind: Literal["catalog", "pixiv"] = "catalog"
+    path: str | None = None
+    pageSize: int = Field(default=30, ge=1, le=500)
+
+    @model_validator(mode="after")
+    def _path(self) -> "SourceConfig":
+        if self.kind == "catalog" and not self.path:
+            raise ValueError("path: required for a catalog source")
+        return self
+
+
+class TriggerConfig(_Model):
+    graceMinutes: int = Field(default=90, ge=1)
+
+
+class SchedulerRuntimeConfig(_Model):
+    mode: Literal["internal", "external"] = "external"
+    queuedTimeoutMs: float | int | None = None
+    stallTimeoutMs: float | int | None = None
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+
+    @property
+    def queued_timeout_ms(self) -> int:
+        return _budget(self.queuedTimeoutMs, DEFAULT_QUEUED_TIMEOUT_MS)
+
+    @property
+    def stall_timeout_ms(self) -> int:
+        return _budget(self.stallTimeoutMs, DEFAULT_STALL_TIMEOUT_MS)
+
+
+def _budget(value: Any, default: int) -> int:
+    """A liveness budget is used only when finite and >= 60 s (truncated); otherwise the default."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    if value != value or value in (float("inf"), float("-inf")) or value < STALL_MIN_TIMEOUT_MS:
+        return default
+    return int(value)
+
+
+class DownloadConfig(_Model):
+    candidateScanLimit: int | None = None
+
+
+class PixivFlowConfig(_Model):
+    schedules: list[ScheduleConfig] = Field(default_factory=list)
+    targets: list[TargetConfig] = Field(default_factory=list)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    source: SourceConfig
+    schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
+    download: DownloadConfig = Field(default_factory=DownloadConfig)
+
+    @model_validator(mode="after")
+    def _references(self) -> "PixivFlowConfig":
+        _unique("schedules", [s.id for s in self.schedules])
+        _unique("targets", [t.id for t in self.targets])
+        target_ids = {t.id for t in self.targets}
+        for i, schedule in enumerate(self.schedules):
+            for ref in schedule.targetIds or []:
+                if ref not in target_ids:
+                    raise ValueError(f"schedules[{i}].targetIds: unknown target {ref!r}")
+            count = len(schedule.targetIds) if schedule.targetIds else len(self.targets)
+            if count > MAX_TARGETS_PER_SCHEDULE:
+                raise ValueError(
+                    f"schedules[{i}].targetIds: {count} targets; at most {MAX_TARGETS_PER_SCHEDULE} per schedule"
+                )
+        for i, target in enumerate(self.targets):
+            routes = target.delivery.routes() if target.delivery else []
+            if target.storageMode == "cache" and not routes:
+                raise ValueError(f"targets[{i}].delivery: storageMode cache needs a delivery route")
+            if len(routes) > MAX_ROUTES_PER_TARGET:
+                raise ValueError(f"targets[{i}].delivery: at most {MAX_ROUTES_PER_TARGET} routes per target")
+            for name in routes:
+                if name not in self.delivery.targets:
+                    raise ValueError(f"targets[{i}].delivery: unknown route {name!r}")
+        return self
+
+    # -- lookups ---------------------------------------------------------------
+    def schedule(self, schedule_id: str) -> ScheduleConfig | None:
+        return next((s for s in self.schedules if s.id == schedule_id), None)
+
+    def target(self, target_id: str) -> TargetConfig | None:
+        return next((t for t in self.targets if t.id == target_id), None)
+
+    def targets_for(self, schedule: ScheduleConfig) -> list[TargetConfig]:
+        if schedule.targetIds:
+            return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
+        return list(self.targets)
+
+    def route(self, name: str) -> WebhookRoute | None:
+        return self.delivery.targets.get(name)
+
+
+def _unique(block: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i, value in enumerate(ids):
+        if value in seen:
+            raise ValueError(f"{block}[{i}].id: duplicate id {value!r}")
+        seen.add(value)
+
+
+def _format_error(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        path = ""
+        for part in err.get("loc", ()):
+            if isinstance(part, int):
+                path += f"[{part}]"
+            else:
+                path += ("." if path else "") + str(part)
+        msg = err.get("msg", "invalid")
+        msg = msg.removeprefix("Value error, ")
+        lines.append(f"{path}: {msg}" if path else msg)
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
+    """Validate a config document. Relative catalogue paths resolve against ``base_dir``."""
+    if not isinstance(data, dict):
+        raise ConfigError("invalid configuration: the document must be a mapping")
+    try:
+        config = PixivFlowConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc)) from None
+    if base_dir is not None and config.source.path and not os.path.isabs(config.source.path):
+        source = config.source.model_copy(update={"path": str((base_dir / config.source.path).resolve())})
+        config = config.model_copy(update={"source": source})
+    return config
+
+
+def parse_text(text: str, *, base_dir: Path | None = None) -> PixivFlowConfig:
+    try:
+        data = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid configuration: not YAML/JSON ({exc})") from None
+    return parse_config(data, base_dir=base_dir)
+
+
+def load_config(location: str | None = None, *, ssm_reader=None) -> PixivFlowConfig:
+    """Load from a path or ``ssm:<name>`` (``ssm_reader(name) -> str`` is injected by the runtime)."""
+    location = location or os.environ.get("PIXIVFLOW_CONFIG")
+    if not location:
+        raise ConfigError("PIXIVFLOW_CONFIG is not set (a file path or ssm:<parameter name>)")
+    if location.startswith("ssm:"):
+        if ssm_reader is None:
+            raise ConfigError("PIXIVFLOW_CONFIG names an SSM parameter but no SSM reader is available")
+        return parse_text(ssm_reader(location[4:]))
+    path = Path(location)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read PIXIVFLOW_CONFIG {location!r}: {exc.strerror}") from None
+    return parse_text(text, base_dir=path.resolve().parent)
+
+
+def dump_json(config: PixivFlowConfig) -> str:
+    return json.dumps(config.model_dump(mode="json", exclude_none=True), sort_keys=True)

@@ -1,0 +1,236 @@
+"""The embedded runtime: moto + template-provisioned resources + the real Lambda handlers.
+
+moto never fires schedules and cannot run Lambda code without Docker (../shared/notes), so this
+module plays the missing parts: EventBridge Scheduler's fires on a virtual clock, Lambda's SQS
+event source mappings (``QueuePump``), API Gateway's HTTP API v2 events, and the one-minute
+sweep. Everything else (table, queues, handlers, services) is the production code path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import runtime
+from ..clock import Entropy, VirtualClock
+from ..domain.occurrence import fires_between
+from .lambda_context import context_for
+from .provision import provision
+from .pump import QueuePump
+
+FUNCTIONS = ("trigger", "execute", "deliver", "stall_sweep", "job_events")
+MINUTE_MS = 60_000
+
+
+def functions_dir() -> Path:
+    override = os.environ.get("PIXIVFLOW_FUNCTIONS_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3] / "functions"
+
+
+def load_handler(name: str) -> Callable[[dict, Any], Any]:
+    """Import ``functions/<name>/app.py`` exactly as Lambda would, and return its ``handler``."""
+    path = functions_dir() / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"pixivflow_fn_{name}", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler
+
+
+def http_event(method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None,
+               query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload 2.0) event, as the trigger and job_events functions receive."""
+    raw_query = "&".join(f"{k}={v}" for k, v in (query or {}).items())
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": raw_query,
+        "headers": {k.lower(): v for k, v in (headers or {}).items()} | {"content-type": "application/json"},
+        "queryStringParameters": dict(query) if query else None,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "local",
+            "domainName": "localhost",
+            "domainPrefix": "localhost",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "pixivflow-local"},
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "30/Nov/2026:00:00:00 +0000",
+            "timeEpoch": 0,
+        },
+        "body": None if body is None else (body if isinstance(body, str) else json.dumps(body)),
+        "isBase64Encoded": False,
+    }
+
+
+class EmbeddedRuntime:
+    """Context manager: ``with EmbeddedRuntime(config_path, clock) as rt: rt.fire(...); rt.settle()``.
+
+    With ``start_moto=True`` (default) it starts ``moto.mock_aws`` itself; pass False when the
+    caller already runs one (tests).
+    """
+
+    def __init__(self, config_path: str | os.PathLike[str], clock: VirtualClock, *, tokens: Mapping[str, str] | None = None,
+                 seed: int = 0, start_moto: bool = True, prefix: str = "pixivflow-local", overrides: Mapping[str, Any] | None = None) -> None:
+        self.config_path = str(config_path)
+        self.clock = clock
+        self.tokens = dict(tokens or {})
+        self.seed = seed
+        self._start_moto = start_moto
+        self._prefix = prefix
+        self._overrides = dict(overrides or {})
+        self._stack = ExitStack()
+        self._saved_env: dict[str, str | None] = {}
+        self.env: dict[str, str] = {}
+        self.handlers: dict[str, Callable[[dict, Any], Any]] = {}
+        self.pumps: dict[str, QueuePump] = {}
+        self.sweeps = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+    def __enter__(self) -> "EmbeddedRuntime":
+        self._set_env({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
+        if self._start_moto:
+            from moto import mock_aws
+
+            self._stack.enter_context(mock_aws())
+        self.env = provision(prefix=self._prefix)
+        env = dict(self.env)
+        env["PIXIVFLOW_CONFIG"] = self.config_path
+        env["PIXIVFLOW_VIRTUAL_DELAYS"] = "1"
+        env["POWERTOOLS_METRICS_NAMESPACE"] = "PixivFlowLocal"
+        env["TRIGGER_TOKEN"] = self.tokens.get("trigger", "")
+        env["JOBS_TOKEN"] = self.tokens.get("jobs", "")
+        self._set_env(env)
+        runtime.reset()
+        runtime.override(clock=self.clock, entropy=Entropy(self.seed), **self._overrides)
+        self.handlers = {name: load_handler(name) for name in FUNCTIONS}
+        import boto3
+
+        sqs = boto3.client("sqs")
+        for name, url_env, fn in (("execute", "EXECUTION_QUEUE_URL", "execute"), ("deliver", "OUTBOX_QUEUE_URL", "deliver")):
+            url = self.env[url_env]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            self.pumps[name] = QueuePump(sqs, url, arn, self.handlers[fn], self.clock, name=name)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        runtime.reset()
+        self._stack.close()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def _set_env(self, values: Mapping[str, str]) -> None:
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    # -- entry points ------------------------------------------------------------
+    @property
+    def engine(self):
+        return runtime.get().engine
+
+    def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None) -> dict[str, Any]:
+        """Invoke the trigger function with EventBridge Scheduler's input for one fire."""
+        if iso is None:
+            from datetime import datetime, timezone
+
+            at = self.clock.now_ms() if at_ms is None else at_ms
+            iso = datetime.fromtimestamp(at / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.handlers["trigger"]({"scheduleId": schedule_id, "scheduledTime": iso}, context_for("trigger"))
+
+    def http(self, method: str, path: str, body: Any = None, *, token: str | None = None, function: str = "trigger",
+             headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        hdrs = dict(headers or {})
+        if token is not None:
+            hdrs["authorization"] = f"Bearer {token}"
+        resp = self.handlers[function](http_event(method, path, body, hdrs, query), context_for(function))
+        raw = resp.get("body")
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw
+        return resp["statusCode"], parsed
+
+    def sweep(self) -> dict[str, Any]:
+        self.sweeps += 1
+        return self.handlers["stall_sweep"]({"source": "aws.scheduler", "detail-type": "Scheduled Event"}, context_for("stall_sweep"))
+
+    def pump(self, max_batches: int = 10_000) -> int:
+        """Run both queue consumers until neither has a visible message. Returns records handled."""
+        handled = 0
+        for _ in range(max_batches):
+            n = sum(p.poll() for p in self.pumps.values())
+            if n == 0:
+                break
+            handled += n
+        return handled
+
+    def next_release(self) -> int | None:
+        times = [t for t in (p.next_release() for p in self.pumps.values()) if t is not None]
+        return min(times) if times else None
+
+    def settle(self, *, max_ms: int = 6 * 3_600_000, sweep_every_ms: int = MINUTE_MS) -> int:
+        """Advance the virtual clock minute by minute (pumping and sweeping) until nothing is pending.
+
+        Returns the virtual milliseconds that passed. Stops at ``max_ms`` regardless."""
+        start = self.clock.now_ms()
+        self.pump()
+        while self.clock.now_ms() - start < max_ms:
+            if not self._busy():
+                break
+            self.clock.advance(sweep_every_ms)
+            self.pump()
+            self.sweep()
+            self.pump()
+        return self.clock.now_ms() - start
+
+    def _busy(self) -> bool:
+        if self.next_release() is not None:
+            return True
+        ledger = self.engine.ledger
+        if ledger.active_slots(limit_per_shard=1):
+            return True
+        return bool(ledger.due_intents(self.clock.now_ms() + 7 * 86_400_000, limit_per_shard=1))
+
+    def run_schedules(self, until_ms: int, *, on_fire: Callable[[str, int, Any], None] | None = None) -> list[tuple[str, int, Any]]:
+        """Fire every enabled schedule's occurrences up to ``until_ms`` like EventBridge Scheduler, settling in between."""
+        config = self.engine.config
+        fired: list[tuple[str, int, Any]] = []
+        last = {s.id: self.clock.now_ms() - 1 for s in config.schedules if s.enabled and s.cron}
+        while True:
+            upcoming = []
+            for s in config.schedules:
+                if s.id in last:
+                    nxt = fires_between(s.cron, s.timezone, last[s.id], until_ms)
+                    if nxt:
+                        upcoming.append((nxt[0], s.id))
+            if not upcoming:
+                break
+            at, schedule_id = min(upcoming)
+            last[schedule_id] = at
+            if at > self.clock.now_ms():
+                self.clock.set(at)
+            # A fire that fell while we were settling is delivered late, as Scheduler's own
+            # concurrent invocation would have been: its scheduledTime is still the fire.
+            result = self.fire(schedule_id, at)
+            fired.append((schedule_id, at, result))
+            if on_fire:
+                on_fire(schedule_id, at, result)
+            self.settle()
+        if self.clock.now_ms() < until_ms:
+            self.clock.set(until_ms)
+        return fired

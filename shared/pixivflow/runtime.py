@@ -1,0 +1,108 @@
+"""Builds the object graph from env + config once per cold start (DESIGN §3, §12).
+
+Importing this module creates no AWS client and reads no config; ``get()`` does, once, and
+``reset()`` drops the cache (tests, the embedded runtime). ``override()`` injects a clock,
+entropy, a work source or a delivery channel for the next ``get()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import Entropy, SystemClock
+from .config import PixivFlowConfig, load_config
+from .services.engine import Engine
+
+_lock = threading.RLock()
+_runtime: "Runtime | None" = None
+_overrides: dict[str, Any] = {}
+
+
+@dataclass
+class Runtime:
+    engine: Engine
+    secrets: Any
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> PixivFlowConfig:
+        return self.engine.config
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"environment variable {name} is not set")
+    return value
+
+
+def _ssm_reader(name: str) -> str:
+    from aws_lambda_powertools.utilities import parameters
+
+    return parameters.get_parameter(name, decrypt=True)
+
+
+def build() -> Runtime:
+    import boto3
+
+    from .adapters.dynamo_ledger import DynamoLedger
+    from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
+    from .adapters.sqs_queues import SqsQueues
+    from .adapters.webhook import WebhookChannel
+    from .http.auth import Secrets
+    from .observability import logger, metrics
+
+    config = _overrides.get("config") or load_config(ssm_reader=_ssm_reader)
+    clock = _overrides.get("clock") or SystemClock()
+    entropy = _overrides.get("entropy") or Entropy()
+    retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
+    ledger = DynamoLedger(boto3.client("dynamodb"), _env("LEDGER_TABLE"), retention_days=retention)
+    queues = SqsQueues(
+        boto3.client("sqs"),
+        _env("EXECUTION_QUEUE_URL"),
+        _env("OUTBOX_QUEUE_URL"),
+        now_ms=clock.now_ms,
+        virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
+    )
+    bucket = os.environ.get("ARTIFACT_BUCKET")
+    artifacts = S3Artifacts(boto3.client("s3"), bucket) if bucket else NoArtifacts()
+    secrets = _overrides.get("secrets") or Secrets()
+    source = _overrides.get("source") or _build_source(config)
+    channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
+    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics)
+    return Runtime(engine=engine, secrets=secrets)
+
+
+def _build_source(config: PixivFlowConfig):
+    if config.source.kind == "catalog":
+        from .adapters.catalog_source import CatalogSource
+
+        return CatalogSource(config.source.path, page_size=config.source.pageSize)
+    raise RuntimeError(f"source kind {config.source.kind!r} is not available in this build")
+
+
+def get() -> Runtime:
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = build()
+        return _runtime
+
+
+def reset() -> None:
+    """Drop the cached graph (and any overrides)."""
+    global _runtime
+    with _lock:
+        _runtime = None
+        _overrides.clear()
+
+
+def override(**values: Any) -> None:
+    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets."""
+    global _runtime
+    with _lock:
+        _overrides.update({k: v for k, v in values.items() if v is not None})
+        _runtime = None

@@ -1,0 +1,113 @@
+"""Admission: a trigger makes an occurrence durable, then dispatches its cells (spec §2.3, §4.4).
+
+The slot item is the commit point; cells are materialised from its frozen snapshot (an
+interrupted admission is completed by the next trigger or the sweep). Only after the slot is
+durable does the trigger answer. Dispositions with per-cell leases follow DESIGN §4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..adapters.sqs_queues import OutgoingMessage
+from ..config import ScheduleConfig
+from ..domain.cells import COMPLETED_SLOT_STATES, is_terminal_slot
+from ..domain.model import Cell, Slot
+from ..domain.occurrence import Occurrence
+from .engine import Engine
+from .messages import execution_body
+from .rollup import rollup
+
+ACCEPTED = "accepted"
+ALREADY_RUNNING = "already_running"
+ALREADY_COMPLETED = "already_completed"
+REJECTED = "rejected"
+
+
+@dataclass
+class Admission:
+    slot: Slot
+    created: bool
+    disposition: str
+    cells: list[Cell] = field(default_factory=list)
+    sent: int = 0
+    reason: str | None = None
+
+
+def new_slot(engine: Engine, schedule: ScheduleConfig, occ: Occurrence, *, trigger_source: str, label: str | None = None,
+             slot_id: str | None = None, manual_request_id: str | None = None, correlation_id: str | None = None,
+             params: dict[str, Any] | None = None) -> Slot:
+    targets = engine.config.targets_for(schedule)
+    return Slot(
+        slot_id=slot_id or occ.slot_id,
+        schedule_id=schedule.id,
+        status="pending",
+        target_ids=[t.id for t in targets],
+        created_at=engine.now(),
+        occurrence_at=occ.occurrence_at,
+        occurrence_date=occ.occurrence_date,
+        occurrence_label=occ.occurrence_label,
+        timezone=occ.timezone,
+        trigger_source=trigger_source,
+        slot_name=(label or "").strip()[:80] or occ.occurrence_label,
+        manual_request_id=manual_request_id,
+        correlation_id=correlation_id,
+        params=params,
+        timeout_ms=schedule.timeout_ms,
+    )
+
+
+def admit(engine: Engine, slot: Slot) -> Admission:
+    """Open (or resume) a slot and dispatch every cell that is neither terminal nor leased."""
+    if not slot.target_ids:
+        return Admission(slot, False, REJECTED, reason="schedule selects no targets")
+    stored, created = engine.ledger.create_slot(slot)
+    types = {t.id: t.type for t in engine.config.targets if t.id in stored.target_ids}
+    now = engine.now()
+    if created:
+        engine.ledger.ensure_cells(stored, types, now)
+        cells = [Cell(stored.slot_id, t, "pending", work_type=types.get(t), created_at=now) for t in stored.target_ids]
+        engine.log("info", "slot admitted", event="slot.admitted", slot_id=stored.slot_id,
+                   schedule_id=stored.schedule_id, cells=len(cells), trigger_source=stored.trigger_source)
+        engine.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
+        return _dispatch(engine, Admission(stored, True, ACCEPTED, cells=cells), cells)
+
+    state = engine.ledger.load(stored.slot_id)
+    if state is None:  # vanished between the put and the read: treat as a fresh conflict
+        return Admission(stored, False, REJECTED, reason="slot could not be read back")
+    if state.slot.status in COMPLETED_SLOT_STATES:
+        return Admission(state.slot, False, ALREADY_COMPLETED, cells=state.snapshot_cells())
+    missing = state.missing_targets()
+    if missing:
+        engine.ledger.ensure_cells(state.slot, types, now, existing=state.cells.keys())
+        state = engine.ledger.load(stored.slot_id) or state
+    cells = state.snapshot_cells()
+    open_cells = [c for c in cells if not c.terminal]
+    if not open_cells:
+        status = rollup(engine, state.slot.slot_id, state) or state.slot.status
+        state.slot.status = status
+        disposition = ALREADY_COMPLETED if status in COMPLETED_SLOT_STATES else REJECTED
+        reason = None if disposition == ALREADY_COMPLETED else "every cell already ended; terminal cells are never re-run"
+        return Admission(state.slot, False, disposition, cells=cells, reason=reason)
+    to_send = [c for c in open_cells if not c.lease_live(now)]
+    if not to_send:
+        return Admission(state.slot, False, ALREADY_RUNNING, cells=cells)
+    return _dispatch(engine, Admission(state.slot, False, ACCEPTED, cells=cells), to_send)
+
+
+def _dispatch(engine: Engine, admission: Admission, cells: list[Cell]) -> Admission:
+    messages = [OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in cells]
+    failed = engine.queues.send_execution(messages)
+    admission.sent = len(messages) - len(failed)
+    if failed:
+        # The slot stays durable; the sweep re-dispatches what was not sent.
+        admission.disposition = REJECTED if admission.sent == 0 else ACCEPTED
+        admission.reason = f"{len(failed)} of {len(messages)} execution message(s) could not be sent"
+        engine.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
+                   slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
+    return admission
+
+
+def is_closed(slot: Slot) -> bool:
+    return is_terminal_slot(slot.status)

@@ -1,0 +1,60 @@
+"""The object graph every service works with (built once per cold start by ``pixivflow.runtime``)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..adapters.dynamo_ledger import DynamoLedger
+from ..adapters.sqs_queues import SqsQueues
+from ..clock import Entropy
+from ..config import PixivFlowConfig
+from ..ports import ArtifactStore, Clock, DeliveryChannel, WorkSource
+
+_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+LEASE_TTL_MS = 180_000  # spec §4.1
+HEARTBEAT_MS = 30_000
+OUTBOX_LEASE_MS = 120_000  # spec §10.5
+REDISPATCH_AFTER_MS = 5 * 60_000  # DESIGN §4 "Recovery"
+REDRIVE_GRACE_MS = 120_000  # DESIGN §5: the sweep re-sends rows overdue by more than this
+
+
+@dataclass
+class Engine:
+    config: PixivFlowConfig
+    ledger: DynamoLedger
+    queues: SqsQueues
+    source: WorkSource
+    artifacts: ArtifactStore
+    channel: DeliveryChannel
+    clock: Clock
+    entropy: Entropy
+    logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
+    metrics: Any = None
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def log(self, level: str, message: str, **fields: Any) -> None:
+        """Structured log line; a field named like a LogRecord attribute gets a trailing underscore."""
+        extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in fields.items() if v is not None}
+        try:
+            getattr(self.logger, level)(message, extra=extra)
+        except Exception:  # a log line never changes what the engine does (spec §13.26)
+            pass
+
+    def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
+        if self.metrics is None:
+            return
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        if dimensions:
+            # One single-metric blob per dimension set keeps dimensions from leaking into other metrics.
+            namespace = getattr(self.metrics, "namespace", None)
+            with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
+                for key, val in dimensions.items():
+                    m.add_dimension(name=key, value=str(val))
+        else:
+            self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

@@ -1,0 +1,372 @@
+"""Execute one cell (DESIGN §2, §5; spec §3.3, §3.6, §5, §6).
+
+Order of one execution, each step safe to interrupt:
+  claim the cell lease -> (delivery_pending: ask the delivery ledger first) -> select a work
+  -> bind it (CAS) and reserve it on its routes BEFORE any side effect -> download -> store
+  -> record one intent per route (= its outbox row) -> move the cell -> send outbox messages.
+A crash anywhere leaves a prefix that the next run of the same message, or the sweep's
+re-dispatch, completes on the SAME work: a bound work is never replaced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..adapters.sqs_queues import OutgoingMessage
+from ..config import TargetConfig
+from ..domain.ack import idempotency_key
+from ..domain.apply import decide, retry_delay_s
+from ..domain.cells import CellStatus
+from ..domain.delivery_state import LOST_REASON, delivery_state
+from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, TransientSourceError
+from ..domain.model import Cell, Intent, Slot
+from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
+from ..domain.pager import collect
+from ..domain.reasons import reason_message
+from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
+from ..ports import SearchRequest, Work
+from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
+from .messages import execution_body, outbox_body
+from .rollup import rollup
+
+
+@dataclass
+class ExecutionResult:
+    slot_id: str
+    target_id: str
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing
+    cell_status: str | None = None
+    outcome: str | None = None
+
+
+@dataclass
+class CellRun:
+    """The execution context of one cell (spec §5.2) plus the lease it runs under."""
+
+    engine: Engine
+    slot: Slot
+    cell: Cell
+    target: TargetConfig
+    owner: str
+    last_beat: int = 0
+    outbox_keys: list[str] = field(default_factory=list)
+    lost_bind: str | None = None  # set when another executor bound a different work first
+
+    @property
+    def locked_work_id(self) -> str | None:
+        return self.cell.work_id
+
+    @property
+    def owner_key(self) -> str:
+        return f"{self.slot.slot_id}#{self.target.id}"
+
+    def heartbeat(self) -> None:
+        now = self.engine.now()
+        if now - self.last_beat >= HEARTBEAT_MS:
+            self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS)
+            self.last_beat = now
+
+    def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
+        won, current = self.engine.ledger.bind_work(self.slot.slot_id, self.target.id, work_id, work_type, self.engine.now())
+        if won:
+            self.cell.work_id = work_id
+            self.cell.work_type = self.cell.work_type or work_type
+            self.cell.status = CellStatus.SELECTED
+        return won, current
+
+    def release(self, work_id: str) -> bool:
+        ok = self.engine.ledger.release_work(self.slot.slot_id, self.target.id, work_id, self.engine.now())
+        if ok:
+            self.cell.work_id = None
+            self.cell.status = CellStatus.PENDING
+        return ok
+
+
+def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResult:
+    now = engine.now()
+    owner = engine.entropy.token("exec")
+    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS)
+    if cell is None:
+        current = engine.ledger.get_cell(slot_id, target_id)
+        action = "missing" if current is None else "claimed_by_other"
+        engine.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
+                   cell_status=current.status if current else None)
+        return ExecutionResult(slot_id, target_id, action, current.status if current else None)
+    slot = engine.ledger.get_slot(slot_id)
+    if slot is None:  # cannot happen for cells made by admission; never leave a lease behind
+        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+        return ExecutionResult(slot_id, target_id, "missing")
+    if slot.status == "pending":
+        engine.ledger.mark_slot_running(slot_id, now)
+    target = engine.config.target(target_id)
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now) if target else None
+    try:
+        if run is None:
+            outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
+            return _apply(engine, slot, cell, owner, outcome, None)
+        if cell.status == CellStatus.DELIVERY_PENDING and target.single_work:
+            settled = _settle_from_ledger(engine, run)
+            if settled is not None:
+                return settled
+        outcome = run_target(run)
+        return _apply(engine, slot, run.cell, owner, outcome, run)
+    except BaseException:
+        # Infrastructure failure: give the lease back so the SQS retry can claim at once.
+        try:
+            engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+        except LedgerUnavailable:
+            pass
+        raise
+
+
+def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
+    """Spec §3.6 / §10.8 for a delivery_pending single-work cell. None means: run it."""
+    state = engine.ledger.load(run.slot.slot_id)
+    intents = state.intents_for(run.target.id) if state else []
+    verdict = delivery_state(run.target.routes() or sorted({i.route for i in intents}), intents)
+    now = engine.now()
+    slot_id, target_id = run.slot.slot_id, run.target.id
+    if verdict.state == "live":
+        engine.ledger.release_cell(slot_id, target_id, run.owner, now)
+        return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
+    if verdict.state == "confirmed":
+        engine.ledger.transition_cell(slot_id, target_id, CellStatus.SUBMITTED, now, owner=run.owner,
+                                      work_id=verdict.work_id, work_type=verdict.work_type)
+        rollup(engine, slot_id)
+        return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
+    if verdict.state == "lost":
+        return _apply(engine, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False), run)
+    return None
+
+
+def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOutcome, run: CellRun | None) -> ExecutionResult:
+    """Write an outcome onto the cell (spec §3.3), then dispatch what it implies."""
+    effect = decide(outcome, cell.work_id)
+    now = engine.now()
+    report = bounded_report(outcome.scan) if outcome.scan is not None else None
+    slot_id, target_id = slot.slot_id, cell.target_id
+    if effect.retry:
+        engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
+                                        owner=owner, candidate_report=report)
+        delay = retry_delay_s(cell.attempt_count)
+        engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)])
+        engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
+                   slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
+        return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
+    if effect.to_status is None:
+        engine.ledger.release_cell(slot_id, target_id, owner, now)
+        return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
+    moved = engine.ledger.transition_cell(
+        slot_id, target_id, effect.to_status, now, owner=owner,
+        work_id=effect.work_id, work_type=effect.work_type, last_error=effect.last_error,
+        reason_code=effect.reason_code, reason_message=effect.reason_message, candidate_report=report,
+    )
+    if not moved:
+        # Lost the lease or the cell moved on (e.g. an ACK settled it first): never force it.
+        engine.ledger.release_cell(slot_id, target_id, owner, now)
+        current = engine.ledger.get_cell(slot_id, target_id)
+        engine.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
+                   target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
+        if current and current.terminal:
+            rollup(engine, slot_id)
+        return ExecutionResult(slot_id, target_id, "no_change", current.status if current else None, outcome.kind)
+    engine.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
+               outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
+               terminal_reason_code=effect.reason_code)
+    engine.metric("CellOutcomes", outcome=outcome.kind)
+    if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
+        _send_outbox(engine, run.outbox_keys)
+    if effect.to_status in (CellStatus.SUBMITTED, CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE, CellStatus.FAILED):
+        rollup(engine, slot_id)
+    return ExecutionResult(slot_id, target_id, "applied", effect.to_status, outcome.kind)
+
+
+def _send_outbox(engine: Engine, keys: list[str]) -> None:
+    if not keys:
+        return
+    failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in keys])
+    if failed:
+        # The rows are durable and due now: the sweep re-drives them.
+        engine.log("warning", "outbox message(s) not sent; the sweep will re-drive them", event="outbox.send_failed",
+                   failed=len(failed))
+
+
+# -- the target handler (spec §5.6) ----------------------------------------------------------
+
+
+def run_target(run: CellRun) -> TargetOutcome:
+    target = run.target
+    if target.single_work and run.locked_work_id:
+        return _continue_locked(run, run.locked_work_id)
+    try:
+        candidates = _search(run)
+    except PaginationError as exc:
+        # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
+        # deterministic fault: retrying would only spin until the timeout, so fail plainly.
+        return TargetOutcome.failed(f"{PaginationError.code}: {exc}", retryable=False)
+    except TransientSourceError as exc:
+        return TargetOutcome.failed(f"search failed: {exc}", retryable=True)
+    except SourceError as exc:
+        verdict = classify_candidate_failure(exc, exc.status)
+        return TargetOutcome.failed(f"search failed: {exc}", retryable=bool(verdict.retryable or verdict.outage))
+    return _select(run, candidates)
+
+
+def _search(run: CellRun) -> list[Work]:
+    target = run.target
+    request = SearchRequest(
+        work_type=target.type,
+        mode=target.mode,
+        tag=target.tag if target.mode != "topic" else (target.topic or target.tag),
+        ranking_mode=target.rankingMode,
+        ranking_date=target.rankingDate,
+        topic=target.topic,
+        sort=target.sort,
+    )
+    source = run.engine.source
+
+    def fetch(cursor: str | None):
+        run.heartbeat()
+        return source.search_page(request, cursor)
+
+    # Ranking keeps the source's order: the rank IS the ordering.
+    return collect(fetch, limit=None, sort="source" if target.mode == "ranking" else target.sort)
+
+
+def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
+    engine, target = run.engine, run.target
+    routes = target.routes()
+    limit = 1 if target.single_work else target.effective_limit
+    bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
+    scan = CandidateScan(bound=bound, fetched=len(candidates))
+    taken: dict[str, str] = {}
+    if routes:
+        for route in routes:
+            for work_id, owner in engine.ledger.work_owners(route, target.type, [w.work_id for w in candidates]).items():
+                if owner != run.owner_key:
+                    taken.setdefault(work_id, route)
+    chosen: list[Work] = []
+    for work in candidates:
+        if len(chosen) >= limit or scan.attempted >= bound:
+            break
+        if work.work_id in taken:
+            # Delivered or pending on a route already: excluded at selection time; advances the scan.
+            scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {taken[work.work_id]}"))
+            continue
+        scan.attempted += 1
+        result = _try_candidate(run, work, routes, scan)
+        if result == "taken":
+            chosen.append(work)
+        elif result == "outage" or result == "lost_bind":
+            break
+    if chosen:
+        first = chosen[0]
+        if routes:
+            return TargetOutcome.delivery_pending(first.work_id, first.work_type, scan, tuple(w.work_id for w in chosen))
+        return TargetOutcome.stored(first.work_id, first.work_type, scan)
+    if scan.outages or any(s.retryable for s in scan.skipped):
+        return TargetOutcome.failed(
+            "candidate scan hit a job-level outage or a transient failure: "
+            + ", ".join(scan.outages or [s.reason for s in scan.skipped if s.retryable][:3]),
+            retryable=True, scan=scan,
+        )
+    if run.lost_bind:
+        return TargetOutcome.failed(run.lost_bind, retryable=True, scan=scan)
+    return TargetOutcome.no_candidate(no_candidate_reason(scan), scan)
+
+
+def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateScan) -> str:
+    """Bind, reserve, download and enqueue one candidate. Returns taken|skipped|outage|lost_bind."""
+    engine, target = run.engine, run.target
+    if target.single_work:
+        won, current = run.bind(work.work_id, work.work_type)
+        if not won:
+            # Another executor bound a different work first: decline ours; the next run continues theirs.
+            run.lost_bind = f"cell already bound to work {current}; declined candidate {work.work_id}"
+            engine.log("warning", "lost the bind race; declining candidate", event="cell.bind_lost",
+                       slot_id=run.slot.slot_id, target_id=target.id, candidate=work.work_id, bound=current)
+            return "lost_bind"
+    reserved: list[str] = []
+    for route in routes:
+        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now())
+        if not ok:
+            _undo(run, work, reserved)
+            scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already held on route {route} by {owner}"))
+            return "skipped"
+        reserved.append(route)
+    try:
+        files = engine.source.download(work)
+        if not files:
+            raise SourceError("no files produced")
+    except SourceError as exc:
+        _undo(run, work, reserved)
+        verdict = classify_candidate_failure(exc, exc.status)
+        if verdict.outage:
+            scan.outages.append(verdict.outage)
+            return "outage"
+        scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
+        return "skipped"
+    # From here an artifact exists: the binding is never released, whatever fails next.
+    engine.artifacts.put(f"{run.slot.slot_id}/{target.id}/{work.work_id}", files)
+    run.heartbeat()
+    if routes:
+        _enqueue(run, work, routes)
+    return "taken"
+
+
+def _undo(run: CellRun, work: Work, routes: list[str]) -> None:
+    for route in routes:
+        run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key)
+    if run.target.single_work:
+        run.release(work.work_id)
+
+
+def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
+    """One intent per route, created insert-if-absent: a re-run finds the same rows."""
+    engine, slot = run.engine, run.slot
+    now = engine.now()
+    for route in routes:
+        key = idempotency_key(route, work.work_type, work.work_id, slot.slot_id, run.target.id)
+        config = engine.config.route(route)
+        payload: dict[str, Any] = {"work": work.summary()}
+        if slot.manual_request_id:
+            payload["refetch_request_id"] = slot.manual_request_id
+            if slot.correlation_id:
+                payload["correlation_id"] = slot.correlation_id
+        intent = Intent(
+            slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
+            work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,
+            next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
+        )
+        stored, _ = engine.ledger.put_intent(intent)
+        if stored.actionable:
+            run.outbox_keys.append(key)
+
+
+def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
+    """Recovery (spec §5.6): process only the bound work; never search, never substitute."""
+    engine, target = run.engine, run.target
+    work_type = run.cell.work_type or target.type
+    if not work_id.isdigit():
+        kind = "novel" if work_type == "novel" else "illustration"
+        return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
+    try:
+        work = engine.source.get_work(work_type, work_id)
+        files = engine.source.download(work)
+    except TransientSourceError as exc:
+        return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+    except SourceError as exc:
+        verdict = classify_candidate_failure(exc, exc.status)
+        if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
+            return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
+    engine.artifacts.put(f"{run.slot.slot_id}/{target.id}/{work.work_id}", files)
+    routes = target.routes()
+    if not routes:
+        return TargetOutcome.stored(work.work_id, work.work_type)
+    for route in routes:
+        # Our own reservation is re-affirmed; a foreign owner cannot take a work we are bound to.
+        engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now())
+    _enqueue(run, work, routes)
+    return TargetOutcome.delivery_pending(work.work_id, work.work_type)

@@ -1,0 +1,138 @@
+"""Slot rollup (spec §3.4 with DESIGN §4's per-cell rules) and delivery settlement (§10.6).
+
+Rollup converges only what needs no live lease: abandoned or confirmed deliveries of cells
+nobody holds. It never fails a sibling that is still pending/selected (it may just be queued);
+those end through their own execution, the timeout rule or the stall rules. The slot turns
+terminal when every snapshot cell is terminal, and then exactly one outcome record is written.
+"""
+
+from __future__ import annotations
+
+from ..adapters.dynamo_ledger import SlotState
+from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
+from ..domain.delivery_state import delivery_state
+from ..domain.model import Intent
+from ..domain.outcome_record import build_outcome, build_summary
+from ..domain.outcomes import TargetOutcome
+from ..domain.reasons import reason_message, terminal_reason_for
+from .engine import Engine
+
+SUMMARY_EVENT = "execution.summary"
+ABANDONED_MESSAGE = "投稿未被处理，已放弃"
+
+
+def routes_of(engine: Engine, target_id: str) -> list[str]:
+    target = engine.config.target(target_id)
+    return target.routes() if target else []
+
+
+def delivery_states(engine: Engine, state: SlotState) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for target_id in state.slot.target_ids:
+        routes = routes_of(engine, target_id)
+        intents = state.intents_for(target_id)
+        if not routes:
+            # A target whose routes were removed from the config still has a ledger to consult.
+            routes = sorted({i.route for i in intents})
+        out[target_id] = delivery_state(routes, intents).state if routes else None
+    return out
+
+
+def converge_deliveries(engine: Engine, state: SlotState) -> bool:
+    """Settle lease-less in-delivery cells from the ledger. Returns True when a cell moved."""
+    now = engine.now()
+    moved = False
+    for cell in state.snapshot_cells():
+        if not cell.in_delivery or cell.lease_live(now):
+            continue
+        routes = routes_of(engine, cell.target_id) or sorted({i.route for i in state.intents_for(cell.target_id)})
+        verdict = delivery_state(routes, state.intents_for(cell.target_id))
+        if verdict.state == "confirmed":
+            ok = engine.ledger.transition_cell(
+                cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
+                require_no_live_lease=True, work_id=verdict.work_id, work_type=verdict.work_type,
+            )
+        elif verdict.state == "lost":
+            ok = engine.ledger.transition_cell(
+                cell.slot_id, cell.target_id, CellStatus.FAILED, now,
+                require_no_live_lease=True, last_error=cell.last_error or ABANDONED_MESSAGE,
+                reason_code="delivery_abandoned", reason_message=reason_message("delivery_abandoned"),
+            )
+        else:
+            continue
+        if ok:
+            moved = True
+            engine.log("info", "cell converged from the delivery ledger", event="cell.converged",
+                       slot_id=cell.slot_id, target_id=cell.target_id, verdict=verdict.state)
+    return moved
+
+
+def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str | None:
+    """Roll a slot up. Safe to repeat; returns the slot status afterwards (None if no slot)."""
+    state = state or engine.ledger.load(slot_id)
+    if state is None:
+        return None
+    if is_terminal_slot(state.slot.status):
+        return state.slot.status
+    if converge_deliveries(engine, state):
+        state = engine.ledger.load(slot_id) or state
+    cells = state.snapshot_cells()
+    statuses = [c.status for c in cells] + [CellStatus.PENDING] * len(state.missing_targets())
+    status = derive_slot_status(statuses)
+    if not is_terminal_slot(status):
+        return state.slot.status
+    finish(engine, state, status)
+    return status
+
+
+def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | None = None) -> None:
+    """Write the one outcome record (first writer wins), then close the slot."""
+    state.slot.status = status
+    record_outcome(engine, state)
+    engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+
+
+def record_outcome(engine: Engine, state: SlotState) -> bool:
+    """Persist the slot's ``execution.summary`` once and log the identical ``schedule.outcome`` once.
+
+    The event is created insert-if-absent, so only the call that creates it logs: re-rolling a
+    terminal slot writes and logs nothing new (spec §9, §13.18)."""
+    now = engine.now()
+    slot = state.slot
+    if SUMMARY_EVENT in state.events:
+        return False
+    slot.completed_at = slot.completed_at or now
+    cells = state.snapshot_cells()
+    outcome = build_outcome(slot, cells, delivery_states(engine, state), slot.completed_at)
+    if outcome is None:
+        return False
+    detail = {"summary": build_summary(slot, cells, state.intents), "outcome": outcome}
+    if not engine.ledger.put_event_once(slot.slot_id, SUMMARY_EVENT, detail, now):
+        return False
+    state.events.add(SUMMARY_EVENT)
+    engine.log("info", "Schedule occurrence reached a terminal outcome", **outcome)
+    engine.metric("SlotsFinished", status=str(slot.status))
+    for bucket in ("submitted", "no_match", "duplicate", "executor_failed", "delivery_failed"):
+        count = outcome.get("cells", {}).get(bucket, 0)
+        if count:
+            engine.metric("CellOutcomes", count, category=bucket)
+    return True
+
+
+def settle_delivery_terminal(engine: Engine, intent: Intent, cell_outcome: str, error: str | None, *, reason_code: str | None = None) -> bool:
+    """Map a terminal delivery result onto its cell. A late failure never downgrades a settled cell."""
+    now = engine.now()
+    if cell_outcome == "submitted":
+        to, code, message = CellStatus.SUBMITTED, None, None
+    elif cell_outcome == "duplicate":
+        to, code = CellStatus.DUPLICATE, reason_code or "duplicate_exhausted"
+        message = reason_message(code)
+    else:
+        to = CellStatus.FAILED
+        code = reason_code or terminal_reason_for(TargetOutcome.failed(error or "delivery failed", retryable=False))
+        message = reason_message(code) if code else None
+    return engine.ledger.transition_cell(
+        intent.slot_id, intent.target_id, to, now,
+        work_id=intent.work_id, work_type=intent.work_type,
+        last_error=error, reason_code=code, reason_message=message, release_lease=False,
+    )

@@ -1,0 +1,72 @@
+"""The two ways a schedule fires: EventBridge Scheduler's input, and the HTTP run route.
+
+A scheduled fire's ``scheduledTime`` IS its occurrence (DESIGN §6): no grace window applies,
+the late-fire caps live on the Scheduler and the function's event-age limits. The HTTP route
+resolves the occurrence from now and applies the window check (spec §1.3, §1.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..domain.occurrence import Occurrence, OccurrenceError, check_window, occurrence_for_fire, resolve_occurrence
+from .admission import Admission, admit, new_slot
+from .engine import Engine
+
+
+@dataclass
+class FireResult:
+    status: str  # admitted | refused
+    slot_id: str | None = None
+    disposition: str | None = None
+    reason: str | None = None
+    sent: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def parse_instant(value: Any) -> int:
+    """An ISO-8601 UTC instant (as Scheduler's <aws.scheduler.scheduled-time>) to epoch ms."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("scheduledTime must be an ISO-8601 instant")
+    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError("scheduledTime must carry a zone (e.g. 2026-11-30T23:00:00Z)")
+    return int(moment.timestamp() * 1000)
+
+
+def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
+    """Admit the occurrence a scheduled fire names. Refusals are logged and returned, never raised."""
+    schedule_id = event.get("scheduleId")
+    schedule = engine.config.schedule(schedule_id) if isinstance(schedule_id, str) else None
+    if schedule is None or not schedule.enabled:
+        return _refuse(engine, schedule_id, f"unknown or disabled schedule: {schedule_id}")
+    try:
+        at = parse_instant(event.get("scheduledTime"))
+        occ = occurrence_for_fire(schedule.id, schedule.cron or "", schedule.timezone, at)
+    except (ValueError, OccurrenceError) as exc:
+        return _refuse(engine, schedule_id, str(exc))
+    admission = admit(engine, new_slot(engine, schedule, occ, trigger_source="cron"))
+    engine.log("info", "scheduled fire admitted", event="schedule.fire_admitted", schedule_id=schedule.id,
+               slot_id=admission.slot.slot_id, disposition=admission.disposition, occurrence_at=occ.occurrence_iso,
+               created=admission.created, sent=admission.sent)
+    return FireResult("admitted", admission.slot.slot_id, admission.disposition, admission.reason, admission.sent)
+
+
+def _refuse(engine: Engine, schedule_id: Any, reason: str) -> FireResult:
+    engine.log("warning", "scheduled fire refused", event="schedule.fire_refused", schedule_id=str(schedule_id), reason=reason)
+    return FireResult("refused", reason=reason)
+
+
+def run_now(engine: Engine, schedule_id: str, label: str | None) -> tuple[Occurrence, Admission]:
+    """HTTP run: resolve from now (source http), window-check, admit. Raises OccurrenceError (400/410/425)."""
+    schedule = engine.config.schedule(schedule_id)
+    assert schedule is not None and schedule.enabled
+    now = engine.now()
+    occ = resolve_occurrence(schedule.id, schedule.cron, schedule.timezone, now)
+    check_window(occ, now, engine.config.schedulerRuntime.trigger.graceMinutes)
+    return occ, admit(engine, new_slot(engine, schedule, occ, trigger_source="http", label=label))

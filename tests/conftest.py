@@ -1,0 +1,76 @@
+"""Shared fixtures: the demo config pointed at a loopback downstream, and the embedded runtime on moto."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "events" / "demo"
+KIT = ROOT.parent / "shared"  # the team kit beside the checkout (CI has it at the same place)
+TRIGGER_TOKEN = "trigger-secret-0123456789"
+JOBS_TOKEN = "jobs-secret-9876543210"
+
+
+def ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp() * 1000)
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def write_config(tmp_path: Path, downstream_url: str, mutate=None, catalog: dict | None = None) -> Path:
+    """The demo config with its route pointed at ``downstream_url``; ``mutate(cfg)`` may edit it."""
+    cfg = yaml.safe_load((DEMO / "config.yaml").read_text())
+    cfg["delivery"]["targets"]["review"]["url"] = downstream_url
+    if catalog is not None:
+        path = tmp_path / "catalog.json"
+        path.write_text(json.dumps(catalog))
+        cfg["source"]["path"] = str(path)
+    else:
+        cfg["source"]["path"] = str(DEMO / "catalog.json")
+    if mutate:
+        mutate(cfg)
+    out = tmp_path / "config.yaml"
+    out.write_text(yaml.safe_dump(cfg))
+    return out
+
+
+@pytest.fixture
+def downstream():
+    from pixivflow.local.downstream import Downstream
+
+    with Downstream() as d:
+        yield d
+
+
+@pytest.fixture
+def make_runtime(tmp_path, downstream):
+    """Factory: ``make_runtime(start_iso, mutate=None, catalog=None, tokens=...)`` -> a started EmbeddedRuntime."""
+    from pixivflow.clock import VirtualClock
+    from pixivflow.local.harness import EmbeddedRuntime
+
+    started = []
+
+    def factory(start_iso: str = "2026-11-30T22:59:00Z", *, mutate=None, catalog=None, tokens=None, overrides=None):
+        config = write_config(tmp_path, downstream.url, mutate, catalog)
+        clock = VirtualClock(ms(start_iso))
+        tokens = {"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN} if tokens is None else tokens
+        rt = EmbeddedRuntime(config, clock, tokens=tokens, overrides=overrides)
+        rt.__enter__()
+        started.append(rt)
+        return rt
+
+    yield factory
+    for rt in reversed(started):
+        rt.__exit__(None, None, None)
