@@ -72,7 +72,8 @@ def build() -> Runtime:
     secrets = _overrides.get("secrets") or Secrets()
     source = _overrides.get("source") or _build_source(config)
     channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
-    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics)
+    metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
+    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None)
     return Runtime(engine=engine, secrets=secrets)
 
 

@@ -89,6 +89,7 @@ _INTENT_FIELDS = {
     "remote_id": "remoteId",
     "remote_status": "remoteStatus",
     "reuse_reason": "reuseReason",
+    "ack_kind": "ackKind",
     "last_error": "lastError",
     "created_at": "createdAt",
     "updated_at": "updatedAt",
@@ -472,6 +473,18 @@ class DynamoLedger:
         found.sort(key=lambda x: (x[1], x[0]))
         return found
 
+    def slot_ids(self) -> list[str]:
+        """Every slot id in the table: a FULL SCAN, for local tooling (the demo) only."""
+        ids: list[str] = []
+        kwargs: dict[str, Any] = {"TableName": self._table, "FilterExpression": "sk = :m",
+                                  "ExpressionAttributeValues": {":m": {"S": "META"}}, "ProjectionExpression": "slotId"}
+        while True:
+            resp = self._call("scan", **kwargs)
+            ids.extend(self._unmarshal(i)["slotId"] for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return sorted(ids)
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
     # -- cells -------------------------------------------------------------------
     def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> Cell | None:
         """Take the cell's lease (spec §4.2 on the cell). None when terminal, missing or leased by another."""
@@ -703,6 +716,7 @@ class DynamoLedger:
         reuse_reason: str | None = None,
         error: str | None = None,
         next_attempt_at: int | None = None,
+        ack_kind: str | None = None,
     ) -> Intent | None:
         """Record one attempt's result on the intent and its outbox row, as the lease holder."""
         upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
@@ -717,6 +731,8 @@ class DynamoLedger:
             upd.set("remoteStatus", remote_status)
         if reuse_reason is not None:
             upd.set("reuseReason", reuse_reason)
+        if ack_kind is not None:
+            upd.set("ackKind", ack_kind)
         if error is not None:
             upd.set("lastError", error[:1000])
         elif outbox_status == OutboxStatus.DONE:

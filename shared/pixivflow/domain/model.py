@@ -119,6 +119,7 @@ class Intent:
     remote_id: str | None = None
     remote_status: str | None = None
     reuse_reason: str | None = None
+    ack_kind: str | None = None  # the DeliveryAck kind of the attempt that settled the row
     last_error: str | None = None
     created_at: int = 0
     updated_at: int = 0

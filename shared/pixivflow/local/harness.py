@@ -95,6 +95,7 @@ class EmbeddedRuntime:
         self.handlers: dict[str, Callable[[dict, Any], Any]] = {}
         self.pumps: dict[str, QueuePump] = {}
         self.sweeps = 0
+        self.outages: list[tuple[str, int, int]] = []  # (pump name, from ms, until ms): a consumer that is down
 
     # -- lifecycle ---------------------------------------------------------------
     def __enter__(self) -> "EmbeddedRuntime":
@@ -173,7 +174,9 @@ class EmbeddedRuntime:
         """Run both queue consumers until neither has a visible message. Returns records handled."""
         handled = 0
         for _ in range(max_batches):
-            n = sum(p.poll() for p in self.pumps.values())
+            now = self.clock.now_ms()
+            live = [p for name, p in self.pumps.items() if not any(o == name and a <= now < b for o, a, b in self.outages)]
+            n = sum(p.poll() for p in live)
             if n == 0:
                 break
             handled += n
@@ -201,6 +204,9 @@ class EmbeddedRuntime:
     def _busy(self) -> bool:
         if self.next_release() is not None:
             return True
+        for pump in self.pumps.values():
+            if pump.visible() > 0:
+                return True
         ledger = self.engine.ledger
         if ledger.active_slots(limit_per_shard=1):
             return True
@@ -228,9 +234,9 @@ class EmbeddedRuntime:
             # concurrent invocation would have been: its scheduledTime is still the fire.
             result = self.fire(schedule_id, at)
             fired.append((schedule_id, at, result))
-            if on_fire:
-                on_fire(schedule_id, at, result)
             self.settle()
+            if on_fire:
+                on_fire(schedule_id, at, result)  # called once the fire has settled
         if self.clock.now_ms() < until_ms:
             self.clock.set(until_ms)
         return fired

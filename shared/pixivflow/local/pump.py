@@ -50,6 +50,10 @@ class QueuePump:
     def next_release(self) -> int | None:
         return self._held[0].not_before if self._held else None
 
+    def visible(self) -> int:
+        attrs = self._sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages"])
+        return int(attrs["Attributes"].get("ApproximateNumberOfMessages", "0"))
+
     def release_due(self) -> int:
         now = self._clock.now_ms()
         released = 0

@@ -122,7 +122,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
             return _dead(engine, intent, owner, error, ack)
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs, engine.config.delivery.outboxRetryMaxMs)
         settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
-                                              error=ack.error, next_attempt_at=now + delay_ms)
+                                              error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind))
         if settled is None:
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
@@ -137,6 +137,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     settled = engine.ledger.settle_intent(
         intent, owner, now, ledger_status=plan.ledger_status, outbox_status=OutboxStatus.DONE,
         remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason, error=plan.ledger_error,
+        ack_kind=str(ack.kind),
     )
     if settled is None:
         return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the ACK")
@@ -154,7 +155,8 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
 def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
     """Dead-letter the row: ledger failed, the work freed on the route, the cell failed (delivery_abandoned)."""
     now = engine.now()
-    settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD, error=error)
+    settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
+                                          error=error, ack_kind=str(ack.kind))
     if settled is None:
         return DeliveryResult(intent.idempotency_key, "skipped", ack.kind, "lease lost before dead-lettering")
     engine.log("error", "delivery dead-lettered", event="outbox.dead", key=intent.idempotency_key, error=error,
