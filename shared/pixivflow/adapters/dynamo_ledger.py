@@ -586,9 +586,12 @@ class DynamoLedger:
         upd.status_in(allowed)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
-    def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None, candidate_report: Mapping[str, Any] | None = None) -> bool:
+    def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
+                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool:
         """A retryable failure: only the error is recorded; the bound work stays."""
         upd = _Update().set("lastError", error[:1000]).set("updatedAt", now_ms).remove("leaseOwner", "leaseUntil")
+        if dispatched_at is not None:
+            upd.set("dispatchedAt", dispatched_at)
         if candidate_report is not None:
             upd.set("candidateReport", dict(candidate_report))
         if owner is not None:

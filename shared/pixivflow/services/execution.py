@@ -147,15 +147,23 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     report = bounded_report(outcome.scan) if outcome.scan is not None else None
     slot_id, target_id = slot.slot_id, cell.target_id
     if effect.retry:
-        engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
-                                        owner=owner, candidate_report=report)
         delay = retry_delay_s(cell.attempt_count)
+        # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
+        engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
+                                        owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
         engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)])
         engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
     if effect.to_status is None:
         engine.ledger.release_cell(slot_id, target_id, owner, now)
+        return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
+    if effect.to_status == cell.status:
+        # A same-state move is a no-op (spec §3.2), but what it implies still happens: a resumed
+        # delivery_pending cell re-sends the messages of its still-actionable outbox rows.
+        engine.ledger.release_cell(slot_id, target_id, owner, now)
+        if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
+            _send_outbox(engine, run.outbox_keys)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
     moved = engine.ledger.transition_cell(
         slot_id, target_id, effect.to_status, now, owner=owner,

@@ -25,7 +25,7 @@ from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
-from .rollup import converge_deliveries, record_outcome, rollup
+from .rollup import converge_deliveries, delivery_states, record_outcome, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 
@@ -102,6 +102,8 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
         result.recovered += 1
         result.rescued.append(slot.slot_id)
         return
+    if _outbox_owns_progress(engine, state):
+        return
     verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
     if verdict is None or judged[verdict.rule] >= BATCH_LIMIT:
         return
@@ -111,6 +113,16 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
             result.queuedTooLong += 1
         else:
             result.stalledNoHeartbeat += 1
+
+
+def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
+    """Every open cell waits on a live outbox row: progress belongs to the outbox (its retry
+    budget and dead-letter path end it), so the stall rules do not judge this slot."""
+    open_cells = [c for c in state.snapshot_cells() if not c.terminal]
+    if not open_cells or any(c.status != CellStatus.DELIVERY_PENDING for c in open_cells):
+        return False
+    states = delivery_states(engine, state)
+    return all(states.get(c.target_id) == "live" for c in open_cells)
 
 
 def _all_terminal(state: SlotState) -> bool:
