@@ -40,7 +40,7 @@ def _authorised() -> Response | None:
 
 
 @app.get("/capabilities")
-def capabilities() -> Response:
+def capabilities():
     denied = _authorised()
     if denied is not None:
         return denied
@@ -64,7 +64,7 @@ def capabilities() -> Response:
     })
 
 
-def _disabled() -> Response:
+def _disabled():
     denied = _authorised()
     if denied is not None:
         return denied
@@ -75,32 +75,32 @@ def _disabled() -> Response:
 
 
 @app.post("/jobs")
-def create_job() -> Response:
+def create_job():
     return _disabled()
 
 
 @app.get("/jobs")
-def list_jobs() -> Response:
+def list_jobs():
     return _disabled()
 
 
 @app.get("/jobs/<jobId>")
-def get_job(jobId: str) -> Response:
+def get_job(jobId: str):
     return _disabled()
 
 
 @app.post("/jobs/<jobId>/cancel")
-def cancel_job(jobId: str) -> Response:
+def cancel_job(jobId: str):
     return _disabled()
 
 
 @app.get("/jobs/<jobId>/events")
-def job_events(jobId: str) -> Response:
+def job_events(jobId: str):
     return _disabled()
 
 
 @app.post("/jobs/<jobId>/events/ack")
-def ack_events(jobId: str) -> Response:
+def ack_events(jobId: str):
     return _disabled()
 
 
