@@ -148,7 +148,9 @@ class WebhookRoute(_Model):
     token: str | None = None  # local runs only; deployed routes use tokenParameter
     tokenParameter: str | None = None
     ack: AckHints | None = None
-    timeoutMs: int = Field(default=30_000, ge=100, le=900_000)
+    # Below the deliver function's 60 s timeout and the 120 s outbox lease, so one row can never
+    # be sent by two workers at once because a request outlived its claim.
+    timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
     maxAttempts: int = Field(default=12, ge=1, le=100)
 
     @field_validator("url")
