@@ -614,8 +614,11 @@ class DynamoLedger:
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
     # -- route-work ownership (selection-time dedupe across slots) ----------------
-    def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int) -> tuple[bool, str | None]:
-        """Claim a work on a route for one cell. Returns (ok, current owner)."""
+    def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, *, executor: str | None = None) -> tuple[bool, str | None]:
+        """Claim a work on a route for one cell. Returns (ok, current owner).
+
+        The cell that owns it may re-claim it; doing so records the executor now holding it, so a
+        zombie executor of the same cell can no longer release it (see ``release_work_reservation``)."""
         item = {
             "pk": work_pk(route, work_type, work_id),
             "sk": "OWNER",
@@ -626,6 +629,8 @@ class DynamoLedger:
             "ownerKey": owner_key,
             "createdAt": now_ms,
         }
+        if executor:
+            item["executor"] = executor
         try:
             self._call(
                 "put_item",
@@ -641,14 +646,20 @@ class DynamoLedger:
             owner = self._unmarshal(old).get("ownerKey") if old else None
             return False, owner
 
-    def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str) -> bool:
+    def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *, executor: str | None = None) -> bool:
+        """Free a work on a route. With ``executor``, only while that executor still holds it."""
+        condition = "ownerKey = :me"
+        values: dict[str, Any] = {":me": {"S": owner_key}}
+        if executor:
+            condition += " AND executor = :ex"
+            values[":ex"] = {"S": executor}
         try:
             self._call(
                 "delete_item",
                 TableName=self._table,
                 Key=self._key(work_pk(route, work_type, work_id), "OWNER"),
-                ConditionExpression="ownerKey = :me",
-                ExpressionAttributeValues={":me": {"S": owner_key}},
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
             )
             return True
         except ClientError:

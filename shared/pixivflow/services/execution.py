@@ -149,8 +149,11 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     if effect.retry:
         delay = retry_delay_s(cell.attempt_count)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
-        engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
-                                        owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
+        recorded = engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
+                                                   owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
+        if not recorded:
+            # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
+            return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
         engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)])
         engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
@@ -254,10 +257,18 @@ def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
             for work_id, owner in engine.ledger.work_owners(route, target.type, [w.work_id for w in candidates]).items():
                 if owner != run.owner_key:
                     taken.setdefault(work_id, route)
+    # A multi-work cell that already handed works to delivery (a re-run after a crash, or a
+    # resumed delivery_pending cell) keeps them: they count toward its limit and are re-sent,
+    # never re-selected, so the cell can never exceed its limit.
+    held = _held_intents(run) if routes and not target.single_work else []
+    held_ids = list(dict.fromkeys(i.work_id for i in held))
+    run.outbox_keys.extend(i.idempotency_key for i in held if i.actionable and i.idempotency_key not in run.outbox_keys)
     chosen: list[Work] = []
     for work in candidates:
-        if len(chosen) >= limit or scan.attempted >= bound:
+        if len(chosen) + len(held_ids) >= limit or scan.attempted >= bound:
             break
+        if work.work_id in held_ids:
+            continue
         if work.work_id in taken:
             # Delivered or pending on a route already: excluded at selection time; advances the scan.
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {taken[work.work_id]}"))
@@ -268,11 +279,12 @@ def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
             chosen.append(work)
         elif result == "outage" or result == "lost_bind":
             break
-    if chosen:
-        first = chosen[0]
+    if chosen or held_ids:
+        works = [(i.work_id, i.work_type) for i in held] + [(w.work_id, w.work_type) for w in chosen]
+        first_id, first_type = works[0]
         if routes:
-            return TargetOutcome.delivery_pending(first.work_id, first.work_type, scan, tuple(w.work_id for w in chosen))
-        return TargetOutcome.stored(first.work_id, first.work_type, scan)
+            return TargetOutcome.delivery_pending(first_id, first_type, scan, tuple(dict.fromkeys(w for w, _ in works)))
+        return TargetOutcome.stored(first_id, first_type, scan)
     if scan.outages or any(s.retryable for s in scan.skipped):
         return TargetOutcome.failed(
             "candidate scan hit a job-level outage or a transient failure: "
@@ -282,6 +294,11 @@ def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
     if run.lost_bind:
         return TargetOutcome.failed(run.lost_bind, retryable=True, scan=scan)
     return TargetOutcome.no_candidate(no_candidate_reason(scan), scan)
+
+
+def _held_intents(run: CellRun) -> list[Intent]:
+    state = run.engine.ledger.load(run.slot.slot_id)
+    return sorted(state.intents_for(run.target.id), key=lambda i: (i.created_at, i.work_id)) if state else []
 
 
 def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateScan) -> str:
@@ -297,7 +314,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             return "lost_bind"
     reserved: list[str] = []
     for route in routes:
-        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now())
+        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
         if not ok:
             _undo(run, work, reserved)
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already held on route {route} by {owner}"))
@@ -324,10 +341,15 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
 
 
 def _undo(run: CellRun, work: Work, routes: list[str]) -> None:
+    """Give a candidate back: the binding first, then its route reservations, each only if still ours.
+
+    A zombie executor (lease expired, another executor took over and may already have delivered
+    this work) is refused at both steps: the binding moved on, and the reservation now names the
+    executor that holds it."""
+    if run.target.single_work and not run.release(work.work_id):
+        return
     for route in routes:
-        run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key)
-    if run.target.single_work:
-        run.release(work.work_id)
+        run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
 
 
 def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
@@ -373,8 +395,14 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)
+    held, taken = [], []
     for route in routes:
-        # Our own reservation is re-affirmed; a foreign owner cannot take a work we are bound to.
-        engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now())
-    _enqueue(run, work, routes)
+        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
+        (held if ok else taken).append((route, owner))
+    if not held:
+        # Another slot took this work on every route while we were down (it was bound, never
+        # reserved): it is delivered or pending there. Never deliver it twice, never substitute.
+        where = ", ".join(f"{r} by {o}" for r, o in taken)
+        return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
+    _enqueue(run, work, [r for r, _ in held])
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)
