@@ -82,7 +82,7 @@ def _body() -> dict[str, Any] | None:
 
 
 @app.get("/health")
-def health() -> Response:
+def health():
     import os
 
     return json_response(200, {"status": "ok", "service": SERVICE_NAME, "version": __version__,
@@ -90,7 +90,7 @@ def health() -> Response:
 
 
 @app.post("/internal/schedules/<scheduleId>/run")
-def run_schedule(scheduleId: str) -> Response:
+def run_schedule(scheduleId: str):
     req = _Request()
     req.log("info", "schedule.trigger_received", schedule_id=scheduleId)
     denied = req.auth(TRIGGER)
@@ -122,7 +122,7 @@ def run_schedule(scheduleId: str) -> Response:
     return _disposition_response(req, admission, occ.occurrence_iso)
 
 
-def _disposition_response(req: _Request, admission: Admission, occurrence_iso: str) -> Response:
+def _disposition_response(req: _Request, admission: Admission, occurrence_iso: str):
     status_code, body_status, note, event = DISPOSITIONS.get(admission.disposition, DISPOSITIONS[REJECTED])
     slot = admission.slot
     result: dict[str, Any] = {
@@ -145,7 +145,7 @@ def _disposition_response(req: _Request, admission: Admission, occurrence_iso: s
 
 
 @app.post("/internal/outbox/drain")
-def drain_outbox() -> Response:
+def drain_outbox():
     req = _Request()
     denied = req.auth(TRIGGER)
     if denied is not None:
