@@ -74,3 +74,67 @@ def make_runtime(tmp_path, downstream):
     yield factory
     for rt in reversed(started):
         rt.__exit__(None, None, None)
+
+
+OUTCOME_MESSAGE = "Schedule occurrence reached a terminal outcome"
+
+
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is now: the Powertools handler keeps the stream it was
+    created with (the stdout of whichever test imported the package first), so capsys alone
+    would never see later lines."""
+
+    def write(self, text):
+        import sys
+
+        return sys.stdout.write(text)
+
+    def flush(self):
+        import sys
+
+        sys.stdout.flush()
+
+
+class LogCapture:
+    """The JSON log lines Powertools writes to stdout (EMF metric blobs excluded)."""
+
+    def __init__(self, capsys):
+        self._capsys = capsys
+        self._lines: list[dict] = []
+
+    def __call__(self) -> tuple[list[dict], str]:
+        """Lines written since the last read, and the raw text (for scans of everything printed)."""
+        out = self._capsys.readouterr().out
+        fresh = []
+        for raw in out.splitlines():
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = {"unparsed": raw}
+            if isinstance(parsed, dict) and "_aws" not in parsed:
+                fresh.append(parsed)
+        self._lines.extend(fresh)
+        return fresh, out
+
+    def all(self) -> list[dict]:
+        self()
+        return self._lines
+
+    def events(self, name: str) -> list[dict]:
+        return [line for line in self.all() if line.get("event") == name]
+
+    def outcomes(self, slot_id: str, keys: tuple[str, ...] | None = None) -> list[dict]:
+        """The logged ``schedule.outcome`` objects of one slot (optionally only ``keys``)."""
+        found = [line for line in self.all() if line.get("message") == OUTCOME_MESSAGE and line.get("slot_id") == slot_id]
+        return [{k: line[k] for k in keys if k in line} for line in found] if keys else found
+
+
+@pytest.fixture
+def logs(capsys):
+    from pixivflow.observability import logger
+
+    handler = logger.registered_handler
+    previous = handler.stream
+    handler.stream = _CurrentStdout()
+    yield LogCapture(capsys)
+    handler.stream = previous

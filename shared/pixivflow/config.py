@@ -287,6 +287,10 @@ def _format_error(exc: ValidationError) -> str:
                 path += ("." if path else "") + str(part)
         msg = err.get("msg", "invalid")
         msg = msg.removeprefix("Value error, ")
+        # A model-level rule names its field first ("cron: required ..."): fold it into the path.
+        match = re.match(r"^([A-Za-z_][\w\[\]]*(?:\.[A-Za-z_][\w\[\]]*)*): (.*)$", msg, re.S)
+        if match and path:
+            path, msg = f"{path}.{match.group(1)}", match.group(2)
         lines.append(f"{path}: {msg}" if path else msg)
     return "invalid configuration: " + "; ".join(lines)
 

@@ -17,6 +17,7 @@ re-read before use.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -246,6 +247,8 @@ class _Update:
     def when(self, expr: str, **values: Any) -> "_Update":
         for k, v in values.items():
             self.value(k, v)
+        for attr in re.findall(r"#(\w+)", expr):  # every #name used is declared: no dangling placeholder
+            self.name(attr)
         self.conditions.append(f"({expr})")
         return self
 
@@ -307,8 +310,8 @@ class DynamoLedger:
         try:
             return getattr(self._client, op)(**kwargs)
         except ClientError as exc:
-            if _is_conditional_failure(exc):
-                raise
+            if _is_conditional_failure(exc) or exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+                raise  # a refused condition is an answer, not an outage
             code = exc.response.get("Error", {}).get("Code", "")
             raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
 
@@ -476,8 +479,9 @@ class DynamoLedger:
     def slot_ids(self) -> list[str]:
         """Every slot id in the table: a FULL SCAN, for local tooling (the demo) only."""
         ids: list[str] = []
-        kwargs: dict[str, Any] = {"TableName": self._table, "FilterExpression": "sk = :m",
-                                  "ExpressionAttributeValues": {":m": {"S": "META"}}, "ProjectionExpression": "slotId"}
+        kwargs: dict[str, Any] = {"TableName": self._table, "FilterExpression": "sk = :m AND begins_with(pk, :p)",
+                                  "ExpressionAttributeValues": {":m": {"S": "META"}, ":p": {"S": "SLOT#"}},
+                                  "ProjectionExpression": "slotId"}
         while True:
             resp = self._call("scan", **kwargs)
             ids.extend(self._unmarshal(i)["slotId"] for i in resp.get("Items", []))
@@ -495,7 +499,6 @@ class DynamoLedger:
             now=now_ms,
             owner=owner,
         )
-        upd.name("leaseOwner"), upd.name("leaseUntil")
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         item = self._update(slot_pk(slot_id), cell_sk(target_id), upd, return_new=True)
         return cell_from_item(item) if item else None
@@ -579,10 +582,8 @@ class DynamoLedger:
             upd.remove("leaseOwner", "leaseUntil")
         if owner is not None:
             upd.when("#leaseOwner = :owner", owner=owner)
-            upd.name("leaseOwner")
         if require_no_live_lease:
             upd.when(_NO_LIVE_LEASE, now=now_ms)
-            upd.name("leaseOwner"), upd.name("leaseUntil")
         upd.status_in(allowed)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
@@ -604,12 +605,9 @@ class DynamoLedger:
         upd = _Update().set("dispatchedAt", now_ms)
         if previous is None:
             upd.when("attribute_not_exists(#dispatchedAt)")
-            upd.name("dispatchedAt")
         else:
             upd.when("#dispatchedAt = :prev", prev=previous)
-            upd.name("dispatchedAt")
         upd.when(_NO_LIVE_LEASE, now=now_ms)
-        upd.name("leaseOwner"), upd.name("leaseUntil")
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
@@ -701,15 +699,14 @@ class DynamoLedger:
         """Outbox claim (spec §10.4): pending/retry_wait and due, or processing with an expired lease."""
         upd = _Update().set("outboxStatus", OutboxStatus.PROCESSING).set("leaseOwner", owner)
         upd.set("leaseUntil", now_ms + lease_ms).set("updatedAt", now_ms)
-        due = "" if ignore_due else " AND #nextAttemptAt <= :now"
+        waiting = "#outboxStatus IN (:ob_p, :ob_r)" if ignore_due else "(#outboxStatus IN (:ob_p, :ob_r) AND #nextAttemptAt <= :now)"
         upd.when(
-            f"((#outboxStatus IN (:ob_p, :ob_r)){due}) OR (#outboxStatus = :ob_proc AND #leaseUntil <= :now)",
+            f"{waiting} OR (#outboxStatus = :ob_proc AND #leaseUntil <= :now)",
             now=now_ms,
             ob_p=OutboxStatus.PENDING,
             ob_r=OutboxStatus.RETRY_WAIT,
             ob_proc=OutboxStatus.PROCESSING,
         )
-        upd.name("nextAttemptAt")
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
 
@@ -812,11 +809,9 @@ class DynamoLedger:
             upd.remove("leaseOwner", "leaseUntil")
             upd.when("#status = :was", was=cell.status)
             upd.when(_NO_LIVE_LEASE, now=now_ms)
-            upd.name("leaseOwner"), upd.name("leaseUntil")
             actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
         for target_id in guard_cells:
             cond = _Update().when(_NO_LIVE_LEASE, now=now_ms)
-            cond.name("leaseOwner"), cond.name("leaseUntil")
             kw = self._marshal_update(cond)
             kw.pop("UpdateExpression", None)
             actions.append({"ConditionCheck": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **kw}})
@@ -838,3 +833,24 @@ class DynamoLedger:
         if "ExpressionAttributeValues" in kw:
             kw["ExpressionAttributeValues"] = {k: self._ser.serialize(v) for k, v in kw["ExpressionAttributeValues"].items()}
         return kw
+
+    # -- manual requests (refetch) --
+    # One item per idempotency key (``REQUEST#<key lower-cased>`` / ``META``), created with
+    # attribute_not_exists: the first writer fixes which slot the key names, forever. It is
+    # written BEFORE the slot; a crash between the two leaves a request item whose slot the
+    # next replay (same key, same derived slot id) creates. The key is lower-cased like the
+    # derived slot id, so two spellings of one UUID can never name two slots.
+    def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Insert the request item if absent. Returns (created, the stored record)."""
+        item = {"pk": f"REQUEST#{key.lower()}", "sk": "META", "entity": "request",
+                **{k: _to_ddb(v) for k, v in record.items() if v is not None}}
+        created, existing = self._put_new(item)
+        if created:
+            return True, {k: _from_ddb(v) for k, v in item.items()}
+        if existing is None:
+            existing = self._get(f"REQUEST#{key.lower()}", "META")
+        return False, {k: _from_ddb(v) for k, v in (existing or item).items()}
+
+    def get_request_key(self, key: str) -> dict[str, Any] | None:
+        item = self._get(f"REQUEST#{key.lower()}", "META")
+        return {k: _from_ddb(v) for k, v in item.items()} if item else None

@@ -7,6 +7,18 @@ class PixivFlowError(Exception):
     """Base of every error this package raises on purpose."""
 
 
+class StatusError(PixivFlowError):
+    """A refusal the caller can act on: ``status`` is the HTTP status to answer, the message is echoed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class ConfigError(PixivFlowError):
     """The configuration is invalid; the message names the field path."""
 

@@ -50,7 +50,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
-from .errors import PixivFlowError
+from .errors import StatusError
 
 LEAD_MS = 15 * 60_000
 NUDGE_MS = 60_000
@@ -67,20 +67,12 @@ _LOOKBACK = timedelta(hours=6)
 _MAX_STEPS = 20_000
 
 
-class OccurrenceError(PixivFlowError):
+class OccurrenceError(StatusError):
     """A trigger cannot be mapped to a runnable occurrence.
 
     ``status`` is the HTTP status the trigger endpoint answers with: 400 (no or
     invalid cron/zone), 410 (past the grace window) or 425 (too early).
     """
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)

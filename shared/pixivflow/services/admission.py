@@ -37,13 +37,14 @@ class Admission:
 
 def new_slot(engine: Engine, schedule: ScheduleConfig, occ: Occurrence, *, trigger_source: str, label: str | None = None,
              slot_id: str | None = None, manual_request_id: str | None = None, correlation_id: str | None = None,
-             params: dict[str, Any] | None = None) -> Slot:
+             params: dict[str, Any] | None = None, target_ids: list[str] | None = None) -> Slot:
+    """The slot an admission writes; ``target_ids`` narrows the plan's targets (a manual job has one)."""
     targets = engine.config.targets_for(schedule)
     return Slot(
         slot_id=slot_id or occ.slot_id,
         schedule_id=schedule.id,
         status="pending",
-        target_ids=[t.id for t in targets],
+        target_ids=list(target_ids) if target_ids else [t.id for t in targets],
         created_at=engine.now(),
         occurrence_at=occ.occurrence_at,
         occurrence_date=occ.occurrence_date,

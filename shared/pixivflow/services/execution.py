@@ -31,6 +31,10 @@ from .messages import execution_body, outbox_body
 from .rollup import rollup
 
 
+class LeaseLost(Exception):
+    """This executor no longer holds the cell's lease: stop, touch nothing, leave it to the holder."""
+
+
 @dataclass
 class ExecutionResult:
     slot_id: str
@@ -62,9 +66,11 @@ class CellRun:
         return f"{self.slot.slot_id}#{self.target.id}"
 
     def heartbeat(self) -> None:
+        """Renew the lease every 30 s. A refused renewal means another executor owns the cell now."""
         now = self.engine.now()
         if now - self.last_beat >= HEARTBEAT_MS:
-            self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS)
+            if not self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
+                raise LeaseLost(f"lease on {self.slot.slot_id}/{self.target.id} was lost")
             self.last_beat = now
 
     def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
@@ -111,6 +117,10 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
                 return settled
         outcome = run_target(run)
         return _apply(engine, slot, run.cell, owner, outcome, run)
+    except LeaseLost as exc:
+        engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
+                   slot_id=slot_id, target_id=target_id, error=str(exc))
+        return ExecutionResult(slot_id, target_id, "claimed_by_other")
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
         try:

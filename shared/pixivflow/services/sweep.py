@@ -61,11 +61,11 @@ def sweep(engine: Engine) -> SweepResult:
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     for slot_id, _created in engine.ledger.active_slots(limit_per_shard=4 * BATCH_LIMIT):
+        result.scanned += 1  # every row the index returned counts, even one that is then skipped (spec §7.2)
         try:
             state = engine.ledger.load(slot_id)
             if state is None or is_terminal_slot(state.slot.status):
                 continue
-            result.scanned += 1
             _sweep_slot(engine, state, result, queued_ms, stall_ms, judged)
         except Exception as exc:  # one bad slot never aborts the sweep
             result.errors += 1

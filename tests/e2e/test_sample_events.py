@@ -1,0 +1,219 @@
+"""The `events/*.json` samples (for `sam local invoke -e`) fed through their real handlers on the embedded runtime."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import TRIGGER_TOKEN, ms
+from pixivflow.local.lambda_context import context_for
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+SLOT = "morning-tokyo@2026-12-01T0800"
+PLACEHOLDER = "<TRIGGER_TOKEN>"
+SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "errors"}
+
+
+def sample(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+def invoke(rt, function: str, event: dict):
+    return rt.handlers[function](copy.deepcopy(event), context_for(function))
+
+
+def cells(rt) -> dict[str, tuple[str, str | None]]:
+    state = rt.engine.ledger.load(SLOT)
+    return {c.target_id: (c.status, c.work_id) for c in state.snapshot_cells()}
+
+
+# -- the sample files themselves ---------------------------------------------------------------------
+
+
+def test_every_entry_point_has_a_sample() -> None:
+    names = {p.name for p in EVENTS.glob("*.json")}
+    assert {"scheduler_fire.json", "http_run.json", "sqs_execution_batch.json", "sqs_outbox_batch.json",
+            "sweep_tick.json"} <= names
+    assert sample("scheduler_fire.json") == {"scheduleId": "morning-tokyo", "scheduledTime": "2026-11-30T23:00:00Z"}
+
+
+def test_http_sample_is_a_complete_http_api_v2_payload() -> None:
+    event = sample("http_run.json")
+    assert event["version"] == "2.0"
+    assert event["routeKey"] == "POST /internal/schedules/{scheduleId}/run"
+    assert event["rawPath"] == "/internal/schedules/morning-tokyo/run"
+    assert event["rawQueryString"] == ""
+    assert event["headers"]["authorization"] == f"Bearer {PLACEHOLDER}"
+    assert event["requestContext"]["http"]["method"] == "POST"
+    assert event["requestContext"]["http"]["path"] == event["rawPath"]
+    assert event["pathParameters"] == {"scheduleId": "morning-tokyo"}
+    assert event["isBase64Encoded"] is False
+    assert isinstance(json.loads(event["body"]), dict)
+
+
+def test_sqs_samples_are_well_formed() -> None:
+    execution = sample("sqs_execution_batch.json")["Records"]
+    assert [json.loads(r["body"]) for r in execution] == [
+        {"slotId": SLOT, "targetId": "cats"}, {"slotId": SLOT, "targetId": "landscape"}]
+    assert len({r["messageId"] for r in execution}) == 2
+    outbox = sample("sqs_outbox_batch.json")["Records"]
+    assert len(outbox) == 1
+    body = json.loads(outbox[0]["body"])
+    assert body["kind"] == "delivery"
+    assert body["key"].startswith("pixivflow:review:illustration:") and body["key"].endswith(f":{SLOT}:cats")
+    assert all(r["eventSource"] == "aws:sqs" for r in execution + outbox)
+
+
+# -- scheduler fire -----------------------------------------------------------------------------------
+
+
+def test_scheduler_sample_admits_the_slot(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    result = invoke(rt, "trigger", sample("scheduler_fire.json"))
+    assert result == {"status": "admitted", "slot_id": SLOT, "disposition": "accepted", "sent": 3}
+    state = rt.engine.ledger.load(SLOT)
+    assert state.slot.status == "pending"
+    assert state.slot.trigger_source == "cron"
+    assert state.slot.occurrence_at == ms("2026-11-30T23:00:00Z")
+    assert cells(rt) == {"cats": ("pending", None), "landscape": ("pending", None), "ranking-daily": ("pending", None)}
+
+
+# -- HTTP run -------------------------------------------------------------------------------------------
+
+
+def test_http_sample_with_the_real_token_is_accepted(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:30Z")
+    event = sample("http_run.json")
+    event["headers"]["authorization"] = event["headers"]["authorization"].replace(PLACEHOLDER, TRIGGER_TOKEN)
+    resp = invoke(rt, "trigger", event)
+    assert resp["statusCode"] == 202
+    assert json.loads(resp["body"]) == {
+        "status": "accepted",
+        "schedule": {"scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "accepted", "status": "pending"},
+        "note": "queued",
+    }
+    state = rt.engine.ledger.load(SLOT)
+    assert state.slot.trigger_source == "http"
+    assert state.slot.slot_name == json.loads(event["body"])["label"]
+
+
+def test_http_sample_with_the_placeholder_token_is_unauthorized(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:30Z")
+    resp = invoke(rt, "trigger", sample("http_run.json"))
+    assert resp["statusCode"] == 401
+    assert json.loads(resp["body"]) == {"status": "error", "error": "unauthorized"}
+    assert rt.engine.ledger.load(SLOT) is None
+
+
+# -- execution batch ------------------------------------------------------------------------------------
+
+
+def test_execution_sample_moves_the_two_cells_it_names(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    result = invoke(rt, "execute", sample("sqs_execution_batch.json"))
+    assert result == {"batchItemFailures": []}
+    moved = cells(rt)
+    assert moved["cats"][0] == "delivery_pending" and moved["cats"][1]
+    assert moved["landscape"][0] == "delivery_pending" and moved["landscape"][1]
+    assert moved["ranking-daily"] == ("pending", None)  # not named by the sample
+    state = rt.engine.ledger.load(SLOT)
+    assert state.slot.status == "running"
+    assert sorted(i.target_id for i in state.intents) == ["cats", "landscape"]
+
+
+def test_execution_record_with_an_unparsable_body_is_the_only_failure(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    event = sample("sqs_execution_batch.json")
+    bad = event["Records"][1]
+    bad["body"] = "{not json"
+    result = invoke(rt, "execute", event)
+    assert result == {"batchItemFailures": [{"itemIdentifier": bad["messageId"]}]}
+    moved = cells(rt)
+    assert moved["cats"][0] == "delivery_pending"
+    assert moved["landscape"] == ("pending", None)
+
+
+def test_execution_record_missing_a_field_is_the_only_failure(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    event = sample("sqs_execution_batch.json")
+    bad = event["Records"][0]
+    bad["body"] = json.dumps({"slotId": SLOT})
+    result = invoke(rt, "execute", event)
+    assert result == {"batchItemFailures": [{"itemIdentifier": bad["messageId"]}]}
+    moved = cells(rt)
+    assert moved["cats"] == ("pending", None)
+    assert moved["landscape"][0] == "delivery_pending"
+
+
+def test_execution_sample_for_a_slot_that_does_not_exist_is_processed(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    assert invoke(rt, "execute", sample("sqs_execution_batch.json")) == {"batchItemFailures": []}
+    assert rt.engine.ledger.load(SLOT) is None
+
+
+# -- outbox batch ---------------------------------------------------------------------------------------
+
+
+def outbox_key() -> str:
+    return json.loads(sample("sqs_outbox_batch.json")["Records"][0]["body"])["key"]
+
+
+def test_outbox_sample_before_its_intent_exists_is_a_processed_no_op(make_runtime, downstream) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    result = invoke(rt, "deliver", sample("sqs_outbox_batch.json"))
+    assert result == {"batchItemFailures": []}  # processed (deleted from the queue), not retried
+    assert downstream.requests == []
+    state = rt.engine.ledger.load(SLOT)
+    assert state.intents == []
+    assert cells(rt)["cats"] == ("pending", None)
+
+
+def test_outbox_sample_delivers_once_its_intent_exists(make_runtime, downstream) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    assert invoke(rt, "execute", sample("sqs_execution_batch.json")) == {"batchItemFailures": []}
+    key = outbox_key()
+    intents = {i.target_id: i for i in rt.engine.ledger.load(SLOT).intents}
+    # the sample names exactly the intent the demo catalogue produces for cats
+    assert intents["cats"].idempotency_key == key
+
+    assert invoke(rt, "deliver", sample("sqs_outbox_batch.json")) == {"batchItemFailures": []}
+    assert [r.headers["idempotency-key"] for r in downstream.requests] == [key]
+    assert downstream.requests[0].body["target_id"] == "cats"
+    state = rt.engine.ledger.load(SLOT)
+    cats = next(i for i in state.intents if i.target_id == "cats")
+    assert (cats.status, cats.outbox_status, cats.attempts) == ("delivered", "done", 1)
+    assert state.cells["cats"].status == "submitted"
+
+    # a redelivered copy of the same message (and the execute step's own outbox message) sends nothing more
+    assert invoke(rt, "deliver", sample("sqs_outbox_batch.json")) == {"batchItemFailures": []}
+    rt.settle()
+    assert sum(1 for r in downstream.requests if r.headers["idempotency-key"] == key) == 1
+    assert len(downstream.requests) == 3
+    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+
+
+# -- sweep tick -----------------------------------------------------------------------------------------
+
+
+def test_sweep_sample_returns_the_counters(make_runtime) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    idle = invoke(rt, "stall_sweep", sample("sweep_tick.json"))
+    assert idle == dict.fromkeys(SWEEP_KEYS, 0)
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    busy = invoke(rt, "stall_sweep", sample("sweep_tick.json"))
+    assert set(busy) == SWEEP_KEYS
+    assert busy["scanned"] == 1 and busy["errors"] == 0 and busy["recovered"] == 0
+
+
+@pytest.mark.parametrize("event", [{}, {"anything": "else"}, {"source": "aws.scheduler", "detail-type": "Scheduled Event"}])
+def test_sweep_ignores_the_content_of_its_event(make_runtime, event) -> None:
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    assert invoke(rt, "stall_sweep", event) == invoke(rt, "stall_sweep", sample("sweep_tick.json"))

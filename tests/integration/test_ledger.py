@@ -1,0 +1,475 @@
+"""DynamoLedger on moto, with the table built from template.yaml (DESIGN §4; spec §2.2, §3.2, §4.2, §5.4, §5.5, §10.4)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from pixivflow.adapters.dynamo_ledger import DynamoLedger, cell_sk, slot_pk
+from pixivflow.domain.cells import ALLOWED_FROM, TERMINAL_CELL_STATES, CellStatus
+from pixivflow.domain.model import Intent, LedgerStatus, OutboxStatus, Slot
+from pixivflow.local.provision import provision
+
+T0 = 1_796_079_600_000  # 2026-11-30T23:00:00Z
+LEASE_MS = 180_000
+OUTBOX_LEASE_MS = 120_000
+TYPES = {"cats": "illustration", "landscape": "illustration", "novels": "novel"}
+
+
+@dataclass
+class Env:
+    ledger: DynamoLedger
+    client: object
+    table: str
+
+    def raw(self, slot_id: str, sk: str) -> dict | None:
+        resp = self.client.get_item(TableName=self.table, Key={"pk": {"S": slot_pk(slot_id)}, "sk": {"S": sk}},
+                                    ConsistentRead=True)
+        return resp.get("Item")
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    with mock_aws():
+        names = provision()
+        client = boto3.client("dynamodb")
+        yield Env(DynamoLedger(client, names["LEDGER_TABLE"]), client, names["LEDGER_TABLE"])
+
+
+def make_slot(slot_id: str = "morning-tokyo@2026-12-01T0800", targets=("cats", "landscape", "novels"),
+              created_at: int = T0, slot_name: str = "08:00") -> Slot:
+    return Slot(slot_id=slot_id, schedule_id=slot_id.split("@")[0], status="pending", target_ids=list(targets),
+                created_at=created_at, occurrence_at=T0, occurrence_date="2026-12-01", occurrence_label="08:00",
+                timezone="Asia/Tokyo", trigger_source="cron", slot_name=slot_name, timeout_ms=1_800_000)
+
+
+def admitted(env: Env, slot: Slot | None = None) -> Slot:
+    slot = slot or make_slot()
+    stored, created = env.ledger.create_slot(slot)
+    assert created
+    assert env.ledger.ensure_cells(stored, TYPES, T0) == list(slot.target_ids)
+    return stored
+
+
+def make_intent(slot_id: str = "morning-tokyo@2026-12-01T0800", target_id: str = "cats", work_id: str = "1001",
+                next_attempt_at: int = T0, route: str = "review") -> Intent:
+    key = f"pixivflow:{route}:illustration:{work_id}:{slot_id}:{target_id}"
+    return Intent(slot_id=slot_id, target_id=target_id, route=route, work_type="illustration", work_id=work_id,
+                  idempotency_key=key, max_attempts=12, next_attempt_at=next_attempt_at, created_at=T0,
+                  updated_at=T0, payload={"work": {"id": work_id, "title": "cat"}})
+
+
+# -- slots ----------------------------------------------------------------------------------------
+
+
+def test_duplicate_slot_creation_converges_on_the_stored_slot(env: Env) -> None:
+    first = make_slot(slot_name="first label")
+    stored, created = env.ledger.create_slot(first)
+    assert created is True and stored.slot_name == "first label"
+
+    # a retried trigger with a different label and a later clock converges on the first row
+    second = make_slot(slot_name="second label", created_at=T0 + 5_000, targets=("cats",))
+    stored2, created2 = env.ledger.create_slot(second)
+    assert created2 is False
+    assert stored2.slot_name == "first label"
+    assert stored2.created_at == T0
+    assert stored2.target_ids == ["cats", "landscape", "novels"]  # the snapshot frozen at creation
+    assert env.ledger.get_slot(first.slot_id).slot_name == "first label"
+
+
+@pytest.fixture
+def atomic_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies a conditional write atomically per item; moto's in-process backend checks
+    the condition and stores the item without a lock, so under threads two conditional puts can both
+    "succeed" (measured: about 1 run in 9). Serialising the backend's write restores DynamoDB's
+    guarantee; the 8 adapters, their clients and their error handling still run concurrently."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.Lock()
+    original = DynamoDBBackend.put_item
+
+    def put_item(self, *args, **kwargs):
+        with lock:
+            return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "put_item", put_item)
+
+
+def test_eight_concurrent_creates_of_one_slot_yield_exactly_one_creation(env: Env, atomic_moto: None) -> None:
+    clients = [boto3.client("dynamodb") for _ in range(8)]
+    barrier = threading.Barrier(8)
+    results: list[tuple[str, bool]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def create(i: int) -> None:
+        try:
+            ledger = DynamoLedger(clients[i], env.table)
+            barrier.wait(timeout=10)
+            stored, created = ledger.create_slot(make_slot(slot_name=f"writer-{i}", created_at=T0 + i))
+            with lock:
+                results.append((stored.slot_name, created))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    assert len(results) == 8
+    assert sum(1 for _, created in results if created) == 1
+    winner = next(name for name, created in results if created)
+    # every loser got the winner's row back, and the table holds exactly that row
+    assert {name for name, _ in results} == {winner}
+    assert env.ledger.get_slot("morning-tokyo@2026-12-01T0800").slot_name == winner
+
+
+def test_ensure_cells_is_idempotent_and_only_creates_missing_cells(env: Env) -> None:
+    slot, _ = env.ledger.create_slot(make_slot())
+    assert env.ledger.ensure_cells(slot, TYPES, T0, existing=["landscape"]) == ["cats", "novels"]
+    # the third cell is missing: only it is created
+    assert env.ledger.ensure_cells(slot, TYPES, T0 + 1) == ["landscape"]
+    # a full repeat creates nothing and does not reset a cell that moved on
+    assert env.ledger.transition_cell(slot.slot_id, "cats", CellStatus.SELECTED, T0 + 2, work_id="1001")
+    assert env.ledger.ensure_cells(slot, TYPES, T0 + 3) == []
+    state = env.ledger.load(slot.slot_id)
+    assert sorted(state.cells) == ["cats", "landscape", "novels"]
+    assert state.cells["cats"].status == "selected" and state.cells["cats"].work_id == "1001"
+    assert state.cells["novels"].work_type == "novel"
+    assert state.cells["landscape"].created_at == T0 + 1
+
+
+# -- cell lease ------------------------------------------------------------------------------------
+
+
+def test_two_owners_contend_for_one_cell_lease(env: Env) -> None:
+    slot = admitted(env)
+    a = env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS)
+    assert a is not None and a.lease_owner == "exec-a" and a.lease_until == T0 + LEASE_MS
+    assert a.attempt_count == 1 and a.started_at == T0
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + 1_000, LEASE_MS) is None
+    # one millisecond before expiry the lease is still live
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + LEASE_MS - 1, LEASE_MS) is None
+    assert env.ledger.get_cell(slot.slot_id, "cats").lease_owner == "exec-a"
+
+
+def test_expired_cell_lease_goes_to_the_other_owner(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    b = env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + LEASE_MS, LEASE_MS)
+    assert b is not None
+    assert b.lease_owner == "exec-b" and b.lease_until == T0 + 2 * LEASE_MS
+    assert b.started_at == T0  # the first claim's startedAt is kept
+    assert b.attempt_count == 2
+    # the previous owner can no longer release it
+    assert env.ledger.release_cell(slot.slot_id, "cats", "exec-a", T0 + LEASE_MS + 1) is False
+    assert env.ledger.get_cell(slot.slot_id, "cats").lease_owner == "exec-b"
+
+
+def test_same_owner_reclaims_its_cell_lease(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    renewed = env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0 + 60_000, LEASE_MS)
+    assert renewed is not None
+    assert renewed.lease_until == T0 + 60_000 + LEASE_MS and renewed.heartbeat_at == T0 + 60_000
+
+
+def test_claim_refused_on_terminal_or_missing_cell(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.transition_cell(slot.slot_id, "cats", CellStatus.NO_CANDIDATE, T0)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is None
+    assert env.ledger.claim_cell(slot.slot_id, "nope", "exec-a", T0, LEASE_MS) is None
+    assert env.raw(slot.slot_id, cell_sk("nope")) is None  # the conditional update did not upsert a row
+
+
+def test_heartbeat_only_by_the_owner(env: Env) -> None:
+    """Spec §4.2: heartbeat renews leaseUntil and heartbeatAt only where the owner matches.
+
+    heartbeat_cell's condition names #leaseOwner without registering it in
+    ExpressionAttributeNames, so every heartbeat (owner or not) is rejected by DynamoDB."""
+    slot = admitted(env)
+    env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS)
+    assert env.ledger.heartbeat_cell(slot.slot_id, "cats", "exec-b", T0 + 30_000, LEASE_MS) is False
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert cell.heartbeat_at == T0 and cell.lease_until == T0 + LEASE_MS
+    assert env.ledger.heartbeat_cell(slot.slot_id, "cats", "exec-a", T0 + 30_000, LEASE_MS) is True
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert cell.heartbeat_at == T0 + 30_000 and cell.lease_until == T0 + 30_000 + LEASE_MS
+
+
+def test_release_clears_the_lease_and_keeps_heartbeat(env: Env) -> None:
+    slot = admitted(env)
+    env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS)
+    env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0 + 30_000, LEASE_MS)  # renewal stamps heartbeatAt
+    assert env.ledger.release_cell(slot.slot_id, "cats", "exec-b", T0 + 40_000) is False
+    assert env.ledger.release_cell(slot.slot_id, "cats", "exec-a", T0 + 40_000) is True
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert cell.lease_owner is None and cell.lease_until is None
+    assert cell.heartbeat_at == T0 + 30_000
+    assert cell.lease_live(T0 + 40_000) is False
+    # released: anyone may claim at once
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + 40_001, LEASE_MS) is not None
+
+
+# -- work binding ----------------------------------------------------------------------------------
+
+
+def test_bind_first_work_wins_and_rebinding_is_idempotent(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.bind_work(slot.slot_id, "cats", "1001", "illustration", T0) == (True, "1001")
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert cell.status == "selected" and cell.work_id == "1001"
+    assert env.ledger.bind_work(slot.slot_id, "cats", "1001", "illustration", T0 + 1) == (True, "1001")
+    assert env.ledger.bind_work(slot.slot_id, "cats", "2002", "illustration", T0 + 2) == (False, "1001")
+    assert env.ledger.get_cell(slot.slot_id, "cats").work_id == "1001"
+
+
+def test_bind_keeps_the_cell_work_type(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.bind_work(slot.slot_id, "novels", "77", "illustration", T0) == (True, "77")
+    assert env.ledger.get_cell(slot.slot_id, "novels").work_type == "novel"
+
+
+def test_release_work_only_while_selected_with_exactly_that_work(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    assert env.ledger.release_work(sid, "cats", "1001", T0) is False  # nothing bound
+    env.ledger.bind_work(sid, "cats", "1001", "illustration", T0)
+    assert env.ledger.release_work(sid, "cats", "2002", T0 + 1) is False  # a different work
+    assert env.ledger.get_cell(sid, "cats").work_id == "1001"
+    assert env.ledger.release_work(sid, "cats", "1001", T0 + 2) is True
+    cell = env.ledger.get_cell(sid, "cats")
+    assert cell.status == "pending" and cell.work_id is None
+    # once the cell has moved on (delivery_pending) the binding is never released
+    env.ledger.bind_work(sid, "cats", "3003", "illustration", T0 + 3)
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.DELIVERY_PENDING, T0 + 4)
+    assert env.ledger.release_work(sid, "cats", "3003", T0 + 5) is False
+    cell = env.ledger.get_cell(sid, "cats")
+    assert cell.status == "delivery_pending" and cell.work_id == "3003"
+
+
+# -- transitions -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("terminal", sorted(TERMINAL_CELL_STATES))
+def test_terminal_cells_refuse_every_move(env: Env, terminal: str) -> None:
+    slot = admitted(env, make_slot(targets=("cats",)))
+    assert env.ledger.transition_cell(slot.slot_id, "cats", terminal, T0, work_id="1001", reason_code="x")
+    for to in CellStatus:
+        assert env.ledger.transition_cell(slot.slot_id, "cats", to, T0 + 1) is False, f"{terminal} -> {to}"
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert cell.status == terminal and cell.completed_at == T0 and cell.terminal_reason_code == "x"
+
+
+def test_delivery_pending_cannot_go_back_to_selected_or_pending(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.DELIVERY_PENDING, T0, work_id="1001")
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.SELECTED, T0 + 1) is False
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.PENDING, T0 + 1) is False
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.ARTIFACT_READY, T0 + 1) is False
+    assert env.ledger.get_cell(sid, "cats").status == "delivery_pending"
+    # the legal move still works and stamps completion
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.SUBMITTED, T0 + 2)
+    cell = env.ledger.get_cell(sid, "cats")
+    assert cell.status == "submitted" and cell.completed_at == T0 + 2 and cell.work_id == "1001"
+
+
+def test_every_legal_move_from_pending_is_accepted(env: Env) -> None:
+    targets = sorted(s for s in CellStatus if CellStatus.PENDING in ALLOWED_FROM[s])
+    slot = admitted(env, make_slot(targets=tuple(f"t{i}" for i in range(len(targets)))))
+    for i, to in enumerate(targets):
+        assert env.ledger.transition_cell(slot.slot_id, f"t{i}", to, T0), to
+    state = env.ledger.load(slot.slot_id)
+    assert [state.cells[f"t{i}"].status for i in range(len(targets))] == targets
+
+
+def test_move_requiring_the_lease_owner_is_refused_for_another_owner(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    env.ledger.claim_cell(sid, "cats", "exec-a", T0, LEASE_MS)
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.FAILED, T0 + 1, owner="exec-b") is False
+    cell = env.ledger.get_cell(sid, "cats")
+    assert cell.status == "pending" and cell.lease_owner == "exec-a"
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.FAILED, T0 + 2, owner="exec-a",
+                                      last_error="boom", reason_code="internal_error", reason_message="m")
+    cell = env.ledger.get_cell(sid, "cats")
+    assert cell.status == "failed" and cell.lease_owner is None and cell.last_error == "boom"
+    assert cell.terminal_reason_code == "internal_error"
+
+
+def test_require_no_live_lease_refuses_while_someone_holds_the_cell(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    env.ledger.transition_cell(sid, "cats", CellStatus.DELIVERY_PENDING, T0, work_id="1001")
+    env.ledger.claim_cell(sid, "cats", "exec-a", T0, LEASE_MS)
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.SUBMITTED, T0 + 1, require_no_live_lease=True) is False
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.SUBMITTED, T0 + LEASE_MS, require_no_live_lease=True)
+    assert env.ledger.get_cell(sid, "cats").status == "submitted"
+
+
+# -- intents and the outbox -------------------------------------------------------------------------
+
+
+def test_put_intent_is_insert_if_absent_and_returns_the_existing_row(env: Env) -> None:
+    slot = admitted(env)
+    first, created = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert created is True
+    again = make_intent(slot.slot_id, next_attempt_at=T0 + 99_000)
+    again.payload = {"work": {"id": "1001", "title": "changed"}}
+    stored, created2 = env.ledger.put_intent(again)
+    assert created2 is False
+    assert stored.next_attempt_at == T0 and stored.payload == {"work": {"id": "1001", "title": "cat"}}
+    assert len(env.ledger.load(slot.slot_id).intents) == 1
+
+
+def test_claim_intent_once_and_reclaim_only_after_the_lease_expires(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    a = env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
+    assert a is not None and a.outbox_status == "processing" and a.lease_owner == "dlv-a"
+    assert a.lease_until == T0 + OUTBOX_LEASE_MS
+    assert env.ledger.claim_intent(intent, "dlv-b", T0 + 1, OUTBOX_LEASE_MS) is None
+    assert env.ledger.claim_intent(intent, "dlv-b", T0 + OUTBOX_LEASE_MS - 1, OUTBOX_LEASE_MS) is None
+    b = env.ledger.claim_intent(intent, "dlv-b", T0 + OUTBOX_LEASE_MS, OUTBOX_LEASE_MS)
+    assert b is not None and b.lease_owner == "dlv-b"
+    # the stale owner can no longer settle
+    assert env.ledger.settle_intent(intent, "dlv-a", T0 + OUTBOX_LEASE_MS + 1, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE) is None
+
+
+def test_claim_intent_refuses_a_row_not_yet_due(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id, next_attempt_at=T0 + 60_000))
+    assert env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS) is None
+    assert env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001").outbox_status == "pending"
+    assert env.ledger.claim_intent(intent, "dlv-a", T0 + 60_000, OUTBOX_LEASE_MS) is not None
+
+
+def test_claim_intent_ignoring_the_due_time_claims_a_future_row(env: Env) -> None:
+    """``ignore_due=True`` builds ``((#outboxStatus IN (...))) OR (...)``: DynamoDB rejects the
+    redundant parentheses with a ValidationException, so the claim raises LedgerUnavailable."""
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id, next_attempt_at=T0 + 60_000))
+    claimed = env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS, ignore_due=True)
+    assert claimed is not None and claimed.outbox_status == "processing" and claimed.lease_owner == "dlv-a"
+
+
+def test_settle_intent_requires_the_lease_owner(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
+    assert env.ledger.settle_intent(intent, "dlv-b", T0 + 1, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE, remote_id="r-1") is None
+    row = env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001")
+    assert row.outbox_status == "processing" and row.status == "pending" and row.attempts == 0
+    done = env.ledger.settle_intent(intent, "dlv-a", T0 + 2, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE, remote_id="r-1", remote_status="pending_review")
+    assert done is not None
+    assert (done.status, done.outbox_status, done.attempts, done.remote_id, done.delivered_at) == (
+        "delivered", "done", 1, "r-1", T0 + 2)
+    assert done.lease_owner is None
+    # done rows leave the due index and can never be claimed again
+    assert env.ledger.due_intents(T0 + 10 ** 9) == []
+    assert env.ledger.claim_intent(intent, "dlv-c", T0 + 10 ** 9, OUTBOX_LEASE_MS) is None
+
+
+def test_settle_retry_wait_moves_the_due_time(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
+    row = env.ledger.settle_intent(intent, "dlv-a", T0 + 1, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
+                                   error="503", next_attempt_at=T0 + 60_000)
+    assert row.outbox_status == "retry_wait" and row.next_attempt_at == T0 + 60_000 and row.last_error == "503"
+    assert env.ledger.due_intents(T0 + 59_999) == []
+    assert len(env.ledger.due_intents(T0 + 60_000)) == 1
+    assert env.ledger.claim_intent(intent, "dlv-b", T0 + 59_999, OUTBOX_LEASE_MS) is None
+    assert env.ledger.claim_intent(intent, "dlv-b", T0 + 60_000, OUTBOX_LEASE_MS) is not None
+
+
+def test_due_intents_only_returns_rows_due_at_or_before_the_instant(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    env.ledger.put_intent(make_intent(sid, "cats", "1", next_attempt_at=T0))
+    env.ledger.put_intent(make_intent(sid, "landscape", "2", next_attempt_at=T0 + 60_000))
+    env.ledger.put_intent(make_intent(sid, "cats", "3", next_attempt_at=T0 + 3_600_000))
+    sks = lambda at: sorted(sk for _, sk in env.ledger.due_intents(at))  # noqa: E731
+    assert sks(T0 - 1) == []
+    assert sks(T0) == ["DLV#cats#review#illustration#1"]
+    assert sks(T0 + 59_999) == ["DLV#cats#review#illustration#1"]
+    assert sks(T0 + 60_000) == ["DLV#cats#review#illustration#1", "DLV#landscape#review#illustration#2"]
+    assert len(sks(T0 + 3_600_000)) == 3
+    assert all(pk == slot_pk(sid) for pk, _ in env.ledger.due_intents(T0 + 3_600_000))
+
+
+# -- multi-item steps and indexes ------------------------------------------------------------------
+
+
+def test_terminalise_slot_applies_every_change_when_no_lease_is_live(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    env.ledger.transition_cell(sid, "novels", CellStatus.DELIVERY_PENDING, T0, work_id="9")
+    state = env.ledger.load(sid)
+    ok = env.ledger.terminalise_slot(state, fail_cells=["cats", "landscape"], guard_cells=["novels"], slot_status="failed",
+                                     reason_code="queued_too_long", reason_message="queued too long", now_ms=T0 + 1)
+    assert ok is True
+    after = env.ledger.load(sid)
+    assert after.slot.status == "failed"
+    assert {t: c.status for t, c in after.cells.items()} == {"cats": "failed", "landscape": "failed", "novels": "delivery_pending"}
+    assert after.cells["cats"].terminal_reason_code == "queued_too_long"
+    assert env.ledger.active_slots() == []
+
+
+def test_terminalise_slot_is_all_or_nothing_when_a_guarded_cell_has_a_live_lease(env: Env) -> None:
+    slot = admitted(env)
+    sid = slot.slot_id
+    env.ledger.transition_cell(sid, "novels", CellStatus.DELIVERY_PENDING, T0, work_id="9")
+    env.ledger.claim_cell(sid, "novels", "exec-live", T0, LEASE_MS)
+    state = env.ledger.load(sid)
+    before = {t: (c.status, c.lease_owner) for t, c in state.cells.items()}
+
+    ok = env.ledger.terminalise_slot(state, fail_cells=["cats", "landscape"], guard_cells=["novels"], slot_status="failed",
+                                     reason_code="stalled_no_heartbeat", reason_message="stalled", now_ms=T0 + 1)
+
+    assert ok is False  # a cancelled transaction is a refusal, not an infrastructure error
+    after = env.ledger.load(sid)
+    assert after.slot.status == "pending" and after.slot.completed_at is None
+    assert {t: (c.status, c.lease_owner) for t, c in after.cells.items()} == before
+    assert all(c.terminal_reason_code is None for c in after.cells.values())
+    assert [s for s, _ in env.ledger.active_slots()] == [sid]
+
+
+def test_active_slots_drops_a_slot_once_finished(env: Env) -> None:
+    a = admitted(env, make_slot("morning-tokyo@2026-12-01T0800", created_at=T0))
+    b = admitted(env, make_slot("evening-berlin@2026-11-30T1930", created_at=T0 - 1_000))
+    assert env.ledger.active_slots() == [(b.slot_id, T0 - 1_000), (a.slot_id, T0)]  # oldest first
+    assert env.ledger.mark_slot_running(a.slot_id, T0 + 1) is True
+    assert [s for s, _ in env.ledger.active_slots()] == [b.slot_id, a.slot_id]  # running stays active
+    assert env.ledger.finish_slot(a.slot_id, "success", T0 + 2) is True
+    assert env.ledger.active_slots() == [(b.slot_id, T0 - 1_000)]
+    assert env.ledger.get_slot(a.slot_id).status == "success"
+    # a terminal slot is never finished again
+    assert env.ledger.finish_slot(a.slot_id, "failed", T0 + 3) is False
+    assert env.ledger.get_slot(a.slot_id).status == "success"
+
+
+def test_mark_slot_running_only_from_pending_and_keeps_started_at(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.mark_slot_running(slot.slot_id, T0 + 1) is True
+    assert env.ledger.mark_slot_running(slot.slot_id, T0 + 2) is False
+    assert env.ledger.get_slot(slot.slot_id).started_at == T0 + 1
+
+
+def test_put_event_once_creates_each_lifecycle_event_once(env: Env) -> None:
+    slot = admitted(env)
+    assert env.ledger.put_event_once(slot.slot_id, "execution.summary", {"n": 1}, T0) is True
+    assert env.ledger.put_event_once(slot.slot_id, "execution.summary", {"n": 2}, T0 + 1) is False
+    assert env.ledger.get_event(slot.slot_id, "execution.summary") == {"kind": "execution.summary", "ts": T0, "detail": {"n": 1}}
+    assert env.ledger.load(slot.slot_id).events == {"execution.summary"}

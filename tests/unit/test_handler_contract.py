@@ -1,0 +1,59 @@
+"""DESIGN §12: importing a handler creates no AWS client and reads no config; handlers import only
+pixivflow and the standard library, and stay thin."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS = ["trigger", "execute", "deliver", "stall_sweep", "job_events"]
+
+PROBE = r"""
+import importlib.util, os, sys
+import botocore.session
+def refuse(*a, **k):
+    raise SystemExit("an AWS client was created at import time")
+botocore.session.Session.create_client = refuse
+os.environ.pop("PIXIVFLOW_CONFIG", None)
+os.environ["LEDGER_TABLE"] = ""
+for name in sys.argv[1:]:
+    spec = importlib.util.spec_from_file_location(f"fn_{name}", os.path.join("functions", name, "app.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert callable(module.handler), name
+import pixivflow.runtime as rt
+assert rt._runtime is None, "the runtime was built at import time"
+print("ok")
+"""
+
+
+def test_importing_the_handlers_creates_no_client_and_reads_no_config():
+    done = subprocess.run([sys.executable, "-c", PROBE, *FUNCTIONS], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ok")
+
+
+def test_handlers_import_only_pixivflow_and_the_standard_library():
+    stdlib = set(sys.stdlib_module_names)
+    for name in FUNCTIONS:
+        tree = ast.parse((ROOT / "functions" / name / "app.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            for root in roots:
+                assert root == "pixivflow" or root in stdlib, f"functions/{name}/app.py imports {root}"
+
+
+def test_domain_core_imports_no_aws_or_http_library():
+    for path in (ROOT / "shared" / "pixivflow" / "domain").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for n in names:
+                    assert n.split(".")[0] not in {"boto3", "botocore", "httpx", "aws_lambda_powertools"}, f"{path.name} imports {n}"
