@@ -39,6 +39,11 @@ ACTIONABLE_OUTBOX: frozenset[str] = frozenset(
 CONFIRMED_LEDGER: frozenset[str] = frozenset({LedgerStatus.DELIVERED, LedgerStatus.DUPLICATE})
 
 
+def cell_key(slot_id: str, target_id: str) -> str:
+    """How a cell names itself as the owner of a work on a route (route-work ownership)."""
+    return f"{slot_id}#{target_id}"
+
+
 def lease_is_live(owner: str | None, lease_until: int | None, now_ms: int) -> bool:
     """Spec §4.2: a lease is live iff it has an owner and has not expired."""
     return bool(owner) and lease_until is not None and lease_until > now_ms

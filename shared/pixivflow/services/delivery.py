@@ -16,7 +16,7 @@ from ..adapters.sqs_queues import MAX_SQS_DELAY_S, OutgoingMessage
 from ..domain.ack import AckKind, DeliveryAck, classify_outbox_error, parse_delivery_ack, parse_idempotency_key, retry_delay_ms, settlement_for
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
-from ..domain.model import Intent, LedgerStatus, OutboxStatus
+from ..domain.model import Intent, LedgerStatus, OutboxStatus, cell_key
 from .engine import OUTBOX_LEASE_MS, Engine
 from .messages import outbox_body
 from .rollup import rollup, settle_delivery_terminal
@@ -171,7 +171,7 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
 
 def _free_work(engine: Engine, intent: Intent) -> None:
     """A work whose delivery failed may be picked again by another slot later."""
-    engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id, f"{intent.slot_id}#{intent.target_id}")
+    engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id, cell_key(intent.slot_id, intent.target_id))
 
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:

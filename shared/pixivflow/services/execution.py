@@ -20,7 +20,7 @@ from ..domain.apply import decide, retry_delay_s
 from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, TransientSourceError
-from ..domain.model import Cell, Intent, Slot
+from ..domain.model import Cell, Intent, Slot, cell_key
 from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
 from ..domain.pager import collect
 from ..domain.reasons import reason_message
@@ -28,7 +28,7 @@ from ..domain.scan import bounded_report, classify_candidate_failure, effective_
 from ..ports import SearchRequest, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body
-from .rollup import rollup
+from .rollup import cell_delivery_state, rollup
 
 
 class LeaseLost(Exception):
@@ -63,7 +63,7 @@ class CellRun:
 
     @property
     def owner_key(self) -> str:
-        return f"{self.slot.slot_id}#{self.target.id}"
+        return cell_key(self.slot.slot_id, self.target.id)
 
     def heartbeat(self) -> None:
         """Renew the lease every 30 s. A refused renewal means another executor owns the cell now."""
@@ -133,8 +133,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
     """Spec §3.6 / §10.8 for a delivery_pending single-work cell. None means: run it."""
     state = engine.ledger.load(run.slot.slot_id)
-    intents = state.intents_for(run.target.id) if state else []
-    verdict = delivery_state(run.target.routes() or sorted({i.route for i in intents}), intents)
+    verdict = cell_delivery_state(engine, state, run.target.id) if state else delivery_state(run.target.routes(), [])
     now = engine.now()
     slot_id, target_id = run.slot.slot_id, run.target.id
     if verdict.state == "live":

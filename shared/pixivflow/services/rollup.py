@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..adapters.dynamo_ledger import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
-from ..domain.delivery_state import delivery_state
+from ..domain.delivery_state import DeliveryState, delivery_state
 from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
@@ -26,15 +26,21 @@ def routes_of(engine: Engine, target_id: str) -> list[str]:
     return target.routes() if target else []
 
 
+def cell_delivery_state(engine: Engine, state: SlotState, target_id: str) -> DeliveryState:
+    """The delivery ledger's verdict on one cell (spec §10.8). A target whose routes were removed
+    from the config is judged by the routes its intents name: its ledger still speaks."""
+    intents = state.intents_for(target_id)
+    routes = routes_of(engine, target_id) or sorted({i.route for i in intents})
+    return delivery_state(routes, intents)
+
+
 def delivery_states(engine: Engine, state: SlotState) -> dict[str, str | None]:
+    """Per target: its delivery verdict, or None for a target with no route at all (download-only)."""
     out: dict[str, str | None] = {}
     for target_id in state.slot.target_ids:
-        routes = routes_of(engine, target_id)
-        intents = state.intents_for(target_id)
-        if not routes:
-            # A target whose routes were removed from the config still has a ledger to consult.
-            routes = sorted({i.route for i in intents})
-        out[target_id] = delivery_state(routes, intents).state if routes else None
+        verdict = cell_delivery_state(engine, state, target_id)
+        has_routes = bool(routes_of(engine, target_id) or state.intents_for(target_id))
+        out[target_id] = verdict.state if has_routes else None
     return out
 
 
@@ -45,8 +51,7 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
     for cell in state.snapshot_cells():
         if not cell.in_delivery or cell.lease_live(now):
             continue
-        routes = routes_of(engine, cell.target_id) or sorted({i.route for i in state.intents_for(cell.target_id)})
-        verdict = delivery_state(routes, state.intents_for(cell.target_id))
+        verdict = cell_delivery_state(engine, state, cell.target_id)
         if verdict.state == "confirmed":
             ok = engine.ledger.transition_cell(
                 cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
