@@ -484,12 +484,15 @@ def _ssm_parameters(resources: dict[str, Any], logical_id: str) -> set[str]:
 def test_ssm_grants_name_only_the_parameters_each_function_reads(
     tpl: dict[str, Any], resources: dict[str, Any]
 ) -> None:
+    # Route tokens (a route's tokenParameter) are read only where deliveries are sent:
+    # deliver, and trigger's drain route. They live below one path, never account-wide.
     assert _ssm_parameters(resources, "TriggerFunction") == {
-        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"}
+        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*"}
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
-    for lid in ("ExecuteFunction", "DeliverFunction", "StallSweepFunction"):
+    assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*"}
+    for lid in ("ExecuteFunction", "StallSweepFunction"):
         assert _ssm_parameters(resources, lid) == {"ConfigParameterName"}, lid
-    for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"):
+    for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath"):
         # the ARN is built as parameter${Name}: names must start with "/"
         assert tpl["Parameters"][name]["AllowedPattern"].startswith("^/"), name
         assert tpl["Parameters"][name]["Default"].startswith("/"), name
