@@ -1,0 +1,86 @@
+"""Edges of the pipeline a user would notice: download-only targets, poison messages, metrics."""
+
+import json
+
+import boto3
+
+from conftest import ms
+
+
+def _one_target(target_id, **target_changes):
+    def mutate(cfg):
+        for t in cfg["targets"]:
+            if t["id"] == target_id:
+                t.update(target_changes)
+        cfg["schedules"][0]["targetIds"] = [target_id]
+
+    return mutate
+
+
+def test_download_only_target_is_submitted_without_any_delivery_and_its_files_are_stored(make_runtime, downstream):
+    rt = make_runtime(mutate=_one_target("cats", storageMode="persistent", delivery=None))
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    rt.settle()
+    state = rt.engine.ledger.load(slot_id)
+    [cell] = state.snapshot_cells()
+    assert (state.slot.status, cell.status, cell.terminal_reason_code) == ("success", "submitted", None)
+    assert state.intents == [] and downstream.requests == []
+    pages = rt.engine.source.get_work("illustration", cell.work_id).page_count
+    objects = boto3.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
+    assert sorted(o["Key"] for o in objects) == [f"{slot_id}/cats/{cell.work_id}/{cell.work_id}_p{n}.png" for n in range(pages)]
+
+
+def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spares_its_batch(make_runtime, downstream):
+    rt = make_runtime(mutate=_one_target("cats"))
+    sqs = boto3.client("sqs")
+    sqs.send_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], MessageBody="{not json")
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    for _ in range(10):  # the ESM redelivers the failed record until the redrive policy moves it
+        rt.pump()
+    dlq = sqs.receive_message(QueueUrl=rt.env["EXECUTION_DLQ_URL"], MaxNumberOfMessages=10,
+                              AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert [m["Body"] for m in dlq] == ["{not json"]
+    assert int(dlq[0]["Attributes"]["ApproximateReceiveCount"]) >= 5
+    assert rt.pumps["execute"].stats.failed == 5  # exactly maxReceiveCount handler failures
+    rt.settle()
+    assert rt.engine.ledger.load(slot_id).slot.status == "success"  # the good record was processed
+    assert len(downstream.requests) == 1
+
+
+def _emf(raw: str) -> list[dict]:
+    blobs = []
+    for line in raw.splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "_aws" in data:
+            blobs.append(data)
+    return blobs
+
+
+def _metric(blobs, name, **dims):
+    return sum(sum(b[name]) if isinstance(b[name], list) else b[name]
+               for b in blobs if name in b and all(b.get(k) == v for k, v in dims.items()))
+
+
+def test_metrics_count_admissions_outcomes_acks_and_stalls(make_runtime, downstream, logs):
+    rt = make_runtime()
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    rt.settle()
+    # An occurrence that is never executed: the consumer is down, the sweep ends it queued_too_long.
+    fire = ms("2026-12-01T18:30:00Z")
+    rt.clock.set(fire)
+    rt.outages.append(("execute", fire, fire + 40 * 60_000))
+    rt.fire("evening-berlin", iso="2026-12-01T18:30:00Z")
+    rt.settle()
+    _, raw = logs()
+    blobs = _emf(raw)
+    assert all(b["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "PixivFlowLocal" for b in blobs)
+    assert _metric(blobs, "SlotsAdmitted", trigger_source="cron") == 2
+    assert _metric(blobs, "SlotsFinished", status="success") == 1
+    assert _metric(blobs, "SlotsFinished", status="failed") == 1
+    assert _metric(blobs, "CellOutcomes", category="submitted") == 3
+    assert _metric(blobs, "CellOutcomes", category="executor_failed") == 3
+    assert _metric(blobs, "DeliveryAcks", kind="accepted") == 3
+    assert _metric(blobs, "Stalls", rule="queued_too_long") == 1
