@@ -194,7 +194,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     engine.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
                outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
                terminal_reason_code=effect.reason_code)
-    engine.metric("CellOutcomes", outcome=outcome.kind)
+    engine.metric("ExecutionResults", outcome=outcome.kind)
     if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
         _send_outbox(engine, run.outbox_keys)
     if effect.to_status in (CellStatus.SUBMITTED, CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE, CellStatus.FAILED):
