@@ -424,6 +424,9 @@ def test_terminalise_slot_applies_every_change_when_no_lease_is_live(env: Env) -
     assert after.slot.status == "failed"
     assert {t: c.status for t, c in after.cells.items()} == {"cats": "failed", "landscape": "failed", "novels": "delivery_pending"}
     assert after.cells["cats"].terminal_reason_code == "queued_too_long"
+    # It stays indexed until its outcome record is logged; then it leaves the index.
+    assert [s for s, _ in env.ledger.active_slots()] == [sid]
+    assert env.ledger.leave_active_index(sid) is True
     assert env.ledger.active_slots() == []
 
 
@@ -452,6 +455,7 @@ def test_active_slots_drops_a_slot_once_finished(env: Env) -> None:
     assert env.ledger.active_slots() == [(b.slot_id, T0 - 1_000), (a.slot_id, T0)]  # oldest first
     assert env.ledger.mark_slot_running(a.slot_id, T0 + 1) is True
     assert [s for s, _ in env.ledger.active_slots()] == [b.slot_id, a.slot_id]  # running stays active
+    assert env.ledger.leave_active_index(b.slot_id) is False  # an active slot never leaves the index
     assert env.ledger.finish_slot(a.slot_id, "success", T0 + 2) is True
     assert env.ledger.active_slots() == [(b.slot_id, T0 - 1_000)]
     assert env.ledger.get_slot(a.slot_id).status == "success"
@@ -472,4 +476,4 @@ def test_put_event_once_creates_each_lifecycle_event_once(env: Env) -> None:
     assert env.ledger.put_event_once(slot.slot_id, "execution.summary", {"n": 1}, T0) is True
     assert env.ledger.put_event_once(slot.slot_id, "execution.summary", {"n": 2}, T0 + 1) is False
     assert env.ledger.get_event(slot.slot_id, "execution.summary") == {"kind": "execution.summary", "ts": T0, "detail": {"n": 1}}
-    assert env.ledger.load(slot.slot_id).events == {"execution.summary"}
+    assert env.ledger.load(slot.slot_id).events == {"execution.summary": {"ts": T0}}

@@ -184,7 +184,8 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     # ... and every read or write of a slot partition was one of the 3 live slots.
     assert touched == {f"SLOT#{s}" for s in STALLED}
     assert meter.ops()["TransactWriteItems"] == 3
-    # bounded per live slot, whatever the ledger size: 32 index queries + a handful per slot
-    assert len(table_calls) <= 3 * 4
+    # bounded per live slot, whatever the ledger size: 32 index queries + 5 calls per stalled slot
+    # (read, terminalise, re-read, write the outcome record, leave the index once it is logged)
+    assert len(table_calls) <= 3 * 5
     assert ledger.get_slot(TEMPLATE).status == "success"
     assert ledger.get_slot("solo@old-04999").status == "success"

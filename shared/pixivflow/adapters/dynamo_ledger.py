@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, CellStatus
+from ..domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ..domain.errors import LedgerUnavailable
 from ..domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot
 
@@ -175,7 +175,9 @@ def _item(fields: Mapping[str, str], obj: Any) -> dict[str, Any]:
 
 
 def slot_from_item(item: Mapping[str, Any]) -> Slot:
-    return _view(Slot, _SLOT_FIELDS, item)
+    slot = _view(Slot, _SLOT_FIELDS, item)
+    slot.open = "activePk" in item
+    return slot
 
 
 def cell_from_item(item: Mapping[str, Any]) -> Cell:
@@ -193,7 +195,7 @@ class SlotState:
     slot: Slot
     cells: dict[str, Cell] = field(default_factory=dict)
     intents: list[Intent] = field(default_factory=list)
-    events: set[str] = field(default_factory=set)
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)  # lifecycle event kind -> {ts}
 
     def snapshot_cells(self) -> list[Cell]:
         return [self.cells[t] for t in self.slot.target_ids if t in self.cells]
@@ -358,6 +360,7 @@ class DynamoLedger:
         item["activeSk"] = f"{_ms13(slot.created_at)}#{slot.slot_id}"
         created, existing = self._put_new(item)
         if created:
+            slot.open = True
             return slot, True
         if existing is None:  # the endpoint did not return the old item: read it
             existing = self._get(slot_pk(slot.slot_id), "META")
@@ -419,7 +422,7 @@ class DynamoLedger:
             elif sk.startswith("DLV#"):
                 state.intents.append(intent_from_item(item))
             elif sk.startswith("EVT#L#"):
-                state.events.add(sk[len("EVT#L#"):])
+                state.events[sk[len("EVT#L#"):]] = {"ts": _from_ddb(item.get("ts"))}
         return state
 
     def mark_slot_running(self, slot_id: str, now_ms: int) -> bool:
@@ -428,7 +431,7 @@ class DynamoLedger:
         return self._update(slot_pk(slot_id), "META", upd) is not None
 
     def finish_slot(self, slot_id: str, status: str, now_ms: int, *, last_error: str | None = None, force_from: Iterable[str] = ACTIVE_SLOT_STATES) -> bool:
-        """Move an active slot to a terminal status and drop it from the active index."""
+        """Close an active slot: terminal status and out of the active index, in one write."""
         upd = _Update().set("status", status).set("completedAt", now_ms).set("updatedAt", now_ms)
         upd.set("expiresAt", self._expires(now_ms)).remove("activePk", "activeSk")
         if last_error is not None:
@@ -456,6 +459,12 @@ class DynamoLedger:
         if not item:
             return None
         return {"kind": item.get("kind"), "ts": _from_ddb(item.get("ts")), "detail": json.loads(item.get("detail") or "{}")}
+
+    def leave_active_index(self, slot_id: str) -> bool:
+        """Drop a slot the stall transaction made terminal from ActiveSlots (once its record is logged)."""
+        upd = _Update().remove("activePk", "activeSk").when("attribute_exists(#activePk)")
+        upd.status_in(set(TERMINAL_SLOT_STATES))
+        return self._update(slot_pk(slot_id), "META", upd) is not None
 
     def active_slots(self, limit_per_shard: int = 100) -> list[tuple[str, int]]:
         """(slotId, createdAt) of every slot in the active index, oldest first."""
@@ -816,7 +825,8 @@ class DynamoLedger:
             kw.pop("UpdateExpression", None)
             actions.append({"ConditionCheck": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **kw}})
         upd = _Update().set("status", slot_status).set("completedAt", now_ms).set("updatedAt", now_ms)
-        upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms)).remove("activePk", "activeSk")
+        # The slot stays in ActiveSlots until its outcome record is logged (leave_active_index).
+        upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms))
         upd.status_in([state.slot.status])
         actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": "META"}}, **self._marshal_update(upd)}})
         try:

@@ -69,6 +69,7 @@ class Slot:
     correlation_id: str | None = None
     params: dict[str, Any] | None = None
     timeout_ms: int | None = None
+    open: bool = False  # still in the active index: not yet closed (a closed slot's outcome is logged)
 
 
 @dataclass

@@ -118,6 +118,9 @@ class EmbeddedRuntime:
         self.handlers = {name: load_handler(name) for name in FUNCTIONS}
         import boto3
 
+        from ..adapters.dynamo_ledger import DynamoLedger
+
+        self._observer_ledger = DynamoLedger(boto3.client("dynamodb"), self.env["LEDGER_TABLE"])
         sqs = boto3.client("sqs")
         for name, url_env, fn in (("execute", "EXECUTION_QUEUE_URL", "execute"), ("deliver", "OUTBOX_QUEUE_URL", "deliver")):
             url = self.env[url_env]
@@ -203,12 +206,6 @@ class EmbeddedRuntime:
 
     def _observer(self):
         """A ledger on its own client: the harness's own looks at the table are not the engine's cost."""
-        if getattr(self, "_observer_ledger", None) is None:
-            import boto3
-
-            from ..adapters.dynamo_ledger import DynamoLedger
-
-            self._observer_ledger = DynamoLedger(boto3.client("dynamodb"), self.env["LEDGER_TABLE"])
         return self._observer_ledger
 
     def _busy(self) -> bool:

@@ -90,38 +90,69 @@ def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str 
     return status
 
 
+ORPHAN_RECORD_MS = 60_000  # a record whose slot is still open this long after it was written lost its writer
+
+
 def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | None = None) -> None:
-    """Write the one outcome record (first writer wins), then close the slot."""
+    """Record the one outcome, log it, and only then close the slot (terminal status and out of the
+    active index in one write). A crash in between leaves the slot open, where the sweep finds it."""
     state.slot.status = status
-    record_outcome(engine, state)
-    engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+    if record_outcome(engine, state):
+        engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+
+
+def close(engine: Engine, state: SlotState) -> bool:
+    """A slot already made terminal by the stall transaction: record and log its outcome, then let
+    it leave the active index."""
+    if record_outcome(engine, state):
+        return engine.ledger.leave_active_index(state.slot.slot_id)
+    return False
 
 
 def record_outcome(engine: Engine, state: SlotState) -> bool:
     """Persist the slot's ``execution.summary`` once and log the identical ``schedule.outcome`` once.
 
-    The event is created insert-if-absent, so only the call that creates it logs: re-rolling a
-    terminal slot writes and logs nothing new (spec §9, §13.18)."""
+    The record is created insert-if-absent and its creator logs it; the slot is closed after that,
+    so "closed" means "logged" and re-rolling a closed slot writes and logs nothing (spec §9,
+    §13.18). A record found while its slot is still open belongs to a writer that is closing it
+    right now, or that died before logging it: after a minute the sweep logs the STORED object.
+    Returns True when the record is durable and logged, i.e. the slot may be closed."""
     now = engine.now()
     slot = state.slot
-    if SUMMARY_EVENT in state.events:
-        return False
-    slot.completed_at = slot.completed_at or now
-    cells = state.snapshot_cells()
-    outcome = build_outcome(slot, cells, delivery_states(engine, state), slot.completed_at)
-    if outcome is None:
-        return False
-    detail = {"summary": build_summary(slot, cells, state.intents), "outcome": outcome}
-    if not engine.ledger.put_event_once(slot.slot_id, SUMMARY_EVENT, detail, now):
-        return False
-    state.events.add(SUMMARY_EVENT)
+    existing = state.events.get(SUMMARY_EVENT)
+    if existing is None:
+        slot.completed_at = slot.completed_at or now
+        cells = state.snapshot_cells()
+        outcome = build_outcome(slot, cells, delivery_states(engine, state), slot.completed_at)
+        if outcome is None:
+            return False
+        detail = {"summary": build_summary(slot, cells, state.intents), "outcome": outcome}
+        if engine.ledger.put_event_once(slot.slot_id, SUMMARY_EVENT, detail, now):
+            state.events[SUMMARY_EVENT] = {"ts": now}
+            _log_outcome(engine, outcome)
+            return True
+        existing = engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT)  # another writer made it
+        if existing is None:
+            return False
+    if not slot.open:
+        return True  # closed: its record was logged before it was closed
+    if now - int(existing.get("ts") or now) < ORPHAN_RECORD_MS:
+        return False  # its writer may be logging and closing it right now
+    stored = existing.get("detail") or (engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
+    engine.log("warning", "outcome record found with its slot still open; logging the stored record",
+               event="schedule.outcome_recovered", slot_id=slot.slot_id)
+    if stored.get("outcome"):
+        _log_outcome(engine, stored["outcome"])
+    return True
+
+
+def _log_outcome(engine: Engine, outcome: dict) -> None:
     engine.log("info", "Schedule occurrence reached a terminal outcome", **outcome)
-    engine.metric("SlotsFinished", status=str(slot.status))
+    engine.metric("SlotsFinished", status=str(outcome.get("status")))
     for bucket in ("submitted", "no_match", "duplicate", "executor_failed", "delivery_failed"):
         count = outcome.get("cells", {}).get(bucket, 0)
         if count:
             engine.metric("CellOutcomes", count, category=bucket)
-    return True
 
 
 def settle_delivery_terminal(engine: Engine, intent: Intent, cell_outcome: str, error: str | None, *, reason_code: str | None = None) -> bool:

@@ -25,7 +25,7 @@ from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
-from .rollup import converge_deliveries, delivery_states, record_outcome, rollup
+from .rollup import close, converge_deliveries, delivery_states, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 
@@ -64,7 +64,10 @@ def sweep(engine: Engine) -> SweepResult:
         result.scanned += 1  # every row the index returned counts, even one that is then skipped (spec §7.2)
         try:
             state = engine.ledger.load(slot_id)
-            if state is None or is_terminal_slot(state.slot.status):
+            if state is None:
+                continue
+            if is_terminal_slot(state.slot.status):
+                close(engine, state)  # terminal but its outcome record not yet logged: finish closing it
                 continue
             _sweep_slot(engine, state, result, queued_ms, stall_ms, judged)
         except Exception as exc:  # one bad slot never aborts the sweep
@@ -195,7 +198,7 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
                reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
     refreshed = engine.ledger.load(state.slot.slot_id)
     if refreshed is not None:
-        record_outcome(engine, refreshed)  # the slot is terminal now: its one outcome record
+        close(engine, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
     return True
 
 

@@ -1,0 +1,57 @@
+"""A writer that dies between persisting the outcome record and logging it loses nothing
+(spec §13.18): the slot is closed only after its record is logged, so it stays open in the active
+index, and the sweep logs the orphaned record once, after a minute, from what was stored."""
+
+from conftest import OUTCOME_MESSAGE
+
+
+class DiesAfterRecording:
+    """The ledger, except that the first put_event_once writes and then the process 'dies'."""
+
+    def __init__(self, inner):
+        self._inner, self.tripped = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def put_event_once(self, *args, **kwargs):
+        created = self._inner.put_event_once(*args, **kwargs)
+        if not self.tripped:
+            self.tripped = True
+            raise RuntimeError("injected crash after the outcome record was written")
+        return created
+
+
+def _outcome_lines(logs, slot_id):
+    return [line for line in logs.all() if line.get("message") == OUTCOME_MESSAGE and line.get("slot_id") == slot_id]
+
+
+def test_an_orphaned_outcome_record_is_logged_once_by_the_sweep(make_runtime, downstream, logs):
+    rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
+    real = rt.engine.ledger
+    rt.engine.ledger = DiesAfterRecording(real)
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    rt.pump()
+    assert rt.engine.ledger.tripped
+    rt.engine.ledger = real
+
+    assert real.get_event(slot_id, "execution.summary") is not None
+    assert real.get_slot(slot_id).status == "running"  # not closed: the record was never logged
+    assert slot_id in [s for s, _ in real.active_slots()]
+    assert _outcome_lines(logs, slot_id) == []
+
+    rt.clock.advance(30_000)
+    rt.sweep()
+    assert _outcome_lines(logs, slot_id) == []  # its writer might still be logging it
+    assert real.get_slot(slot_id).status == "running"
+
+    rt.clock.advance(31_000)
+    rt.sweep()
+    rt.sweep()
+    [line] = _outcome_lines(logs, slot_id)
+    stored = real.get_event(slot_id, "execution.summary")
+    assert {k: line[k] for k in stored["detail"]["outcome"]} == stored["detail"]["outcome"]  # the identical object
+    assert real.get_slot(slot_id).status == "success"
+    assert line["status"] == "success" and line["cells"]["submitted"] == 1
+    assert real.active_slots() == []
+    assert len(downstream.requests) == 1
