@@ -10,7 +10,6 @@ Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.htt
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -332,7 +331,3 @@ def load_config(location: str | None = None, *, ssm_reader=None) -> PixivFlowCon
     except OSError as exc:
         raise ConfigError(f"cannot read PIXIVFLOW_CONFIG {location!r}: {exc.strerror}") from None
     return parse_text(text, base_dir=path.resolve().parent)
-
-
-def dump_json(config: PixivFlowConfig) -> str:
-    return json.dumps(config.model_dump(mode="json", exclude_none=True), sort_keys=True)

@@ -768,12 +768,6 @@ class DynamoLedger:
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
 
-    def cancel_intent(self, intent: Intent, now_ms: int, reason: str) -> bool:
-        upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("lastError", reason).set("updatedAt", now_ms)
-        upd.remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
-        upd.status_in([OutboxStatus.PENDING, OutboxStatus.RETRY_WAIT, OutboxStatus.DEAD], attr="outboxStatus")
-        return self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd) is not None
-
     def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
         """(pk, sk) of outbox rows whose due time is at or before ``before_ms`` (sparse index)."""
         found: list[tuple[str, str]] = []

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..domain.errors import QueueSendError
 
 MAX_SQS_DELAY_S = 900
 BATCH = 10
@@ -71,9 +70,3 @@ class SqsQueues:
             if not self._virtual:
                 entry["DelaySeconds"] = delay
         return entry
-
-
-def require_sent(failed: Iterable[int], what: str) -> None:
-    failed = list(failed)
-    if failed:
-        raise QueueSendError(f"{len(failed)} {what} message(s) could not be sent")

@@ -54,7 +54,3 @@ class PaginationError(SourceError):
 
 class LedgerUnavailable(PixivFlowError):
     """The ledger could not be reached or throttled us: an infrastructure error, retried by SQS."""
-
-
-class QueueSendError(PixivFlowError):
-    """A message could not be handed to SQS."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..adapters.sqs_queues import OutgoingMessage
 from ..config import ScheduleConfig
-from ..domain.cells import COMPLETED_SLOT_STATES, is_terminal_slot
+from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot
 from ..domain.occurrence import Occurrence
 from .engine import Engine
@@ -108,7 +108,3 @@ def _dispatch(engine: Engine, admission: Admission, cells: list[Cell]) -> Admiss
         engine.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
                    slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
     return admission
-
-
-def is_closed(slot: Slot) -> bool:
-    return is_terminal_slot(slot.status)

@@ -50,11 +50,9 @@ class Engine:
             return
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-        if dimensions:
-            # One single-metric blob per dimension set keeps dimensions from leaking into other metrics.
-            namespace = getattr(self.metrics, "namespace", None)
-            with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
-                for key, val in dimensions.items():
-                    m.add_dimension(name=key, value=str(val))
-        else:
-            self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        # One blob per metric, flushed at once: no handler decorator has to remember to flush, and
+        # one metric's dimensions never leak into another's.
+        namespace = getattr(self.metrics, "namespace", None)
+        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
+            for key, val in dimensions.items():
+                m.add_dimension(name=key, value=str(val))
