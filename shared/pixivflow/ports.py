@@ -23,6 +23,13 @@ class Work:
     create_date: str = ""  # ISO 8601 as the source gave it
     total_bookmarks: int = 0
     page_count: int = 1
+    # Selection facts (spec §6.1 filters). ``x_restrict``: 0 general, 1 R-18, 2 R-18G.
+    # ``ai_type``: Pixiv's illust_ai_type / novel_ai_type (2 = AI-generated, 1 = not, 0 = unknown).
+    # ``restricted``: the source saw a placeholder (``limit_*`` image, ``visible: false``).
+    x_restrict: int = 0
+    ai_type: int = 0
+    restricted: bool = False
+    series_id: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -41,15 +48,26 @@ class Work:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """What to ask a source for: built from the target config (and protocol params)."""
+    """ONE paged query a source answers (built by the domain from a target and protocol params).
+
+    A source only answers queries; every selection rule (tag relation, bookmark floor, date
+    window, AI/R-18 policy, page count, pinned ids) is applied by the domain, whatever the
+    source. The server-side hints (``search_target``, ``sort``, dates, ``exclude_ai``) may be
+    used by a source that can filter remotely; a source that cannot ignores them.
+    """
 
     work_type: str = "illustration"
-    mode: str = "search"  # search | ranking | topic
-    tag: str | None = None
+    mode: str = "search"  # search | ranking | topic | user
+    tag: str | None = None  # the query words: one tag, or several joined by spaces (and-relation)
     ranking_mode: str = "day"
-    ranking_date: str | None = None
+    ranking_date: str | None = None  # YYYY-MM-DD, already resolved from YESTERDAY/TODAY
     topic: str | None = None
     sort: str = "date_desc"
+    search_target: str = "partial_match_for_tags"
+    start_date: str | None = None  # YYYY-MM-DD inclusive (hint)
+    end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
+    exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
+    user_id: str | None = None  # mode "user": the user's works
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,25 @@ class ArtifactFile:
     name: str
     content: bytes
     content_type: str = "application/octet-stream"
+    role: str = "original"  # original | preview | text | cover | archive (protocol Asset role)
+    width: int | None = None
+    height: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)  # e.g. ugoira frame delays
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One stored file of a bound work: what a delivery uploads or links (protocol ``Asset``)."""
+
+    key: str  # the store's own key, stable per (slot, target, work, page)
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    role: str = "original"
+    width: int | None = None
+    height: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 class WorkSource(Protocol):
@@ -82,6 +119,24 @@ class WorkSource(Protocol):
 class ArtifactStore(Protocol):
     def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
         """Store files under ``key``; returns their locations."""
+        ...
+
+    # The methods below are what the Pixiv source and the file-carrying routes build on
+    # (issues 10 and 11); an adapter that predates them may raise NotImplementedError.
+    def stored(self, key: str) -> list[StoredFile]:
+        """The files already stored under ``key`` (a re-run after a crash re-uses them), in page order."""
+        ...
+
+    def read(self, file: StoredFile) -> bytes:
+        """The bytes of one stored file."""
+        ...
+
+    def url(self, file: StoredFile, ttl_s: int) -> str:
+        """A GET URL for one stored file, valid for ``ttl_s`` seconds (presigned on S3)."""
+        ...
+
+    def delete(self, key: str) -> int:
+        """Delete every file under ``key`` (idempotent); returns how many were deleted."""
         ...
 
 
