@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from conftest import ms
-from pixivflow.adapters.sqs_queues import OutgoingMessage
+from pixivflow.ports import OutgoingMessage
 from pixivflow.services.messages import execution_body
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01: a fire of "0 8 * * *"

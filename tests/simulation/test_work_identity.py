@@ -32,7 +32,7 @@ from identity_support import (
     serialize_ledger_requests,
     work,
 )
-from pixivflow.adapters.sqs_queues import OutgoingMessage
+from pixivflow.ports import OutgoingMessage
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.delivery_state import LOST_REASON
 from pixivflow.services.execution import execute_cell

@@ -57,3 +57,43 @@ def test_domain_core_imports_no_aws_or_http_library():
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 for n in names:
                     assert n.split(".")[0] not in {"boto3", "botocore", "httpx", "aws_lambda_powertools"}, f"{path.name} imports {n}"
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """(module, level) of every import in a file, relative imports resolved against pixivflow.services."""
+    tree = ast.parse(path.read_text())
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((a.name, 0) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.module or "", node.level))
+    return found
+
+
+def test_services_see_ports_only():
+    """DESIGN §3: no services/ module imports adapters/ (or boto3/httpx), so the same service code runs
+    on DynamoDB/SQS, on moto and on the in-memory twins."""
+    services = list((ROOT / "shared" / "pixivflow" / "services").glob("*.py"))
+    assert services
+    for path in services:
+        for module, level in _imports(path):
+            parts = module.split(".")
+            absolute = parts if level == 0 else ["pixivflow", *parts] if level == 2 else ["pixivflow", "services", *parts]
+            assert absolute[:2] != ["pixivflow", "adapters"], f"services/{path.name} imports {'.' * level}{module}"
+            assert absolute[0] not in {"boto3", "botocore", "httpx"}, f"services/{path.name} imports {module}"
+
+
+def test_the_adapters_satisfy_the_ledger_and_queue_ports():
+    """Every member of the Ledger and Queues Protocols exists on the DynamoDB/SQS adapters."""
+    import inspect
+
+    from pixivflow.adapters.dynamo_ledger import DynamoLedger
+    from pixivflow.adapters.sqs_queues import SqsQueues
+    from pixivflow.ports import Ledger, Queues
+
+    for port, adapter in ((Ledger, DynamoLedger), (Queues, SqsQueues)):
+        members = [n for n, v in vars(port).items() if inspect.isfunction(v) and not n.startswith("_")]
+        assert len(members) >= 2
+        for name in members:
+            assert callable(getattr(adapter, name, None)), f"{adapter.__name__} lacks {port.__name__}.{name}"

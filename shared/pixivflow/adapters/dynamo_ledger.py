@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
@@ -27,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from ..domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ..domain.errors import LedgerUnavailable
-from ..domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot
+from ..domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 
 SHARDS = 16
 ACTIVE_INDEX = "ActiveSlots"
@@ -186,25 +185,6 @@ def cell_from_item(item: Mapping[str, Any]) -> Cell:
 
 def intent_from_item(item: Mapping[str, Any]) -> Intent:
     return _view(Intent, _INTENT_FIELDS, item)
-
-
-@dataclass
-class SlotState:
-    """One consistent read of a slot's partition."""
-
-    slot: Slot
-    cells: dict[str, Cell] = field(default_factory=dict)
-    intents: list[Intent] = field(default_factory=list)
-    events: dict[str, dict[str, Any]] = field(default_factory=dict)  # lifecycle event kind -> {ts}
-
-    def snapshot_cells(self) -> list[Cell]:
-        return [self.cells[t] for t in self.slot.target_ids if t in self.cells]
-
-    def missing_targets(self) -> list[str]:
-        return [t for t in self.slot.target_ids if t not in self.cells]
-
-    def intents_for(self, target_id: str) -> list[Intent]:
-        return [i for i in self.intents if i.target_id == target_id]
 
 
 class _Update:

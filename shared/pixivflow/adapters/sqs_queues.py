@@ -9,20 +9,13 @@ SQS delay and lets the local pump hold the message until the virtual clock passe
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..ports import MAX_SQS_DELAY_S, SQS_BATCH as BATCH, OutgoingMessage
 
-MAX_SQS_DELAY_S = 900
-BATCH = 10
-
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    body: dict[str, Any]
-    delay_s: int = 0
+__all__ = ["MAX_SQS_DELAY_S", "OutgoingMessage", "SqsQueues"]
 
 
 class SqsQueues:

@@ -139,3 +139,22 @@ class Intent:
     @property
     def actionable(self) -> bool:
         return self.outbox_status in ACTIONABLE_OUTBOX
+
+
+@dataclass
+class SlotState:
+    """One consistent read of a slot's partition."""
+
+    slot: Slot
+    cells: dict[str, Cell] = field(default_factory=dict)
+    intents: list[Intent] = field(default_factory=list)
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)  # lifecycle event kind -> {ts}
+
+    def snapshot_cells(self) -> list[Cell]:
+        return [self.cells[t] for t in self.slot.target_ids if t in self.cells]
+
+    def missing_targets(self) -> list[str]:
+        return [t for t in self.slot.target_ids if t not in self.cells]
+
+    def intents_for(self, target_id: str) -> list[Intent]:
+        return [i for i in self.intents if i.target_id == target_id]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapters.sqs_queues import OutgoingMessage
+from ..ports import OutgoingMessage
 from ..config import ScheduleConfig
 from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot

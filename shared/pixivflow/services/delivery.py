@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapters.sqs_queues import MAX_SQS_DELAY_S, OutgoingMessage
+from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
 from ..domain.ack import AckKind, DeliveryAck, classify_outbox_error, parse_delivery_ack, parse_idempotency_key, retry_delay_ms, settlement_for
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable

@@ -6,11 +6,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..adapters.dynamo_ledger import DynamoLedger
-from ..adapters.sqs_queues import SqsQueues
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, Clock, DeliveryChannel, WorkSource
+from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, Queues, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -24,8 +22,8 @@ REDRIVE_GRACE_MS = 120_000  # DESIGN §5: the sweep re-sends rows overdue by mor
 @dataclass
 class Engine:
     config: PixivFlowConfig
-    ledger: DynamoLedger
-    queues: SqsQueues
+    ledger: Ledger
+    queues: Queues
     source: WorkSource
     artifacts: ArtifactStore
     channel: DeliveryChannel

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapters.sqs_queues import OutgoingMessage
+from ..ports import OutgoingMessage
 from ..config import TargetConfig
 from ..domain.ack import idempotency_key
 from ..domain.apply import decide, retry_delay_s

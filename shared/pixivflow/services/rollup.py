@@ -8,7 +8,7 @@ terminal when every snapshot cell is terminal, and then exactly one outcome reco
 
 from __future__ import annotations
 
-from ..adapters.dynamo_ledger import SlotState
+from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.delivery_state import DeliveryState, delivery_state
 from ..domain.model import Intent

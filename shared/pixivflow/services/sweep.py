@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..adapters.dynamo_ledger import SlotState
-from ..adapters.sqs_queues import OutgoingMessage
+from ..domain.model import SlotState
+from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
