@@ -11,7 +11,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "events" / "demo"
-KIT = ROOT.parent / "shared"  # the team kit beside the checkout (CI has it at the same place)
+# The project's own copy of the published Workflow Protocol v1 (tests/contract/README.md): a clone of
+# the project alone passes, nothing beside the checkout is read.
+PROTOCOL = ROOT / "tests" / "contract"
 TRIGGER_TOKEN = "trigger-secret-0123456789"
 # The end-to-end suites run on the in-memory twins by default (tests/contract pins them to moto);
 # PIXIVFLOW_TEST_BACKEND=moto runs the same suites on moto.

@@ -7,11 +7,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from conftest import JOBS_TOKEN, KIT, TRIGGER_TOKEN
+from conftest import JOBS_TOKEN, PROTOCOL, TRIGGER_TOKEN
 
 
 def _validator(defn: str) -> Draft202012Validator:
-    schema = json.loads((KIT / "protocol" / "v1" / "protocol.schema.json").read_text())
+    schema = json.loads((PROTOCOL / "protocol.schema.json").read_text())
     resource = Resource.from_contents(schema)
     registry = Registry().with_resource("urn:pixivflow:protocol:v1", resource)
     return Draft202012Validator({"$ref": f"urn:pixivflow:protocol:v1#/$defs/{defn}"}, registry=registry)

@@ -8,8 +8,6 @@ handlers and reads the record the way an operator would: the JSON log line
 
 from __future__ import annotations
 
-import json
-import sys
 
 from pixivflow import aws
 import pytest

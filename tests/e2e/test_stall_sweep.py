@@ -9,7 +9,6 @@ ledger, the terminal reason codes, the sweep's counters and its log lines.
 from __future__ import annotations
 
 import json
-import sys
 
 from pixivflow import aws
 import pytest

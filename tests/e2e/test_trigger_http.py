@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN, ms
 
 import pixivflow

@@ -22,8 +22,7 @@ from pixivflow.domain.reasons import (
 )
 
 # The team kit sits beside the repository checkout (same relative place in CI).
-KIT = Path(__file__).resolve().parents[2].parent / "shared"
-PROTOCOL_DIR = KIT / "protocol" / "v1"
+PROTOCOL_DIR = Path(__file__).resolve().parents[1] / "contract"  # the project's copy of protocol/v1
 
 # ---------------------------------------------------------------------------------------------
 # §8.1: the twenty codes

@@ -42,6 +42,10 @@ class Downstream:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # One send per response and no Nagle: headers and body written apart would otherwise
+            # meet delayed ACKs on loopback (about 40 ms per request).
+            wbufsize = -1
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass

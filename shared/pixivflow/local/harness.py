@@ -34,14 +34,23 @@ def functions_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "functions"
 
 
-def load_handler(name: str) -> Callable[[dict, Any], Any]:
-    """Import ``functions/<name>/app.py`` exactly as Lambda would, and return its ``handler``."""
+_modules: dict[tuple[str, int], Any] = {}
+
+
+def load_handler(name: str, *, reuse: bool = False) -> Callable[[dict, Any], Any]:
+    """Import ``functions/<name>/app.py`` exactly as Lambda would, and return its ``handler``.
+
+    ``reuse`` keeps one module per file (a warm container): the simulation builds a runtime per seed."""
     path = functions_dir() / name / "app.py"
+    key = (str(path), path.stat().st_mtime_ns)
+    if reuse and key in _modules:
+        return _modules[key].handler
     spec = importlib.util.spec_from_file_location(f"pixivflow_fn_{name}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    _modules[key] = module
     return module.handler
 
 
@@ -128,7 +137,7 @@ class EmbeddedRuntime:
         self._set_env(env)
         runtime.reset()
         runtime.override(clock=self.clock, entropy=Entropy(self.seed), **self._overrides)
-        self.handlers = {name: load_handler(name) for name in FUNCTIONS}
+        self.handlers = {name: load_handler(name, reuse=self.backend == "twin") for name in FUNCTIONS}
         from .. import aws
         from ..adapters.dynamo_ledger import DynamoLedger
 

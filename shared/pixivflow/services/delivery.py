@@ -9,7 +9,7 @@ SQS's receive count. Delays up to 900 s ride on SQS; longer ones wait for the sw
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage

@@ -23,7 +23,6 @@ from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, Tra
 from ..domain.model import Cell, Intent, Slot, cell_key
 from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
 from ..domain.pager import collect
-from ..domain.reasons import reason_message
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine

@@ -21,7 +21,6 @@ Not modelled: throughput, TTL deletion, streams, PartiQL.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import deque
 from decimal import Decimal
@@ -32,6 +31,7 @@ from .expressions import (
     Context,
     ExpressionError,
     apply_update,
+    clone,
     evaluate,
     parse_condition,
     parse_projection,
@@ -266,7 +266,7 @@ class TwinDynamoDB:
         due = self._now() + lag
         if table.pending and table.pending[-1][0] > due:
             due = table.pending[-1][0]  # in write order: an index never sees a newer write before an older one
-        table.pending.append((due, key, copy.deepcopy(item) if item is not None else None))
+        table.pending.append((due, key, clone(item) if item is not None else None))
 
     def _index_catch_up(self, table: _Table) -> None:
         now = self._now()
@@ -286,7 +286,7 @@ class TwinDynamoDB:
             if item is None or index.hash_key not in item or (index.range_key and index.range_key not in item):
                 continue  # sparse: only items carrying the index keys are in the index
             if index.projection == "ALL":
-                entry = copy.deepcopy(item)
+                entry = clone(item)
             else:
                 names = {table.hash_key, index.hash_key}
                 if table.range_key:
@@ -295,7 +295,7 @@ class TwinDynamoDB:
                     names.add(index.range_key)
                 if index.projection == "INCLUDE":
                     names.update(index.non_key)
-                entry = {k: copy.deepcopy(v) for k, v in item.items() if k in names}
+                entry = {k: clone(v) for k, v in item.items() if k in names}
             hv = _kv(item[index.hash_key])
             index.partitions.setdefault(hv, {})[key] = entry
             index.located[key] = hv
@@ -344,7 +344,7 @@ class TwinDynamoDB:
     def _failed(self, operation: str, old: dict[str, Any] | None, kw: Mapping[str, Any]) -> Exception:
         extra: dict[str, Any] = {}
         if kw.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and old is not None:
-            extra["Item"] = copy.deepcopy(old)
+            extra["Item"] = clone(old)
         return client_error("ConditionalCheckFailedException", "The conditional request failed", operation, **extra)
 
     def put_item(self, **kw: Any) -> dict[str, Any]:
@@ -363,7 +363,7 @@ class TwinDynamoDB:
             self._index_write(table, key, item)
             out: dict[str, Any] = {}
             if kw.get("ReturnValues") == "ALL_OLD" and old is not None:
-                out["Attributes"] = copy.deepcopy(old)
+                out["Attributes"] = clone(old)
             return out
 
     def update_item(self, **kw: Any) -> dict[str, Any]:
@@ -396,13 +396,13 @@ class TwinDynamoDB:
             self._index_write(table, key, new)
             mode = kw.get("ReturnValues", "NONE")
             if mode == "ALL_NEW":
-                return {"Attributes": copy.deepcopy(new)}
+                return {"Attributes": clone(new)}
             if mode == "ALL_OLD":
-                return {"Attributes": copy.deepcopy(old)} if old else {}
+                return {"Attributes": clone(old)} if old else {}
             if mode == "UPDATED_NEW":
-                return {"Attributes": {k: copy.deepcopy(v) for k, v in new.items() if k in touched}}
+                return {"Attributes": {k: clone(v) for k, v in new.items() if k in touched}}
             if mode == "UPDATED_OLD":
-                return {"Attributes": {k: copy.deepcopy(v) for k, v in (old or {}).items() if k in touched}}
+                return {"Attributes": {k: clone(v) for k, v in (old or {}).items() if k in touched}}
             return {}
 
     def delete_item(self, **kw: Any) -> dict[str, Any]:
@@ -419,14 +419,14 @@ class TwinDynamoDB:
                     del table.items[key[0]]
                 self._index_write(table, key, None)
             if kw.get("ReturnValues") == "ALL_OLD" and old is not None:
-                return {"Attributes": copy.deepcopy(old)}
+                return {"Attributes": clone(old)}
             return {}
 
     # -- reads -----------------------------------------------------------------------------------
     def _projected(self, item: dict[str, Any], kw: Mapping[str, Any], ctx: Context | None) -> dict[str, Any]:
         text = kw.get("ProjectionExpression")
         if not text:
-            return copy.deepcopy(item)
+            return clone(item)
         assert ctx is not None
         return project(item, parse_projection(text), ctx)
 
@@ -546,14 +546,14 @@ class TwinDynamoDB:
             out["Items"] = [self._projected(i, kw, ctx) for i in items]
         if more and rows:
             last_key, last_item = rows[-1]
-            lek = {table.hash_key: copy.deepcopy(last_item[table.hash_key])}
+            lek = {table.hash_key: clone(last_item[table.hash_key])}
             if table.range_key:
-                lek[table.range_key] = copy.deepcopy(last_item[table.range_key])
+                lek[table.range_key] = clone(last_item[table.range_key])
             if index_name is not None:
                 index = table.indexes[index_name]
                 for attr in (index.hash_key, index.range_key):
                     if attr:
-                        lek[attr] = copy.deepcopy(last_item[attr])
+                        lek[attr] = clone(last_item[attr])
             out["LastEvaluatedKey"] = lek
         return out
 
@@ -631,7 +631,7 @@ class TwinDynamoDB:
                     failed = True
                     reason = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
                     if body.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and old is not None:
-                        reason["Item"] = copy.deepcopy(old)
+                        reason["Item"] = clone(old)
                     reasons.append(reason)
                 results.append(new)
             if failed:
@@ -660,10 +660,10 @@ class TwinDynamoDB:
                 body = action["Get"]
                 table = self._table(body["TableName"], "TransactGetItems")
                 item = table.get(table.key_of(body["Key"], "TransactGetItems"))
-                out.append({"Item": copy.deepcopy(item)} if item is not None else {})
+                out.append({"Item": clone(item)} if item is not None else {})
             return {"Responses": out}
 
     # -- introspection for tests ---------------------------------------------------------------------
     def items(self, table: str) -> list[dict[str, Any]]:
         t = self._table(table, "Scan")
-        return [copy.deepcopy(i) for part in t.items.values() for i in part.values()]
+        return [clone(i) for part in t.items.values() for i in part.values()]

@@ -13,7 +13,6 @@ Semantics kept from DynamoDB where the ledger depends on them:
 
 from __future__ import annotations
 
-import copy
 import re
 from decimal import Decimal
 from functools import lru_cache
@@ -258,6 +257,22 @@ def parse_projection(text: str) -> tuple:
 _MISSING = object()
 
 
+@lru_cache(maxsize=8192)
+def tree_placeholders(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
+    names, values = placeholders(tree)
+    return frozenset(names), frozenset(values)
+
+
+def clone(value: Any) -> Any:
+    """A copy of an attribute value or item (dicts, lists and immutable leaves only): copy.deepcopy
+    was the twin's hottest function."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
 def placeholders(tree: Any, names: set[str] | None = None, values: set[str] | None = None) -> tuple[set[str], set[str]]:
     """Every ``#name`` and ``:value`` a parsed expression uses (found statically, never by evaluation)."""
     names = set() if names is None else names
@@ -283,7 +298,9 @@ class Context:
         used_n: set[str] = set()
         used_v: set[str] = set()
         for tree in trees:
-            placeholders(tree, used_n, used_v)
+            n, v = tree_placeholders(tree)
+            used_n |= n
+            used_v |= v
         missing_n = used_n - set(self.names)
         if missing_n:
             raise ExpressionError("An expression attribute name used in the document path is not defined; "
@@ -431,15 +448,15 @@ def evaluate(item: Mapping[str, Any] | None, tree: tuple, ctx: Context) -> bool:
 def _set_value(item: Mapping[str, Any], node: tuple, ctx: Context) -> Any:
     kind = node[0]
     if kind == "value":
-        return copy.deepcopy(ctx.value(node[1]))
+        return clone(ctx.value(node[1]))
     if kind == "path":
         v = resolve(item, node, ctx)
         if v is _MISSING:
             raise ExpressionError("The provided expression refers to an attribute that does not exist in the item")
-        return copy.deepcopy(v)
+        return clone(v)
     if kind == "if_not_exists":
         v = resolve(item, node[1], ctx)
-        return copy.deepcopy(v) if v is not _MISSING else _set_value(item, node[2], ctx)
+        return clone(v) if v is not _MISSING else _set_value(item, node[2], ctx)
     if kind == "list_append":
         a, b = _set_value(item, node[1], ctx), _set_value(item, node[2], ctx)
         if "L" not in a or "L" not in b:
@@ -448,7 +465,7 @@ def _set_value(item: Mapping[str, Any], node: tuple, ctx: Context) -> Any:
     if kind == "arith":
         a, b = _set_value(item, node[2], ctx), _set_value(item, node[3], ctx)
         if "N" not in a or "N" not in b:
-            raise ExpressionError(f"An operand in the update expression has an incorrect data type")
+            raise ExpressionError("An operand in the update expression has an incorrect data type")
         x, y = Decimal(a["N"]), Decimal(b["N"])
         return {"N": _num(x + y if node[1] == "+" else x - y)}
     raise ExpressionError(f"Invalid update operand {kind}")
@@ -499,7 +516,7 @@ def _remove(item: dict[str, Any], path: tuple, ctx: Context) -> None:
 
 def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[dict[str, Any], set[str]]:
     """The item after the update, and the top-level attribute names it touched."""
-    new = copy.deepcopy(dict(old))
+    new = clone(dict(old))
     touched: set[str] = set()
     targets: list[str] = []
     planned: list[tuple[str, tuple, Any]] = []
@@ -525,7 +542,7 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
             current = resolve(new, path, ctx)
             (t, raw), = value.items()
             if current is _MISSING:
-                _assign(new, path, copy.deepcopy(value), ctx)
+                _assign(new, path, clone(value), ctx)
             elif t == "N" and "N" in current:
                 _assign(new, path, {"N": _num(Decimal(current["N"]) + Decimal(raw))}, ctx)
             elif t in ("SS", "NS", "BS") and t in current:
@@ -558,9 +575,9 @@ def project(item: Mapping[str, Any], paths: tuple, ctx: Context) -> dict[str, An
         root = path[1][0]
         name = ctx.name(root)
         if len(path[1]) == 1:
-            out[name] = copy.deepcopy(v)
+            out[name] = clone(v)
         else:
-            out.setdefault(name, copy.deepcopy(item[name]))
+            out.setdefault(name, clone(item[name]))
     return out
 
 
