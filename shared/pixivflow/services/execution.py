@@ -26,7 +26,7 @@ from ..domain.pager import collect
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
-from .messages import execution_body, outbox_body
+from .messages import execution_body, outbox_body, send_logged
 from .rollup import cell_delivery_state, rollup
 
 
@@ -162,7 +162,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
-        engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)])
+        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
+                    event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
         engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
@@ -204,11 +205,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
 def _send_outbox(engine: Engine, keys: list[str]) -> None:
     if not keys:
         return
-    failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in keys])
-    if failed:
-        # The rows are durable and due now: the sweep re-drives them.
-        engine.log("warning", "outbox message(s) not sent; the sweep will re-drive them", event="outbox.send_failed",
-                   failed=len(failed))
+    # The rows are durable and due now: a message SQS did not take is re-driven by the sweep.
+    send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
 
 
 # -- the target handler (spec §5.6) ----------------------------------------------------------
