@@ -779,3 +779,12 @@ def test_xray_tracing_is_off_by_default_and_one_parameter_away(tpl: dict[str, An
         assert value == disabled, tracing
         monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", value)
         assert observability.tracing_enabled() is enabled, tracing  # what the code reads from it
+
+
+def test_the_readme_operate_section_explains_every_alarm(resources: dict[str, Any]) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    operate = text.split("## Operate: alarms, logs and what to do", 1)[1].split("\n## ", 1)[0]
+    for lid, p in alarms(resources).items():
+        generic = next((f"<Function>{kind}Alarm" for kind in ("Errors", "Throttles")
+                        if p["Namespace"] == "AWS/Lambda" and p["MetricName"] == kind), None)
+        assert f"`{lid}`" in operate or (generic and f"`{generic}`" in operate), lid
