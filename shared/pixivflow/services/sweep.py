@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 
 from ..adapters.dynamo_ledger import SlotState
 from ..adapters.sqs_queues import OutgoingMessage
+from ..config import ScheduleConfig
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
+from ..ports import ScheduleWatch
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .rollup import close, converge_deliveries, delivery_states, rollup
@@ -306,8 +308,9 @@ def detect_missed_fires(engine: Engine) -> int:
     return found
 
 
-def _check_schedule(engine: Engine, schedule, watch, now: int, grace_minutes: int) -> int:
+def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
     state = engine.sweep_state
+    assert state is not None
     if not schedule.enabled:
         if watch is not None and not watch.paused:
             state.pause_watch(watch)
