@@ -8,7 +8,7 @@ from typing import Any
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, Queues, WorkSource
+from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -31,6 +31,9 @@ class Engine:
     entropy: Entropy
     logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
     metrics: Any = None
+    # The sweep's lease / missed-fire items (issue 16). None: the sweep runs without a lease and
+    # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
+    sweep_state: SweepState | None = None
 
     def now(self) -> int:
         return self.clock.now_ms()

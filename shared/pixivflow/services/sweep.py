@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..config import ScheduleConfig
 from ..domain.model import SlotState
 from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
+from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
+from ..ports import ScheduleWatch
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .rollup import close, converge_deliveries, delivery_states, rollup
@@ -225,3 +228,111 @@ def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
         failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in send])
         result.redriven += len(send) - len(failed)
         engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(send) - len(failed))
+
+
+# ---------------------------------------------------------------- one tick: lease, sweep, missed fires
+#
+# The stall_sweep handler runs ``tick``. One sweep runs at a time (DESIGN §4): a short conditional
+# lease item in the ledger, taken at the start of a tick, makes a concurrent second tick a no-op,
+# so no reserved concurrency is needed (reserving any fails to deploy on accounts whose
+# concurrency quota is 10). After the sweep proper, the tick looks for missed fires.
+
+SWEEP_LEASE_MS = 60_000  # = the stall_sweep function timeout: a tick never outlives its lease
+MISSED_FIRES_PER_SCHEDULE = 100  # fires checked per schedule per tick; a long backlog catches up over ticks
+
+
+@dataclass
+class SkippedSweep(SweepResult):
+    """A tick that found the lease held by another sweep and did nothing."""
+
+    leaseOwner: str = ""
+    leaseUntil: int = 0
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "skipped": True, "reason": "lease_held",
+                "leaseOwner": self.leaseOwner, "leaseUntil": self.leaseUntil}
+
+
+def tick(engine: Engine) -> SweepResult:
+    """Take the lease, sweep, check for missed fires, release the lease.
+
+    Without a ``sweep_state`` (an engine built by hand) it is just ``sweep``. A tick that dies
+    keeps the lease until it expires: the next minute's tick then takes it over."""
+    state = engine.sweep_state
+    if state is None:
+        return sweep(engine)
+    owner = engine.entropy.token("sweep")
+    lease = state.acquire_lease(owner, engine.now(), SWEEP_LEASE_MS)
+    if not lease.acquired:
+        engine.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
+                   lease_owner=lease.owner, lease_until=lease.until_ms)
+        return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
+    try:
+        result = sweep(engine)
+        detect_missed_fires(engine)
+        return result
+    finally:
+        try:
+            state.release_lease(owner, engine.now())
+        except Exception as exc:  # the lease expires on its own
+            engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
+
+
+def schedule_fingerprint(cron: str, timezone: str) -> str:
+    return f"{' '.join(cron.split())}|{timezone}"
+
+
+def detect_missed_fires(engine: Engine) -> int:
+    """Count each missed fire once (issue 16). Returns how many were found this tick.
+
+    Fire F of an enabled schedule is missed when now >= F + graceMinutes and no slot exists for
+    it. Only fires after the sweep first saw the schedule enabled (with its current cron and zone)
+    count: a new, re-enabled or re-timed schedule starts a new watch, so history before it never
+    alerts. A fire is checked once: the watch's cursor moves past it, and ``MISSED#<slotId>`` is an
+    insert-if-absent, so a crash between the two re-checks the fire without counting it twice.
+    Slot ids are deterministic (DESIGN §6), so "no slot" is one strongly consistent read."""
+    state = engine.sweep_state
+    if state is None:
+        return 0
+    now = engine.now()
+    grace_minutes = engine.config.schedulerRuntime.trigger.graceMinutes
+    schedules = [s for s in engine.config.schedules if s.cron and s.cron.strip()]
+    watches = state.watches([s.id for s in schedules])
+    found = 0
+    for schedule in schedules:
+        try:
+            found += _check_schedule(engine, schedule, watches.get(schedule.id), now, grace_minutes)
+        except Exception as exc:  # one schedule never stops the others
+            engine.log("error", "missed-fire check failed", event="sweep.missed_fire_error",
+                       schedule_id=schedule.id, error=repr(exc)[:300])
+    return found
+
+
+def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
+    state = engine.sweep_state
+    assert state is not None
+    if not schedule.enabled:
+        if watch is not None and not watch.paused:
+            state.pause_watch(watch)
+        return 0
+    fingerprint = schedule_fingerprint(schedule.cron, schedule.timezone)
+    if watch is None or watch.paused or watch.fingerprint != fingerprint:
+        state.start_watch(schedule.id, fingerprint, now, replacing=watch)
+        return 0
+    due = fires_between(schedule.cron, schedule.timezone, watch.checked_through_ms, now - grace_minutes * 60_000)
+    due = due[:MISSED_FIRES_PER_SCHEDULE]
+    if not due:
+        return 0
+    found = 0
+    for fire in due:
+        occ = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire)
+        if engine.ledger.get_slot(occ.slot_id) is not None:
+            continue
+        if state.record_missed(occ.slot_id, schedule.id, fire, now):
+            found += 1
+            engine.log("warning", "scheduled fire missed: no slot exists past its grace window",
+                       event="schedule.fire_missed", schedule_id=schedule.id, slot_id=occ.slot_id,
+                       occurrence_at=occ.occurrence_iso, grace_minutes=grace_minutes)
+            engine.metric("MissedFires")
+    state.advance_watch(watch, due[-1])
+    return found
