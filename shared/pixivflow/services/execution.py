@@ -28,6 +28,7 @@ from ..domain.scan import bounded_report, classify_candidate_failure, effective_
 from ..ports import SearchRequest, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body
+from .plans import run_blocked
 from .rollup import cell_delivery_state, rollup
 
 
@@ -39,7 +40,7 @@ class LeaseLost(Exception):
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -92,6 +93,19 @@ class CellRun:
 def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResult:
     now = engine.now()
     owner = engine.entropy.token("exec")
+    # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
+    # clock), and a cell that may not run must not look alive to the stall rules.
+    slot = engine.ledger.get_slot(slot_id)
+    if slot is None:  # cannot happen for cells made by admission
+        return ExecutionResult(slot_id, target_id, "missing")
+    blocked = run_blocked(engine.config, slot)
+    if blocked:
+        # Spec §1.1: a disabled (or removed) schedule's occurrences are not run, whoever asks: an
+        # execution message already on its way is dropped and the stall rules end the slot.
+        engine.log("warning", "cell not run: its schedule is disabled or no longer configured",
+                   event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
+                   schedule_id=slot.schedule_id, reason=blocked)
+        return ExecutionResult(slot_id, target_id, "refused")
     cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS)
     if cell is None:
         current = engine.ledger.get_cell(slot_id, target_id)
@@ -99,10 +113,6 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         engine.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
                    cell_status=current.status if current else None)
         return ExecutionResult(slot_id, target_id, action, current.status if current else None)
-    slot = engine.ledger.get_slot(slot_id)
-    if slot is None:  # cannot happen for cells made by admission; never leave a lease behind
-        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
-        return ExecutionResult(slot_id, target_id, "missing")
     if slot.status == "pending":
         engine.ledger.mark_slot_running(slot_id, now)
     target = engine.config.target(target_id)
