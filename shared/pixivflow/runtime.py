@@ -57,6 +57,9 @@ def build() -> Runtime:
 
     start_tracing()  # X-Ray only when the stack enabled it; patches botocore before any client exists
     config = _overrides.get("config") or load_config(ssm_reader=_ssm_reader)
+    for warning in config.warnings:  # a repaired value is said once per cold start (spec §1.1, §7.2)
+        field_path, _, detail = warning.partition(": ")
+        logger.warning(f"configuration warning: {warning}", extra={"event": "config.warning", "field": field_path, "detail": detail})
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,10 @@ class Engine:
 
         # One blob per metric, flushed at once: no handler decorator has to remember to flush, and
         # one metric's dimensions never leak into another's.
-        namespace = getattr(self.metrics, "namespace", None)
+        # The namespace is read per call: Lambda fixes the environment per function, but a process
+        # that imported the package before its environment was set (tests, the dev server) must
+        # still emit into the namespace it runs under now.
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or getattr(self.metrics, "namespace", None)
         with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
             for key, val in dimensions.items():
                 m.add_dimension(name=key, value=str(val))

@@ -8,7 +8,8 @@ is decided. Per active slot, in order:
   3. fail cells running past their schedule's timeout (execution_timeout), except
      delivery_pending cells, which belong to the outbox;
   4. recovery: re-dispatch lease-less open cells whose dispatch is 5 min old, only while the
-     slot is inside its liveness budget; a rescued slot is not judged by the stall rules;
+     slot is inside its liveness budget and its schedule is enabled (spec §7.1); a rescued
+     slot is not judged by the stall rules;
   5. the stall rules queued_too_long / stalled_no_heartbeat, one transaction per slot.
 Then outbox rows overdue by more than 120 s, or processing past their lease, are re-sent.
 A single bad item never aborts the sweep.
@@ -28,6 +29,7 @@ from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from ..ports import ScheduleWatch
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
+from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .rollup import close, converge_deliveries, delivery_states, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
@@ -35,6 +37,15 @@ BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 
 @dataclass
 class SweepResult:
+    """The ``sweep.finished`` counters (DESIGN §12 keeps them stable; names are only ever added).
+
+    ``scanned`` is spec §7.2's: the slots the two stall rules' queries return (past their
+    budget, lease dead), skipped ones included. ``activeSlots`` is every row the active-slot
+    index returned this tick (what ``scanned`` counted before it took the spec's meaning).
+    ``unrecoverable`` counts slots that recovery would have re-dispatched but whose schedule is
+    disabled or gone (spec §7.1); they are left to the stall rules.
+    """
+
     scanned: int = 0
     queuedTooLong: int = 0
     stalledNoHeartbeat: int = 0
@@ -43,6 +54,8 @@ class SweepResult:
     rolledUp: int = 0
     redriven: int = 0
     errors: int = 0
+    activeSlots: int = 0
+    unrecoverable: int = 0
     rescued: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
@@ -55,6 +68,8 @@ class SweepResult:
             "rolledUp": self.rolledUp,
             "redriven": self.redriven,
             "errors": self.errors,
+            "activeSlots": self.activeSlots,
+            "unrecoverable": self.unrecoverable,
         }
 
 
@@ -64,7 +79,7 @@ def sweep(engine: Engine) -> SweepResult:
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     for slot_id, _created in engine.ledger.active_slots(limit_per_shard=4 * BATCH_LIMIT):
-        result.scanned += 1  # every row the index returned counts, even one that is then skipped (spec §7.2)
+        result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
             state = engine.ledger.load(slot_id)
             if state is None:
@@ -104,16 +119,18 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
             rollup(engine, slot.slot_id, state)
             result.rolledUp += 1
             return
-    if _recover(engine, state, now, queued_ms, stall_ms):
+    verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
+    if verdict is not None:
+        if judged[verdict.rule] >= BATCH_LIMIT:
+            return  # beyond this tick's batch for the rule (spec §7.2): the next tick takes it
+        judged[verdict.rule] += 1
+        result.scanned += 1  # a row of a stall rule's query, whether or not it is then skipped
+    if _recover(engine, state, now, queued_ms, stall_ms, result):
         result.recovered += 1
         result.rescued.append(slot.slot_id)
         return
-    if _outbox_owns_progress(engine, state):
+    if verdict is None or _outbox_owns_progress(engine, state):
         return
-    verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
-    if verdict is None or judged[verdict.rule] >= BATCH_LIMIT:
-        return
-    judged[verdict.rule] += 1
     if _terminalise(engine, state, verdict, now):
         if verdict.rule == "queued_too_long":
             result.queuedTooLong += 1
@@ -166,7 +183,7 @@ def _inside_budget(state: SlotState, now: int, queued_ms: int, stall_ms: int) ->
     return False
 
 
-def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_ms: int) -> bool:
+def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_ms: int, result: SweepResult) -> bool:
     """Re-dispatch lease-less open cells whose message was lost or whose executor died."""
     if not _inside_budget(state, now, queued_ms, stall_ms):
         return False
@@ -175,6 +192,17 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
         if not c.terminal and c.status != CellStatus.DELIVERY_PENDING and not c.lease_live(now)
         and (c.dispatched_at is None or c.dispatched_at <= now - REDISPATCH_AFTER_MS)
     ]
+    if not due:
+        return False
+    blocked = run_blocked(engine.config, state.slot)
+    if blocked:
+        # Spec §1.1 / §7.1: a disabled or removed schedule is not recoverable; the stall rules end it.
+        slot = state.slot
+        result.unrecoverable += 1
+        engine.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
+                   schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
+                   correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
+        return False
     claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now)]
     if not claimed:
         return False
