@@ -2,16 +2,20 @@
 published Workflow Protocol v1 schema, and job routes refuse plainly until the facade lands."""
 
 import json
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from conftest import JOBS_TOKEN, KIT, TRIGGER_TOKEN
+from conftest import JOBS_TOKEN, TRIGGER_TOKEN
+
+# The project's copy of the published schema (see tests/contract/README.md), never ../shared.
+SCHEMA = Path(__file__).resolve().parents[1] / "contract" / "protocol.schema.json"
 
 
 def _validator(defn: str) -> Draft202012Validator:
-    schema = json.loads((KIT / "protocol" / "v1" / "protocol.schema.json").read_text())
+    schema = json.loads(SCHEMA.read_text())
     resource = Resource.from_contents(schema)
     registry = Registry().with_resource("urn:pixivflow:protocol:v1", resource)
     return Draft202012Validator({"$ref": f"urn:pixivflow:protocol:v1#/$defs/{defn}"}, registry=registry)
