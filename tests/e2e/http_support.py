@@ -74,45 +74,35 @@ def send(rt, method: str, path: str, body: Any = ABSENT, *, token: str | None = 
 
 @dataclass
 class AwsTally:
-    """Successful DynamoDB writes and SQS sends of the engine's clients, and injected outages.
+    """Successful DynamoDB writes and SQS sends of every boto3 client, and injected outages.
 
-    Hooks on boto3's default session, so only clients created after ``install()`` (the
-    runtime's, built on the first request) are seen; the harness's own observer is not.
+    Wraps botocore's one request path (``BaseClient._make_api_call``), so it sees the runtime's
+    clients whenever they were created; a refused conditional write raises and is not counted.
     """
 
     writes: int = 0
     sends: int = 0
     down: set[str] = field(default_factory=set)  # "dynamodb" / "sqs": every call fails
 
-    def install(self) -> "AwsTally":
-        if boto3.DEFAULT_SESSION is None:
-            boto3.setup_default_session()
-        events = boto3.DEFAULT_SESSION.events
-        events.register("before-call", self._before, unique_id="pixivflow-tally-before")
-        events.register("after-call", self._after, unique_id="pixivflow-tally-after")
+    def install(self, monkeypatch) -> "AwsTally":
+        from botocore.client import BaseClient
+
+        real = BaseClient._make_api_call
+        tally = self
+
+        def make_api_call(client, operation_name, api_params):
+            service = client.meta.service_model.endpoint_prefix
+            if service in tally.down:
+                raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected outage"}}, operation_name)
+            result = real(client, operation_name, api_params)
+            if operation_name in DYNAMODB_WRITES:
+                tally.writes += 1
+            elif operation_name in SQS_SENDS:
+                tally.sends += 1
+            return result
+
+        monkeypatch.setattr(BaseClient, "_make_api_call", make_api_call)
         return self
-
-    def uninstall(self) -> None:
-        events = boto3.DEFAULT_SESSION.events
-        events.unregister("before-call", unique_id="pixivflow-tally-before")
-        events.unregister("after-call", unique_id="pixivflow-tally-after")
-
-    def _service(self, model) -> str:
-        return model.service_model.endpoint_prefix
-
-    def _before(self, model, **kwargs):
-        if self._service(model) in self.down:
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected outage"}}, model.name)
-        return None
-
-    def _after(self, model, parsed=None, **kwargs):
-        failed = isinstance(parsed, dict) and "Error" in parsed
-        if failed:
-            return
-        if model.name in DYNAMODB_WRITES:
-            self.writes += 1
-        elif model.name in SQS_SENDS:
-            self.sends += 1
 
     def snapshot(self) -> tuple[int, int]:
         return self.writes, self.sends

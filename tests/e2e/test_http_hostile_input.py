@@ -26,10 +26,8 @@ BAD_CONTENT_TYPES = ["text/plain", "application/octet-stream", "application/xml"
 
 
 @pytest.fixture
-def tally():
-    t = AwsTally().install()
-    yield t
-    t.uninstall()
+def tally(monkeypatch):
+    return AwsTally().install(monkeypatch)
 
 
 def slots(rt):
@@ -139,6 +137,7 @@ def test_a_label_with_a_lone_surrogate_or_control_character_is_400_and_stores_no
     assert slots(rt) == [] and tally.snapshot() == (0, 0)
     assert run(rt, {"label": "clean"}).status == 202  # a retry with a clean value works
     assert rt.engine.ledger.get_slot(SLOT).slot_name == "clean"
+    assert tally.writes > 0 and tally.sends == 1  # the tally sees what an admission writes and sends
 
 
 @pytest.mark.parametrize("bad", ["\ud800", "tab\there", "\u001b[31m"])

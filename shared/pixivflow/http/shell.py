@@ -176,6 +176,18 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+# Characters a JSON log line may carry raw but line-splitting log tools break on (C1 controls,
+# U+2028/U+2029), and lone surrogates the log writer cannot encode at all (the line would be
+# dropped). They only come from the path, so they are written as \\uXXXX escapes.
+_UNLOGGABLE = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _loggable(value: Any) -> Any:
+    if isinstance(value, str) and _UNLOGGABLE.search(value):
+        return _UNLOGGABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    return value
+
+
 class Request:
     """One request: correlation fields, timing, the parsed body, and its one outcome line."""
 
@@ -201,7 +213,7 @@ class Request:
 
     def log(self, level: str, event: str, **fields: Any) -> None:
         merged = {**self.fields, **{k: v for k, v in fields.items() if v is not None}, "event": event}
-        extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in merged.items()}
+        extra = {(f"{k}_" if k in _RESERVED else k): _loggable(v) for k, v in merged.items()}
         try:
             getattr(logger, level)(event, extra=extra)
         except Exception:  # logging never changes a response (spec §13.26)
@@ -246,7 +258,8 @@ class Request:
 def log_detail(message: str, event: str, **fields: Any) -> None:
     """The stack trace of a 500 on its own line (no http_status: it is not an outcome line)."""
     try:
-        logger.exception(message, extra={"event": event, **fields})
+        extra = {(f"{k}_" if k in _RESERVED else k): _loggable(v) for k, v in fields.items()}
+        logger.exception(message, extra={**extra, "event": event})
     except Exception:
         pass
 
