@@ -24,13 +24,11 @@ examples. The run prints how many requests it sent and the statuses it saw.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from collections import Counter
 
 import pytest
-from conftest import JOBS_TOKEN, TRIGGER_TOKEN
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from http_support import ABSENT, AwsTally, is_legacy_error, is_protocol_error, openapi_validator, send
