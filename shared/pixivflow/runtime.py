@@ -49,9 +49,10 @@ def build() -> Runtime:
     import boto3
 
     from .adapters.dynamo_ledger import DynamoLedger
-    from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
+    from .adapters.outbox_rows import DynamoOutboxRows
+    from .adapters.routes import RouteChannel
+    from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
-    from .adapters.webhook import WebhookChannel
     from .http.auth import Secrets
     from .observability import logger, metrics
 
@@ -59,7 +60,9 @@ def build() -> Runtime:
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
-    ledger = DynamoLedger(boto3.client("dynamodb"), _env("LEDGER_TABLE"), retention_days=retention)
+    ddb = boto3.client("dynamodb")
+    ledger = DynamoLedger(ddb, _env("LEDGER_TABLE"), retention_days=retention)
+    outbox_rows = DynamoOutboxRows(ddb, _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
         boto3.client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
@@ -68,12 +71,16 @@ def build() -> Runtime:
         virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
-    artifacts = S3Artifacts(boto3.client("s3"), bucket) if bucket else NoArtifacts()
+    artifacts = S3Artifacts(boto3.client("s3"), bucket) if bucket else MemoryArtifacts()
     secrets = _overrides.get("secrets") or Secrets()
     source = _overrides.get("source") or _build_source(config)
-    channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
+    channel = _overrides.get("channel") or RouteChannel(
+        config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts, now_ms=clock.now_ms,
+        transport=_overrides.get("transport"),
+    )
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
-    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None)
+    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
+                    outbox_rows=outbox_rows)
     return Runtime(engine=engine, secrets=secrets)
 
 
@@ -102,7 +109,8 @@ def reset() -> None:
 
 
 def override(**values: Any) -> None:
-    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets."""
+    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets,
+    transport (an httpx transport for every route, e.g. a MockTransport)."""
     global _runtime
     with _lock:
         _overrides.update({k: v for k, v in values.items() if v is not None})

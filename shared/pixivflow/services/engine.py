@@ -10,7 +10,7 @@ from ..adapters.dynamo_ledger import DynamoLedger
 from ..adapters.sqs_queues import SqsQueues
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, Clock, DeliveryChannel, WorkSource
+from ..ports import ArtifactStore, Clock, DeliveryChannel, OutboxRows, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -33,6 +33,7 @@ class Engine:
     entropy: Entropy
     logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
     metrics: Any = None
+    outbox_rows: OutboxRows | None = None  # notification / event-callback rows (DESIGN §4 OUTBOX#...)
 
     def now(self) -> int:
         return self.clock.now_ms()

@@ -25,6 +25,7 @@ from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
+from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
@@ -74,6 +75,7 @@ def sweep(engine: Engine) -> SweepResult:
             result.errors += 1
             engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
     _redrive_outbox(engine, result)
+    _repair_outbox_rows(engine, result)
     engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
     for rule, count in (("queued_too_long", result.queuedTooLong), ("stalled_no_heartbeat", result.stalledNoHeartbeat)):
         if count:
@@ -225,3 +227,16 @@ def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
         failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in send])
         result.redriven += len(send) - len(failed)
         engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(send) - len(failed))
+
+
+def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
+    """Notification (and later event-callback) rows whose message was lost or whose worker died
+    are re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
+    rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
+    if engine.outbox_rows is None:
+        return
+    try:
+        result.redriven += redrive_rows(engine, limit_per_shard=BATCH_LIMIT)
+    except Exception as exc:  # never aborts the sweep
+        result.errors += 1
+        engine.log("error", "sweep failed re-driving outbox rows", event="sweep.outbox_error", error=repr(exc)[:300])
