@@ -40,7 +40,7 @@ from . import notifications  # noqa: F401  (registers the ``notification`` row k
 from .engine import OUTBOX_LEASE_MS, Engine
 from .messages import outbox_body
 from .outbox import READINESS_DEFER_MS, deliver_row_message, drain_rows
-from .rollup import routes_of, rollup, settle_delivery_terminal
+from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
 
@@ -209,27 +209,38 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     engine.metric("DeliveryAcks", kind=str(ack.kind))
     if plan.ledger_status == LedgerStatus.FAILED:
         _free_work(engine, intent)
+    routes = routes_of(engine, intent.target_id)
+    fan_out = len(routes) > 1 or (bool(routes) and intent.route not in routes)
+    # One read of the slot serves both checks; a single-route cell needs none (this ACK is it).
+    state = engine.ledger.load(intent.slot_id) if fan_out else None
     if plan.delete_cached_files and engine.config.delivery.deleteAfterDelivery:
-        _delete_delivered_files(engine, intent)
-    if plan.cell_outcome:
-        settle_delivery_terminal(engine, intent, plan.cell_outcome, plan.cell_error)
+        _delete_delivered_files(engine, intent, state)
+    outcome = plan.cell_outcome
+    if outcome in ("submitted", "duplicate") and fan_out and state is not None:
+        # Fan-out (spec §10.8): a cell is confirmed only when EVERY route confirmed; until then
+        # the other routes' rows own it. Then it is submitted if any route delivered.
+        verdict = cell_delivery_state(engine, state, intent.target_id)
+        if verdict.state != "confirmed":
+            return DeliveryResult(key, "done", ack.kind)
+        delivered = any(i.status == LedgerStatus.DELIVERED for i in state.intents_for(intent.target_id))
+        outcome = "submitted" if delivered else "duplicate"
+    if outcome:
+        settle_delivery_terminal(engine, intent, outcome, plan.cell_error)
         rollup(engine, intent.slot_id)
     return DeliveryResult(key, "done", ack.kind)
 
 
-def _delete_delivered_files(engine: Engine, intent: Intent) -> None:
+def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
     """Delete a work's stored files once EVERY route of its cell has delivered it (note §2.4):
     a route still open may need them for its next attempt, and a failed or duplicate delivery
-    keeps them for the operator. Idempotent; a failure only leaves the files to the bucket's
-    retention."""
-    state = engine.ledger.load(intent.slot_id)
-    if state is None:
-        return
-    mine = [i for i in state.intents_for(intent.target_id) if i.work_id == intent.work_id]
-    routes = routes_of(engine, intent.target_id) or sorted({i.route for i in mine})
-    delivered = {i.route for i in mine if i.status == LedgerStatus.DELIVERED}
-    if not routes or any(r not in delivered for r in routes):
-        return
+    keeps them for the operator. ``state`` is None for a single-route cell, whose only route
+    just delivered. Idempotent; a failure only leaves the files to the bucket's retention."""
+    if state is not None:
+        mine = [i for i in state.intents_for(intent.target_id) if i.work_id == intent.work_id]
+        routes = routes_of(engine, intent.target_id) or sorted({i.route for i in mine})
+        delivered = {i.route for i in mine if i.status == LedgerStatus.DELIVERED}
+        if not routes or any(r not in delivered for r in routes):
+            return
     key = artifact_key(intent.slot_id, intent.target_id, intent.work_id)
     try:
         count = engine.artifacts.delete(key)
@@ -324,7 +335,9 @@ def _ranking_date(raw: Any, target: Any) -> str | None:
 
 def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
     raw = dict(work.raw or {})
-    known_restrict = "x_restrict" in raw or work.x_restrict != 0
+    restrict = raw.get("x_restrict")
+    if not isinstance(restrict, int) or isinstance(restrict, bool):
+        restrict = work.x_restrict or None  # 0 without the source saying so is "unknown"
     views = raw.get("total_view", raw.get("total_views"))
     series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
     return {
@@ -337,8 +350,8 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
         "topic": getattr(target, "topic", None),
         "workTags": list(work.tags),
         "author": work.user_name or None,
-        "spoiler": work.x_restrict > 0,
-        "xRestrict": work.x_restrict if known_restrict else None,
+        "spoiler": (restrict or 0) > 0,
+        "xRestrict": restrict,
         "rankingDate": _ranking_date(raw, target),
         "publishedAt": work.create_date or None,
         "language": raw.get("language") or None,
