@@ -55,6 +55,8 @@ def _check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1
+    for warning in config.warnings:  # accepted but not acted on (deprecated PixivFlow keys)
+        print(f"warning: {warning}", file=sys.stderr)
     print(json.dumps({"schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
                       "routes": sorted(config.delivery.targets)}))
     return 0
