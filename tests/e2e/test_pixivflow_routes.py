@@ -234,13 +234,26 @@ def test_ack_hints_of_the_route_read_a_historical_duplicate(make_runtime, receiv
     assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 2  # kept for a duplicate
 
 
-def test_stored_files_are_deleted_once_delivered_and_kept_when_disabled(make_runtime, receiver, logs):
+def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
+    # (with deleteAfterDelivery: false they stay: the first test of this module reads them back)
     rt = start(make_runtime, receiver)
     rt.settle()
     i = intents(rt)["bot1-submit"]
     assert i.status == "delivered" and bucket_files(rt, f"{SLOT}/cats/{i.work_id}") == {}
     (deleted,) = logs.events("artifacts.deleted")
     assert deleted["count"] == 2
+
+
+def test_our_kind_webhook_route_keeps_its_stored_files_as_before(make_runtime, downstream):
+    rt = make_runtime(FIRE, mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]), catalog=CATALOG)
+    rt.fire("morning-tokyo", iso=FIRE)
+    rt.settle()
+    (req,) = downstream.requests
+    assert req.headers["idempotency-key"] == req.body["idempotency_key"]
+    assert set(req.body) >= {"idempotency_key", "slot_id", "target_id", "work"} and "context" not in req.body
+    work_id = req.body["work"]["id"]
+    assert state(rt).cells["cats"].status == "submitted"
+    assert sorted(bucket_files(rt, f"{SLOT}/cats/{work_id}")) == [f"{work_id}_p0.png", f"{work_id}_p1.png"]
 
 
 def test_an_unresolvable_secret_dead_letters_the_row_naming_the_variable(make_runtime, receiver, monkeypatch):

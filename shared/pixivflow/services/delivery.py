@@ -213,7 +213,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     fan_out = len(routes) > 1 or (bool(routes) and intent.route not in routes)
     # One read of the slot serves both checks; a single-route cell needs none (this ACK is it).
     state = engine.ledger.load(intent.slot_id) if fan_out else None
-    if plan.delete_cached_files and engine.config.delivery.deleteAfterDelivery:
+    if plan.delete_cached_files and engine.config.delivery.deleteAfterDelivery and _routes_carry_files(engine, routes):
         _delete_delivered_files(engine, intent, state)
     outcome = plan.cell_outcome
     if outcome in ("submitted", "duplicate") and fan_out and state is not None:
@@ -228,6 +228,12 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         settle_delivery_terminal(engine, intent, outcome, plan.cell_error)
         rollup(engine, intent.slot_id)
     return DeliveryResult(key, "done", ack.kind)
+
+
+def _routes_carry_files(engine: Engine, routes: list[str]) -> bool:
+    """Only PixivFlow's routes upload or link the stored files; a cell delivered through this
+    project's ``kind: webhook`` route keeps them in the bucket exactly as before (DESIGN §12)."""
+    return any(getattr(engine.config.route(r), "route_type", "kind:webhook") != "kind:webhook" for r in routes)
 
 
 def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
