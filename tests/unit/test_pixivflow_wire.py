@@ -201,3 +201,16 @@ def test_notices_go_to_the_named_url_with_the_route_headers():
     assert json.loads(seen[0].content) == {"text": "hi", "idempotency_key": "k"}
     with pytest.raises(ConfigError, match="does not configure scheduleOutcomeUrl"):
         rc.post_json("submit", "scheduleOutcomeUrl", {}, "k")
+
+
+def test_a_request_is_bounded_by_timeout_ms_in_total_and_classified_retryable():
+    from pixivflow.adapters.routes.http import Http, RouteDeadline
+    from pixivflow.domain.ack import classify_outbox_error
+
+    ticks = iter([0.0, 0.5, 31.0, 31.0])  # start, after the first upload chunk, after the answer arrived
+    http = Http(httpx.MockTransport(lambda r: httpx.Response(200, content=b'{"ok":true}')), monotonic=lambda: next(ticks))
+    with pytest.raises(RouteDeadline) as info:
+        http.exchange("POST", "https://api.example/x", headers={"Content-Length": "2"}, content=iter([b"a", b"b"]),
+                      timeout_ms=30_000, scrub=str)
+    verdict = classify_outbox_error(str(info.value), None, type(info.value).__name__)
+    assert (verdict.code, verdict.retryable) == ("network_timeout", True)
