@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapters.sqs_queues import MAX_SQS_DELAY_S, OutgoingMessage
