@@ -18,10 +18,10 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 
 from .domain.ack import AckHints
 from .domain.cells import is_single_work_cell
@@ -92,11 +92,13 @@ class TargetDelivery(_Model):
     fields: dict[str, Any] | None = None
 
     def routes(self) -> list[str]:
-        """Route names, fan-out list first, de-duplicated in order; the first is the primary route."""
-        names = list(self.targets or []) or ([self.target] if self.target else [])
+        """Route names, fan-out list first (trimmed, de-duplicated in order; PixivFlow's
+        targetRoutes); the first is the primary route, the one notifications go to."""
+        listed = [n.strip() for n in (self.targets or []) if isinstance(n, str) and n.strip()]
+        names = listed or ([self.target.strip()] if self.target and self.target.strip() else [])
         seen: list[str] = []
         for name in names:
-            if name and name not in seen:
+            if name not in seen:
                 seen.append(name)
         return seen
 
@@ -219,7 +221,31 @@ class TargetConfig(_Model):
 _NOVEL_RANKING_ALIASES = ("week_original", "week_rookie")
 
 
+# -- delivery routes (DESIGN §7, §12; pixivflow-delivery note §1) -------------------------------
+#
+# Two families share ``delivery.targets``: the project's own JSON route keyed ``kind: webhook``
+# (DESIGN §12, unchanged) and PixivFlow's routes keyed ``type`` (``httpMultipart``, ``webhook``),
+# so an existing PixivFlow config loads as it is. A route declares one key or the other. Secrets
+# are ``${VAR}`` references resolved at send time, so a URL holding one is checked after
+# expansion, not here.
+
+ROUTE_TYPES = ("httpMultipart", "webhook")
+_SECRET_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+# Keys PixivFlow still parses but no longer evaluates (note §1.2): accepted, warned about once.
+DEPRECATED_ROUTE_KEYS = ("success", "retryDelayMs")
+
+
+def _http_url(value: str, *, allow_refs: bool) -> str:
+    if allow_refs and _SECRET_REF.search(value or ""):
+        return value  # validated once expanded, at send time
+    if not re.match(r"^https?://[^\s]+$", value or ""):
+        raise ValueError("must be an http(s) URL" + (" or contain a ${VAR} reference" if allow_refs else ""))
+    return value
+
+
 class WebhookRoute(_Model):
+    """Our own JSON route (``kind: webhook``): POST JSON + ``Idempotency-Key`` (DESIGN §12)."""
+
     kind: Literal["webhook"] = "webhook"
     url: str
     token: str | None = None  # local runs only; deployed routes use tokenParameter
@@ -230,29 +256,140 @@ class WebhookRoute(_Model):
     timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
     maxAttempts: int = Field(default=12, ge=1, le=100)
 
+    @property
+    def route_type(self) -> str:
+        return "kind:webhook"
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://", value):
-            raise ValueError("must be an http(s) URL")
-        return value
+        return _http_url(value, allow_refs=False)
+
+
+FieldValue = str | int | float | bool | list[str | int | float | bool]
+
+
+class _PixivFlowRoute(_Model):
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    # PixivFlow's fixed 5-minute abort would outlive the 120 s outbox claim: cap it at 60 s.
+    timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
+    maxAttempts: int = Field(default=12, ge=1, le=100)  # the outbox row's attempt budget
+    capabilities: dict[str, Any] | None = None
+    # Deprecated by PixivFlow (note §1.2): parsed, never evaluated.
+    success: Any = None
+    retryDelayMs: int | None = Field(default=None, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _http_url(value, allow_refs=True)
+
+    def deprecated_keys(self) -> list[str]:
+        return [k for k in DEPRECATED_ROUTE_KEYS if k in self.model_fields_set]
+
+
+class HttpMultipartRoute(_PixivFlowRoute):
+    """PixivFlow's submission route (note §1.2, §2.2): multipart files + templated form fields."""
+
+    type: Literal["httpMultipart"]
+    method: Literal["POST", "PUT"] = "POST"
+    fileField: str = Field(default="files", min_length=1)
+    previewFileField: str = Field(default="previews", min_length=1)
+    fields: dict[str, FieldValue] = Field(default_factory=dict)
+    arrayFormat: Literal["comma", "repeat", "json"] = "comma"
+    autoIdempotencyKey: bool = True
+    notificationUrl: str | None = None
+    refetchOutcomeUrl: str | None = None
+    scheduleOutcomeUrl: str | None = None
+    readinessUrl: str | None = None
+    ack: AckHints | None = None
+
+    @property
+    def route_type(self) -> str:
+        return "httpMultipart"
+
+    @field_validator("notificationUrl", "refetchOutcomeUrl", "scheduleOutcomeUrl", "readinessUrl")
+    @classmethod
+    def _optional_url(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else _http_url(value.strip(), allow_refs=True)
+
+
+class GatewayWebhookRoute(_PixivFlowRoute):
+    """PixivFlow's generic messaging-gateway route (``type: webhook``; note §1.3, §2.5)."""
+
+    type: Literal["webhook"]
+    token: str | None = None
+    signingSecret: str | None = None
+    mediaTransport: Literal["reference", "base64"] = "reference"
+    maxInlineBytes: int | None = Field(default=None, ge=1)
+    pairingUrl: str | None = None
+    pairingAllowRedirects: bool = False
+
+    @property
+    def route_type(self) -> str:
+        return "webhook"
+
+
+def _route_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "type:" + value["type"] if "type" in value else "kind"
+    if isinstance(value, BaseModel):
+        return "type:" + value.type if hasattr(value, "type") else "kind"
+    return None
+
+
+Route = Annotated[
+    Union[
+        Annotated[WebhookRoute, Tag("kind")],
+        Annotated[HttpMultipartRoute, Tag("type:httpMultipart")],
+        Annotated[GatewayWebhookRoute, Tag("type:webhook")],
+    ],
+    Discriminator(_route_tag),
+]
+_ROUTE_TAGS = frozenset({"kind", "type:httpMultipart", "type:webhook"})
 
 
 class DeliveryConfig(_Model):
-    targets: dict[str, WebhookRoute] = Field(default_factory=dict)
-    outboxRetryBaseMs: int = Field(default=30_000, ge=1000)
-    outboxRetryMaxMs: int = Field(default=21_600_000, ge=1000)
+    targets: dict[str, Route] = Field(default_factory=dict)
+    deleteAfterDelivery: bool = True
+    outboxRetryBaseMs: int = Field(default=30_000, ge=0)
+    outboxRetryMaxMs: int = Field(default=21_600_000, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _route_keys(cls, data: Any) -> Any:
+        """``type`` (PixivFlow's) or ``kind`` (ours), never both; an unknown type is refused."""
+        routes = data.get("targets") if isinstance(data, dict) else None
+        if not isinstance(routes, dict):
+            return data
+        for name, route in routes.items():
+            if not isinstance(route, dict):
+                continue
+            if "type" in route and "kind" in route:
+                raise ValueError(f"targets.{name}: declares both type ({route['type']!r}) and kind "
+                                 f"({route['kind']!r}); a route is either PixivFlow's (type) or this project's (kind)")
+            if "type" in route and route["type"] not in ROUTE_TYPES:
+                raise ValueError(f"targets.{name}.type: unsupported route type {route['type']!r}; "
+                                 f"expected one of {', '.join(ROUTE_TYPES)}")
+        return data
 
     @field_validator("targets")
     @classmethod
-    def _names(cls, value: dict[str, WebhookRoute]) -> dict[str, WebhookRoute]:
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
         for name in value:
             if not _ID_RE.match(name):
                 raise ValueError(f"route name {name!r} must match {ID_PATTERN}")
         return value
 
+    @model_validator(mode="after")
+    def _backoff(self) -> "DeliveryConfig":
+        if self.outboxRetryMaxMs < self.outboxRetryBaseMs:
+            raise ValueError("outboxRetryMaxMs: must be >= outboxRetryBaseMs")
+        return self
 
-def _http_url(value: str | None) -> str | None:
+
+def _base_url(value: str | None) -> str | None:
     if value is None:
         return None
     if not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", value):
@@ -270,7 +407,7 @@ class SourceBaseUrls(_Model):
     @field_validator("oauth", "api", "image")
     @classmethod
     def _base(cls, value: str | None) -> str | None:
-        return _http_url(value)
+        return _base_url(value)
 
 
 class SourceConfig(_Model):
@@ -383,9 +520,10 @@ class PixivFlowConfig(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _select_source(cls, data: Any) -> Any:
+    def _pixiv_source(cls, data: Any) -> Any:
+        """A PixivFlow config has a ``pixiv`` block and no ``source``: that IS the Pixiv source."""
         if isinstance(data, dict) and data.get("source") is None and isinstance(data.get("pixiv"), dict):
-            data = {**data, "source": {"kind": "pixiv"}}
+            return {**data, "source": {"kind": "pixiv"}}
         return data
 
     @model_validator(mode="after")
@@ -430,8 +568,21 @@ class PixivFlowConfig(_Model):
             return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
         return list(self.targets)
 
-    def route(self, name: str) -> WebhookRoute | None:
+    def route(self, name: str) -> WebhookRoute | HttpMultipartRoute | GatewayWebhookRoute | None:
         return self.delivery.targets.get(name)
+
+    def _ignored_keys(self) -> list[str]:
+        """What the load accepted but will not act on (deprecated PixivFlow route keys, TelePress)."""
+        out = []
+        for name, route in self.delivery.targets.items():
+            for key in getattr(route, "deprecated_keys", lambda: [])():
+                out.append(f"delivery.targets.{name}.{key}: deprecated by PixivFlow; accepted and ignored"
+                           + (" (maxAttempts is the outbox attempt budget)" if key == "retryDelayMs" else ""))
+        for i, target in enumerate(self.targets):
+            extra = target.delivery.model_extra if target.delivery is not None else None
+            if extra and "richNovelPreview" in extra:
+                out.append(f"targets[{i}].delivery.richNovelPreview: TelePress publishing is not supported; ignored")
+        return out
 
 
 def _unique(block: str, ids: list[str]) -> None:
@@ -450,7 +601,10 @@ def _error_lines(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors():
         path = ""
-        for part in err.get("loc", ()):
+        loc = tuple(err.get("loc", ()))
+        if len(loc) > 3 and loc[:2] == ("delivery", "targets") and loc[3] in _ROUTE_TAGS:
+            loc = loc[:3] + loc[4:]  # the union member's tag is not a field of the document
+        for part in loc:
             if isinstance(part, int):
                 path += f"[{part}]"
             else:
@@ -458,7 +612,7 @@ def _error_lines(exc: ValidationError) -> list[str]:
         msg = err.get("msg", "invalid")
         msg = msg.removeprefix("Value error, ")
         # A model-level rule names its field first ("cron: required ..."): fold it into the path.
-        match = re.match(r"^([A-Za-z_][\w\[\]]*(?:\.[A-Za-z_][\w\[\]]*)*): (.*)$", msg, re.S)
+        match = re.match(r"^([A-Za-z_][\w\[\]-]*(?:\.[A-Za-z_][\w\[\]-]*)*): (.*)$", msg, re.S)
         if match and path:
             path, msg = f"{path}.{match.group(1)}", match.group(2)
         lines.append(f"{path}: {msg}" if path else msg)
@@ -553,6 +707,15 @@ def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
     return warnings
 
 
+def strip_comments(data: Any) -> Any:
+    """Drop every ``_``-prefixed key at any depth: PixivFlow configs use them as comments."""
+    if isinstance(data, dict):
+        return {k: strip_comments(v) for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+    if isinstance(data, list):
+        return [strip_comments(v) for v in data]
+    return data
+
+
 def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
     """Validate a config document. Relative catalogue paths resolve against ``base_dir``.
 
@@ -562,13 +725,13 @@ def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
         raise ConfigError("invalid configuration: the document must be a mapping")
     data, warnings = _soften(data)
     try:
-        config = PixivFlowConfig.model_validate(data)
+        config = PixivFlowConfig.model_validate(strip_comments(data))
     except ValidationError as exc:
         raise ConfigError(_format_error(exc), warnings=tuple(warnings), errors=tuple(_error_lines(exc))) from None
     if base_dir is not None and config.source.path and not os.path.isabs(config.source.path):
         source = config.source.model_copy(update={"path": str((base_dir / config.source.path).resolve())})
         config = config.model_copy(update={"source": source})
-    config._warnings = tuple(warnings + _semantic_warnings(config))
+    config._warnings = tuple(warnings + _semantic_warnings(config) + config._ignored_keys())
     return config
 
 

@@ -176,9 +176,88 @@ class DeliveryResponse:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class DeliveryRequest:
+    """One delivery attempt of an intent, as a route needs it (spec §10.5 step 3)."""
+
+    route: str
+    idempotency_key: str
+    body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
+    payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
+    artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
+
+
 class DeliveryChannel(Protocol):
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
-        """POST one delivery. Transport failures raise; any HTTP answer is returned."""
+        """POST one ``kind: webhook`` delivery. Transport failures raise; any HTTP answer is returned."""
+        ...
+
+    def ready(self, route: str) -> bool:
+        """The route's readiness probe (``readinessUrl``); True for a route without one."""
+        ...
+
+    def deliver(self, request: DeliveryRequest) -> DeliveryResponse:
+        """One attempt on whatever wire format the route speaks. A ``ConfigError`` (e.g. an
+        unresolvable ``${VAR}``) means the route cannot be used as configured."""
+        ...
+
+    def post_json(self, route: str, url_field: str, body: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
+        """POST a JSON notice to the route's ``url_field`` URL (notificationUrl, scheduleOutcomeUrl, ...)."""
+        ...
+
+
+# -- generic outbox rows (DESIGN §4 ``OUTBOX#<kind>#<key>`` / ``META``; spec §10.4) -----------------
+#
+# Notifications and event callbacks are outbox rows that belong to no delivery intent. They
+# follow the intent rows' lifecycle: insert-if-absent on (kind, key), claimed under a lease with
+# a conditional write, settled by the lease holder, due rows found through a sparse index.
+
+
+@dataclass
+class OutboxRow:
+    kind: str  # notification | event_callback
+    key: str  # the idempotency key, unique per kind
+    target: str  # the route name (notifications) or the callback URL (event callbacks)
+    payload: dict[str, Any] = field(default_factory=dict)
+    status: str = "pending"  # pending | processing | retry_wait | done | dead | cancelled
+    attempts: int = 0
+    max_attempts: int = 12
+    next_attempt_at: int = 0
+    lease_owner: str | None = None
+    lease_until: int | None = None
+    last_error: str | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    completed_at: int | None = None
+
+    @property
+    def actionable(self) -> bool:
+        return self.status in ("pending", "processing", "retry_wait")
+
+
+class OutboxRows(Protocol):
+    def enqueue(self, row: OutboxRow, *, revive: bool = False) -> tuple[OutboxRow, bool]:
+        """Insert if absent on (kind, key); the existing row wins. With ``revive`` a ``dead`` or
+        ``cancelled`` row goes back to ``pending`` (attempts 0, due now). Returns (row, created)."""
+        ...
+
+    def get(self, kind: str, key: str) -> OutboxRow | None: ...
+
+    def claim(self, row: OutboxRow, owner: str, now_ms: int, lease_ms: int) -> OutboxRow | None:
+        """pending/retry_wait and due, or processing with an expired lease -> processing under ``owner``."""
+        ...
+
+    def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
+               next_attempt_at: int | None = None) -> OutboxRow | None:
+        """Record one attempt (attempts + 1) as the lease holder: done, dead or retry_wait."""
+        ...
+
+    def release(self, row: OutboxRow, owner: str, now_ms: int, next_attempt_at: int) -> OutboxRow | None:
+        """Give the row back without consuming an attempt (a readiness deferral)."""
+        ...
+
+    def due(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
+        """(kind, key) of actionable rows due at or before ``before_ms`` (eventually consistent)."""
         ...
 
 

@@ -50,10 +50,11 @@ def build() -> Runtime:
     from botocore.config import Config
 
     from .adapters.dynamo_ledger import DynamoLedger
-    from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
+    from .adapters.outbox_rows import DynamoOutboxRows
+    from .adapters.routes import RouteChannel
+    from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
     from .adapters.sweep_state import DynamoSweepState
-    from .adapters.webhook import WebhookChannel
     from .http.auth import Secrets
     from .observability import logger, metrics, start_tracing
 
@@ -68,6 +69,7 @@ def build() -> Runtime:
     dynamodb = aws.client("dynamodb")
     ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
+    outbox_rows = DynamoOutboxRows(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
         aws.client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
@@ -78,12 +80,15 @@ def build() -> Runtime:
     bucket = os.environ.get("ARTIFACT_BUCKET")
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
     s3_config = Config(signature_version="s3v4")
-    artifacts = S3Artifacts(aws.client("s3", config=s3_config), bucket) if bucket else NoArtifacts()
+    artifacts = S3Artifacts(aws.client("s3", config=s3_config), bucket) if bucket else MemoryArtifacts()
     secrets = _overrides.get("secrets") or Secrets()
-    channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
+    channel = _overrides.get("channel") or RouteChannel(
+        config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts, now_ms=clock.now_ms,
+        transport=_overrides.get("transport"),
+    )
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
-                    sweep_state=sweep_state)
+                    sweep_state=sweep_state, outbox_rows=outbox_rows)
     engine.source = _overrides.get("source") or _build_source(config, engine)
     return Runtime(engine=engine, secrets=secrets)
 
@@ -98,7 +103,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine):
 
         from . import aws
         from .adapters.pixiv import DynamoPixivAccounts, build_source
-        from .adapters.secret_refs import SecretResolver
+        from .adapters.pixiv.secrets import SecretResolver
 
         # Issue 10: the account's shared gate and rotation guard live on the ledger table; the
         # refresh token's ${VAR} resolves like route secrets (env, then SSM below ROUTE_SECRETS_PATH).
@@ -134,7 +139,8 @@ def reset() -> None:
 
 
 def override(**values: Any) -> None:
-    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets, sweep_state."""
+    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets, sweep_state,
+    transport (an httpx transport for every route, e.g. a MockTransport)."""
     global _runtime
     with _lock:
         _overrides.update({k: v for k, v in values.items() if v is not None})

@@ -17,7 +17,7 @@ import pytest
 
 from pixivflow.adapters.pixiv import MemoryPixivAccounts, build_source, constants
 from pixivflow.adapters.pixiv.auth import client_hash, client_time, fingerprint
-from pixivflow.adapters.secret_refs import SecretResolver
+from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.clock import Entropy, VirtualClock
 from pixivflow.config import parse_config
 from pixivflow.domain.errors import (AuthenticationError, RateLimitedError, SourceConfigurationError, SourceError,

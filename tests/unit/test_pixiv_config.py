@@ -12,7 +12,7 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from pixivflow.adapters.secret_refs import SecretMissing, SecretResolver, SecretUnavailable, expand, references
+from pixivflow.adapters.pixiv.secrets import SecretMissing, SecretResolver, SecretUnavailable, expand, references
 from pixivflow.config import parse_config
 from pixivflow.domain.errors import ConfigError
 
@@ -96,7 +96,7 @@ def test_expand_replaces_each_reference_and_names_a_missing_one():
     assert references("a ${ONE} b ${TWO} ${ONE}") == ["ONE", "TWO"]
     assert expand("Bearer ${TOKEN}", {"TOKEN": "t-1"}.get) == "Bearer t-1"
     assert expand("plain", {}.get) == "plain"
-    with pytest.raises(SecretMissing, match=r"^secret \$\{NOPE\} is not configured") as caught:
+    with pytest.raises(SecretMissing, match=r"^secret reference \$\{NOPE\} cannot be resolved") as caught:
         expand("${NOPE}", {}.get)
     assert isinstance(caught.value, ConfigError)
 

@@ -10,7 +10,7 @@ import pytest
 
 from pixivflow.adapters.pixiv import build_source, constants
 from pixivflow.adapters.pixiv.auth import client_hash, client_time
-from pixivflow.adapters.secret_refs import SecretResolver
+from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.clock import VirtualClock
 from pixivflow.config import parse_config
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv

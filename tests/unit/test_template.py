@@ -506,10 +506,20 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
 
 def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
     assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
-    # deliver reads them to sign each attempt's asset URLs (issue 10); nobody else touches the bucket
-    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction"}:
+    # The routes that upload or link files read them, and delete them once delivered
+    # (deleteAfterDelivery): deliver, and trigger's drain route. Nobody else touches the bucket.
+    for lid in ("DeliverFunction", "TriggerFunction"):
+        assert "s3:PutObject" not in json.dumps(inline_statements(resources, lid)), lid
+        for action in ("s3:GetObject", "s3:DeleteObject"):
+            assert allowed(resources, lid, action) == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}], (lid, action)
+        assert allowed(resources, lid, "s3:ListBucket") == [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}], lid
+    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction", "TriggerFunction"}:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
-    assert allowed(resources, "DeliverFunction", "s3:PutObject") == []
+
+
+def test_route_secrets_path_reaches_the_functions(tpl: dict[str, Any]) -> None:
+    env = tpl["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["ROUTE_SECRETS_PATH"] == {"Ref": "RouteSecretsPath"}
 
 
 # ------------------------------------------------------------------ operable in production (issue 16)

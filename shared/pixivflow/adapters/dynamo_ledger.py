@@ -748,6 +748,16 @@ class DynamoLedger:
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
 
+    def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
+        """Readiness deferral (spec §10.4 ``release``): processing -> pending as the lease holder,
+        due at ``next_attempt_at``, WITHOUT consuming an attempt."""
+        upd = _Update().set("outboxStatus", OutboxStatus.PENDING).set("updatedAt", now_ms)
+        upd.set("nextAttemptAt", next_attempt_at).set("dueSk", f"{_ms13(next_attempt_at)}#{intent.idempotency_key}")
+        upd.remove("leaseOwner", "leaseUntil")
+        upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
     def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
         """(pk, sk) of outbox rows whose due time is at or before ``before_ms`` (sparse index)."""
         found: list[tuple[str, str]] = []

@@ -1,19 +1,16 @@
-"""``${VAR}`` secret references (DESIGN §7): environment first, then SSM below ``RouteSecretsPath``.
+"""``${VAR}`` secret references (DESIGN §7; pixivflow-delivery note §1.1).
 
-A PixivFlow config writes its secrets as ``${NAME}`` (the Pixiv refresh token, a proxy password,
-route tokens). ``expand(text, lookup)`` replaces each reference with ``lookup(NAME)``;
-``SecretResolver.lookup`` is the lookup every secret shares: the environment variable ``NAME``
-when set, else the SSM SecureString ``<ROUTE_SECRETS_PATH>/<NAME>``.
+A PixivFlow config never holds a secret: it names one as ``${VAR}`` inside a route's URL, a
+header, ``token`` or ``signingSecret``. A reference is expanded when the request is SENT, never
+when the config is loaded, so a rotated secret needs no redeploy and a config check needs no
+secret at all.
 
-Two failure kinds are kept apart on purpose:
-
-* a secret that does not exist (no env var, SSM ``ParameterNotFound``) raises ``SecretMissing``:
-  an operator must act;
-* a secret store that failed (throttling, a network error, a 5xx) is retried a few times and then
-  raises ``SecretUnavailable``: a later attempt may succeed. Such a failure is never cached, and
-  neither is "missing": only values that were found are kept (per container).
-
-No value, and no part of one, ever appears in an exception message or a log line.
+:func:`expand` is the pure substitution; :class:`SecretResolver` is the lookup a route uses: the
+process environment first, then SSM Parameter Store below ``RouteSecretsPath``
+(``<path>/<VAR>``). Found values are cached for a few minutes; a name SSM does not know is not
+cached (the next send asks again, so creating the parameter takes effect at once). A transient
+SSM failure is retried a few times and then raised as :class:`SecretStoreUnavailable`: it is
+NEVER remembered as "no secret", which would send a request without its credentials.
 """
 
 from __future__ import annotations
@@ -22,33 +19,33 @@ import os
 import re
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
-from ..domain.errors import ConfigError, PixivFlowError
+from ..domain.errors import ConfigError
 
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-SECRETS_PATH_ENV = "ROUTE_SECRETS_PATH"
-_TRANSIENT_ATTEMPTS = 3
+# Names the Lambda runtime itself puts into the environment (its credentials among them) are
+# never handed to a route from env, whatever the config says: they may only come from SSM.
+_ENV_DENIED_PREFIXES = ("AWS_", "LAMBDA_", "_")
+DEFAULT_TTL_S = 300.0
+DEFAULT_ATTEMPTS = 3
 
 
-class SecretMissing(ConfigError):
-    """A referenced secret exists nowhere (the message names the reference, never a value)."""
+class UnresolvedSecret(ConfigError):
+    """A ``${VAR}`` reference has no value anywhere. Carries the NAME only, never a value."""
 
-    def __init__(self, name: str, where: str) -> None:
-        super().__init__(f"secret ${{{name}}} is not configured ({where})")
+    def __init__(self, name: str, where: str | None = None) -> None:
         self.name = name
+        detail = f" ({where})" if where else ""
+        super().__init__(f"secret reference ${{{name}}} cannot be resolved{detail}: configuration error")
 
 
-class SecretUnavailable(PixivFlowError):
-    """The secret store could not answer (after retries). Retryable; never read as "no secret"."""
-
-    def __init__(self, name: str, detail: str) -> None:
-        super().__init__(f"secret store unavailable while reading ${{{name}}}: {detail}")
-        self.name = name
+class SecretStoreUnavailable(RuntimeError):
+    """The secret store could not answer (throttled, network, permissions): retry later."""
 
 
 def references(text: str | None) -> list[str]:
-    """The ``${NAME}`` names in ``text``, in order, without repeats."""
+    """The variable names ``text`` refers to, in order, without repeats."""
     return list(dict.fromkeys(REFERENCE.findall(text or "")))
 
 
@@ -58,116 +55,151 @@ def is_reference(text: str | None) -> bool:
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
-    """Replace every ``${NAME}`` in ``text`` by ``lookup(NAME)``.
-
-    ``lookup`` returns the value, or None when the secret does not exist (then ``SecretMissing``
-    is raised naming it); it may raise ``SecretUnavailable``. Text without references is
-    returned unchanged.
-    """
+    """Replace every ``${VAR}`` with ``lookup(VAR)``; raise :class:`UnresolvedSecret` for the first
+    name that has no value. Text without references is returned unchanged (no lookup at all)."""
+    if "${" not in text:
+        return text
 
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         value = lookup(name)
         if value is None:
-            raise SecretMissing(name, "neither the environment nor the secret store has it")
+            raise UnresolvedSecret(name)
         return value
 
     return REFERENCE.sub(one, text)
 
 
-def _error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, Mapping):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
+def read_with_retry(read: Callable[[str], str | None], name: str, *, attempts: int = DEFAULT_ATTEMPTS,
+                    sleep: Callable[[float], None] = time.sleep, base_delay_s: float = 0.1) -> str | None:
+    """``read(name)`` with a short retry on failure. ``None`` means "the store has no such name";
+    any exception means "the store did not answer", and after the last try it is raised as
+    :class:`SecretStoreUnavailable` (its message names the parameter, never a value)."""
+    last: Exception | None = None
+    for attempt in range(max(1, attempts)):
+        if attempt:
+            sleep(base_delay_s * (2 ** (attempt - 1)))
+        try:
+            return read(name)
+        except Exception as exc:  # classified below: any failure to answer is transient
+            last = exc
+    raise SecretStoreUnavailable(f"secret store unavailable reading {name!r} after {max(1, attempts)} attempts: "
+                                 f"{type(last).__name__}")
+
+
+def ssm_reader(name: str) -> str | None:
+    """Read one SecureString with Powertools parameters. ``None`` only for ParameterNotFound;
+    every other failure raises (Powertools wraps it in GetParameterError; the ClientError it
+    wrapped is its ``__context__``)."""
+    from aws_lambda_powertools.utilities import parameters
+
+    try:
+        return parameters.get_parameter(name, decrypt=True, max_age=0)
+    except Exception as exc:
+        if _not_found(exc):
+            return None
+        raise
+
+
+def _not_found(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict) and response.get("Error", {}).get("Code") == "ParameterNotFound":
+            return True
+        if "ParameterNotFound" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class SecretResolver:
-    """``lookup(NAME)``: env ``NAME``, else SSM ``<path>/<NAME>`` (decrypted). Thread-safe.
+    """``lookup(name)``: env, then SSM ``<path>/<name>`` (cached ``ttl_s``, misses not cached)."""
 
-    ``ssm`` is a boto3 SSM client or a zero-argument factory of one (created on first use, so
-    building a resolver creates no client). Without a ``path`` only the environment is read.
-    """
-
-    def __init__(self, path: str | None = None, *, env: Mapping[str, str] | None = None,
-                 ssm: Any = None, sleep: Callable[[float], None] = time.sleep, attempts: int = _TRANSIENT_ATTEMPTS) -> None:
-        self._path = (path if path is not None else os.environ.get(SECRETS_PATH_ENV) or "").rstrip("/") or None
+    def __init__(self, *, env: Mapping[str, str] | None = None, reader: Callable[[str], str | None] | None = ssm_reader,
+                 path: str | None = None, ttl_s: float = DEFAULT_TTL_S, attempts: int = DEFAULT_ATTEMPTS,
+                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._env = env if env is not None else os.environ
-        self._ssm_arg = ssm
-        self._ssm_client: Any = None
+        self._reader = reader
+        self._path = (path if path is not None else self._env.get("ROUTE_SECRETS_PATH", "")).rstrip("/")
+        self._ttl_s = ttl_s
+        self._attempts = attempts
         self._sleep = sleep
-        self._attempts = max(1, attempts)
-        self._found: dict[str, str] = {}
+        self._monotonic = monotonic
+        self._cache: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def path(self) -> str | None:
-        return self._path
-
     def parameter_name(self, name: str) -> str | None:
-        """The SSM parameter that holds ``${name}``, or None when no secret path is configured."""
         return f"{self._path}/{name}" if self._path else None
 
-    def from_env(self, name: str) -> bool:
-        return bool((self._env.get(name) or "").strip())
-
-    def lookup(self, name: str, *, fresh: bool = False) -> str | None:
-        value = (self._env.get(name) or "").strip()
-        if value:
-            return value
+    def lookup(self, name: str) -> str | None:
+        if not name.startswith(_ENV_DENIED_PREFIXES):
+            value = self._env.get(name)
+            if value:
+                return value
         parameter = self.parameter_name(name)
-        if parameter is None:
+        if parameter is None or self._reader is None:
             return None
+        now = self._monotonic()
         with self._lock:
-            if not fresh and name in self._found:
-                return self._found[name]
-        value = self._read(name, parameter)
-        if value is not None:
+            hit = self._cache.get(name)
+        if hit is not None and now - hit[1] < self._ttl_s:
+            return hit[0]
+        value = read_with_retry(self._reader, parameter, attempts=self._attempts, sleep=self._sleep)
+        if value is None or not value.strip():
             with self._lock:
-                self._found[name] = value
+                self._cache.pop(name, None)  # a miss is asked again next time
+            return None
+        value = value.strip()
+        with self._lock:
+            self._cache[name] = (value, now)
         return value
 
-    def remember(self, name: str, value: str) -> None:
-        """Replace the cached value of an SSM-held secret (after this container rotated it)."""
-        with self._lock:
-            self._found[name] = value
+    __call__ = lookup
 
-    def put(self, name: str, value: str) -> None:
-        """Overwrite the SSM SecureString of ``${name}`` (SSM has no conditional put: callers guard it)."""
-        parameter = self.parameter_name(name)
-        if parameter is None:
-            raise SecretMissing(name, f"no {SECRETS_PATH_ENV} to write it below")
-        self._client().put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
-        self.remember(name, value)
+    def expand(self, text: str) -> str:
+        return expand(text, self.lookup)
 
-    # -- SSM -------------------------------------------------------------------------------
-    def _client(self) -> Any:
-        if self._ssm_client is None:
-            arg = self._ssm_arg
-            if arg is None:
-                from .. import aws
 
-                arg = aws.client("ssm")
-            elif callable(arg) and not hasattr(arg, "get_parameter"):
-                arg = arg()
-            self._ssm_client = arg
-        return self._ssm_client
+class Expander:
+    """Expands the references of one request and remembers every value it substituted, so any
+    text about that request (an error, a response preview) can be scrubbed before it is stored
+    or logged: a secret never reaches the ledger or a log, not even echoed back by a server."""
 
-    def _read(self, name: str, parameter: str) -> str | None:
-        last = ""
-        for attempt in range(self._attempts):
-            try:
-                answer = self._client().get_parameter(Name=parameter, WithDecryption=True)
-                value = str(answer.get("Parameter", {}).get("Value") or "").strip()
-                return value or None
-            except Exception as exc:  # noqa: BLE001 - sorted into missing vs transient below
-                code = _error_code(exc)
-                if code in ("ParameterNotFound", "ParameterVersionNotFound"):
-                    return None
-                if code in ("AccessDeniedException", "ValidationException"):
-                    # Not transient: the operator must fix the grant or the name.
-                    raise SecretMissing(name, f"the secret store refused {parameter}: {code}") from None
-                last = code or type(exc).__name__
-            if attempt + 1 < self._attempts:
-                self._sleep(0.2 * 2**attempt)
-        raise SecretUnavailable(name, last)
+    def __init__(self, lookup: Callable[[str], str | None], where: str | None = None) -> None:
+        self._lookup = lookup
+        self._where = where
+        self.used: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        def lookup(name: str) -> str | None:
+            value = self._lookup(name)
+            if value is not None:
+                self.used[name] = value
+            return value
+
+        try:
+            return expand(text, lookup)
+        except UnresolvedSecret as exc:
+            raise UnresolvedSecret(exc.name, self._where) from None
+
+    def scrub(self, text: str) -> str:
+        for name, value in sorted(self.used.items(), key=lambda kv: -len(kv[1])):
+            if len(value) >= 4:
+                text = text.replace(value, f"${{{name}}}")
+        return text
+
+
+__all__ = [
+    "REFERENCE",
+    "Expander",
+    "SecretResolver",
+    "SecretStoreUnavailable",
+    "UnresolvedSecret",
+    "expand",
+    "read_with_retry",
+    "references",
+    "ssm_reader",
+]

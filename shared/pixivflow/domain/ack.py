@@ -216,6 +216,53 @@ def parse_delivery_ack(http_status: int, body: Any, hints: AckHints | None = Non
 
 
 # ---------------------------------------------------------------------------------------------
+# PixivFlow's gateway route (``type: webhook``; pixivflow-delivery note §2.5)
+# ---------------------------------------------------------------------------------------------
+#
+# A messaging gateway answers with its own status words at the top level of the body. They are
+# NOT the TelePost envelope of §10.6 and apply to ``type: webhook`` routes only: "pending" means
+# the gateway recorded the intent without publishing it, so the SAME key is retried until it
+# reports a business terminal state; an unknown word with a 2xx is retried too (guessing
+# success would be worse).
+
+GATEWAY_PENDING = frozenset({"pending", "queued", "accepted_pending", "submitted", "processing"})
+GATEWAY_ACCEPTED = frozenset({"accepted", "ok", "success", "published", "sent", "delivered"})
+GATEWAY_DUPLICATE = frozenset({"duplicate", "duplicate_existing", "already_exists", "replayed"})
+GATEWAY_FAILED = frozenset({"failed", "rejected", "invalid", "expired", "blocked"})
+
+
+def parse_gateway_ack(http_status: int, body: Any) -> DeliveryAck:
+    """Classify one answer of a PixivFlow messaging gateway (note §2.5)."""
+    status = int(http_status)
+    record = _decode(body)
+    record = record if isinstance(record, dict) else {}
+    word = (_text(record.get("status")) or "").lower()
+    detail = next((t for t in (_text(record.get(k)) for k in ("reason", "error", "message")) if t), None)
+    detail = detail[:BODY_PREVIEW_CHARS] if detail else None
+    remote_id = _identifier(record.get("id"))
+    if remote_id is None:
+        remote_id = _identifier(record.get(ID_FALLBACK_FIELD))
+    if word in GATEWAY_FAILED:  # a verdict of the receiver outranks its HTTP status
+        return DeliveryAck(AckKind.REMOTE_FAILED, status, remote_id=remote_id, remote_status=word,
+                           error=detail or f"gateway reported {word}")
+    if status == 409 or word in GATEWAY_DUPLICATE:
+        return DeliveryAck(AckKind.DUPLICATE_EXISTING, status, remote_id=remote_id, remote_status=word or None)
+    if word in GATEWAY_PENDING:
+        return DeliveryAck(AckKind.RETRYABLE_FAILURE, status, error=detail or f"gateway reported {word}")
+    if status == 429:
+        return DeliveryAck(AckKind.RETRYABLE_FAILURE, status, error=detail or RATE_LIMITED_ERROR)
+    if status >= 500:
+        return DeliveryAck(AckKind.RETRYABLE_FAILURE, status, error=detail or f"gateway returned HTTP {status}")
+    if not 200 <= status <= 299:
+        # A 4xx re-sends the same bytes on every retry: dead-letter it. A 3xx is never followed
+        # (redirects are off), so it is no evidence of delivery either.
+        return DeliveryAck(AckKind.PERMANENT_FAILURE, status, error=detail or f"gateway returned HTTP {status}: {_preview(body)}")
+    if word and word not in GATEWAY_ACCEPTED:
+        return DeliveryAck(AckKind.RETRYABLE_FAILURE, status, error=f"unrecognized gateway status: {word[:64]}")
+    return DeliveryAck(AckKind.ACCEPTED, status, remote_id=remote_id, remote_status=word or None)
+
+
+# ---------------------------------------------------------------------------------------------
 # Worker handling table (§10.6)
 # ---------------------------------------------------------------------------------------------
 

@@ -129,3 +129,16 @@ class PaginationError(SourceError):
 
 class LedgerUnavailable(PixivFlowError):
     """The ledger could not be reached or throttled us: an infrastructure error, retried by SQS."""
+
+
+class OutboxAttemptError(PixivFlowError):
+    """One outbox attempt failed; ``status`` is the endpoint's HTTP status when it answered
+    (spec §10.7 classifies on it: 429/5xx retry, other 4xx dead-letter)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotReady(PixivFlowError):
+    """The destination's readiness probe failed: release the row without consuming an attempt."""

@@ -1,26 +1,48 @@
 """The outbox worker for deliveries (spec §10.4–§10.7; DESIGN §5).
 
-One message names one intent. The intent item is the outbox row: it is claimed with a
-conditional write and a 120 s lease, so at most one worker talks to the route for it; the
-same idempotency key travels on every attempt. The attempt budget lives on the row, never in
-SQS's receive count. Delays up to 900 s ride on SQS; longer ones wait for the sweep.
+One message names one outbox row by ``{kind, key}``. ``delivery`` rows are the intent items
+themselves: an intent is claimed with a conditional write and a 120 s lease, so at most one
+worker talks to the route for it; the same idempotency key travels on every attempt. Every
+other kind (``notification``, later ``event_callback``) is a generic row of ``services.outbox``.
+The attempt budget lives on the row, never in SQS's receive count. Delays up to 900 s ride on
+SQS; longer ones wait for the sweep.
+
+Per delivery attempt (spec §10.5): consumer-cancel guard, the route's readiness probe (a failing
+probe releases the row without consuming an attempt), one call on the route's wire format, its
+answer parsed into an ACK by the route family's rules, the ACK settled. Once every route of a
+cell has delivered a work, its stored files are deleted unless ``deleteAfterDelivery`` is false.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
-from ..domain.ack import AckKind, DeliveryAck, classify_outbox_error, parse_delivery_ack, parse_idempotency_key, retry_delay_ms, settlement_for
+from ..domain.ack import (
+    AckKind,
+    DeliveryAck,
+    classify_outbox_error,
+    parse_delivery_ack,
+    parse_gateway_ack,
+    parse_idempotency_key,
+    retry_delay_ms,
+    settlement_for,
+)
 from ..domain.cells import CellStatus
-from ..domain.errors import LedgerUnavailable
-from ..domain.model import Intent, LedgerStatus, OutboxStatus, cell_key
-from .assets import with_assets
+from ..domain.errors import ConfigError, LedgerUnavailable
+from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key
+from ..domain.outcome_record import iso_utc_ms
+from ..ports import DeliveryRequest, DeliveryResponse, Work
+from . import notifications  # noqa: F401  (registers the ``notification`` row kind)
 from .engine import OUTBOX_LEASE_MS, Engine
+from ..domain.assets import artifact_prefix
+from .assets import with_assets
 from .messages import outbox_body, send_logged
-from .rollup import rollup, settle_delivery_terminal
+from .outbox import READINESS_DEFER_MS, deliver_row_message, drain_rows
+from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
 
@@ -50,15 +72,20 @@ class DrainResult:
             self.retried += 1
         elif result.action == "dead":
             self.dead += 1
+        # a "deferred" row was processed without consuming an attempt: counted, nothing else
 
     def as_dict(self) -> dict[str, int]:
         return {"processed": self.processed, "done": self.done, "retried": self.retried, "dead": self.dead}
 
 
 def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
+    """Dispatch one outbox message by its kind: delivery intents here, every other kind to its
+    registered sender (``services.outbox``)."""
     if kind != "delivery":
-        engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
-        return DeliveryResult(key, "skipped", detail=f"unknown kind {kind}")
+        if engine.outbox_rows is None:
+            return DeliveryResult(key, "skipped", detail="no outbox rows store")
+        row = deliver_row_message(engine, kind, key)
+        return DeliveryResult(key, row.action, detail=row.detail)
     try:
         route, work_type, work_id, slot_id, target_id = parse_idempotency_key(key)
     except ValueError:
@@ -97,19 +124,45 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
-        response = engine.channel.send(claimed.route, with_assets(engine, claimed, _payload(claimed)), key)
-        ack = parse_delivery_ack(response.status, response.body, route.ack if route else None)
+        if not engine.channel.ready(claimed.route):
+            return _defer(engine, claimed, owner)
+        response = engine.channel.deliver(_request(engine, claimed))
+        ack = parse_route_ack(route, response)
     except LedgerUnavailable:
         raise
     except Exception as exc:  # transport and configuration failures are classified, never raised
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        verdict = classify_outbox_error(error, None, type(exc).__name__)
+        # An unresolvable ${VAR} (or any ConfigError) is a configuration error: dead at once.
+        name = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
+        verdict = classify_outbox_error(error, None, name)
         kind = AckKind.RETRYABLE_FAILURE if verdict.retryable else AckKind.PERMANENT_FAILURE
         ack = DeliveryAck(kind, None, error=f"{verdict.code}: {error}"[:1000])
     return _handle(engine, claimed, owner, ack)
 
 
+def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
+    """The ACK of one answer, by the rules of the route's family: PixivFlow's gateway
+    (``type: webhook``) has its own status words (note §2.5); every other route speaks the
+    TelePost envelope of spec §10.6 with the route's ``ack`` hints."""
+    if getattr(route, "route_type", None) == "webhook":
+        return parse_gateway_ack(response.status, response.body)
+    return parse_delivery_ack(response.status, response.body, getattr(route, "ack", None))
+
+
+def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
+    # The JSON body carries the stored files as protocol Assets, signed for this attempt (issue 10).
+    return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
+                           body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
+                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id))
+
+
+def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
+    """Where the execution service stored a bound work's files (one place: domain.assets)."""
+    return artifact_prefix(slot_id, target_id, work_id)
+
+
 def _payload(intent: Intent) -> dict[str, Any]:
+    """The ``kind: webhook`` JSON body (DESIGN §12): the intent's ids, then its frozen payload."""
     body: dict[str, Any] = {
         "idempotency_key": intent.idempotency_key,
         "slot_id": intent.slot_id,
@@ -120,6 +173,19 @@ def _payload(intent: Intent) -> dict[str, Any]:
     }
     body.update(intent.payload or {})
     return body
+
+
+def _defer(engine: Engine, intent: Intent, owner: str) -> DeliveryResult:
+    """Readiness deferral (spec §10.5 step 2): the row goes back to pending, due in a minute,
+    and no attempt is consumed; at most one ``outbox.deferred`` line per row per minute."""
+    now = engine.now()
+    if engine.ledger.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
+        return DeliveryResult(intent.idempotency_key, "skipped", detail="lease lost before the deferral")
+    engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", intent.idempotency_key),
+                                               delay_s=READINESS_DEFER_MS // 1000)])
+    engine.log("info", "route not ready; delivery deferred without consuming an attempt", event="outbox.deferred",
+               key=intent.idempotency_key, route=intent.route, slot_id=intent.slot_id, target_id=intent.target_id)
+    return DeliveryResult(intent.idempotency_key, "deferred", detail="route not ready")
 
 
 def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
@@ -158,10 +224,55 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     engine.metric("DeliveryAcks", kind=str(ack.kind))
     if plan.ledger_status == LedgerStatus.FAILED:
         _free_work(engine, intent)
-    if plan.cell_outcome:
-        settle_delivery_terminal(engine, intent, plan.cell_outcome, plan.cell_error)
+    routes = routes_of(engine, intent.target_id)
+    fan_out = len(routes) > 1 or (bool(routes) and intent.route not in routes)
+    # One read of the slot serves both checks; a single-route cell needs none (this ACK is it).
+    state = engine.ledger.load(intent.slot_id) if fan_out else None
+    if plan.delete_cached_files and engine.config.delivery.deleteAfterDelivery and _routes_carry_files(engine, routes):
+        _delete_delivered_files(engine, intent, state)
+    outcome = plan.cell_outcome
+    if outcome in ("submitted", "duplicate") and fan_out and state is not None:
+        # Fan-out (spec §10.8): a cell is confirmed only when EVERY route confirmed; until then
+        # the other routes' rows own it. Then it is submitted if any route delivered.
+        verdict = cell_delivery_state(engine, state, intent.target_id)
+        if verdict.state != "confirmed":
+            return DeliveryResult(key, "done", ack.kind)
+        delivered = any(i.status == LedgerStatus.DELIVERED for i in state.intents_for(intent.target_id))
+        outcome = "submitted" if delivered else "duplicate"
+    if outcome:
+        settle_delivery_terminal(engine, intent, outcome, plan.cell_error)
         rollup(engine, intent.slot_id)
     return DeliveryResult(key, "done", ack.kind)
+
+
+def _routes_carry_files(engine: Engine, routes: list[str]) -> bool:
+    """Only PixivFlow's routes upload or link the stored files; a cell delivered through this
+    project's ``kind: webhook`` route keeps them in the bucket exactly as before (DESIGN §12)."""
+    return any(getattr(engine.config.route(r), "route_type", "kind:webhook") != "kind:webhook" for r in routes)
+
+
+def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
+    """Delete a work's stored files once EVERY route of its cell has delivered it (note §2.4):
+    a route still open may need them for its next attempt, and a failed or duplicate delivery
+    keeps them for the operator. ``state`` is None for a single-route cell, whose only route
+    just delivered. Idempotent; a failure only leaves the files to the bucket's retention."""
+    if state is not None:
+        mine = [i for i in state.intents_for(intent.target_id) if i.work_id == intent.work_id]
+        routes = routes_of(engine, intent.target_id) or sorted({i.route for i in mine})
+        delivered = {i.route for i in mine if i.status == LedgerStatus.DELIVERED}
+        if not routes or any(r not in delivered for r in routes):
+            return
+    key = artifact_key(intent.slot_id, intent.target_id, intent.work_id)
+    try:
+        count = engine.artifacts.delete(key)
+    except (AttributeError, NotImplementedError):
+        return
+    except Exception as exc:
+        engine.log("warning", "stored files could not be deleted after delivery", event="artifacts.delete_failed",
+                   key=key, error=repr(exc)[:300])
+        return
+    engine.log("info", "stored files deleted after delivery", event="artifacts.deleted", key=key, count=count,
+               slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
 
 
 def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
@@ -187,18 +298,92 @@ def _free_work(engine: Engine, intent: Intent) -> None:
 
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
-    """Process due rows now (POST /internal/outbox/drain), bounded to ``max_rounds`` rounds."""
+    """Process due rows now (POST /internal/outbox/drain), bounded to ``max_rounds`` rounds.
+    A round stops early after a readiness deferral (spec §10.5 ``drainOnce``)."""
     result = DrainResult()
     for _ in range(max(1, max_rounds)):
         keys = engine.ledger.due_intents(engine.now(), limit_per_shard=batch)
-        progressed = False
+        progressed = deferred = False
         for pk, sk in keys:
             intent = engine.ledger.get_intent_by_key(pk, sk)
             if intent is None or not intent.actionable:
                 continue
             outcome = deliver_intent(engine, intent)
             result.add(outcome)
+            if outcome.action == "deferred":
+                deferred = True
+                break
             progressed = progressed or outcome.action != "skipped"
-        if not progressed:
+        if engine.outbox_rows is not None and not deferred:
+            for row in drain_rows(engine, limit_per_shard=batch):
+                result.add(DeliveryResult(row.key, row.action, detail=row.detail))
+                progressed = progressed or row.action not in ("skipped", "deferred")
+        if not progressed or deferred:
             break
     return result
+
+
+# -- the frozen payload of an intent (spec §10.3; note §2.1) ---------------------------------------
+
+
+def delivery_payload(slot: Slot, target: Any, work: Work, route: Any) -> dict[str, Any]:
+    """What an intent freezes for its route at enqueue time. The ``kind: webhook`` route keeps
+    exactly today's payload (DESIGN §12). A PixivFlow route also freezes its template context
+    (the work, the target, the slot: note §1.7) and the target's ``fields`` override, so every
+    retry renders the same submission."""
+    payload: dict[str, Any] = {"work": work.summary()}
+    if slot.manual_request_id:
+        payload["refetch_request_id"] = slot.manual_request_id
+        if slot.correlation_id:
+            payload["correlation_id"] = slot.correlation_id
+    if getattr(route, "route_type", "kind:webhook") == "kind:webhook":
+        return payload
+    payload["context"] = template_context(slot, target, work)
+    overrides = getattr(getattr(target, "delivery", None), "fields", None)
+    if overrides:
+        payload["fields"] = dict(overrides)
+    return payload
+
+
+def _ranking_date(raw: Any, target: Any) -> str | None:
+    """The ranking day of a ranking-sourced candidate: the source's own, else a literal
+    ``rankingDate`` of the target (``YESTERDAY``/``TODAY`` are resolved by the source)."""
+    value = raw.get("ranking_date") if isinstance(raw, dict) else None
+    if not value and getattr(target, "mode", None) == "ranking":
+        value = getattr(target, "rankingDate", None)
+    return value if isinstance(value, str) and re.match(r"^\d{4}-\d{2}-\d{2}$", value) else None
+
+
+def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
+    raw = dict(work.raw or {})
+    restrict = raw.get("x_restrict")
+    if not isinstance(restrict, int) or isinstance(restrict, bool):
+        restrict = work.x_restrict or None  # 0 without the source saying so is "unknown"
+    views = raw.get("total_view", raw.get("total_views"))
+    series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
+    return {
+        "title": work.title,
+        "seriesTitle": series.get("title") or None,
+        "pixivId": work.work_id,
+        "type": work.work_type,
+        "targetId": getattr(target, "id", None),
+        "tag": getattr(target, "filterTag", None) or getattr(target, "tag", None),
+        "topic": getattr(target, "topic", None),
+        "workTags": list(work.tags),
+        "author": work.user_name or None,
+        "spoiler": (restrict or 0) > 0,
+        "xRestrict": restrict,
+        "rankingDate": _ranking_date(raw, target),
+        "publishedAt": work.create_date or None,
+        "language": raw.get("language") or None,
+        "bookmarkCount": work.total_bookmarks if ("total_bookmarks" in raw or work.total_bookmarks) else None,
+        "viewCount": views if isinstance(views, int) and not isinstance(views, bool) else None,
+        "scheduleId": slot.schedule_id,
+        "slotId": slot.slot_id,
+        "slotName": slot.slot_name,
+        "slotDate": slot.occurrence_date,
+        "executionId": slot.slot_id,
+        "occurrenceAt": iso_utc_ms(slot.occurrence_at),
+        "triggerSource": slot.trigger_source,
+        "refetchRequestId": slot.manual_request_id,
+    }

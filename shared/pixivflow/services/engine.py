@@ -9,7 +9,7 @@ from typing import Any
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, Queues, SweepState, WorkSource
+from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, OutboxRows, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -35,6 +35,7 @@ class Engine:
     # The sweep's lease / missed-fire items (issue 16). None: the sweep runs without a lease and
     # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
+    outbox_rows: OutboxRows | None = None  # notification / event-callback rows (DESIGN §4 OUTBOX#...)
 
     def now(self) -> int:
         return self.clock.now_ms()

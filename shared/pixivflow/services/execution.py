@@ -11,7 +11,6 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -27,6 +26,7 @@ from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, Skip
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, StoredFile, Work
+from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
@@ -455,11 +455,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
     for route in routes:
         key = idempotency_key(route, work.work_type, work.work_id, slot.slot_id, run.target.id)
         config = engine.config.route(route)
-        payload: dict[str, Any] = {"work": work.summary()}
-        if slot.manual_request_id:
-            payload["refetch_request_id"] = slot.manual_request_id
-            if slot.correlation_id:
-                payload["correlation_id"] = slot.correlation_id
+        payload = delivery_payload(slot, run.target, work, config)
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
             work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,

@@ -11,11 +11,13 @@ from __future__ import annotations
 from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.delivery_state import DeliveryState, delivery_state
+from ..domain.errors import LedgerUnavailable
 from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
 from .engine import Engine
+from .notifications import enqueue_terminal_notifications
 
 SUMMARY_EVENT = "execution.summary"
 ABANDONED_MESSAGE = "投稿未被处理，已放弃"
@@ -98,6 +100,7 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
     active index in one write). A crash in between leaves the slot open, where the sweep finds it."""
     state.slot.status = status
     if record_outcome(engine, state):
+        _notify(engine, state)
         engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
 
 
@@ -105,8 +108,23 @@ def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
     it leave the active index."""
     if record_outcome(engine, state):
+        _notify(engine, state)
         return engine.ledger.leave_active_index(state.slot.slot_id)
     return False
+
+
+def _notify(engine: Engine, state: SlotState) -> None:
+    """The terminal slot's notification rows, written BEFORE the slot closes: a crash in between
+    leaves the slot open, and the sweep's next pass repeats this (rows are insert-if-absent, so
+    duplicate rollups enqueue each key once). A ledger outage propagates for that retry; any
+    other failure is logged and never keeps the slot from closing."""
+    try:
+        enqueue_terminal_notifications(engine, state.slot, state.snapshot_cells())
+    except LedgerUnavailable:
+        raise
+    except Exception as exc:
+        engine.log("error", "notification rows could not be planned; slot closes without them",
+                   event="notification.enqueue_failed", slot_id=state.slot.slot_id, error=repr(exc)[:300])
 
 
 def record_outcome(engine: Engine, state: SlotState) -> bool:

@@ -30,6 +30,7 @@ from ..ports import ScheduleWatch
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
+from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
@@ -92,6 +93,7 @@ def sweep(engine: Engine) -> SweepResult:
             result.errors += 1
             engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
     _redrive_outbox(engine, result)
+    _repair_outbox_rows(engine, result)
     engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
     for rule, count in (("queued_too_long", result.queuedTooLong), ("stalled_no_heartbeat", result.stalledNoHeartbeat)):
         if count:
@@ -364,3 +366,16 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
             engine.metric("MissedFires")
     state.advance_watch(watch, due[-1])
     return found
+
+
+def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
+    """Notification (and later event-callback) rows whose message was lost or whose worker died
+    are re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
+    rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
+    if engine.outbox_rows is None:
+        return
+    try:
+        result.redriven += redrive_rows(engine, limit_per_shard=BATCH_LIMIT)
+    except Exception as exc:  # never aborts the sweep
+        result.errors += 1
+        engine.log("error", "sweep failed re-driving outbox rows", event="sweep.outbox_error", error=repr(exc)[:300])

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from ...domain.errors import ConfigError
-from ..secret_refs import SecretMissing, SecretResolver, expand, references
+from .secrets import SecretMissing, SecretResolver, expand, references
 from . import constants
 from .account_store import DynamoPixivAccounts, MemoryPixivAccounts
 from .auth import PixivAuth, RefreshToken

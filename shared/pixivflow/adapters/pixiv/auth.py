@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from ...domain.errors import AuthenticationError, RateLimitedError, SourceConfigurationError, SourceOutage
-from ..secret_refs import SecretMissing, SecretResolver, SecretUnavailable, expand, is_reference, references
+from .secrets import SecretMissing, SecretResolver, SecretUnavailable, expand, is_reference, references
 from . import constants
 
 ENV_REFRESH_TOKEN = "PIXIV_REFRESH_TOKEN"

@@ -150,4 +150,6 @@ class TwinS3:
     def generate_presigned_url(self, ClientMethod: str, Params: dict[str, Any] | None = None, ExpiresIn: int = 3600,
                                HttpMethod: str | None = None) -> str:
         params = Params or {}
-        return f"https://{params.get('Bucket')}.s3.twin.local/{params.get('Key')}?X-Amz-Expires={int(ExpiresIn)}"
+        signature = hashlib.sha256(f"{params.get('Bucket')}/{params.get('Key')}/{ExpiresIn}".encode()).hexdigest()
+        return (f"https://{params.get('Bucket')}.s3.twin.local/{params.get('Key')}?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+                f"&X-Amz-Expires={int(ExpiresIn)}&X-Amz-Signature={signature}")

@@ -1,0 +1,108 @@
+"""What every PixivFlow route shares on the wire: one bounded HTTP exchange, secrets kept out of
+every text that leaves the adapter, the URL checked after its ``${VAR}`` references expand."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import httpx
+
+from ...domain.errors import ConfigError
+from ...ports import DeliveryResponse
+from ..secret_refs import Expander
+
+MAX_RESPONSE_BYTES = 64 * 1024  # an ACK is small; a huge answer is cut, never buffered whole
+_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+
+
+class RouteTransportError(RuntimeError):
+    """A transport failure, its text scrubbed of secrets. The message starts with the httpx
+    exception's class name (``ReadTimeout: ...``), which is what the outbox classifies on."""
+
+
+class RouteDeadline(RouteTransportError):
+    """The exchange ran past the route's ``timeoutMs``."""
+
+
+def checked_url(url: str, field: str, route: str) -> str:
+    """A route URL AFTER expansion: http(s), a host, no whitespace (spec §10.7: a bad URL is a
+    configuration error, never a retry)."""
+    if not _URL.match(url or ""):
+        raise ConfigError(f"route {route}: {field} is not an http(s) URL once its ${{VAR}} references are expanded "
+                          "(configuration error)")
+    return url
+
+
+def expanded_headers(headers: Mapping[str, str] | None, expand: Expander) -> dict[str, str]:
+    out = {}
+    for name, value in (headers or {}).items():
+        out[str(name)] = expand(str(value))
+        if "\r" in out[name] or "\n" in out[name]:
+            raise ConfigError(f"header {name!r} holds a line break once expanded (configuration error)")
+    return out
+
+
+class Http:
+    """A small pool of httpx clients, one per timeout (connection reuse across warm invocations)."""
+
+    def __init__(self, transport: httpx.BaseTransport | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._transport = transport
+        self._monotonic = monotonic
+        self._clients: dict[float, httpx.Client] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, timeout_s: float) -> httpx.Client:
+        with self._lock:
+            client = self._clients.get(timeout_s)
+            if client is None:
+                timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
+                client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
+                self._clients[timeout_s] = client
+            return client
+
+    def exchange(self, method: str, url: str, *, headers: Mapping[str, str], content: bytes | Iterable[bytes] | None,
+                 timeout_ms: int, scrub: Callable[[str], str]) -> DeliveryResponse:
+        """One request, bounded by ``timeout_ms`` in TOTAL (checked between body chunks on the way
+        out and on the way back) besides httpx's per-operation timeouts, so a slow-drip server
+        cannot hold an outbox claim past its lease. Transport errors raise RouteTransportError."""
+        timeout_s = max(0.1, timeout_ms / 1000)
+        deadline = self._monotonic() + timeout_s
+
+        def guarded(chunks: Iterable[bytes]) -> Iterator[bytes]:
+            for chunk in chunks:
+                if self._monotonic() > deadline:
+                    raise RouteDeadline(f"RouteDeadline: request body still uploading after {timeout_ms} ms (timeout)")
+                yield chunk
+
+        body: Any = content
+        if content is not None and not isinstance(content, (bytes, bytearray)):
+            body = guarded(content)
+        try:
+            with self._client(timeout_s).stream(method, url, headers=dict(headers), content=body) as response:
+                raw = bytearray()
+                for chunk in response.iter_bytes():
+                    if len(raw) < MAX_RESPONSE_BYTES:
+                        raw.extend(chunk[: MAX_RESPONSE_BYTES - len(raw)])
+                    if self._monotonic() > deadline:
+                        raise RouteDeadline(f"RouteDeadline: response still arriving after {timeout_ms} ms (timeout)")
+                status = response.status_code
+        except RouteTransportError:
+            raise
+        except httpx.HTTPError as exc:
+            raise RouteTransportError(scrub(f"{type(exc).__name__}: {exc}")[:500]) from None
+        text = scrub(bytes(raw).decode("utf-8", errors="replace"))
+        try:
+            parsed: Any = json.loads(text) if text.strip() else None
+        except ValueError:
+            parsed = text
+        return DeliveryResponse(status=status, body=parsed, text=text[:2000])
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()

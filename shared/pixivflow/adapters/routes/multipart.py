@@ -1,0 +1,83 @@
+"""The ``httpMultipart`` wire format (pixivflow-delivery note §2.2).
+
+Part order: one part per stored file under ``fileField``, the previews under
+``previewFileField``, then the text fields, then the closing boundary. File parts carry the
+file's base name (``"`` -> ``%22``, CR/LF -> space) and ``application/octet-stream``. The body
+is streamed file by file from the artifact store with a ``Content-Length`` computed up front
+from the stored sizes; a file whose bytes do not match its stored size aborts the request
+rather than send a body whose length lies.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from ...ports import StoredFile
+
+FILE_ROLES = ("original", "text", "archive")  # what a submission uploads; previews ride separately
+PREVIEW_ROLE = "preview"
+
+
+def disposition_value(value: str) -> str:
+    return value.replace("\r", " ").replace("\n", " ").replace('"', "%22")
+
+
+def split_files(files: Sequence[StoredFile]) -> tuple[list[StoredFile], list[StoredFile]]:
+    """(files, previews). Previews are sent only when they align one-to-one with the files: a
+    receiver rejects any other shape (TelePost: ``invalid_previews``)."""
+    main = [f for f in files if f.role in FILE_ROLES]
+    previews = [f for f in files if f.role == PREVIEW_ROLE]
+    return main, (previews if len(previews) == len(main) else [])
+
+
+@dataclass
+class MultipartBody:
+    boundary: str
+    length: int
+    chunks: Callable[[], Iterator[bytes]]
+
+    @property
+    def content_type(self) -> str:
+        return f"multipart/form-data; boundary={self.boundary}"
+
+
+def build(files: Sequence[tuple[str, StoredFile]], fields: Sequence[tuple[str, str]],
+          open_file: Callable[[StoredFile], Iterator[bytes]], *, boundary: str | None = None) -> MultipartBody:
+    boundary = boundary or f"pixivflow-{uuid.uuid4()}"
+    heads: list[tuple[bytes, StoredFile]] = []
+    length = 0
+    for field, stored in files:
+        head = (f"--{boundary}\r\n"
+                f'Content-Disposition: form-data; name="{disposition_value(field)}"; '
+                f'filename="{disposition_value(stored.name.rsplit("/", 1)[-1])}"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n").encode("utf-8")
+        heads.append((head, stored))
+        length += len(head) + stored.size + 2
+    text_parts = []
+    for name, value in fields:
+        part = (f"--{boundary}\r\n"
+                f'Content-Disposition: form-data; name="{disposition_value(name)}"\r\n\r\n'
+                f"{value}\r\n").encode("utf-8")
+        text_parts.append(part)
+        length += len(part)
+    closing = f"--{boundary}--\r\n".encode("utf-8")
+    length += len(closing)
+
+    def chunks() -> Iterator[bytes]:
+        for head, stored in heads:
+            yield head
+            sent = 0
+            for chunk in open_file(stored):
+                sent += len(chunk)
+                if sent > stored.size:
+                    break
+                yield chunk
+            if sent != stored.size:
+                raise RuntimeError(f"stored file {stored.name} has {sent} bytes, expected {stored.size}; upload aborted")
+            yield b"\r\n"
+        yield from text_parts
+        yield closing
+
+    return MultipartBody(boundary, length, chunks)

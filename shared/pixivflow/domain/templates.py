@@ -1,0 +1,165 @@
+"""PixivFlow's delivery templates (pixivflow-delivery note §1.7, §2.2): pure rules, no I/O.
+
+A route's ``fields`` are templates with ``{{name}}`` placeholders. The values come from the
+delivery context frozen on the intent when it was enqueued (the work, its target and its slot),
+so every retry renders the same bytes. Rules that downstream services rely on:
+
+* an unknown name stays literal (a typo shows in the delivered message instead of vanishing);
+* a known name without a value renders as ``""``; every value is a string (``true`` -> ``"true"``);
+* counts are compact: ``1.2k`` from 1 000, ``3.5w`` from 10 000 (a trailing ``.0`` is dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+ARRAY_FORMATS = ("comma", "repeat", "json")
+
+
+def compact_count(value: Any) -> str:
+    """``""`` when absent; ``n`` below 1 000; ``1.2k`` below 10 000; ``3.5w`` (万) above."""
+    if value is None or isinstance(value, bool):
+        return ""
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if n != n:
+        return ""
+    if n >= 10_000:
+        text, unit = f"{n / 10_000:.1f}", "w"
+    elif n >= 1_000:
+        text, unit = f"{n / 1_000:.1f}", "k"
+    else:
+        return str(int(n)) if n.is_integer() else str(n)
+    return text.removesuffix(".0") + unit
+
+
+def pixiv_link(work_type: str, work_id: str) -> str:
+    if work_type == "novel":
+        return f"https://www.pixiv.net/novel/show.php?id={work_id}"
+    return f"https://www.pixiv.net/artworks/{work_id}"
+
+
+def x_restrict_label(value: Any) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, int):
+        return "unknown"
+    return {0: "all-ages", 1: "R-18", 2: "R-18G"}.get(value, f"unknown({value})")
+
+
+def x_restrict_tag(value: Any) -> str:
+    if value is None or isinstance(value, bool) or not isinstance(value, int):
+        return ""
+    return {0: "AllAges", 1: "R18", 2: "R18G"}.get(value, f"XRestrict{value}")
+
+
+def _date(value: Any) -> str:
+    """``YYYY-MM-DD`` of an ISO date/time as the source gave it (Pixiv's create_date is JST)."""
+    text = str(value or "")
+    return text[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", text) else ""
+
+
+def _s(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def template_variables(context: Mapping[str, Any]) -> dict[str, str]:
+    """Every placeholder of the note's table, rendered from a frozen delivery context."""
+    c = context
+    work_type = _s(c.get("type"))
+    work_id = _s(c.get("pixivId"))
+    x_restrict = c.get("xRestrict")
+    tags = c.get("workTags") or []
+    return {
+        "title": _s(c.get("title")),
+        "displayTitle": _s(c.get("displayTitle") or (f"《{c['seriesTitle']}》 {_s(c.get('title'))}" if c.get("seriesTitle")
+                                                      else c.get("title"))),
+        "seriesTitle": _s(c.get("seriesTitle")),
+        "pixivId": work_id,
+        "type": work_type,
+        "targetId": _s(c.get("targetId")),
+        "tag": _s(c.get("tag")),
+        "topic": _s(c.get("topic")),
+        "topicTag": _s(c.get("topic") or c.get("tag")),
+        "workTags": ",".join(str(t) for t in tags) if isinstance(tags, (list, tuple)) else _s(tags),
+        "author": _s(c.get("author")),
+        "link": pixiv_link(work_type, work_id) if work_id else "",
+        "spoiler": "true" if c.get("spoiler") is True else "false",
+        "xRestrict": "" if not isinstance(x_restrict, int) or isinstance(x_restrict, bool) else str(x_restrict),
+        "xRestrictLabel": x_restrict_label(x_restrict),
+        "xRestrictTag": x_restrict_tag(x_restrict),
+        "rankingDate": _s(c.get("rankingDate")),
+        "publishedDate": _date(c.get("publishedAt")),
+        "language": _s(c.get("language")),
+        "bookmarkCount": compact_count(c.get("bookmarkCount")),
+        "viewCount": compact_count(c.get("viewCount")),
+        "scheduleId": _s(c.get("scheduleId")),
+        "slotId": _s(c.get("slotId")),
+        "slotName": _s(c.get("slotName")),
+        "slotDate": _s(c.get("slotDate")),
+        "executionId": _s(c.get("executionId") or c.get("slotId")),
+        "occurrenceAt": _s(c.get("occurrenceAt")),
+        "triggerSource": _s(c.get("triggerSource")),
+        "idempotencyKey": _s(c.get("idempotencyKey")),
+        "refetchRequestId": _s(c.get("refetchRequestId")),
+    }
+
+
+def render(template: str, variables: Mapping[str, str]) -> str:
+    """``{{name}}`` -> its value; an unknown name is left exactly as written."""
+    return PLACEHOLDER.sub(lambda m: variables.get(m.group(1), m.group(0)), template)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class TemplateError(ValueError):
+    """A rendered field would carry an unresolved placeholder where that is never acceptable."""
+
+
+def form_fields(route_fields: Mapping[str, Any], target_fields: Mapping[str, Any] | None, variables: Mapping[str, str],
+                *, array_format: str = "comma", auto_idempotency_key: bool = True) -> list[tuple[str, str]]:
+    """The text parts of one multipart submission, in order (note §2.2 steps 1-4).
+
+    The target's fields are a shallow override of the route's. Unless disabled, an
+    ``idempotency_key`` field is added when neither spelling is declared: without it an
+    ACK-loss retry reaches the receiver as a brand-new post."""
+    merged: dict[str, Any] = {**dict(route_fields or {}), **dict(target_fields or {})}
+    if auto_idempotency_key and "idempotency_key" not in merged and "idempotencyKey" not in merged:
+        merged["idempotency_key"] = "{{idempotencyKey}}"
+    if array_format not in ARRAY_FORMATS:
+        raise TemplateError(f"arrayFormat must be one of {', '.join(ARRAY_FORMATS)}")
+    parts: list[tuple[str, str]] = []
+    for name, value in merged.items():
+        values: Sequence[Any] = value if isinstance(value, (list, tuple)) else [value]
+        rendered = [render(_text(v), variables) for v in values]
+        if name == "refetch_request_id" and any(PLACEHOLDER.search(r) for r in rendered):
+            raise TemplateError("refetch_request_id still holds an unresolved {{...}} template (invalid payload)")
+        if array_format == "repeat":
+            parts.extend((name, r) for r in rendered)
+        elif array_format == "json":
+            parts.append((name, json.dumps(rendered, ensure_ascii=False)))
+        else:
+            parts.append((name, ",".join(rendered)))
+    return parts
+
+
+__all__ = [
+    "PLACEHOLDER",
+    "TemplateError",
+    "compact_count",
+    "form_fields",
+    "pixiv_link",
+    "render",
+    "template_variables",
+    "x_restrict_label",
+    "x_restrict_tag",
+]

@@ -1,0 +1,217 @@
+"""Outcome notifications (pixivflow-delivery note §3; spec §10.2 keys): durable ``notification``
+outbox rows, each sent at most once per key by the outbox worker.
+
+When a slot turns terminal, the rollup calls :func:`enqueue_terminal_notifications` BEFORE it
+closes the slot. A crash between the outcome record and these rows therefore leaves the slot
+open, and the sweep's next pass over it (record found -> notifications -> close) writes them;
+rows are insert-if-absent, so any number of rollups or sweeps enqueue each key once.
+
+What is sent, always to a target's PRIMARY route (its first route) when that route is an
+``httpMultipart`` route declaring the URL:
+
+* a scheduled (non-manual) slot: the schedule summary ``{schedule_id, slot_id, status, targets}``
+  to ``scheduleOutcomeUrl``, key ``notification:<slotId>:summary`` (``...:summary:<route>`` for
+  a second and later route);
+* a manual refetch slot whose cell ended without a replacement (no_candidate / duplicate ->
+  ``no_alternative``, failed -> ``failed``): the verdict to ``refetchOutcomeUrl``, key
+  ``refetch-outcome:<slotId>:<targetId>``; a refetch that delivered sends nothing (the
+  submission itself carries ``refetch_request_id``);
+* plain-text notices ``{text, idempotency_key}`` to ``notificationUrl``: no-match (when the
+  target's ``noMatchPolicy.notify`` is true) and hard failures of scheduled slots.
+
+The URL is chosen by the row's payload type when it is SENT (refetch verdict, else schedule
+summary, else text), so a row never dead-letters for lack of an unrelated URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..domain.cells import CellStatus
+from ..domain.errors import NotReady, OutboxAttemptError
+from ..domain.model import Cell, Slot
+from ..domain.outcome_record import ordered_cells
+from ..domain.reasons import reason_policy
+from ..ports import OutboxRow
+from .engine import Engine
+from .outbox import enqueue_row, register_row_kind
+
+KIND = "notification"
+MANUAL_SOURCE = "manual"
+_SUBMITTED_ICON = {"submitted": "✅", "no_candidate": "⚠️", "duplicate": "♻️", "failed": "❌"}
+
+
+def summary_key(slot_id: str, route: str | None = None) -> str:
+    return f"notification:{slot_id}:summary" + (f":{route}" if route else "")
+
+
+def refetch_key(slot_id: str, target_id: str) -> str:
+    return f"refetch-outcome:{slot_id}:{target_id}"
+
+
+def _primary_route(engine: Engine, target_id: str) -> tuple[str | None, Any]:
+    target = engine.config.target(target_id)
+    routes = target.routes() if target else []
+    if not routes:
+        return None, None
+    return routes[0], engine.config.route(routes[0])
+
+
+def _url(route: Any, field: str) -> bool:
+    return getattr(route, "route_type", None) == "httpMultipart" and bool(getattr(route, field, None))
+
+
+def is_manual(slot: Slot) -> bool:
+    return slot.trigger_source == MANUAL_SOURCE or bool(slot.manual_request_id)
+
+
+def summary_status(cells: list[Cell]) -> str:
+    submitted = sum(1 for c in cells if c.status == CellStatus.SUBMITTED)
+    if cells and submitted == len(cells):
+        return "success"
+    return "partial" if submitted else "failed"
+
+
+def _target_entry(engine: Engine, cell: Cell) -> dict[str, Any]:
+    policy = reason_policy(cell.terminal_reason_code)
+    target = engine.config.target(cell.target_id)
+    return {
+        "target_id": cell.target_id,
+        "work_type": cell.work_type or (target.type if target else None),
+        "status": str(cell.status),
+        "work_id": cell.work_id,
+        "error": cell.last_error,
+        "terminal_reason_code": cell.terminal_reason_code,
+        "reason": cell.terminal_reason_message or (policy.message if policy else None),
+        "stage": policy.stage if policy else None,
+        "retryable": policy.retryable if policy else None,
+        "operator_hint": None,
+        "candidate_report": cell.candidate_report,
+    }
+
+
+def schedule_outcome(engine: Engine, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
+    """The schedule summary body (TelePost contract §4)."""
+    return {
+        "schedule_id": slot.schedule_id,
+        "slot_id": slot.slot_id,
+        "status": summary_status(cells),
+        "targets": [_target_entry(engine, c) for c in cells],
+    }
+
+
+def _summary_text(slot: Slot, cells: list[Cell], status: str) -> str:
+    lines = [f"{slot.schedule_id} · {slot.occurrence_label or slot.slot_id}"]
+    for c in cells:
+        kind = "小说" if c.work_type == "novel" else "插画"
+        line = f"{_SUBMITTED_ICON.get(str(c.status), '❌')} {c.target_id}（{kind}）" + (f" #{c.work_id}" if c.work_id else "")
+        lines.append(line)
+    submitted = sum(1 for c in cells if c.status == CellStatus.SUBMITTED)
+    lines.append(f"结果：{status}（{submitted}/{len(cells)} 已确认投递）")
+    return "\n".join(lines)
+
+
+def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
+    """The refetch verdict body (TelePost contract §3), or None when the refetch delivered."""
+    if cell.status in (CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE):
+        disposition = "no_alternative"
+    elif cell.status == CellStatus.FAILED:
+        disposition = "failed"
+    else:
+        return None
+    report = cell.candidate_report or {}
+    skips = report.get("skipped") or []
+    duplicate = sum(1 for s in skips if s.get("code") == "duplicate")
+    unavailable = sum(1 for s in skips if s.get("code") == "unavailable")
+    body: dict[str, Any] = {
+        "request_id": slot.manual_request_id,
+        "disposition": disposition,
+        "reason": cell.terminal_reason_message or cell.last_error or cell.terminal_reason_code,
+        "skipped": {"total": len(skips), "duplicate": duplicate, "invalid": len(skips) - duplicate - unavailable,
+                    "unavailable": unavailable},
+    }
+    if cell.work_id:
+        body["work_id"] = cell.work_id
+    if isinstance(report.get("attempted"), int):
+        body["scanned"] = report["attempted"]
+    return body
+
+
+def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: int) -> list[OutboxRow]:
+    """Every notification row a terminal slot owes, by its config right now (pure of I/O)."""
+    cells = ordered_cells(slot, cells)
+    rows: list[OutboxRow] = []
+
+    def row(key: str, route: str, payload: dict[str, Any]) -> None:
+        rows.append(OutboxRow(kind=KIND, key=key, target=route, payload=payload, next_attempt_at=now,
+                              created_at=now, updated_at=now))
+
+    if is_manual(slot):
+        for cell in cells:
+            name, route = _primary_route(engine, cell.target_id)
+            verdict = refetch_outcome(slot, cell)
+            if verdict is not None and name and _url(route, "refetchOutcomeUrl"):
+                text = f"重抓结果：{cell.target_id} {verdict['disposition']}"
+                row(refetch_key(slot.slot_id, cell.target_id), name, {"text": text, "refetchOutcome": verdict})
+        return rows
+    primaries: list[str] = []
+    for cell in cells:
+        name, route = _primary_route(engine, cell.target_id)
+        if name and name not in primaries and _url(route, "scheduleOutcomeUrl"):
+            primaries.append(name)
+    if primaries:
+        outcome = schedule_outcome(engine, slot, cells)
+        text = _summary_text(slot, cells, outcome["status"])
+        for i, name in enumerate(primaries):
+            row(summary_key(slot.slot_id, name if i else None), name, {"text": text, "scheduleOutcome": outcome})
+    for cell in cells:
+        name, route = _primary_route(engine, cell.target_id)
+        if not (name and _url(route, "notificationUrl")):
+            continue
+        target = engine.config.target(cell.target_id)
+        label = f"{slot.schedule_id} · {slot.occurrence_label or slot.slot_id}"
+        kind = "小说" if cell.work_type == "novel" else "插画"
+        policy = (target.model_extra or {}).get("noMatchPolicy") if target is not None else None
+        if cell.status == CellStatus.NO_CANDIDATE and isinstance(policy, dict) and policy.get("notify") is True:
+            reason = (cell.terminal_reason_message or cell.last_error or "")[:160]
+            text = "\n".join(["⚠️ PixivFlow 本次没有可投稿内容", f"计划：{label}", f"目标：{cell.target_id}（{kind}）",
+                              f"原因：{reason}", "处理结果：未创建空投稿；下次定时任务继续执行。"])
+            row(f"notification:{slot.slot_id}:{cell.target_id}:no-candidate", name, {"text": text})
+        elif cell.status == CellStatus.FAILED:
+            suffix = "delivery-dead" if cell.terminal_reason_code == "delivery_abandoned" else "failed"
+            text = "\n".join(["❌ PixivFlow 本次处理失败", f"计划：{label}", f"目标：{cell.target_id}（{kind}）",
+                              f"原因：{cell.terminal_reason_message or cell.terminal_reason_code or ''}"[:200]])
+            row(f"notification:{slot.slot_id}:{cell.target_id}:{suffix}", name, {"text": text})
+    return rows
+
+
+def enqueue_terminal_notifications(engine: Engine, slot: Slot, cells: list[Cell]) -> int:
+    """Insert (if absent) and wake every notification row of a terminal slot. Returns how many
+    were created by this call. Safe to repeat; a ledger outage raises (the slot then stays
+    open and the sweep repeats this)."""
+    if engine.outbox_rows is None:
+        return 0
+    created = 0
+    for row in planned_notifications(engine, slot, cells, engine.now()):
+        created += enqueue_row(engine, row)
+    return created
+
+
+def send_notification(engine: Engine, row: OutboxRow) -> None:
+    """One attempt of a notification row (note §3 ``notifyOnce``): 2xx is done, any other answer
+    raises with its status (4xx dead-letters, 429/5xx retries)."""
+    payload = row.payload or {}
+    if payload.get("refetchOutcome") is not None:
+        field, body = "refetchOutcomeUrl", payload["refetchOutcome"]
+    elif payload.get("scheduleOutcome") is not None:
+        field, body = "scheduleOutcomeUrl", payload["scheduleOutcome"]
+    else:
+        field, body = "notificationUrl", {"text": payload.get("text") or "", "idempotency_key": row.key}
+    if not engine.channel.ready(row.target):
+        raise NotReady(f"route {row.target} readiness probe failed")
+    answer = engine.channel.post_json(row.target, field, body, row.key)
+    if not 200 <= answer.status <= 299:
+        raise OutboxAttemptError(f"notification endpoint returned HTTP {answer.status}", status=answer.status)
+
+
+register_row_kind(KIND, send_notification)
