@@ -21,9 +21,9 @@ from pixivflow.domain.reasons import (
     terminal_reason_for,
 )
 
-# The team kit sits beside the repository checkout (same relative place in CI).
-KIT = Path(__file__).resolve().parents[2].parent / "shared"
-PROTOCOL_DIR = KIT / "protocol" / "v1"
+# The project's own copies of the published protocol files (tests/contract/README.md says where
+# they come from): a fresh clone of the project alone passes.
+PROTOCOL_DIR = Path(__file__).resolve().parents[1] / "contract"
 
 # ---------------------------------------------------------------------------------------------
 # §8.1: the twenty codes
