@@ -218,6 +218,23 @@ class DownloadConfig(_Model):
     candidateScanLimit: int | None = None
 
 
+class JobsConfig(_Model):
+    """Workflow Protocol v1 (spec §12). ``callbackAllowHosts`` lists callback hosts exempt from the
+    HTTPS-only and public-address rules (local development only: a loopback receiver)."""
+
+    callbackAllowHosts: list[str] = Field(default_factory=list)
+
+    @field_validator("callbackAllowHosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
+        for host in value:
+            if not isinstance(host, str) or not host.strip() or "/" in host:
+                raise ValueError(f"{host!r} is not a host name")
+            hosts.append(host.strip().lower().rstrip("."))
+        return hosts
+
+
 class PixivFlowConfig(_Model):
     schedules: list[ScheduleConfig] = Field(default_factory=list)
     targets: list[TargetConfig] = Field(default_factory=list)
@@ -225,6 +242,7 @@ class PixivFlowConfig(_Model):
     source: SourceConfig
     schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
     download: DownloadConfig = Field(default_factory=DownloadConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
 
     @model_validator(mode="after")
     def _references(self) -> "PixivFlowConfig":

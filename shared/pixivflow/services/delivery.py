@@ -55,6 +55,10 @@ class DrainResult:
 
 
 def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
+    if kind == "event_callback":
+        from .callbacks import deliver_callback
+
+        return deliver_callback(engine, key)
     if kind != "delivery":
         engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return DeliveryResult(key, "skipped", detail=f"unknown kind {kind}")
@@ -181,6 +185,14 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
         keys = engine.ledger.due_intents(engine.now(), limit_per_shard=batch)
         progressed = False
         for pk, sk in keys:
+            callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
+            if callback is not None:
+                from .callbacks import deliver_callback
+
+                outcome = deliver_callback(engine, callback)
+                result.add(outcome)
+                progressed = progressed or outcome.action != "skipped"
+                continue
             intent = engine.ledger.get_intent_by_key(pk, sk)
             if intent is None or not intent.actionable:
                 continue

@@ -99,14 +99,24 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
     state.slot.status = status
     if record_outcome(engine, state):
         engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+        _job_terminal(engine, state)
 
 
 def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
     it leave the active index."""
     if record_outcome(engine, state):
-        return engine.ledger.leave_active_index(state.slot.slot_id)
+        left = engine.ledger.leave_active_index(state.slot.slot_id)
+        _job_terminal(engine, state)
+        return left
     return False
+
+
+def _job_terminal(engine: Engine, state: SlotState) -> None:
+    """A job's slot is terminal: its terminal event (and callback) now, not at the next read."""
+    from .job_events import on_slot_terminal
+
+    on_slot_terminal(engine, state)
 
 
 def record_outcome(engine: Engine, state: SlotState) -> bool:
