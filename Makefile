@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench sim clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,16 +23,23 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pytest tests/perf -q -s
 
+# Seeded fault runs on the in-memory twins (tests/simulation/sim.py): SEEDS=10000 by default,
+# SEED=n replays one seed with its trace.
+SEEDS ?= 10000
+sim: $(STAMP)
+	$(PY) tests/simulation/sim.py $(if $(SEED),--seed $(SEED),--seeds $(SEEDS))
+
 $(LINT_VENV)/.installed:
 	@test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LINT_VENV)/bin/python -m pip install --quiet 'cfn-lint==1.53.3' aws-sam-translator
+	$(LINT_VENV)/bin/python -m pip install --quiet 'cfn-lint==1.53.3' aws-sam-translator 'ruff==0.17.6'
 	@touch $(LINT_VENV)/.installed
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
 # (../shared/notes/toolchain-facts.md §6): keep it pinned, with aws-sam-translator beside it.
 lint: $(LINT_VENV)/.installed
 	$(LINT_VENV)/bin/cfn-lint template.yaml
+	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV)

@@ -11,8 +11,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "events" / "demo"
-KIT = ROOT.parent / "shared"  # the team kit beside the checkout (CI has it at the same place)
+# The project's own copy of the published Workflow Protocol v1 (tests/contract/README.md): a clone of
+# the project alone passes, nothing beside the checkout is read.
+PROTOCOL = ROOT / "tests" / "contract"
 TRIGGER_TOKEN = "trigger-secret-0123456789"
+# The end-to-end suites run on the in-memory twins by default (tests/contract pins them to moto);
+# PIXIVFLOW_TEST_BACKEND=moto runs the same suites on moto.
+TEST_BACKEND = __import__("os").environ.get("PIXIVFLOW_TEST_BACKEND", "twin")
 JOBS_TOKEN = "jobs-secret-9876543210"
 
 
@@ -62,11 +67,13 @@ def make_runtime(tmp_path, downstream):
 
     started = []
 
-    def factory(start_iso: str = "2026-11-30T22:59:00Z", *, mutate=None, catalog=None, tokens=None, overrides=None):
+    def factory(start_iso: str = "2026-11-30T22:59:00Z", *, mutate=None, catalog=None, tokens=None, overrides=None,
+                backend=None, seed=0, index_lag_ms=0):
         config = write_config(tmp_path, downstream.url, mutate, catalog)
         clock = VirtualClock(ms(start_iso))
         tokens = {"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN} if tokens is None else tokens
-        rt = EmbeddedRuntime(config, clock, tokens=tokens, overrides=overrides)
+        rt = EmbeddedRuntime(config, clock, tokens=tokens, overrides=overrides, backend=backend or TEST_BACKEND,
+                            seed=seed, index_lag_ms=index_lag_ms)
         rt.__enter__()
         started.append(rt)
         return rt

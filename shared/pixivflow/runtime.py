@@ -46,8 +46,7 @@ def _ssm_reader(name: str) -> str:
 
 
 def build() -> Runtime:
-    import boto3
-
+    from . import aws
     from .adapters.dynamo_ledger import DynamoLedger
     from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
@@ -59,16 +58,16 @@ def build() -> Runtime:
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
-    ledger = DynamoLedger(boto3.client("dynamodb"), _env("LEDGER_TABLE"), retention_days=retention)
+    ledger = DynamoLedger(aws.client("dynamodb"), _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
-        boto3.client("sqs"),
+        aws.client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
         _env("OUTBOX_QUEUE_URL"),
         now_ms=clock.now_ms,
         virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
-    artifacts = S3Artifacts(boto3.client("s3"), bucket) if bucket else NoArtifacts()
+    artifacts = S3Artifacts(aws.client("s3"), bucket) if bucket else NoArtifacts()
     secrets = _overrides.get("secrets") or Secrets()
     source = _overrides.get("source") or _build_source(config)
     channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-import boto3
+from pixivflow import aws
 import pytest
 
 from conftest import TRIGGER_TOKEN, ms
@@ -294,7 +294,7 @@ def test_lost_outbox_message_is_re_sent_by_the_sweep_after_120_s(make_runtime, d
     while rt.pumps["execute"].poll():
         pass
     assert cell(rt).status == "delivery_pending"
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     url = rt.env["OUTBOX_QUEUE_URL"]
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert len(got) == 1  # the one outbox message ... lost
@@ -381,7 +381,7 @@ def test_backoff_beyond_900_s_is_not_put_on_sqs_but_re_driven_by_the_sweep(make_
     delay = i.next_attempt_at - i.updated_at
     assert 1_000 * SECOND <= delay <= 2_000 * SECOND
     assert rt.next_release() is None  # nothing held for later release
-    attrs = boto3.client("sqs").get_queue_attributes(
+    attrs = aws.client("sqs").get_queue_attributes(
         QueueUrl=rt.env["OUTBOX_QUEUE_URL"],
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"],
     )["Attributes"]
@@ -548,3 +548,24 @@ def test_no_authorization_header_without_a_route_token(make_runtime, downstream)
     (req,) = downstream.requests
     assert "authorization" not in req.headers
     assert cell(rt).status == "submitted"
+
+
+@pytest.mark.parametrize("reason", ["execution_timeout", "stalled_no_heartbeat"])
+def test_a_row_of_a_cell_the_sweep_already_failed_is_dead_lettered_never_posted(make_runtime, downstream, reason):
+    """Found by the seeded simulation (seed 15): an executor died right after recording its intent, the
+    cell stayed `selected` until the sweep failed it, and the sweep's later re-drive of the still-pending
+    row posted a work whose cell the outcome record already called failed (spec §13.3)."""
+    rt = start(make_runtime)
+    rt.pumps["execute"].poll()  # the executor records the intent; the deliver function has not run yet
+    [intent] = state(rt).intents
+    assert intent.outbox_status == "pending"
+    assert rt.engine.ledger.transition_cell(SLOT, TARGET, "failed", rt.clock.now_ms(), reason_code=reason,
+                                            reason_message="ended by the sweep", last_error="ended by the sweep")
+    rt.settle()
+    after = state(rt)
+    [cell] = after.snapshot_cells()
+    [row] = after.intents
+    assert downstream.requests == []  # nothing reached the route
+    assert (cell.status, cell.terminal_reason_code) == ("failed", reason)  # the cell keeps how it ended
+    assert (row.status, row.outbox_status) == ("failed", "dead")
+    assert row.last_error.startswith(f"cell already ended failed ({reason})")

@@ -8,10 +8,8 @@ handlers and reads the record the way an operator would: the JSON log line
 
 from __future__ import annotations
 
-import json
-import sys
 
-import boto3
+from pixivflow import aws
 import pytest
 
 from conftest import ms
@@ -43,7 +41,7 @@ SLOT = "plan@2026-12-01T0800"
 
 def summary_events(rt, slot_id: str = SLOT) -> list[dict]:
     """Every persisted execution.summary item of the slot, read straight from the table."""
-    resp = boto3.client("dynamodb").query(
+    resp = aws.client("dynamodb").query(
         TableName=rt.env["LEDGER_TABLE"], KeyConditionExpression="pk = :pk AND begins_with(sk, :evt)",
         ExpressionAttributeValues={":pk": {"S": f"SLOT#{slot_id}"}, ":evt": {"S": "EVT#L#execution.summary"}},
         ConsistentRead=True,
@@ -241,7 +239,7 @@ def test_finishing_twice_still_gives_one_logged_record_and_one_event(make_runtim
         rt.pump()
         expected_status = "success"
     else:
-        boto3.client("sqs").purge_queue(QueueUrl=rt.env["EXECUTION_QUEUE_URL"])  # admitted, never executed
+        aws.client("sqs").purge_queue(QueueUrl=rt.env["EXECUTION_QUEUE_URL"])  # admitted, never executed
         rt.clock.set(T0_MS + 30 * 60_000)
         assert rt.sweep()["queuedTooLong"] == 1
         expected_status = "failed"

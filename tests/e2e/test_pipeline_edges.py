@@ -2,7 +2,7 @@
 
 import json
 
-import boto3
+from pixivflow import aws
 
 from conftest import ms
 
@@ -26,13 +26,13 @@ def test_download_only_target_is_submitted_without_any_delivery_and_its_files_ar
     assert (state.slot.status, cell.status, cell.terminal_reason_code) == ("success", "submitted", None)
     assert state.intents == [] and downstream.requests == []
     pages = rt.engine.source.get_work("illustration", cell.work_id).page_count
-    objects = boto3.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
+    objects = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
     assert sorted(o["Key"] for o in objects) == [f"{slot_id}/cats/{cell.work_id}/{cell.work_id}_p{n}.png" for n in range(pages)]
 
 
 def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spares_its_batch(make_runtime, downstream):
     rt = make_runtime(mutate=_one_target("cats"))
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     sqs.send_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], MessageBody="{not json")
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     for _ in range(10):  # the ESM redelivers the failed record until the redrive policy moves it

@@ -1,6 +1,5 @@
 """One scheduled occurrence end to end through the real handlers (issue: engine foundation)."""
 
-from conftest import TRIGGER_TOKEN, ms
 
 
 def test_scheduled_fire_ends_success_with_one_delivery_per_cell(make_runtime, downstream):

@@ -9,9 +9,8 @@ ledger, the terminal reason codes, the sweep's counters and its log lines.
 from __future__ import annotations
 
 import json
-import sys
 
-import boto3
+from pixivflow import aws
 import pytest
 
 from conftest import ms
@@ -54,7 +53,7 @@ def at(rt, minutes: float) -> int:
 
 def drop(rt, queue: str = "EXECUTION_QUEUE_URL") -> list[dict]:
     """Take every visible message off a queue and throw it away (a lost message). Returns the bodies."""
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     url = rt.env[queue]
     bodies: list[dict] = []
     while True:

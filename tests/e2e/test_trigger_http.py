@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN, ms
 
 import pixivflow
@@ -36,9 +35,9 @@ def refetch_status(rt, request_id, target="cats", token=JOBS_TOKEN):
 
 def slot_ids(rt):
     """Every slot item in the table (a scan; the table also holds REQUEST# identity items)."""
-    import boto3
+    from pixivflow import aws
 
-    pages = boto3.client("dynamodb").get_paginator("scan").paginate(
+    pages = aws.client("dynamodb").get_paginator("scan").paginate(
         TableName=rt.env["LEDGER_TABLE"], FilterExpression="sk = :m AND begins_with(pk, :p)",
         ExpressionAttributeValues={":m": {"S": "META"}, ":p": {"S": "SLOT#"}})
     return sorted(item["slotId"]["S"] for page in pages for item in page["Items"])

@@ -7,10 +7,7 @@ asserted here are exactly what the function prints.
 
 from __future__ import annotations
 
-import json
-import sys
 
-import pytest
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
 
 SLOT = "morning-tokyo@2026-12-01T0800"

@@ -23,7 +23,7 @@ def _measure(rt, schedule_id, iso):
 
 
 def test_write_units_and_sends_per_delivered_cell(make_runtime, downstream):
-    rt = make_runtime("2026-11-30T22:59:00Z")
+    rt = make_runtime("2026-11-30T22:59:00Z", backend="moto")  # counts requests with a botocore hook
     meter, result = _measure(rt, "morning-tokyo", "2026-11-30T23:00:00Z")
     state = rt.engine.ledger.load(result["slot_id"])
     delivered = sum(1 for c in state.snapshot_cells() if c.status == "submitted")

@@ -124,7 +124,7 @@ def _drop_execution_messages(rt) -> int:
 
 
 def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_runtime, downstream):
-    rt = make_runtime(T0, mutate=solo)
+    rt = make_runtime(T0, mutate=solo, backend="moto")  # counts requests with a botocore hook
     # One real occurrence end to end: the template of a finished slot.
     rt.fire("solo", iso=T0)
     rt.settle()

@@ -49,13 +49,18 @@ class Rates:
     http_remote_failed: float = 0.02  # 200 {"data": {"status": "FAILED"}}
     fire_duplicate_now: float = 0.25
     fire_duplicate_late: float = 0.20
+    clock_jump: float = 0.02  # per sweep tick: the clock leaps 2-20 min (a paused or throttled sweep)
 
 
-LEDGER_CALLS = (
-    "create_slot", "ensure_cells", "claim_cell", "mark_slot_running", "bind_work", "release_work", "reserve_work",
-    "release_work_reservation", "put_intent", "transition_cell", "record_cell_error", "release_cell", "heartbeat_cell",
-    "mark_dispatched", "claim_intent", "settle_intent", "finish_slot", "put_event_once", "terminalise_slot",
-)
+def port_methods(port: type) -> tuple[str, ...]:
+    """The crash points of an adapter: every method its port declares (DESIGN §10), so a method added
+    to the port is a crash point at once, with no hand-kept list to forget it in."""
+    import inspect
+
+    return tuple(sorted(n for n, v in vars(port).items() if inspect.isfunction(v) and not n.startswith("_")))
+
+
+LEDGER_CALLS = port_methods(__import__("pixivflow.ports", fromlist=["Ledger"]).Ledger)
 QUEUE_CALLS = ("send_execution", "send_outbox")
 SOURCE_CALLS = ("download", "get_work", "search_page")
 ARTIFACT_CALLS = ("put",)
@@ -103,7 +108,7 @@ class Chaos:
         self.swallow_release = False
         self.remote_failed: set[str] = set()  # keys the downstream answered with a FAILED record
         self.trace: list[str] = []  # every injected crash, for diagnosing a failing seed
-        self._rng = {name: random.Random(f"{seed}:{name}") for name in ("sqs", "crash", "http", "fire")}
+        self._rng = {name: random.Random(f"{seed}:{name}") for name in ("sqs", "crash", "http", "fire", "clock")}
         self._saved: dict[str, Any] = {}
         self._handlers: dict[str, Callable[..., Any]] = {}
 
@@ -238,6 +243,9 @@ class Chaos:
 
     # -- sweep ----------------------------------------------------------------------------------
     def _sweep(self) -> Any:
+        if self.active and self._rng["clock"].random() < self.rates.clock_jump:
+            self.count("clock.jump")
+            self.rt.clock.advance(self._rng["clock"].randint(2, 20) * 60_000)
         try:
             return self._real_sweep()
         except InjectedCrash:
@@ -299,9 +307,9 @@ def _key(req: Any) -> str:
 
 def dlq_depths(rt: Any) -> dict[str, int]:
     """Messages parked on each queue's DLQ (informational: the ledger, not SQS, must converge)."""
-    import boto3
+    from pixivflow import aws
 
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     out: dict[str, int] = {}
     for env_name in ("EXECUTION_QUEUE_URL", "OUTBOX_QUEUE_URL"):
         url = rt.env[env_name]

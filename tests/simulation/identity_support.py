@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
-import boto3
+from pixivflow import aws
 
 from pixivflow.domain.errors import TransientSourceError, WorkGoneError
 from pixivflow.ports import Page
@@ -211,7 +211,7 @@ def serialize_ledger_requests(engine: Any) -> None:
 def queued(rt: Any, queue: str) -> int:
     """Messages visible or in flight on a queue (``execution`` or ``outbox``), plus any the pump holds."""
     url = rt.env["EXECUTION_QUEUE_URL" if queue == "execution" else "OUTBOX_QUEUE_URL"]
-    attrs = boto3.client("sqs").get_queue_attributes(
+    attrs = aws.client("sqs").get_queue_attributes(
         QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     )["Attributes"]
     pump = rt.pumps["execute" if queue == "execution" else "deliver"]

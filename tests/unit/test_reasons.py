@@ -21,9 +21,8 @@ from pixivflow.domain.reasons import (
     terminal_reason_for,
 )
 
-# The project's own copies of the published protocol files (tests/contract/README.md says where
-# they come from): a fresh clone of the project alone passes.
-PROTOCOL_DIR = Path(__file__).resolve().parents[1] / "contract"
+# The team kit sits beside the repository checkout (same relative place in CI).
+PROTOCOL_DIR = Path(__file__).resolve().parents[1] / "contract"  # the project's copy of protocol/v1
 
 # ---------------------------------------------------------------------------------------------
 # §8.1: the twenty codes

@@ -11,11 +11,10 @@ delivered twice.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 

@@ -34,14 +34,23 @@ def functions_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "functions"
 
 
-def load_handler(name: str) -> Callable[[dict, Any], Any]:
-    """Import ``functions/<name>/app.py`` exactly as Lambda would, and return its ``handler``."""
+_modules: dict[tuple[str, int], Any] = {}
+
+
+def load_handler(name: str, *, reuse: bool = False) -> Callable[[dict, Any], Any]:
+    """Import ``functions/<name>/app.py`` exactly as Lambda would, and return its ``handler``.
+
+    ``reuse`` keeps one module per file (a warm container): the simulation builds a runtime per seed."""
     path = functions_dir() / name / "app.py"
+    key = (str(path), path.stat().st_mtime_ns)
+    if reuse and key in _modules:
+        return _modules[key].handler
     spec = importlib.util.spec_from_file_location(f"pixivflow_fn_{name}", path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    _modules[key] = module
     return module.handler
 
 
@@ -77,11 +86,16 @@ class EmbeddedRuntime:
     """Context manager: ``with EmbeddedRuntime(config_path, clock) as rt: rt.fire(...); rt.settle()``.
 
     With ``start_moto=True`` (default) it starts ``moto.mock_aws`` itself; pass False when the
-    caller already runs one (tests).
+    caller already runs one (tests). With ``backend="twin"`` it runs on the in-memory twins of
+    ``pixivflow.local.twins`` instead of moto (no botocore in the loop: the simulation's backend),
+    whose indexes may lag by ``index_lag_ms``.
     """
 
     def __init__(self, config_path: str | os.PathLike[str], clock: VirtualClock, *, tokens: Mapping[str, str] | None = None,
-                 seed: int = 0, start_moto: bool = True, prefix: str = "pixivflow-local", overrides: Mapping[str, Any] | None = None) -> None:
+                 seed: int = 0, start_moto: bool = True, prefix: str = "pixivflow-local", overrides: Mapping[str, Any] | None = None,
+                 backend: str = "moto", index_lag_ms: int | Callable[[], int] = 0) -> None:
+        if backend not in ("moto", "twin"):
+            raise ValueError(f"backend must be 'moto' or 'twin', not {backend!r}")
         self.config_path = str(config_path)
         self.clock = clock
         self.tokens = dict(tokens or {})
@@ -89,6 +103,9 @@ class EmbeddedRuntime:
         self._start_moto = start_moto
         self._prefix = prefix
         self._overrides = dict(overrides or {})
+        self.backend = backend
+        self._index_lag_ms = index_lag_ms
+        self.cloud: Any = None  # the TwinCloud when backend == "twin"
         self._stack = ExitStack()
         self._saved_env: dict[str, str | None] = {}
         self.env: dict[str, str] = {}
@@ -101,7 +118,12 @@ class EmbeddedRuntime:
     def __enter__(self) -> "EmbeddedRuntime":
         self._set_env({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
-        if self._start_moto:
+        if self.backend == "twin":
+            from .twins import TwinCloud
+
+            self.cloud = TwinCloud(now_ms=self.clock.now_ms, index_lag_ms=self._index_lag_ms, seed=self.seed)
+            self._stack.enter_context(self.cloud)
+        elif self._start_moto:
             from moto import mock_aws
 
             self._stack.enter_context(mock_aws())
@@ -116,13 +138,12 @@ class EmbeddedRuntime:
         self._set_env(env)
         runtime.reset()
         runtime.override(clock=self.clock, entropy=Entropy(self.seed), **self._overrides)
-        self.handlers = {name: load_handler(name) for name in FUNCTIONS}
-        import boto3
-
+        self.handlers = {name: load_handler(name, reuse=self.backend == "twin") for name in FUNCTIONS}
+        from .. import aws
         from ..adapters.dynamo_ledger import DynamoLedger
 
-        self._observer_ledger = DynamoLedger(boto3.client("dynamodb"), self.env["LEDGER_TABLE"])
-        sqs = boto3.client("sqs")
+        self._observer_ledger = DynamoLedger(aws.client("dynamodb"), self.env["LEDGER_TABLE"])
+        sqs = aws.client("sqs")
         for name, url_env, fn in (("execute", "EXECUTION_QUEUE_URL", "execute"), ("deliver", "OUTBOX_QUEUE_URL", "deliver")):
             url = self.env[url_env]
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -365,16 +365,16 @@ def provision(
             f"prefix {prefix!r} must be 1-40 lower-case letters, digits or hyphens "
             "(it names tables, queues and buckets)"
         )
-    import boto3  # deferred: importing pixivflow.local creates no client
+    from .. import aws  # clients are made here, never at import time
 
     template = load_template(template_path)
     tables = _resources_of(template, TABLE)
     queues = _resources_of(template, QUEUE)
     buckets = _resources_of(template, BUCKET)
 
-    ddb = boto3.client("dynamodb") if tables else None
-    sqs = boto3.client("sqs") if queues else None
-    s3 = boto3.client("s3") if buckets else None
+    ddb = aws.client("dynamodb") if tables else None
+    sqs = aws.client("sqs") if queues else None
+    s3 = aws.client("s3") if buckets else None
     region = next(
         (c.meta.region_name for c in (ddb, sqs, s3) if c is not None and c.meta.region_name), "us-east-1"
     )
@@ -382,7 +382,7 @@ def provision(
 
     def account_id() -> str:
         if "id" not in account:
-            account["id"] = boto3.client("sts").get_caller_identity()["Account"]
+            account["id"] = aws.client("sts").get_caller_identity()["Account"]
         return account["id"]
 
     resolver = _Resolver(template, region, account_id)

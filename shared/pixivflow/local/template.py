@@ -7,6 +7,7 @@ same structure CloudFormation itself sees. Duplicate mapping keys are an error, 
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,21 @@ def default_template_path() -> Path:
     return Path(__file__).resolve().parents[3] / "template.yaml"
 
 
+_parsed: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
 def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Parse a CloudFormation/SAM YAML template into long-form Python data."""
+    """Parse a CloudFormation/SAM YAML template into long-form Python data.
+
+    The parse is kept per (path, size, mtime): the simulation provisions a fresh runtime per seed,
+    and parsing the template was a quarter of a seed's time. Callers get their own copy."""
     template_path = Path(path) if path is not None else default_template_path()
-    with open(template_path, encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=CloudFormationLoader)  # noqa: S506 - SafeLoader subclass
-    if not isinstance(data, dict):
-        raise ValueError(f"{template_path}: a template must be a mapping, got {type(data).__name__}")
-    return data
+    stat = template_path.stat()
+    key = (str(template_path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _parsed:
+        with open(template_path, encoding="utf-8") as fh:
+            data = yaml.load(fh, Loader=CloudFormationLoader)  # noqa: S506 - SafeLoader subclass
+        if not isinstance(data, dict):
+            raise ValueError(f"{template_path}: a template must be a mapping, got {type(data).__name__}")
+        _parsed[key] = data
+    return copy.deepcopy(_parsed[key])

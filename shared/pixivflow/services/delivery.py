@@ -9,7 +9,7 @@ SQS's receive count. Delays up to 900 s ride on SQS; longer ones wait for the sw
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
@@ -85,8 +85,18 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
     if claimed is None:
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
     cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
-    if cell is not None and cell.status == CellStatus.FAILED and cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
-        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error="work cancelled by consumer")
+    if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+        # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
+        # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
+        # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
+        # seeded simulation: a crash right after put_intent left the cell `selected` until its
+        # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
+        # leave the cell as it ended.
+        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
+            reason = "work cancelled by consumer"
+        else:
+            reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
+        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
         return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
