@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-import boto3
+from pixivflow import aws
 
 from jobs_support import PLAN, TARGET, cancel, events, get_job, jobs_runtime, post_job, task
 from protocol_schema import error_body, validate
@@ -59,7 +59,7 @@ def gated_runtime(make_runtime, channel):
 
 
 def drop(rt, queue="EXECUTION_QUEUE_URL"):
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     url = rt.env[queue]
     bodies = []
     while True:

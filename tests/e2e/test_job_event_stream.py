@@ -5,7 +5,7 @@ terminal event, written by the path that ended it, before anyone reads the strea
 
 from __future__ import annotations
 
-import boto3
+from pixivflow import aws
 import pytest
 
 from jobs_support import PLAN, TARGET, ack, cancel, events, get_job, jobs_runtime, post_job, task
@@ -42,7 +42,7 @@ def check_stream(body):
 
 
 def drop_execution_messages(rt):
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     url = rt.env["EXECUTION_QUEUE_URL"]
     while True:
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])

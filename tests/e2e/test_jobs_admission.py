@@ -402,11 +402,11 @@ def test_an_excluded_only_candidate_ends_the_job_with_no_candidate(make_runtime,
 def test_a_resumed_job_re_applies_its_params(make_runtime, downstream):
     """The first executor dies right after claiming the cell (its message is gone); the sweep's
     re-dispatch runs selection again, and the job's exclusion still holds."""
-    import boto3
+    from pixivflow import aws
 
     rt = jobs_runtime(make_runtime)
     admitted(rt, task(params={"query": {"tags": ["cats"]}, "constraints": {"exclude": [{"kind": "work", "id": "501"}]}}))
-    sqs = boto3.client("sqs")
+    sqs = aws.client("sqs")
     url = rt.env["EXECUTION_QUEUE_URL"]
     dropped = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert len(dropped) == 1
