@@ -116,13 +116,18 @@ class DynamoCallbackRows:
 
     def claim(self, key: str, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> CallbackRow | None:
         """pending/retry_wait and due (or ``ignore_due``), or processing with an expired lease."""
-        waiting = "#s IN (:p, :r)" if ignore_due else "(#s IN (:p, :r) AND #n <= :now)"
+        names = {"#s": "status", "#lo": "leaseOwner", "#lu": "leaseUntil", "#u": "updatedAt"}
+        if ignore_due:
+            waiting = "#s IN (:p, :r)"
+        else:
+            waiting = "(#s IN (:p, :r) AND #n <= :now)"
+            names["#n"] = "nextAttemptAt"  # DynamoDB refuses a declared name the expressions do not use
         return self._update(
             key, "SET #s = :proc, #lo = :owner, #lu = :until, #u = :now",
             f"{waiting} OR (#s = :proc AND #lu <= :now)",
             {":p": "pending", ":r": "retry_wait", ":proc": "processing", ":owner": owner, ":until": now_ms + lease_ms,
              ":now": now_ms},
-            {"#s": "status", "#n": "nextAttemptAt", "#lo": "leaseOwner", "#lu": "leaseUntil", "#u": "updatedAt"},
+            names,
         )
 
     def settle(self, row: CallbackRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
