@@ -65,11 +65,12 @@ def task(key: str = "job-key-1", **changes: Any) -> dict[str, Any]:
     return copy.deepcopy(body)
 
 
-def jobs_runtime(make_runtime, *, mutate=None, catalog=CATALOG, tokens=None, overrides=None):
+def jobs_runtime(make_runtime, *, mutate=None, catalog=CATALOG, tokens=None, overrides=None, backend=None):
     from conftest import TRIGGER_TOKEN
 
     tokens = tokens or {"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN, "callback": CALLBACK_SECRET}
-    return make_runtime(START, mutate=mutate or single_target, catalog=catalog, tokens=tokens, overrides=overrides)
+    return make_runtime(START, mutate=mutate or single_target, catalog=catalog, tokens=tokens, overrides=overrides,
+                        backend=backend)
 
 
 def call(rt, method: str, path: str, body: Any = None, query: dict | None = None) -> tuple[int, Any]:

@@ -45,11 +45,14 @@ def load_job(engine: Engine, job_id: str) -> tuple[SlotState, dict[str, Any]]:
     return state, project_job(state.slot, first_cell(state.slot, state.cells), state.intents, engine.now())
 
 
+UNKNOWN: Any = object()  # the caller does not know the declared callback: read it from the request item
+
+
 def reconcile(engine: Engine, job: Mapping[str, Any], *, stream: EventStream | None = None, fresh: bool = False,
-              callback_url: str | None = None) -> EventStream:
+              callback_url: Any = UNKNOWN) -> EventStream:
     """Materialise every event ``job`` implies. ``fresh`` means the caller just created the job (no
-    read needed: the head condition catches a concurrent writer). ``callback_url`` is recorded on
-    ``job.requested`` only if this call creates that event."""
+    read needed: the head condition catches a concurrent writer). ``callback_url`` (None: none was
+    declared) is recorded on ``job.requested`` only if this call creates that event."""
     if engine.jobs is None:
         raise LedgerUnavailable("the job event store is not configured")
     job_id = job["job_id"]
@@ -73,20 +76,18 @@ def _declared_callback(engine: Engine, job: Mapping[str, Any]) -> str | None:
 
 
 def _ensure(engine: Engine, job: Mapping[str, Any], stream: EventStream, implied: ImpliedEvent,
-            callback_url: str | None) -> EventStream:
+            callback_url: Any) -> EventStream:
     store = engine.jobs
     assert store is not None
     job_id = job["job_id"]
-    declared: str | None = None
-    looked_up = False
     for _ in range(APPEND_RETRIES):
         if implied.kind in stream.kinds():
             return stream
         requested = stream.find(REQUESTED)
         if implied.kind == REQUESTED:
-            if callback_url is None and not looked_up:
-                declared, looked_up = _declared_callback(engine, job), True
-            url = callback_url or declared
+            if callback_url is UNKNOWN:
+                callback_url = _declared_callback(engine, job)
+            url = callback_url or None
         else:
             url = requested.callback_url if requested else None
         seq = stream.head_seq + 1
