@@ -268,3 +268,13 @@ def test_an_allowlisted_host_is_only_exempt_when_listed(make_runtime):
         status, body = post_job(rt, task(callback_url=receiver.url))
         assert (status, body["error"]["detail"]) == (400, {"field": "callback_url", "reason": "https_required"})
         assert receiver.received == []
+
+
+def test_a_replay_never_adds_a_callback_to_a_job_that_declared_none(make_runtime, downstream):
+    with Receiver() as receiver:
+        rt = runtime(make_runtime)
+        post_job(rt, task())
+        assert post_job(rt, task(callback_url=receiver.url))[0] == 200
+        rt.settle()
+        assert receiver.received == []
+        assert rt.engine.jobs.stream(SLOT).find("job.requested").callback_url is None

@@ -415,3 +415,35 @@ def test_a_resumed_job_re_applies_its_params(make_runtime, downstream):
     rt.settle()
     assert [r.body["work_id"] for r in downstream.requests] == ["502"]
     assert get_job(rt, SLOT)[1]["attempt"] == 2  # the ghost's claim and the rescue
+
+
+# -- the outcome line ------------------------------------------------------------------------------
+
+
+def test_each_request_logs_one_outcome_line_with_its_status(make_runtime, logs):
+    rt = jobs_runtime(make_runtime)
+    post_job(rt, task())
+    post_job(rt, task())
+    post_job(rt, {**task(), "protocol_version": "9"})
+    admitted_lines = logs.events("schedule.job_admitted")
+    assert [(line["disposition"], line["http_status"], line["job_id"]) for line in admitted_lines] == [
+        ("accepted", 202, SLOT), ("replayed", 200, SLOT)]
+    [rejected] = logs.events("schedule.job_rejected")
+    assert (rejected["code"], rejected["stage"], rejected["http_status"], rejected["path"], rejected["method"]) == (
+        "unsupported_protocol_version", "validation", 400, "/jobs", "POST")
+    assert all(isinstance(line["elapsed_ms"], int) and line["elapsed_ms"] >= 0 for line in admitted_lines + [rejected])
+
+
+def test_an_unexpected_error_is_500_internal_error_and_leaks_nothing(make_runtime, logs, monkeypatch):
+    rt = jobs_runtime(make_runtime)
+
+    def broken(engine, body):
+        raise RuntimeError("table arn:aws:dynamodb:secret-internal-detail")
+
+    monkeypatch.setattr(jobs_service, "submit", broken)
+    status, body = post_job(rt, task())
+    assert (status, body) == (500, {"error": {"code": "internal_error", "message": "internal error", "retryable": False}})
+    error_body(body)
+    [line] = logs.events("schedule.job_rejected")
+    assert (line["code"], line["stage"], line["http_status"], line["reason"]) == ("internal_error", "unexpected", 500,
+                                                                                  "RuntimeError")
