@@ -32,6 +32,14 @@ def _aws_env(monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # No test talks to AWS: moto intercepts before botocore sends, the twins never send. A request
+    # that gets this far came from a client made outside both (use pixivflow.aws.client).
+    import botocore.httpsession
+
+    def refuse(self, request):
+        raise AssertionError(f"a test sent a real AWS request to {request.url}: make clients with pixivflow.aws.client")
+
+    monkeypatch.setattr(botocore.httpsession.URLLib3Session, "send", refuse)
 
 
 def write_config(tmp_path: Path, downstream_url: str, mutate=None, catalog: dict | None = None) -> Path:

@@ -47,15 +47,28 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Validate a config: warnings (values repaired with a default) and errors, each naming its field.
+
+    stdout gets one JSON summary (``ok``, ``warnings``, ``errors``, and the ids when valid);
+    stderr gets one ``warning: ...`` / ``error: ...`` line each. Exit 1 on any error."""
     from .config import load_config
     from .domain.errors import ConfigError
 
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+        warnings = list(exc.warnings)
+        errors = list(exc.errors)
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        for line in errors:
+            print(f"error: {line}", file=sys.stderr)
+        print(json.dumps({"ok": False, "warnings": warnings, "errors": errors}))
         return 1
-    print(json.dumps({"schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
+    for line in config.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    print(json.dumps({"ok": True, "warnings": list(config.warnings), "errors": [],
+                      "schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
                       "routes": sorted(config.delivery.targets)}))
     return 0
 

@@ -10,19 +10,23 @@ Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.htt
 
 from __future__ import annotations
 
+import copy
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .domain.ack import AckHints
 from .domain.cells import is_single_work_cell
 from .domain.cron import to_eventbridge_cron
 from .domain.errors import ConfigError
 from .domain.occurrence import validate_cron, validate_timezone
+from .domain.scan import DEFAULT_SCAN_LIMIT, MAX_SCAN_LIMIT, MIN_SCAN_LIMIT
+from .domain.selection import RELATIVE_DAYS, Criteria, is_day, ranking_modes, search_targets
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 _ID_RE = re.compile(ID_PATTERN)
@@ -95,12 +99,26 @@ class TargetDelivery(_Model):
 
 
 class TargetConfig(_Model):
+    """One target (spec §6.1). Every selection key PixivFlow documents means what it means there;
+    the rules themselves live in ``pixivflow.domain.selection`` (``criteria()`` hands them over)."""
+
     id: str = Field(pattern=ID_PATTERN)
     type: Literal["illustration", "novel"] = "illustration"
     mode: Literal["search", "ranking", "topic"] = "search"
     tag: str | None = None
     tagRelation: Literal["and", "or"] = "and"
+    searchTarget: str = "partial_match_for_tags"
+    sort: Literal["date_desc", "date_asc", "popular_desc"] = "date_desc"
+    startDate: str | None = None
+    endDate: str | None = None
+    minBookmarks: int | None = Field(default=None, ge=0)
+    excludeAI: bool = False
+    aiMetadataCheck: bool = False
+    r18: bool = False
+    maxPageCount: int | None = Field(default=None, ge=0)
+    random: bool = False
     topic: str | None = None
+    date: str | None = None  # mode topic: the one-day window (YYYY-MM-DD, TODAY or YESTERDAY)
     rankingMode: str = "day"
     rankingDate: str | None = None
     filterTag: str | None = None
@@ -110,18 +128,52 @@ class TargetConfig(_Model):
     userId: int | str | None = None
     limit: int | None = Field(default=None, ge=1)
     candidateScanLimit: int | None = None
-    sort: Literal["date_desc", "date_asc", "popular_desc"] = "date_desc"
+    languageFilter: str | None = None
     storageMode: Literal["persistent", "cache"] = "persistent"
     delivery: TargetDelivery | None = None
 
+    @field_validator("startDate", "endDate")
+    @classmethod
+    def _day(cls, value: str | None) -> str | None:
+        if value is not None and not is_day(value):
+            raise ValueError(f"{value!r} is not a date (YYYY-MM-DD)")
+        return value
+
+    @field_validator("date", "rankingDate")
+    @classmethod
+    def _relative_day(cls, value: str | None) -> str | None:
+        if value is not None and not (is_day(value) or value in RELATIVE_DAYS):
+            raise ValueError(f"{value!r} is not a date (YYYY-MM-DD, TODAY or YESTERDAY)")
+        return value
+
+    @field_validator("illustId", "novelId", "userId")
+    @classmethod
+    def _numeric_id(cls, value: int | str | None) -> int | str | None:
+        if value is None:
+            return None
+        text = str(value).strip()
+        if isinstance(value, bool) or not text.isdigit() or int(text) <= 0:
+            raise ValueError(f"{value!r} is not a Pixiv id (a positive integer)")
+        return text
+
     @model_validator(mode="after")
     def _needs_query(self) -> "TargetConfig":
+        if self.seriesId is not None:
+            raise ValueError("seriesId: novel series targets are not supported (pin one novel with novelId, or search by tag)")
+        if self.languageFilter is not None:
+            raise ValueError("languageFilter: not supported (novel language detection needs each novel's full text)")
+        if self.type == "novel" and self.illustId is not None:
+            raise ValueError("illustId: only for illustration targets (a novel target pins novelId)")
+        if self.type != "novel" and self.novelId is not None:
+            raise ValueError("novelId: only for novel targets (an illustration target pins illustId)")
+        if self.searchTarget not in search_targets(self.type):
+            raise ValueError(f"searchTarget: must be one of {', '.join(search_targets(self.type))} for a {self.type} target")
+        if self.rankingMode not in ranking_modes(self.type) + _NOVEL_RANKING_ALIASES * (self.type == "novel"):
+            raise ValueError(f"rankingMode: {self.rankingMode!r} is not a {self.type} ranking ({', '.join(ranking_modes(self.type))})")
         if self.mode == "topic" and not (self.topic or self.tag):
             raise ValueError("topic: required when mode is topic")
-        if self.mode == "search" and not (
-            self.tag or self.seriesId or self.novelId or self.illustId or self.userId
-        ):
-            raise ValueError("tag: required for mode search unless a work, series or user id is given")
+        if self.mode == "search" and not (self.tag or self.pinned_id or self.userId):
+            raise ValueError("tag: required for mode search unless a work id (illustId/novelId) or userId is given")
         return self
 
     def routes(self) -> list[str]:
@@ -129,6 +181,12 @@ class TargetConfig(_Model):
         if self.storageMode != "cache" or self.delivery is None:
             return []
         return self.delivery.routes()
+
+    @property
+    def pinned_id(self) -> str | None:
+        """The pinned work (spec §5.3 order: novelId for a novel, illustId otherwise)."""
+        value = self.novelId if self.type == "novel" else self.illustId
+        return None if value is None else str(value)
 
     @property
     def single_work(self) -> bool:
@@ -139,6 +197,23 @@ class TargetConfig(_Model):
         if self.limit is not None:
             return self.limit
         return 1 if self.mode == "topic" else 10
+
+    def criteria(self) -> Criteria:
+        ranking_mode = self.rankingMode
+        if self.type == "novel" and ranking_mode in _NOVEL_RANKING_ALIASES:
+            ranking_mode = "week"  # PixivFlow maps the illustration-only weekly lists this way
+        return Criteria(
+            work_type=self.type, mode=self.mode, tag=self.tag, tag_relation=self.tagRelation,
+            sort=self.sort, search_target=self.searchTarget, start_date=self.startDate, end_date=self.endDate,
+            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, r18=self.r18,
+            max_page_count=self.maxPageCount or None, ranking_mode=ranking_mode, ranking_date=self.rankingDate,
+            filter_tag=self.filterTag if self.mode == "ranking" else None, topic=self.topic, topic_date=self.date,
+            user_id=None if self.userId is None else str(self.userId), pinned_id=self.pinned_id,
+            random=self.random, limit=self.effective_limit,
+        )
+
+
+_NOVEL_RANKING_ALIASES = ("week_original", "week_rookie")
 
 
 class WebhookRoute(_Model):
@@ -192,6 +267,7 @@ class TriggerConfig(_Model):
 
 class SchedulerRuntimeConfig(_Model):
     mode: Literal["internal", "external"] = "external"
+    # Malformed budgets never reach here: ``_soften`` warns and drops them (spec §1.1, §7.2).
     queuedTimeoutMs: float | int | None = None
     stallTimeoutMs: float | int | None = None
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
@@ -236,6 +312,7 @@ class JobsConfig(_Model):
 
 
 class PixivFlowConfig(_Model):
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
     schedules: list[ScheduleConfig] = Field(default_factory=list)
     targets: list[TargetConfig] = Field(default_factory=list)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
@@ -269,6 +346,11 @@ class PixivFlowConfig(_Model):
                     raise ValueError(f"targets[{i}].delivery: unknown route {name!r}")
         return self
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What loading warned about (``<field path>: <what was used instead>``), in document order."""
+        return self._warnings
+
     # -- lookups ---------------------------------------------------------------
     def schedule(self, schedule_id: str) -> ScheduleConfig | None:
         return next((s for s in self.schedules if s.id == schedule_id), None)
@@ -294,6 +376,10 @@ def _unique(block: str, ids: list[str]) -> None:
 
 
 def _format_error(exc: ValidationError) -> str:
+    return "invalid configuration: " + "; ".join(_error_lines(exc))
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors():
         path = ""
@@ -309,20 +395,113 @@ def _format_error(exc: ValidationError) -> str:
         if match and path:
             path, msg = f"{path}.{match.group(1)}", match.group(2)
         lines.append(f"{path}: {msg}" if path else msg)
-    return "invalid configuration: " + "; ".join(lines)
+    return lines
+
+
+# -- warn and default -----------------------------------------------------------------------------
+#
+# Exactly these values are repaired with a warning instead of failing the whole config (spec §1.1,
+# §6.1, §7.2): the two liveness budgets (a non-integer or sub-minute budget falls back to its
+# default) and the candidate scan limits (clamped to 1..100; a non-integer one is ignored). Any
+# other bad value is a fatal ConfigError naming its field (DESIGN §7).
+
+_BUDGETS = (("queuedTimeoutMs", DEFAULT_QUEUED_TIMEOUT_MS), ("stallTimeoutMs", DEFAULT_STALL_TIMEOUT_MS))
+LIMIT_WARN_ABOVE = 1000
+# PixivFlow target keys this deployment does not act on; they change no selection, so they are
+# accepted with a warning (seriesId and languageFilter do change what is selected: fatal).
+IGNORED_TARGET_KEYS = ("noMatchPolicy", "topicDiscovery", "candidateCollection", "languageCandidateLimit",
+                       "strictLanguageFilter", "detectLanguage", "restrict")
+
+
+def _integral(value: Any) -> int | None:
+    """The value as an int when it is a finite whole number (``3`` or ``3.0``), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        return None
+    return int(value)
+
+
+def _soften_scan_limit(block: dict, path: str, fallback: str, warnings: list[str]) -> None:
+    if block.get("candidateScanLimit") is None:
+        return
+    raw = block["candidateScanLimit"]
+    value = _integral(raw)
+    if value is None:
+        warnings.append(f"{path}.candidateScanLimit: {raw!r} is not an integer; ignored ({fallback} is used)")
+        block.pop("candidateScanLimit")
+    elif value < MIN_SCAN_LIMIT:
+        warnings.append(f"{path}.candidateScanLimit: {raw!r} is below {MIN_SCAN_LIMIT}; {MIN_SCAN_LIMIT} is used")
+        block["candidateScanLimit"] = MIN_SCAN_LIMIT
+    elif value > MAX_SCAN_LIMIT:
+        warnings.append(f"{path}.candidateScanLimit: {raw!r} is above {MAX_SCAN_LIMIT}; {MAX_SCAN_LIMIT} is used")
+        block["candidateScanLimit"] = MAX_SCAN_LIMIT
+    else:
+        block["candidateScanLimit"] = value
+
+
+def _soften(data: dict) -> tuple[dict, list[str]]:
+    """A copy of ``data`` with the warn-and-default values repaired, and the warnings."""
+    data = copy.deepcopy(data)
+    warnings: list[str] = []
+    runtime = data.get("schedulerRuntime")
+    if isinstance(runtime, dict):
+        for name, default in _BUDGETS:
+            raw = runtime.get(name)
+            if raw is None:
+                continue
+            value = _integral(raw)
+            if value is None or value < STALL_MIN_TIMEOUT_MS:
+                why = "is below the 60000 ms floor" if value is not None else "is not an integer number of milliseconds"
+                warnings.append(f"schedulerRuntime.{name}: {raw!r} {why}; the default {default} is used")
+                runtime.pop(name)
+            else:
+                runtime[name] = value
+    download = data.get("download")
+    if isinstance(download, dict):
+        _soften_scan_limit(download, "download", f"the default {DEFAULT_SCAN_LIMIT}", warnings)
+    targets = data.get("targets")
+    if isinstance(targets, list):
+        for i, target in enumerate(targets):
+            if not isinstance(target, dict):
+                continue
+            _soften_scan_limit(target, f"targets[{i}]", "download.candidateScanLimit or the default", warnings)
+            limit = _integral(target.get("limit"))
+            if limit is not None and limit > LIMIT_WARN_ABOVE:
+                warnings.append(f"targets[{i}].limit: {limit} is above {LIMIT_WARN_ABOVE}; one run may page and scan for a long time")
+            for key in IGNORED_TARGET_KEYS:
+                if key in target:
+                    warnings.append(f"targets[{i}].{key}: not supported by this deployment; ignored")
+    return data, warnings
+
+
+
+def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
+    """Valid values that can never select anything: worth a warning, not a refusal."""
+    warnings: list[str] = []
+    for i, target in enumerate(config.targets):
+        if target.startDate and target.endDate and target.startDate > target.endDate:
+            warnings.append(f"targets[{i}].startDate: {target.startDate} is after endDate {target.endDate}; "
+                            "the target can never select a work")
+    return warnings
 
 
 def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
-    """Validate a config document. Relative catalogue paths resolve against ``base_dir``."""
+    """Validate a config document. Relative catalogue paths resolve against ``base_dir``.
+
+    The warn-and-default findings are on ``config.warnings`` (and on a raised ConfigError's
+    ``warnings``, so ``pixivflow config check`` shows both)."""
     if not isinstance(data, dict):
         raise ConfigError("invalid configuration: the document must be a mapping")
+    data, warnings = _soften(data)
     try:
         config = PixivFlowConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc)) from None
+        raise ConfigError(_format_error(exc), warnings=tuple(warnings), errors=tuple(_error_lines(exc))) from None
     if base_dir is not None and config.source.path and not os.path.isabs(config.source.path):
         source = config.source.model_copy(update={"path": str((base_dir / config.source.path).resolve())})
         config = config.model_copy(update={"source": source})
+    config._warnings = tuple(warnings + _semantic_warnings(config))
     return config
 
 

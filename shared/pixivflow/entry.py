@@ -60,10 +60,10 @@ def deliver_batch(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def stall_sweep(event: Any, context: Any) -> dict[str, Any]:
-    """The content of the event is ignored (DESIGN §12)."""
-    from .services.sweep import sweep
+    """The content of the event is ignored (DESIGN §12). One tick: lease, sweep, missed fires."""
+    from .services.sweep import tick
 
-    return sweep(runtime.get().engine).as_dict()
+    return tick(runtime.get().engine).as_dict()
 
 
 def job_events(event: dict[str, Any], context: Any) -> dict[str, Any]:

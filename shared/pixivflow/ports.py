@@ -360,3 +360,69 @@ class CallbackSender(Protocol):
         """POST to a vetted address of ``url``. Raises ``CallbackRefused`` when the URL may not be
         called (nothing is sent), other exceptions for transport failures; any HTTP answer is returned."""
         ...
+
+
+# -- the sweep's own state (DESIGN §4 "one sweep runs at a time"; issue 16 missed fires) ---------
+
+
+@dataclass(frozen=True)
+class SweepLease:
+    """The answer to one attempt at the sweep lease: who holds it now, and until when."""
+
+    acquired: bool
+    owner: str  # the holder after the attempt (ours when ``acquired``)
+    until_ms: int
+
+
+@dataclass(frozen=True)
+class ScheduleWatch:
+    """What the sweep remembers about one schedule while it watches it for missed fires.
+
+    A watch starts the first time the sweep sees the schedule enabled with a given cron and zone
+    (``fingerprint``); only fires after ``first_seen_ms`` can ever be missed. ``checked_through_ms``
+    is the cursor: every fire at or before it has been checked once. A disabled schedule's watch is
+    ``paused``; enabling it again starts a new watch, so its disabled stretch is never "missed".
+    """
+
+    schedule_id: str
+    fingerprint: str
+    first_seen_ms: int
+    checked_through_ms: int
+    paused: bool = False
+
+
+class SweepState(Protocol):
+    """The sweep's items in the ledger: its single-runner lease, schedule watches, missed fires.
+
+    Every write is conditional; a refused condition is an answer (False / not acquired), never an
+    exception. Infrastructure failures raise.
+    """
+
+    def acquire_lease(self, owner: str, now_ms: int, ttl_ms: int) -> SweepLease:
+        """Take the lease when it is free or expired (``until <= now``); otherwise report its holder."""
+        ...
+
+    def release_lease(self, owner: str, now_ms: int) -> bool:
+        """Expire our own lease now, so the next tick need not wait for the TTL. False if not ours."""
+        ...
+
+    def watches(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleWatch]:
+        """The stored watches of these schedules (strongly consistent); absent ids are left out."""
+        ...
+
+    def start_watch(self, schedule_id: str, fingerprint: str, now_ms: int,
+                    replacing: ScheduleWatch | None = None) -> bool:
+        """Start watching at ``now_ms``: insert-if-absent, or replace exactly ``replacing``."""
+        ...
+
+    def advance_watch(self, watch: ScheduleWatch, checked_through_ms: int) -> bool:
+        """Move the cursor forward, on condition the watch is still exactly ``watch``."""
+        ...
+
+    def pause_watch(self, watch: ScheduleWatch) -> bool:
+        """Mark the watch paused (its schedule is disabled), on condition it is still ``watch``."""
+        ...
+
+    def record_missed(self, slot_id: str, schedule_id: str, fire_ms: int, now_ms: int) -> bool:
+        """Insert ``MISSED#<slotId>`` once. True only for the call that created it."""
+        ...

@@ -50,15 +50,22 @@ def build() -> Runtime:
     from .adapters.dynamo_ledger import DynamoLedger
     from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
+    from .adapters.sweep_state import DynamoSweepState
     from .adapters.webhook import WebhookChannel
     from .http.auth import Secrets
-    from .observability import logger, metrics
+    from .observability import logger, metrics, start_tracing
 
+    start_tracing()  # X-Ray only when the stack enabled it; patches botocore before any client exists
     config = _overrides.get("config") or load_config(ssm_reader=_ssm_reader)
+    for warning in config.warnings:  # a repaired value is said once per cold start (spec §1.1, §7.2)
+        field_path, _, detail = warning.partition(": ")
+        logger.warning(f"configuration warning: {warning}", extra={"event": "config.warning", "field": field_path, "detail": detail})
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
-    ledger = DynamoLedger(aws.client("dynamodb"), _env("LEDGER_TABLE"), retention_days=retention)
+    dynamodb = aws.client("dynamodb")
+    ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
+    sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
         aws.client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
@@ -72,7 +79,8 @@ def build() -> Runtime:
     source = _overrides.get("source") or _build_source(config)
     channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
-    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None)
+    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
+                    sweep_state=sweep_state)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 
@@ -120,7 +128,7 @@ def reset() -> None:
 
 
 def override(**values: Any) -> None:
-    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets."""
+    """Inject collaborators for the next ``get()``: clock, entropy, source, channel, config, secrets, sweep_state."""
     global _runtime
     with _lock:
         _overrides.update({k: v for k, v in values.items() if v is not None})

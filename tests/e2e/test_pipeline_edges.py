@@ -84,3 +84,46 @@ def test_metrics_count_admissions_outcomes_acks_and_stalls(make_runtime, downstr
     assert _metric(blobs, "CellOutcomes", category="executor_failed") == 3
     assert _metric(blobs, "DeliveryAcks", kind="accepted") == 3
     assert _metric(blobs, "Stalls", rule="queued_too_long") == 1
+
+
+class _RefusingQueues:
+    """The real queues, except that the chosen queue takes no message (SQS down for one send)."""
+
+    def __init__(self, inner, refuse: str):
+        self._inner, self._refuse, self.refused = inner, refuse, 0
+
+    def send_execution(self, messages):
+        return self._refused(messages) if self._refuse == "execution" else self._inner.send_execution(messages)
+
+    def send_outbox(self, messages):
+        return self._refused(messages) if self._refuse == "outbox" else self._inner.send_outbox(messages)
+
+    def _refused(self, messages):
+        self.refused += len(messages)
+        return list(range(len(messages)))
+
+
+def test_a_retry_message_sqs_did_not_take_is_logged_and_the_cell_stays_open(make_runtime, logs):
+    rt = make_runtime(mutate=_one_target("flaky"))
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    queues = _RefusingQueues(rt.engine.queues, "execution")
+    rt.engine.queues = queues
+    rt.pumps["execute"].poll()  # the only work fails transiently: a retry is due, and its message is refused
+    [warning] = logs.events("cell.retry_send_failed")
+    assert (warning["slot_id"], warning["target_id"], warning["failed"]) == (slot_id, "flaky", 1)
+    [cell] = rt.engine.ledger.load(slot_id).snapshot_cells()
+    assert cell.status in ("pending", "selected") and cell.last_error  # open, with the error, for the sweep to re-drive
+
+
+def test_an_outbox_retry_message_sqs_did_not_take_is_logged_with_its_key(make_runtime, downstream, logs):
+    rt = make_runtime(mutate=_one_target("cats"))
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    rt.pumps["execute"].poll()
+    [intent] = rt.engine.ledger.load(slot_id).intents
+    downstream.state.script.append((500, {"error": "down"}))
+    rt.engine.queues = _RefusingQueues(rt.engine.queues, "outbox")
+    rt.pumps["deliver"].poll()
+    [warning] = [w for w in logs.events("outbox.send_failed") if w.get("key") == intent.idempotency_key]
+    assert (warning["slot_id"], warning["failed"]) == (slot_id, 1)
+    [row] = rt.engine.ledger.load(slot_id).intents
+    assert row.outbox_status == "retry_wait" and len(downstream.requests) == 1

@@ -14,7 +14,8 @@ from pixivflow.local.lambda_context import context_for
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SLOT = "morning-tokyo@2026-12-01T0800"
 PLACEHOLDER = "<TRIGGER_TOKEN>"
-SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "jobsRepaired", "errors"}
+SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "jobsRepaired", "errors",
+              "activeSlots", "unrecoverable"}
 
 
 def sample(name: str) -> dict:
@@ -210,7 +211,8 @@ def test_sweep_sample_returns_the_counters(make_runtime) -> None:
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
     busy = invoke(rt, "stall_sweep", sample("sweep_tick.json"))
     assert set(busy) == SWEEP_KEYS
-    assert busy["scanned"] == 1 and busy["errors"] == 0 and busy["recovered"] == 0
+    # one active slot, inside its budget: nothing for the stall rules to return (spec §7.2)
+    assert busy["activeSlots"] == 1 and busy["scanned"] == 0 and busy["errors"] == 0 and busy["recovered"] == 0
 
 
 @pytest.mark.parametrize("event", [{}, {"anything": "else"}, {"source": "aws.scheduler", "detail-type": "Scheduled Event"}])

@@ -611,7 +611,7 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
     assert renew_lease(rt, slow, "ranking-daily")
     result = rt.sweep()
     assert result == {
-        "scanned": 5,
+        "scanned": 2,  # the rows of the two stall rules: queued (rule 1) and dead (rule 2), spec §7.2
         "queuedTooLong": 1,  # queued
         "stalledNoHeartbeat": 1,  # dead
         "recovered": 1,  # fresh
@@ -620,6 +620,8 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
         "redriven": 1,  # outbox's row, due at 28 (120 s grace)
         "jobsRepaired": 0,  # no protocol job with a callback is open
         "errors": 0,
+        "activeSlots": 5,  # every row of the active-slot index
+        "unrecoverable": 0,
     }
     [finished] = logs.events("sweep.finished")
     assert {k: finished[k] for k in result} == result
@@ -636,7 +638,8 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
     at(rt, 31)
     again = rt.sweep()
     assert again["queuedTooLong"] == again["stalledNoHeartbeat"] == again["timedOut"] == again["rolledUp"] == 0
-    assert again["scanned"] == 2  # only fresh and outbox are still active
+    assert again["activeSlots"] == 2  # only fresh and outbox are still active ...
+    assert again["scanned"] == 0  # ... and neither is past its budget
     assert len(logs.events("sweep.finished")) == 2
 
 

@@ -15,12 +15,13 @@ from pixivflow.domain.scan import classify_candidate_failure
 from pixivflow.ports import SearchRequest, Work
 
 
-def illust(work_id: int, tags: list[str], day: int, bookmarks: int = 0, pages: int = 1, **extra) -> dict:
+def illust(work_id: int, tags: list[str], day: int, bookmarks: int = 0, pages: int = 1, tags_translated=None, **extra) -> dict:
+    translated = tags_translated or {}
     entry = {
         "id": work_id,
         "title": f"work {work_id}",
         "type": "illust",
-        "tags": [{"name": t, "translated_name": None} for t in tags],
+        "tags": [{"name": t, "translated_name": translated.get(t)} for t in tags],
         "user": {"id": 9000 + work_id, "name": f"artist {work_id}"},
         "create_date": f"2024-05-{day:02d}T12:00:00+09:00",
         "total_bookmarks": bookmarks,
@@ -77,9 +78,66 @@ def ids(works) -> list[str]:
 def test_search_matches_all_words_case_insensitively_newest_first(catalogue_path):
     source = CatalogSource(catalogue_path)
     page = source.search_page(SearchRequest(tag="landscape SUNSET"), None)
-    # 106's "sunsets" is not an exact tag match; novels never show up in illustration searches
+    # every word must match (106 has no landscape tag); novels never show up in illustration searches
     assert ids(page.items) == ["105", "103", "101"]
     assert page.next_cursor is None
+
+
+def test_search_target_partial_exact_and_title_and_caption(tmp_path):
+    path = write(tmp_path, {"illusts": [
+        illust(1, ["sunsets"], day=1, caption="a calm evening"),
+        illust(2, ["sunset"], day=2, title="Evening sea"),
+        illust(3, ["夕焼け"], day=3, tags_translated={"夕焼け": "sunset"}),
+    ]})
+    source = CatalogSource(path)
+    assert ids(source.search_page(SearchRequest(tag="sunset"), None).items) == ["3", "2", "1"]  # partial (default)
+    exact = source.search_page(SearchRequest(tag="sunset", search_target="exact_match_for_tags"), None)
+    # a translated tag name counts like the tag (PixivFlow asks Pixiv for translated tag results)
+    assert ids(exact.items) == ["3", "2"]
+    titled = source.search_page(SearchRequest(tag="evening", search_target="title_and_caption"), None)
+    assert ids(titled.items) == ["2", "1"]
+    with pytest.raises(SourceError, match="search_target 'text'"):
+        source.search_page(SearchRequest(tag="x", search_target="text"), None)
+
+
+def test_novel_search_targets_text_and_keyword(tmp_path):
+    novel = {"id": 9, "title": "Night", "tags": [{"name": "fantasy"}], "user": {"id": 1, "name": "w"},
+             "create_date": "2024-05-01T00:00:00+09:00", "caption": "a dragon", "text": "the castle gate"}
+    source = CatalogSource(write(tmp_path, {"novels": [novel]}))
+    def found(word, target):
+        return ids(source.search_page(SearchRequest(work_type="novel", tag=word, search_target=target), None).items)
+    assert found("castle", "text") == ["9"] and found("castle", "keyword") == []
+    assert found("dragon", "keyword") == ["9"] and found("fantasy", "keyword") == ["9"]
+
+
+def test_user_mode_lists_one_users_works_newest_first(catalogue_path):
+    source = CatalogSource(catalogue_path)
+    page = source.search_page(SearchRequest(mode="user", user_id="9103"), None)
+    assert ids(page.items) == ["103"]
+    assert list(source.search_page(SearchRequest(mode="user", user_id="1"), None).items) == []
+
+
+def test_the_server_side_hints_are_left_to_the_domain(catalogue_path):
+    source = CatalogSource(catalogue_path)
+    hinted = SearchRequest(tag="landscape", start_date="2024-05-03", end_date="2024-05-03", exclude_ai=True)
+    assert ids(source.search_page(hinted, None).items) == ["105", "102", "103", "101"]
+
+
+def test_selection_facts_are_read_as_pixiv_writes_them(tmp_path):
+    path = write(tmp_path, {"illusts": [
+        illust(1, ["a"], day=1, x_restrict=2, illust_ai_type=2, series={"id": 77, "title": "s"}),
+        illust(2, ["a"], day=2, visible=False),
+        illust(3, ["a"], day=3, image_urls={"medium": "https://s.pximg.net/common/images/limit_sanity_level_360.png"}),
+        illust(4, ["a"], day=4),
+    ], "novels": [{"id": 5, "title": "n", "tags": [], "user": {"id": 1}, "create_date": "2024-05-01T00:00:00+09:00",
+                   "novel_ai_type": 2, "x_restrict": 1}]})
+    source = CatalogSource(path)
+    one, two, three, four = (source.get_work("illustration", str(i)) for i in (1, 2, 3, 4))
+    assert (one.x_restrict, one.ai_type, one.restricted, one.series_id) == (2, 2, False, "77")
+    assert two.restricted and three.restricted and not four.restricted
+    assert (four.x_restrict, four.ai_type, four.series_id) == (0, 0, None)
+    novel = source.get_work("novel", "5")
+    assert (novel.x_restrict, novel.ai_type) == (1, 2)
 
 
 def test_single_word_search_and_popular_order(catalogue_path):

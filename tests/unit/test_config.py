@@ -301,3 +301,144 @@ def test_the_demo_config_is_not_mutated_by_validation(cfg: dict) -> None:
     before = copy.deepcopy(cfg)
     parse_config(cfg)
     assert cfg == before
+
+
+# -- warn and default (spec §1.1, §6.1, §7.2) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("knob, default", [("queuedTimeoutMs", 1_800_000), ("stallTimeoutMs", 900_000)])
+@pytest.mark.parametrize("value, why", [
+    ("nonsense", "is not an integer number of milliseconds"),
+    (59_999, "is below the 60000 ms floor"),
+    (90_000.5, "is not an integer number of milliseconds"),
+    (True, "is not an integer number of milliseconds"),
+    (math.nan, "is not an integer number of milliseconds"),
+])
+def test_a_malformed_budget_warns_naming_its_field_and_uses_the_default(cfg: dict, knob, default, value, why) -> None:
+    cfg["schedulerRuntime"][knob] = value
+    config = parse_config(cfg)
+    attr = "queued_timeout_ms" if knob == "queuedTimeoutMs" else "stall_timeout_ms"
+    assert getattr(config.schedulerRuntime, attr) == default
+    assert config.warnings == (f"schedulerRuntime.{knob}: {value!r} {why}; the default {default} is used",)
+
+
+def test_a_good_budget_and_an_integral_float_budget_warn_nothing(cfg: dict) -> None:
+    cfg["schedulerRuntime"]["queuedTimeoutMs"] = 120_000.0
+    config = parse_config(cfg)
+    assert config.schedulerRuntime.queued_timeout_ms == 120_000 and config.warnings == ()
+
+
+@pytest.mark.parametrize("value, used, message", [
+    (0, 1, "targets[0].candidateScanLimit: 0 is below 1; 1 is used"),
+    (-3, 1, "targets[0].candidateScanLimit: -3 is below 1; 1 is used"),
+    (500, 100, "targets[0].candidateScanLimit: 500 is above 100; 100 is used"),
+    ("many", None, "targets[0].candidateScanLimit: 'many' is not an integer; ignored (download.candidateScanLimit or the default is used)"),
+])
+def test_target_scan_limit_is_clamped_with_a_warning(cfg: dict, value, used, message) -> None:
+    cfg["targets"][0]["candidateScanLimit"] = value
+    config = parse_config(cfg)
+    assert config.target("cats").candidateScanLimit == used
+    assert config.warnings == (message,)
+
+
+def test_global_scan_limit_is_clamped_with_a_warning(cfg: dict) -> None:
+    cfg["download"] = {"candidateScanLimit": 1000}
+    config = parse_config(cfg)
+    assert config.download.candidateScanLimit == 100
+    assert config.warnings == ("download.candidateScanLimit: 1000 is above 100; 100 is used",)
+    cfg["download"] = {"candidateScanLimit": 2.5}
+    assert parse_config(cfg).warnings == ("download.candidateScanLimit: 2.5 is not an integer; ignored (the default 5 is used)",)
+
+
+def test_a_limit_above_1000_warns_and_is_kept(cfg: dict) -> None:
+    cfg["targets"][0]["limit"] = 1500
+    config = parse_config(cfg)
+    assert config.target("cats").limit == 1500
+    assert config.warnings == ("targets[0].limit: 1500 is above 1000; one run may page and scan for a long time",)
+
+
+def test_pixivflow_keys_that_change_no_selection_are_accepted_with_a_warning(cfg: dict) -> None:
+    cfg["targets"][4]["noMatchPolicy"] = {"lookbackDays": 3}
+    cfg["targets"][4]["topicDiscovery"] = {"maxTags": 5}
+    assert parse_config(cfg).warnings == (
+        "targets[4].noMatchPolicy: not supported by this deployment; ignored",
+        "targets[4].topicDiscovery: not supported by this deployment; ignored",
+    )
+
+
+def test_an_inverted_date_window_is_a_warning(cfg: dict) -> None:
+    cfg["targets"][0].update(startDate="2026-11-20", endDate="2026-11-10")
+    assert parse_config(cfg).warnings == (
+        "targets[0].startDate: 2026-11-20 is after endDate 2026-11-10; the target can never select a work",)
+
+
+def test_warnings_gathered_before_a_fatal_error_travel_with_it(cfg: dict) -> None:
+    cfg["schedulerRuntime"]["stallTimeoutMs"] = "nonsense"
+    cfg["targets"][0]["minBookmarks"] = "lots"
+    with pytest.raises(ConfigError) as info:
+        parse_config(cfg)
+    assert info.value.warnings == ("schedulerRuntime.stallTimeoutMs: 'nonsense' is not an integer number of milliseconds; "
+                                   "the default 900000 is used",)
+    assert len(info.value.errors) == 1 and info.value.errors[0].startswith("targets[0].minBookmarks: ")
+
+
+# -- target selection keys (spec §6.1): a bad value is fatal and names its field ----------------------
+
+
+@pytest.mark.parametrize("index, edit, expected", [
+    (0, {"minBookmarks": "lots"}, "targets[0].minBookmarks: "),
+    (0, {"minBookmarks": -1}, "targets[0].minBookmarks: "),
+    (0, {"maxPageCount": -1}, "targets[0].maxPageCount: "),
+    (0, {"startDate": "2026/11/01"}, "targets[0].startDate: '2026/11/01' is not a date (YYYY-MM-DD)"),
+    (0, {"endDate": "2026-02-30"}, "targets[0].endDate: '2026-02-30' is not a date (YYYY-MM-DD)"),
+    (2, {"rankingDate": "last week"}, "targets[2].rankingDate: 'last week' is not a date (YYYY-MM-DD, TODAY or YESTERDAY)"),
+    (4, {"date": "tomorrow"}, "targets[4].date: 'tomorrow' is not a date (YYYY-MM-DD, TODAY or YESTERDAY)"),
+    (2, {"rankingMode": "day_ai"}, "targets[2].rankingMode: 'day_ai' is not a illustration ranking"),
+    (5, {"rankingMode": "week_r18g", "mode": "ranking"}, None),
+    (0, {"searchTarget": "text"}, "targets[0].searchTarget: must be one of partial_match_for_tags, exact_match_for_tags, title_and_caption"),
+    (0, {"sort": "random"}, "targets[0].sort: "),
+    (0, {"tagRelation": "xor"}, "targets[0].tagRelation: "),
+    (0, {"excludeAI": "perhaps"}, "targets[0].excludeAI: "),
+    (0, {"illustId": "abc"}, "targets[0].illustId: 'abc' is not a Pixiv id (a positive integer)"),
+    (0, {"illustId": 0}, "targets[0].illustId: 0 is not a Pixiv id (a positive integer)"),
+    (0, {"novelId": 5}, "targets[0].novelId: only for novel targets"),
+    (5, {"illustId": 5}, "targets[5].illustId: only for illustration targets"),
+    (5, {"seriesId": 14690617}, "targets[5].seriesId: novel series targets are not supported"),
+    (5, {"languageFilter": "chinese"}, "targets[5].languageFilter: not supported"),
+    (0, {"limit": 0}, "targets[0].limit: "),
+])
+def test_bad_selection_keys_are_fatal_and_name_their_field(cfg: dict, index, edit, expected) -> None:
+    cfg["targets"][index].update(edit)
+    if expected is None:
+        parse_config(cfg)  # a valid novel ranking mode
+        return
+    assert expected in error_of(cfg)
+
+
+def test_every_selection_key_reaches_the_domain_criteria(cfg: dict) -> None:
+    cfg["targets"][0].update(tag="cat dog", tagRelation="or", sort="date_asc", searchTarget="exact_match_for_tags",
+                             startDate="2026-11-01", endDate="2026-11-30", minBookmarks=150, excludeAI=True, r18=True,
+                             maxPageCount=0, random=True, limit=2)
+    criteria = parse_config(cfg).target("cats").criteria()
+    assert (criteria.words, criteria.tag_relation, criteria.sort, criteria.search_target) == (
+        ["cat", "dog"], "or", "date_asc", "exact_match_for_tags")
+    assert (criteria.start_date, criteria.end_date, criteria.min_bookmarks) == ("2026-11-01", "2026-11-30", 150)
+    assert (criteria.exclude_ai, criteria.r18, criteria.max_page_count, criteria.random, criteria.limit) == (
+        True, True, None, True, 2)  # maxPageCount 0 means no cap
+
+
+def test_pinned_ids_and_user_ids(cfg: dict) -> None:
+    cfg["targets"].append({"id": "pinned", "type": "illustration", "illustId": 105, "storageMode": "cache",
+                           "delivery": {"target": "review"}})
+    cfg["targets"][5] = {"id": "fantasy-novels", "type": "novel", "novelId": "23017", "storageMode": "cache",
+                         "delivery": {"target": "review"}}
+    cfg["targets"].append({"id": "artist", "userId": 9000, "limit": 1})
+    config = parse_config(cfg)
+    assert config.target("pinned").criteria().pinned_id == "105" and config.target("pinned").single_work
+    assert config.target("fantasy-novels").criteria().pinned_id == "23017"
+    assert config.target("artist").criteria().user_id == "9000"
+
+
+def test_a_novel_weekly_original_ranking_is_read_as_the_weekly_ranking(cfg: dict) -> None:
+    cfg["targets"][5].update(mode="ranking", rankingMode="week_rookie")
+    assert parse_config(cfg).target("fantasy-novels").criteria().ranking_mode == "week"

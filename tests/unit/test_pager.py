@@ -261,3 +261,38 @@ def test_invalid_date_range_is_empty_without_fetching(start, end):
     pager = ScriptedPager([])
     assert collect(pager, limit=5, start_date=start, end_date=end) == []
     assert pager.cursors == []
+
+
+# -- walk: what one bounded search returned and passed over ---------------------------------------
+
+
+def test_walk_reports_what_it_passed_over_and_the_work_that_ended_it():
+    from pixivflow.domain.pager import walk
+
+    pager = ScriptedPager([
+        ([work(1, "2024-05-09T10:00:00+09:00"), work(2, "2024-05-05T10:00:00+09:00")], "A"),
+        ([work(2, "2024-05-05T10:00:00+09:00"), work(3, "2024-04-30T10:00:00+09:00"), work(4, "2024-04-29")], "B"),
+    ])
+    found = walk(pager, bound=100, order="date_desc", start_date="2024-05-01", end_date="2024-05-06")
+    assert [w.work_id for w in found.items] == ["2"]
+    assert [w.work_id for w in found.outside] == ["1", "3"]  # newer than the end; older: stopped here
+    assert found.stopped and found.requests == 2 and found.examined == 3  # the repeated 2 is counted once
+
+
+def test_walk_never_examines_more_than_its_cap_even_when_the_window_keeps_everything_out():
+    from pixivflow.domain.pager import walk
+
+    pager = EndlessPager(page_size=30)
+    found = walk(pager, bound=100, order="popular_desc", start_date="2030-01-01", max_examined=300)
+    assert found.items == [] and found.examined == 300 and pager.calls == 10
+
+
+def test_walk_refuses_a_bad_window_before_fetching():
+    from pixivflow.domain.pager import InvalidDateWindow, walk
+
+    pager = ScriptedPager([])
+    with pytest.raises(InvalidDateWindow):
+        walk(pager, bound=10, start_date="2024-05-10", end_date="2024-05-01")
+    with pytest.raises(InvalidDateWindow):
+        walk(pager, bound=10, start_date="soon")
+    assert pager.cursors == []

@@ -13,7 +13,7 @@ from pixivflow.domain.errors import (
     TransientSourceError,
     WorkGoneError,
 )
-from pixivflow.domain.outcomes import CandidateScan, CandidateSkip
+from pixivflow.domain.outcomes import CandidateScan, CandidateSkip, CandidateSupply
 from pixivflow.domain.scan import (
     DEFAULT_SCAN_LIMIT,
     FailureVerdict,
@@ -232,8 +232,22 @@ def test_no_candidate_reason_prefix_and_breakdown():
 
 
 def test_no_candidate_reason_for_an_empty_source():
-    reason = no_candidate_reason(CandidateScan(bound=5, fetched=0))
+    reason = no_candidate_reason(CandidateScan(bound=5, supply=CandidateSupply(fetched=0)))
     assert reason == "no eligible candidate found after scanning 0 candidate(s): the source returned no works"
+
+
+def test_no_candidate_reason_names_the_selection_rules_that_emptied_the_pool():
+    supply = CandidateSupply(fetched=12, selected=0, reasons={"date_out_of_range": 3, "below_min_bookmarks": 9})
+    reason = no_candidate_reason(CandidateScan(bound=5, supply=supply))
+    assert reason == (
+        "no eligible candidate found after scanning 0 candidate(s): "
+        "12 fetched, 12 rejected by the selection rules (9 below_min_bookmarks, 3 date_out_of_range)"
+    )
+
+
+def test_no_candidate_reason_puts_a_note_first():
+    reason = no_candidate_reason(CandidateScan(bound=5, supply=CandidateSupply()), note="the date window is empty")
+    assert reason == "no eligible candidate found after scanning 0 candidate(s): the date window is empty"
 
 
 def test_no_candidate_reason_counts_attempts_and_names_outages():
@@ -274,24 +288,32 @@ def test_scan_verdict(scan, expected):
 
 def test_merge_scans():
     a = CandidateScan(
-        bound=5, attempted=2, skipped=[CandidateSkip("deleted", "1", "gone")], outages=["network_outage"], fetched=7
+        bound=5, attempted=2, skipped=[CandidateSkip("deleted", "1", "gone")], outages=["network_outage"],
+        supply=CandidateSupply(fetched=7, selected=2, reasons={"r18": 5}),
     )
     b = CandidateScan(
         bound=10,
         attempted=3,
         skipped=[CandidateSkip("duplicate", "2", "dup")],
         outages=["database_unavailable", "network_outage"],
-        fetched=None,
+        supply=CandidateSupply(fetched=3, selected=1, reasons={"r18": 1, "ai_generated": 1}),
     )
     merged = merge_scans(a, b)
     assert merged.bound == 15
     assert merged.attempted == 5
     assert [s.work_id for s in merged.skipped] == ["1", "2"]
     assert merged.outages == ["network_outage", "database_unavailable"]
-    assert merged.fetched == 7
+    # supply merged by summing (spec §6.3)
+    assert merged.fetched == 10
+    assert merged.supply.to_dict() == {
+        "fetched": 10, "selected": 3, "rejected": 7,
+        "reasons": [{"code": "r18", "count": 6}, {"code": "ai_generated", "count": 1}],
+    }
     # inputs are left untouched
     assert a.skipped == [CandidateSkip("deleted", "1", "gone")]
+    assert a.supply.reasons == {"r18": 5}
     assert merge_scans(CandidateScan(), CandidateScan()).fetched is None
+    assert merge_scans(a, CandidateScan()).supply is a.supply  # a pass without a search adds nothing
 
 
 # ------------------------------------------------------------- bounded report
@@ -303,7 +325,7 @@ def many_skips(n: int, reason: str = "download failed with a long explanation") 
         attempted=n,
         skipped=[CandidateSkip("unavailable", str(100000 + i), f"{reason} #{i}", True) for i in range(n)],
         outages=["network_outage"],
-        fetched=n,
+        supply=CandidateSupply(fetched=n, selected=n),
     )
 
 
@@ -326,7 +348,7 @@ def test_bounded_report_trims_trailing_skips(max_chars):
     bigger = dict(report, skipped=scan.to_dict()["skipped"][: kept + 1], truncated=500 - kept - 1)
     assert len(json.dumps(bigger)) > max_chars
     assert report["outages"] == ["network_outage"]
-    assert report["supply"] == {"fetched": 500}
+    assert report["supply"] == {"fetched": 500, "selected": 500, "rejected": 0, "reasons": []}
 
 
 def test_bounded_report_cuts_huge_reasons():

@@ -8,6 +8,7 @@ asserted directly.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,9 @@ def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -
     assert glob["Layers"] == [{"Ref": "CoreLayer"}]
     env = glob["Environment"]["Variables"]
     assert env["POWERTOOLS_SERVICE_NAME"] == "pixivflow"
-    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "PixivFlow"
+    # a parameter (default PixivFlow) so two stacks in one account keep their alarms apart (issue 16)
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == {"Ref": "MetricsNamespace"}
+    assert tpl["Parameters"]["MetricsNamespace"]["Default"] == "PixivFlow"
     assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
     assert env["LEDGER_TABLE"] == {"Ref": "LedgerTable"}
     assert env["EXECUTION_QUEUE_URL"] == {"Ref": "ExecutionQueue"}
@@ -330,14 +333,16 @@ def test_ledger_table_keys_gsis_ttl_pitr(resources: dict[str, Any]) -> None:
     assert p["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     assert p["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table.get("DeletionPolicy") == "Retain", "the ledger is the source of truth"
+    assert table.get("UpdateReplacePolicy") == "Retain"
 
 
 # ------------------------------------------------------------------ scheduling
 
 
-def test_stall_sweep_runs_every_minute_alone_without_retries(resources: dict[str, Any]) -> None:
+def test_stall_sweep_runs_every_minute_without_retries(resources: dict[str, Any]) -> None:
+    # "alone" is the lease item's job now (DESIGN §4): reserved concurrency is an optional
+    # parameter, see test_no_resource_requires_reserved_concurrency.
     p = props(resources, "StallSweepFunction")
-    assert p["ReservedConcurrentExecutions"] == 1
     schedules = [e["Properties"] for e in p["Events"].values() if e["Type"] == "ScheduleV2"]
     assert len(schedules) == 1
     assert schedules[0]["ScheduleExpression"] == "rate(1 minute)"
@@ -371,7 +376,7 @@ def test_scheduler_invoke_role_targets_only_the_trigger(resources: dict[str, Any
 def test_one_alarm_per_dlq(resources: dict[str, Any]) -> None:
     watched: dict[str, dict[str, Any]] = {}
     for res in resources.values():
-        if res["Type"] != "AWS::CloudWatch::Alarm":
+        if res["Type"] != "AWS::CloudWatch::Alarm" or res["Properties"]["MetricName"] != "ApproximateNumberOfMessagesVisible":
             continue
         p = res["Properties"]
         (dimension,) = p["Dimensions"]
@@ -507,3 +512,284 @@ def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
     assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
     for lid in set(FUNCTIONS) - {"ExecuteFunction"}:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
+
+
+# ------------------------------------------------------------------ operable in production (issue 16)
+#
+# Conditions are evaluated the way CloudFormation would, under the template's parameter defaults
+# (plus overrides), so "off by default" and "one parameter away" are checked, not just spelled.
+
+NO_VALUE = object()
+ALARM_ACTIONS = [{"Fn::If": ["HasAlarmTopic", {"Ref": "AlarmTopicArn"}, {"Ref": "AlarmTopic"}]}]
+# The operator CLI commands alarm descriptions may point at (the CLI's documented surface).
+CLI_COMMANDS = {
+    "pixivflow slots show <slotId>",
+    "pixivflow slots list --status failed",
+    "pixivflow outbox list --dead",
+    "pixivflow schedules sync --dry-run",
+}
+CLOUDWATCH_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+                             2192, 2557, 2922, 3288, 3653}
+
+
+def parameters(tpl: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    values = {name: p.get("Default") for name, p in tpl["Parameters"].items()}
+    values.update(overrides)
+    return values
+
+
+def evaluate(tpl: dict[str, Any], value: Any, params: dict[str, Any]) -> Any:
+    """Resolve parameter Refs, conditions and Fn::If; other intrinsics are left as they are."""
+    if isinstance(value, list):
+        items = [evaluate(tpl, v, params) for v in value]
+        return [v for v in items if v is not NO_VALUE]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, arg), = value.items()
+        if key == "Ref":
+            if arg == "AWS::NoValue":
+                return NO_VALUE
+            return params[arg] if arg in params else value
+        if key == "Condition":
+            return evaluate(tpl, tpl["Conditions"][arg], params)
+        if key == "Fn::Equals":
+            left, right = (evaluate(tpl, v, params) for v in arg)
+            return str(left) == str(right)
+        if key == "Fn::Not":
+            return not evaluate(tpl, arg[0], params)
+        if key == "Fn::And":
+            return all(evaluate(tpl, v, params) for v in arg)
+        if key == "Fn::Or":
+            return any(evaluate(tpl, v, params) for v in arg)
+        if key == "Fn::If":
+            name, when_true, when_false = arg
+            return evaluate(tpl, when_true if condition(tpl, name, params) else when_false, params)
+    out = {k: evaluate(tpl, v, params) for k, v in value.items()}
+    return {k: v for k, v in out.items() if v is not NO_VALUE}
+
+
+def condition(tpl: dict[str, Any], name: str, params: dict[str, Any]) -> bool:
+    return bool(evaluate(tpl, tpl["Conditions"][name], params))
+
+
+def alarms(resources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {lid: r["Properties"] for lid, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+
+
+def _named(value: Any) -> str:
+    """A dimension value as text: a literal, or the logical id it refers to."""
+    if isinstance(value, dict) and "Ref" in value:
+        return value["Ref"]
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return ".".join(value["Fn::GetAtt"])
+    return str(value)
+
+
+def watched_metric(p: dict[str, Any]) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    namespace = "Ref:" + p["Namespace"]["Ref"] if isinstance(p["Namespace"], dict) else p["Namespace"]
+    dims = tuple(sorted((d["Name"], _named(d["Value"])) for d in p.get("Dimensions", [])))
+    return namespace, p["MetricName"], dims
+
+
+def test_log_retention_parameter_defaults_to_30_days(tpl: dict[str, Any]) -> None:
+    p = tpl["Parameters"]["LogRetentionDays"]
+    assert p["Type"] == "Number" and p["Default"] == 30
+    assert set(p["AllowedValues"]) == CLOUDWATCH_RETENTION_DAYS  # what CloudWatch Logs accepts
+
+
+def test_every_function_logs_json_to_its_own_log_group_that_expires(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    groups = {}
+    for lid in FUNCTIONS:
+        cfg = props(resources, lid)["LoggingConfig"]
+        assert cfg["LogFormat"] == "JSON", lid
+        assert cfg["ApplicationLogLevel"] == {"Fn::FindInMap": ["LambdaLogLevels", {"Ref": "LogLevel"}, "Level"]}, lid
+        assert cfg["SystemLogLevel"] == "INFO", lid  # keep the platform REPORT lines (duration, memory)
+        group = cfg["LogGroup"]["Ref"]
+        assert resources[group]["Type"] == "AWS::Logs::LogGroup", lid
+        groups[lid] = group
+    assert len(set(groups.values())) == len(FUNCTIONS)
+    log_groups = [lid for lid, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert set(log_groups) == set(groups.values()) | {"ApiAccessLogGroup"}
+    for lid in log_groups:
+        assert props(resources, lid)["RetentionInDays"] == {"Ref": "LogRetentionDays"}, lid
+    assert "LoggingConfig" not in tpl["Globals"]["Function"]
+
+
+def test_lambda_log_level_filter_matches_powertools_for_every_log_level(tpl: dict[str, Any]) -> None:
+    # With the JSON format Lambda drops application lines below ApplicationLogLevel, and Powertools
+    # then obeys AWS_LAMBDA_LOG_LEVEL: the mapping must give back the same level for every choice.
+    from aws_lambda_powertools.shared.constants import LAMBDA_ADVANCED_LOGGING_LEVELS
+
+    mapping = tpl["Mappings"]["LambdaLogLevels"]
+    assert set(mapping) == set(tpl["Parameters"]["LogLevel"]["AllowedValues"])
+    for level, entry in mapping.items():
+        assert LAMBDA_ADVANCED_LOGGING_LEVELS[entry["Level"]] == level, level
+
+
+def test_http_api_access_log_is_an_audit_trail_without_the_authorization_header(resources: dict[str, Any]) -> None:
+    settings = props(resources, "HttpApi")["AccessLogSettings"]
+    assert settings["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    assert props(resources, "ApiAccessLogGroup")["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    line = json.loads(settings["Format"])  # one JSON object per request
+    assert set(line) == {"requestId", "requestTime", "sourceIp", "userAgent", "method", "routeKey", "path", "protocol",
+                         "status", "responseLength", "latencyMs", "integrationLatencyMs", "integrationError"}
+    assert line["requestId"] == "$context.requestId"
+    assert line["routeKey"] == "$context.routeKey"
+    assert line["status"] == "$context.status"
+    assert line["latencyMs"] == "$context.responseLatency"
+    assert line["sourceIp"] == "$context.identity.sourceIp"
+    # Only API Gateway's own context variables: nothing the caller sent (headers, body, query).
+    for key, variable in line.items():
+        assert re.fullmatch(r"\$context\.[A-Za-z.]+", variable), key
+    assert "authorization" not in settings["Format"].lower()
+    assert "header" not in settings["Format"].lower()
+
+
+def test_alarm_topic_is_created_without_an_external_one_and_alarm_email_subscribes_to_it(
+    tpl: dict[str, Any], resources: dict[str, Any]
+) -> None:
+    topic = resources["AlarmTopic"]
+    assert topic["Type"] == "AWS::SNS::Topic" and topic["Condition"] == "CreateAlarmTopic"
+    sub = resources["AlarmEmailSubscription"]
+    assert sub["Type"] == "AWS::SNS::Subscription" and sub["Condition"] == "HasAlarmEmail"
+    assert sub["Properties"] == {"TopicArn": {"Ref": "AlarmTopic"}, "Protocol": "email", "Endpoint": {"Ref": "AlarmEmail"}}
+    policy = resources["AlarmTopicPolicy"]
+    assert policy["Condition"] == "CreateAlarmTopic"
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert statement["Action"] == "sns:Publish" and statement["Resource"] == {"Ref": "AlarmTopic"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+    default = parameters(tpl)
+    assert default["AlarmTopicArn"] == "" and default["AlarmEmail"] == ""
+    assert condition(tpl, "CreateAlarmTopic", default) and not condition(tpl, "HasAlarmEmail", default)
+    email = parameters(tpl, AlarmEmail="ops@example.com")
+    assert condition(tpl, "CreateAlarmTopic", email) and condition(tpl, "HasAlarmEmail", email)
+    external = parameters(tpl, AlarmTopicArn="arn:aws:sns:us-east-1:123456789012:ops", AlarmEmail="ops@example.com")
+    assert not condition(tpl, "CreateAlarmTopic", external) and not condition(tpl, "HasAlarmEmail", external)
+
+    email_pattern = re.compile(tpl["Parameters"]["AlarmEmail"]["AllowedPattern"])
+    assert email_pattern.fullmatch("") and email_pattern.fullmatch("ops@example.com")
+    assert not email_pattern.fullmatch("not an address")
+    arn_pattern = re.compile(tpl["Parameters"]["AlarmTopicArn"]["AllowedPattern"])
+    assert arn_pattern.fullmatch("") and arn_pattern.fullmatch("arn:aws:sns:us-east-1:123456789012:ops")
+    assert not arn_pattern.fullmatch("ops")
+    output = tpl["Outputs"]["AlarmTopic"]["Value"]
+    assert evaluate(tpl, output, default) == {"Ref": "AlarmTopic"}
+    assert evaluate(tpl, output, external) == "arn:aws:sns:us-east-1:123456789012:ops"
+
+
+def test_alarms_watch_every_operator_fact_and_nothing_twice(resources: dict[str, Any]) -> None:
+    from typing import get_args
+
+    from pixivflow.domain.outcome_record import (BUSINESS_CANCELLED, BUSINESS_DUPLICATE_ONLY, BUSINESS_FAILED,
+                                                 BUSINESS_NO_CANDIDATE, BUSINESS_PARTIAL_SUCCESS, BUSINESS_SUCCESS,
+                                                 is_alertable)
+    from pixivflow.domain.stall import Rule
+
+    service = ("service", "pixivflow")  # Powertools adds it to every EMF metric (POWERTOOLS_SERVICE_NAME)
+    business = (BUSINESS_SUCCESS, BUSINESS_PARTIAL_SUCCESS, BUSINESS_NO_CANDIDATE, BUSINESS_DUPLICATE_ONLY,
+                BUSINESS_CANCELLED, BUSINESS_FAILED)
+    custom = "Ref:MetricsNamespace"
+    expected = {("AWS/SQS", "ApproximateNumberOfMessagesVisible", (("QueueName", f"{q}.QueueName"),)) for q in DLQS}
+    expected |= {("AWS/SQS", "ApproximateAgeOfOldestMessage", (("QueueName", f"{q}.QueueName"),)) for q in QUEUE_DLQ}
+    expected |= {("AWS/Lambda", metric, (("FunctionName", lid),)) for lid in FUNCTIONS for metric in ("Errors", "Throttles")}
+    expected |= {(custom, "AlertableOutcomes", tuple(sorted([("status", s), service]))) for s in business if is_alertable(s)}
+    expected |= {(custom, "MissedFires", (service,))}
+    expected |= {(custom, "Stalls", tuple(sorted([("rule", rule), service]))) for rule in get_args(Rule)}
+    watched = [watched_metric(p) for p in alarms(resources).values()]
+    assert len(watched) == len(set(watched)), "two alarms watch the same metric"
+    assert set(watched) == expected
+
+
+def test_every_alarm_notifies_the_alarm_topic_and_names_a_cli_command(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    default = parameters(tpl)
+    external = parameters(tpl, AlarmTopicArn="arn:aws:sns:us-east-1:123456789012:ops")
+    for lid, p in alarms(resources).items():
+        assert p["AlarmActions"] == ALARM_ACTIONS, lid
+        assert p["OKActions"] == ALARM_ACTIONS, lid
+        assert evaluate(tpl, p["AlarmActions"], default) == [{"Ref": "AlarmTopic"}], lid
+        assert evaluate(tpl, p["AlarmActions"], external) == ["arn:aws:sns:us-east-1:123456789012:ops"], lid
+        assert p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", lid
+        assert p["TreatMissingData"] == "notBreaching", lid
+        assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, lid
+        if p["MetricName"] == "ApproximateAgeOfOldestMessage":
+            assert p["Statistic"] == "Maximum" and p["Threshold"] == 1800, lid  # 30 min: the queued budget
+        elif p["Namespace"] != "AWS/SQS":
+            assert p["Statistic"] == "Sum" and p["Threshold"] == 1, lid  # one occurrence pages
+        text = p["AlarmDescription"]
+        assert 40 <= len(text) <= 1024, lid  # CloudWatch's limit
+        commands = set(re.findall(r"`(pixivflow [^`]+)`", text))
+        assert commands, f"{lid}: the description names no CLI command"
+        assert commands <= CLI_COMMANDS, (lid, commands - CLI_COMMANDS)
+
+
+def test_no_resource_requires_reserved_concurrency(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    # Reserving any concurrency fails to deploy on an account whose quota is 10 (DESIGN §4).
+    default = parameters(tpl)
+    assert "ReservedConcurrentExecutions" not in tpl["Globals"]["Function"]
+    found = {lid: r["Properties"]["ReservedConcurrentExecutions"] for lid, r in resources.items()
+             if "ReservedConcurrentExecutions" in (r.get("Properties") or {})}
+    for lid, value in found.items():
+        assert evaluate(tpl, value, default) is NO_VALUE, lid
+    assert tpl["Parameters"]["SweepReservedConcurrency"]["Default"] == ""
+    assert set(found) == {"StallSweepFunction"}
+    reserved = parameters(tpl, SweepReservedConcurrency="1")
+    assert evaluate(tpl, found["StallSweepFunction"], reserved) == "1"  # one parameter away
+    pattern = re.compile(tpl["Parameters"]["SweepReservedConcurrency"]["AllowedPattern"])
+    assert pattern.fullmatch("") and pattern.fullmatch("1") and not pattern.fullmatch("0")
+
+
+def test_the_sweep_lease_outlives_every_tick_and_its_watches_are_one_batch_read(
+    tpl: dict[str, Any], resources: dict[str, Any]
+) -> None:
+    from pixivflow.services.sweep import SWEEP_LEASE_MS
+
+    # a tick cannot run longer than the function timeout, so a live tick always holds its lease
+    assert function_timeout(tpl, "StallSweepFunction") * 1000 <= SWEEP_LEASE_MS
+    assert allowed(resources, "StallSweepFunction", "dynamodb:BatchGetItem") == [
+        {"Fn::GetAtt": ["LedgerTable", "Arn"]}, *[{"Fn::Sub": "${LedgerTable.Arn}/index/" + n} for n in GSIS]]
+
+
+def test_ledger_deletion_protection_is_on_unless_a_dev_stack_turns_it_off(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    value = props(resources, "LedgerTable")["DeletionProtectionEnabled"]
+    assert evaluate(tpl, value, parameters(tpl)) is True
+    assert evaluate(tpl, value, parameters(tpl, TableDeletionProtection="false")) is False
+    assert tpl["Parameters"]["TableDeletionProtection"]["AllowedValues"] == ["true", "false"]
+
+
+def test_queues_and_log_groups_carry_explicit_deletion_policies(resources: dict[str, Any]) -> None:
+    # The ledger is the source of truth (Retain, above); queues only transport and log groups
+    # expire anyway, so both are deleted with the stack, explicitly (cfn-lint I3011).
+    kinds = {"AWS::SQS::Queue": 0, "AWS::Logs::LogGroup": 0}
+    for lid, res in resources.items():
+        if res["Type"] in kinds:
+            kinds[res["Type"]] += 1
+            assert res.get("DeletionPolicy") == "Delete", lid
+            assert res.get("UpdateReplacePolicy") == "Delete", lid
+    assert kinds == {"AWS::SQS::Queue": 5, "AWS::Logs::LogGroup": 6}
+
+
+def test_xray_tracing_is_off_by_default_and_one_parameter_away(tpl: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pixivflow import observability
+
+    glob = tpl["Globals"]["Function"]
+    assert glob["Tracing"] == {"Ref": "Tracing"}
+    assert tpl["Parameters"]["Tracing"]["Default"] == "Disabled"
+    assert tpl["Parameters"]["Tracing"]["AllowedValues"] == ["Disabled", "Active"]
+    flag = glob["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"]
+    for tracing, disabled, enabled in (("Disabled", "true", False), ("Active", "false", True)):
+        value = evaluate(tpl, flag, parameters(tpl, Tracing=tracing))
+        assert value == disabled, tracing
+        monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", value)
+        assert observability.tracing_enabled() is enabled, tracing  # what the code reads from it
+
+
+def test_the_readme_operate_section_explains_every_alarm(resources: dict[str, Any]) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    operate = text.split("## Operate: alarms, logs and what to do", 1)[1].split("\n## ", 1)[0]
+    for lid, p in alarms(resources).items():
+        generic = next((f"<Function>{kind}Alarm" for kind in ("Errors", "Throttles")
+                        if p["Namespace"] == "AWS/Lambda" and p["MetricName"] == kind), None)
+        assert f"`{lid}`" in operate or (generic and f"`{generic}`" in operate), lid

@@ -11,14 +11,39 @@ page index, so the same catalogue always yields the same bytes: one ``<id>_p<n>.
 per page for an illustration (a PNG signature and a SHA-256 digest), one
 ``<id>_p<n>.txt`` per page for a novel.
 
-For tests and the demo a work may carry ``"x_fault"``:
+A work may carry Pixiv's selection facts, read as Pixiv writes them: ``x_restrict``
+(0 general, 1 R-18, 2 R-18G), ``illust_ai_type`` / ``novel_ai_type`` (2 = AI-generated),
+``visible: false`` or a ``limit_*`` placeholder image (a restricted work), ``series``,
+``caption`` and, for novels, ``text``.
 
-* ``"gone"``: listed by searches, but ``get_work`` and ``download`` raise ``WorkGoneError``;
-* ``"download_error"``: ``download`` raises a plain ``SourceError``;
-* ``"transient"``: ``download`` raises ``TransientSourceError`` (a connection reset);
+**What the catalogue answers** is what a Pixiv search answers server-side, nothing more
+(DESIGN §12; every selection rule lives in ``pixivflow.domain.selection``):
+
+* ``mode: search`` / ``topic``: the works whose fields match EVERY query word (the words of
+  ``tag``, or of ``topic``), case-insensitively, per ``search_target``:
+  ``partial_match_for_tags`` (the word is part of a tag name or its ``translated_name``),
+  ``exact_match_for_tags`` (the word is a whole tag name or translated name), ``title_and_caption``, and for
+  novels ``text`` (the body) and ``keyword`` (tags, title or caption); ordered by ``sort``
+  (``date_desc``, ``date_asc``, ``popular_desc``; ties keep catalogue order);
+* ``mode: ranking``: the ids listed under ``ranking.<ranking_mode>``, in rank order (the lists
+  are not dated, so ``ranking_date`` selects nothing here);
+* ``mode: user``: the works whose ``user.id`` is ``user_id``, newest first.
+
+The server-side hints of a query (``start_date`` / ``end_date``, ``exclude_ai``) are not
+applied: the domain applies those rules itself and counts what they reject, and a catalogue
+that pre-filtered would hide those counts from the candidate report.
+
+**Fault hooks** (DESIGN §12): a work may carry ``"x_fault"``:
+
+* ``"gone"``: listed by searches, but ``get_work`` and ``download`` raise ``WorkGoneError``
+  (HTTP 404), as a work deleted after it was listed;
+* ``"download_error"``: ``download`` raises a plain, non-retryable-looking ``SourceError``
+  ("image download failed"), deterministically;
+* ``"transient"``: ``download`` raises ``TransientSourceError`` (a connection reset), which a
+  later attempt may not see;
 * ``"slow"``: no fault (reserved for the demo).
 
-The source returns single pages; ``pixivflow.domain.pager.collect`` does the paging.
+The source returns single pages; ``pixivflow.domain.pager`` does the paging.
 """
 
 from __future__ import annotations
@@ -62,10 +87,34 @@ def _tag_names(raw: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _translated_names(raw: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    for tag in raw or ():
+        if isinstance(tag, Mapping) and isinstance(tag.get("translated_name"), str) and tag["translated_name"]:
+            names.append(tag["translated_name"])
+    return tuple(names)
+
+
+def _restricted(raw: Mapping[str, Any]) -> bool:
+    """Pixiv answers a work it will not show with placeholder data (``visible: false``, every
+    image a ``limit_*`` picture), not with an error (../notes/pixiv-app-api.md)."""
+    if raw.get("visible") is False:
+        return True
+    urls: list[str] = []
+    for key in ("image_urls", "meta_single_page"):
+        value = raw.get(key)
+        if isinstance(value, Mapping):
+            urls.extend(str(v) for v in value.values() if isinstance(v, str))
+    return any("/limit_" in url for url in urls)
+
+
 def _to_work(raw: Mapping[str, Any], work_type: str) -> Work:
     user = raw.get("user") or {}
     if not isinstance(user, Mapping):
         user = {}
+    series = raw.get("series")
+    series_id = series.get("id") if isinstance(series, Mapping) else None
+    ai_key = "novel_ai_type" if work_type == "novel" else "illust_ai_type"
     return Work(
         work_id=str(raw["id"]),
         work_type=work_type,
@@ -76,6 +125,10 @@ def _to_work(raw: Mapping[str, Any], work_type: str) -> Work:
         create_date=str(raw.get("create_date") or ""),
         total_bookmarks=int(raw.get("total_bookmarks") or 0),
         page_count=max(1, int(raw.get("page_count") or 1)),
+        x_restrict=int(raw.get("x_restrict") or 0),
+        ai_type=int(raw.get(ai_key) or 0),
+        restricted=_restricted(raw),
+        series_id=None if series_id in (None, "") else str(series_id),
         raw=dict(raw),
     )
 
@@ -229,13 +282,45 @@ class CatalogSource:
             ids = self._load().ranking.get(request.ranking_mode, ())
             # Ids of the other work type (or unknown ids) are not part of this ranking.
             return [index[(request.work_type, i)].work for i in ids if (request.work_type, i) in index]
+        if request.mode == "user":
+            wanted_user = str(request.user_id or "")
+            works = [e.work for e in entries if wanted_user and e.work.user_id == wanted_user]
+            return sort_works(works, "date_desc")
         if request.mode == "topic":
             words = (request.topic or request.tag or "").split()
         elif request.mode == "search":
             words = (request.tag or "").split()
         else:
             raise SourceError(f"unsupported search mode {request.mode!r}", retryable=False)
+        target = request.search_target or "partial_match_for_tags"
+        if target not in _SEARCH_TARGETS[request.work_type]:
+            raise SourceError(f"unsupported search_target {target!r} for {request.work_type} search", retryable=False)
         wanted = [w.casefold() for w in words]
-        matched = [e.work for e in entries if set(wanted) <= {t.casefold() for t in e.work.tags}]
+        if not wanted:
+            return []  # Pixiv refuses an empty word; nothing matches it
+        matched = [e.work for e in entries if all(_matches(e.work, w, target) for w in wanted)]
         sort = request.sort if request.sort in ("date_asc", "popular_desc") else "date_desc"
         return sort_works(matched, sort)
+
+
+_SEARCH_TARGETS = {
+    "illustration": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption"),
+    "novel": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption", "text", "keyword"),
+}
+
+
+def _matches(work: Work, word: str, search_target: str) -> bool:
+    """Does one (case-folded) query word match the work, the way Pixiv's search_target reads it?"""
+    tags = [t.casefold() for t in work.tags + _translated_names(work.raw.get("tags"))]
+    title = work.title.casefold()
+    caption = str(work.raw.get("caption") or "").casefold()
+    if search_target == "exact_match_for_tags":
+        return word in tags
+    if search_target == "partial_match_for_tags":
+        return any(word in tag for tag in tags)
+    if search_target == "title_and_caption":
+        return word in title or word in caption
+    if search_target == "text":
+        return word in str(work.raw.get("text") or "").casefold()
+    # keyword: tags, title or caption
+    return any(word in tag for tag in tags) or word in title or word in caption

@@ -20,7 +20,15 @@ class StatusError(PixivFlowError):
 
 
 class ConfigError(PixivFlowError):
-    """The configuration is invalid; the message names the field path."""
+    """The configuration is invalid; the message names the field path.
+
+    ``errors`` are the findings one by one (``<field path>: <what is wrong>``); ``warnings`` are
+    the warn-and-default findings gathered before them, so a config check can show both."""
+
+    def __init__(self, message: str, warnings: tuple[str, ...] = (), errors: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.warnings = tuple(warnings)
+        self.errors = tuple(errors) or (message.removeprefix("invalid configuration: "),)
 
 
 class SourceError(PixivFlowError):

@@ -39,6 +39,49 @@ class CandidateSkip:
 
 
 @dataclass
+class CandidateSupply:
+    """CandidateSupplyReport (spec §6.3): the funnel from what the source returned to the candidates.
+
+    ``fetched`` counts the distinct works the source returned to this selection, ``selected``
+    those that passed every selection rule (the pool the scan walks); each other work is
+    counted once under the code of the first rule that rejected it (``reasons``). Counts only,
+    by design: per-work rejection reasons are never persisted.
+    """
+
+    fetched: int = 0
+    selected: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> int:
+        return max(0, self.fetched - self.selected)
+
+    def reject(self, code: str, count: int = 1) -> None:
+        if count > 0:
+            self.reasons[code] = self.reasons.get(code, 0) + count
+
+    def merged(self, other: "CandidateSupply") -> "CandidateSupply":
+        """Two passes summed (spec §6.3)."""
+        reasons = dict(self.reasons)
+        for code, count in other.reasons.items():
+            reasons[code] = reasons.get(code, 0) + count
+        return CandidateSupply(self.fetched + other.fetched, self.selected + other.selected, reasons)
+
+    def sorted_reasons(self) -> list[dict[str, Any]]:
+        """``[{code, count}]`` largest first (ties by code, so the order is stable), zero counts dropped."""
+        rows = sorted(((c, n) for c, n in self.reasons.items() if n > 0), key=lambda r: (-r[1], r[0]))
+        return [{"code": code, "count": count} for code, count in rows]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fetched": self.fetched,
+            "selected": self.selected,
+            "rejected": self.rejected,
+            "reasons": self.sorted_reasons(),
+        }
+
+
+@dataclass
 class CandidateScan:
     """CandidateScanSummary: how far one selection went and why candidates were passed over."""
 
@@ -46,7 +89,12 @@ class CandidateScan:
     attempted: int = 0
     skipped: list[CandidateSkip] = field(default_factory=list)
     outages: list[str] = field(default_factory=list)
-    fetched: int | None = None  # supply: how many candidates the source returned
+    supply: CandidateSupply | None = None  # absent when no search ran (a resumed locked work)
+
+    @property
+    def fetched(self) -> int | None:
+        """How many works the source returned (``supply.fetched``), or None when nothing was searched."""
+        return None if self.supply is None else self.supply.fetched
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,8 +103,8 @@ class CandidateScan:
             "skipped": [s.to_dict() for s in self.skipped],
             "outages": list(self.outages),
         }
-        if self.fetched is not None:
-            out["supply"] = {"fetched": self.fetched}
+        if self.supply is not None:
+            out["supply"] = self.supply.to_dict()
         return out
 
 

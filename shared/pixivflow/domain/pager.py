@@ -13,6 +13,7 @@ the ports layer; ``pixivflow.ports.Page`` and ``Work`` fit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
@@ -135,6 +136,100 @@ def sort_works(items: Sequence[W], sort: str | None) -> list[W]:
     raise ValueError(f"unknown sort {sort!r}")
 
 
+# ------------------------------------------------------------------ walk
+
+# Pixiv refuses an offset above 5000 (HTTP 400, ../notes): no real search can be read further,
+# so no walk examines more than this many items, whatever its date window skips.
+MAX_EXAMINED = 5000
+
+
+class InvalidDateWindow(ValueError):
+    """A bound that does not parse, or a start after the end: the search has no result (spec §6.4)."""
+
+
+@dataclass
+class Walk:
+    """What one paged search returned: the in-window works in source order, and what it passed over."""
+
+    items: list[Any] = field(default_factory=list)
+    outside: list[Any] = field(default_factory=list)  # examined but outside the date window
+    requests: int = 0
+    stopped: bool = False  # a date_desc/date_asc walk left the window
+
+    @property
+    def examined(self) -> int:
+        return len(self.items) + len(self.outside)
+
+
+def parse_window(start_date: str | None, end_date: str | None) -> tuple[date | datetime | None, date | datetime | None]:
+    """The parsed bounds; raises ``InvalidDateWindow`` for an unparsable or inverted window."""
+    try:
+        start = _parse_bound(start_date) if start_date else None
+        end = _parse_bound(end_date) if end_date else None
+    except ValueError as exc:
+        raise InvalidDateWindow(f"unparsable date window {start_date!r}..{end_date!r}") from exc
+    if start is not None and end is not None and _bounds_inverted(start, end):
+        raise InvalidDateWindow(f"the date window {start_date}..{end_date} is empty (start after end)")
+    return start, end
+
+
+def walk(
+    fetch_page: Callable[[str | None], PageLike],
+    *,
+    bound: int | None,
+    order: str | None = SORT_DATE_DESC,
+    start_date: str | None = None,
+    end_date: str | None = None,
+    max_examined: int | None = MAX_EXAMINED,
+) -> Walk:
+    """Page through one search until ``bound`` in-window works are gathered (spec §6.4).
+
+    ``order`` is the order the source returns items in: for ``date_desc`` an item older than
+    the start ends the walk and a newer one than the end is skipped, ``date_asc`` mirrors it,
+    any other order skips out-of-window items without stopping. Paging also ends when
+    ``next_cursor`` is ``None`` or ``max_examined`` items were looked at. Items are
+    de-duplicated by (type, id), the first kept; whole pages are taken, so ``items`` may pass
+    the bound by less than a page. A cursor that repeats raises ``PaginationError``; a bad
+    window raises ``InvalidDateWindow`` before anything is fetched.
+    """
+    start, end = parse_window(start_date, end_date)
+    out = Walk()
+    seen_ids: set[tuple[str, str]] = set()
+    seen_cursors: set[str] = set()
+    cursor: str | None = None
+    while not out.stopped and (bound is None or len(out.items) < bound):
+        if max_examined is not None and out.examined >= max_examined:
+            break
+        out.requests += 1
+        page = fetch_page(cursor)
+        next_cursor = page.next_cursor
+        if next_cursor is not None:
+            if next_cursor == cursor or next_cursor in seen_cursors:
+                why = "equals the cursor just used" if next_cursor == cursor else "was already fetched in this search"
+                raise PaginationError(
+                    f"search pager did not advance: request {out.requests} returned next cursor "
+                    f"{next_cursor!r}, which {why}"
+                )
+            seen_cursors.add(next_cursor)
+        for item in page.items:
+            identity = (str(getattr(item, "work_type", "")), str(getattr(item, "work_id", "")))
+            if identity in seen_ids:
+                continue
+            seen_ids.add(identity)
+            decision = _date_decision(item, order, start, end)
+            if decision == _KEEP:
+                out.items.append(item)
+                continue
+            out.outside.append(item)
+            if decision == _STOP:
+                out.stopped = True
+                break
+        if next_cursor is None:
+            break
+        cursor = next_cursor
+    return out
+
+
 # ------------------------------------------------------------------ collect
 
 
@@ -170,53 +265,15 @@ def collect(
     if sort is not None and sort not in SORTS and sort not in KEEP_SOURCE_ORDER:
         raise ValueError(f"unknown sort {sort!r}")
     try:
-        start = _parse_bound(start_date) if start_date else None
-        end = _parse_bound(end_date) if end_date else None
-    except ValueError:
+        parse_window(start_date, end_date)
+    except InvalidDateWindow:
         return []
-    if start is not None and end is not None and _bounds_inverted(start, end):
-        return []
-
-    dated = has_date_filter or start is not None or end is not None
+    dated = has_date_filter or bool(start_date) or bool(end_date)
     bound = fetch_limit(limit, sort, dated)
     if max_items is not None and max_items > 0:
         bound = max_items if bound is None else min(bound, max_items)
-
-    results: list[Any] = []
-    seen_ids: set[tuple[str, str]] = set()
-    seen_cursors: set[str] = set()
-    cursor: str | None = None
-    requests = 0
-    stop = False
-    while not stop and (bound is None or len(results) < bound):
-        requests += 1
-        page = fetch_page(cursor)
-        next_cursor = page.next_cursor
-        if next_cursor is not None:
-            if next_cursor == cursor or next_cursor in seen_cursors:
-                why = "equals the cursor just used" if next_cursor == cursor else "was already fetched in this search"
-                raise PaginationError(
-                    f"search pager did not advance: request {requests} returned next cursor "
-                    f"{next_cursor!r}, which {why}"
-                )
-            seen_cursors.add(next_cursor)
-        for item in page.items:
-            decision = _date_decision(item, sort, start, end)
-            if decision == _STOP:
-                stop = True
-                break
-            if decision == _SKIP:
-                continue
-            identity = (str(getattr(item, "work_type", "")), str(getattr(item, "work_id", "")))
-            if identity in seen_ids:
-                continue
-            seen_ids.add(identity)
-            results.append(item)
-        if next_cursor is None:
-            break
-        cursor = next_cursor
-
-    ordered = sort_works(results, sort)
+    found = walk(fetch_page, bound=bound, order=sort, start_date=start_date, end_date=end_date, max_examined=None)
+    ordered = sort_works(found.items, sort)
     if limit is not None and not isinstance(limit, bool) and limit > 0:
         return ordered[:limit]
     return ordered

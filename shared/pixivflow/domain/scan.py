@@ -246,18 +246,30 @@ def scanned_count(scan: CandidateScan) -> int:
     return max(scan.attempted, len(scan.skipped))
 
 
-def no_candidate_reason(scan: CandidateScan) -> str:
-    """The ``no_candidate`` reason: the fixed prefix, the count, then a short breakdown."""
+def no_candidate_reason(scan: CandidateScan, note: str | None = None) -> str:
+    """The ``no_candidate`` reason: the fixed prefix, the count, then a short breakdown.
+
+    When the selection rules passed works over before any was tried, the breakdown says how
+    many the source returned and which rules rejected them (the supply report, spec §6.3), so
+    an operator reads "12 fetched, 12 rejected by the selection rules (9 below_min_bookmarks,
+    3 date_out_of_range)" instead of a bare zero. ``note`` (e.g. "the date window is empty")
+    comes first when given.
+    """
     n = scanned_count(scan)
     reason = f"{NO_CANDIDATE_PREFIX}{n} candidate(s)"
     counts: dict[str, int] = {}
     for skip in scan.skipped:
         counts[skip.code] = counts.get(skip.code, 0) + 1
-    details: list[str] = []
+    details: list[str] = [note] if note else []
+    supply = scan.supply
     if counts:
         details.append(", ".join(f"{count} {code}" for code, count in counts.items()))
-    elif n == 0:
-        details.append("the source returned no works" if scan.fetched in (None, 0) else "none was tried")
+    elif n == 0 and not note:
+        if supply is not None and supply.fetched and supply.rejected:
+            rows = ", ".join(f"{r['count']} {r['code']}" for r in supply.sorted_reasons())
+            details.append(f"{supply.fetched} fetched, {supply.rejected} rejected by the selection rules ({rows})")
+        else:
+            details.append("the source returned no works" if scan.fetched in (None, 0) else "none was tried")
     if scan.outages:
         details.append("outages: " + ", ".join(scan.outages))
     if details:
@@ -278,21 +290,21 @@ def scan_verdict(scan: CandidateScan) -> Literal["no_candidate", "retryable_fail
 
 
 def merge_scans(a: CandidateScan, b: CandidateScan) -> CandidateScan:
-    """Combine two passes: bounds and attempts add, skips concatenate, outages union."""
+    """Combine two passes: bounds and attempts add, skips concatenate, outages union, supply sums."""
     outages = list(a.outages)
     for outage in b.outages:
         if outage not in outages:
             outages.append(outage)
-    if a.fetched is None and b.fetched is None:
-        fetched = None
+    if a.supply is None or b.supply is None:
+        supply = a.supply or b.supply
     else:
-        fetched = (a.fetched or 0) + (b.fetched or 0)
+        supply = a.supply.merged(b.supply)
     return CandidateScan(
         bound=a.bound + b.bound,
         attempted=a.attempted + b.attempted,
         skipped=list(a.skipped) + list(b.skipped),
         outages=outages,
-        fetched=fetched,
+        supply=supply,
     )
 
 

@@ -18,7 +18,7 @@ from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, cell_key
 from .engine import OUTBOX_LEASE_MS, Engine
-from .messages import outbox_body
+from .messages import outbox_body, send_logged
 from .rollup import rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
@@ -141,7 +141,8 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
-            engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)])
+            send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)],
+                        event="outbox.send_failed", key=key, slot_id=intent.slot_id, target_id=intent.target_id)
         engine.log("warning", "delivery attempt failed; retry scheduled", event="outbox.retry_scheduled", key=key,
                    attempt=attempt, delay_ms=delay_ms, error=ack.error, counts_as_attempt=1)
         engine.metric("DeliveryAcks", kind=str(ack.kind))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, Queues, WorkSource
+from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -31,6 +32,9 @@ class Engine:
     entropy: Entropy
     logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
     metrics: Any = None
+    # The sweep's lease / missed-fire items (issue 16). None: the sweep runs without a lease and
+    # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
+    sweep_state: SweepState | None = None
     # Workflow Protocol v1 (spec §12): the job event stream, the callback sender, the resolver
     # callback URLs are vetted with, the callback signing secret, and how a cancel waits for a
     # delivery being posted right now (injected so tests never sleep).
@@ -58,7 +62,10 @@ class Engine:
 
         # One blob per metric, flushed at once: no handler decorator has to remember to flush, and
         # one metric's dimensions never leak into another's.
-        namespace = getattr(self.metrics, "namespace", None)
+        # The namespace is read per call: Lambda fixes the environment per function, but a process
+        # that imported the package before its environment was set (tests, the dev server) must
+        # still emit into the namespace it runs under now.
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or getattr(self.metrics, "namespace", None)
         with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
             for key, val in dimensions.items():
                 m.add_dimension(name=key, value=str(val))

@@ -23,12 +23,13 @@ from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, Tra
 from ..domain.model import Cell, Intent, Slot, cell_key
 from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
 from ..domain.pager import collect
-from ..domain.reasons import reason_message
+from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
-from .messages import execution_body, outbox_body
+from .messages import execution_body, outbox_body, send_logged
+from .plans import run_blocked
 from .rollup import cell_delivery_state, rollup
 
 
@@ -40,7 +41,7 @@ class LeaseLost(Exception):
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -94,6 +95,19 @@ class CellRun:
 def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResult:
     now = engine.now()
     owner = engine.entropy.token("exec")
+    # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
+    # clock), and a cell that may not run must not look alive to the stall rules.
+    slot = engine.ledger.get_slot(slot_id)
+    if slot is None:  # cannot happen for cells made by admission
+        return ExecutionResult(slot_id, target_id, "missing")
+    blocked = run_blocked(engine.config, slot)
+    if blocked:
+        # Spec §1.1: a disabled (or removed) schedule's occurrences are not run, whoever asks: an
+        # execution message already on its way is dropped and the stall rules end the slot.
+        engine.log("warning", "cell not run: its schedule is disabled or no longer configured",
+                   event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
+                   schedule_id=slot.schedule_id, reason=blocked)
+        return ExecutionResult(slot_id, target_id, "refused")
     cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS)
     if cell is None:
         current = engine.ledger.get_cell(slot_id, target_id)
@@ -101,10 +115,6 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         engine.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
                    cell_status=current.status if current else None)
         return ExecutionResult(slot_id, target_id, action, current.status if current else None)
-    slot = engine.ledger.get_slot(slot_id)
-    if slot is None:  # cannot happen for cells made by admission; never leave a lease behind
-        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
-        return ExecutionResult(slot_id, target_id, "missing")
     if slot.status == "pending":
         engine.ledger.mark_slot_running(slot_id, now)
     target = engine.config.target(target_id)
@@ -169,7 +179,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
-        engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)])
+        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
+                    event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
         engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
@@ -211,11 +222,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
 def _send_outbox(engine: Engine, keys: list[str]) -> None:
     if not keys:
         return
-    failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in keys])
-    if failed:
-        # The rows are durable and due now: the sweep re-drives them.
-        engine.log("warning", "outbox message(s) not sent; the sweep will re-drive them", event="outbox.send_failed",
-                   failed=len(failed))
+    # The rows are durable and due now: a message SQS did not take is re-driven by the sweep.
+    send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
 
 
 # -- the target handler (spec §5.6) ----------------------------------------------------------
@@ -225,8 +233,13 @@ def run_target(run: CellRun) -> TargetOutcome:
     target = run.target
     if target.single_work and run.locked_work_id:
         return _continue_locked(run, run.locked_work_id)
+    # Every selection rule is the domain's (spec §6.1); the source only answers the plan's queries.
+    # The seed makes a random target shuffle the same way every time this cell is re-run.
+    plan = plan_selection(target.criteria(), occurrence_date=run.slot.occurrence_date, seed=run.owner_key)
+    if plan.pinned_id is not None:
+        return _run_pinned(run, plan)
     try:
-        candidates = _search(run)
+        selection = _search(run, plan)
     except PaginationError as exc:
         # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
         # deterministic fault: retrying would only spin until the timeout, so fail plainly.
@@ -236,36 +249,62 @@ def run_target(run: CellRun) -> TargetOutcome:
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         return TargetOutcome.failed(f"search failed: {exc}", retryable=bool(verdict.retryable or verdict.outage))
-    return _select(run, candidates)
+    return _select(run, selection)
 
 
-def _search(run: CellRun) -> list[Work]:
-    target = run.target
-    request = SearchRequest(
-        work_type=target.type,
-        mode=target.mode,
-        tag=target.tag if target.mode != "topic" else (target.topic or target.tag),
-        ranking_mode=target.rankingMode,
-        ranking_date=target.rankingDate,
-        topic=target.topic,
-        sort=target.sort,
-    )
+def _search(run: CellRun, plan: Plan) -> Selection:
+    """Page the plan's queries. Paging is bounded by the plan's over-fetch bound (spec §6.4),
+    never by the source running out: a popular tag has thousands of works."""
     source = run.engine.source
 
-    def fetch(cursor: str | None):
+    def fetch(query: Query, cursor: str | None):
         run.heartbeat()
-        return source.search_page(request, cursor)
+        return source.search_page(SearchRequest(**query.fields()), cursor)
 
-    # Ranking keeps the source's order: the rank IS the ordering.
-    return collect(fetch, limit=None, sort="source" if target.mode == "ranking" else target.sort)
+    return select(plan, fetch)
 
 
-def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
+def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
+    """``illustId`` / ``novelId``: that work alone, fetched by id (spec §6.1). It is never searched
+    for and never replaced: when it is gone the cell fails LOCKED_WORK_UNAVAILABLE-style."""
+    target, work_id = run.target, str(plan.pinned_id)
+    try:
+        run.heartbeat()
+        work = run.engine.source.get_work(target.type, work_id)
+    except TransientSourceError as exc:
+        return TargetOutcome.failed(f"pinned work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+    except SourceError as exc:
+        verdict = classify_candidate_failure(exc, exc.status)
+        if verdict.outage or (verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
+            return TargetOutcome.failed(f"pinned work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is no longer fetchable: {exc}", retryable=False)
+    selection = select_pinned(plan, work)
+    if selection.supply.reasons.get(RESTRICTED):
+        # A placeholder (private, deleted or hidden by Pixiv) is not the work: never deliver it.
+        return TargetOutcome.failed(
+            f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is restricted (Pixiv answers a placeholder)",
+            retryable=False, scan=CandidateScan(supply=selection.supply),
+        )
+    outcome = _select(run, selection)
+    if outcome.kind == "no_candidate" and outcome.scan is not None:
+        # Downloading it found it gone (or forbidden, or unusable): the same verdict as a lookup
+        # that fails. A duplicate (already delivered on the route) or a rule stays no_candidate.
+        gone = [s for s in outcome.scan.skipped if s.code != SkipCode.DUPLICATE and not s.retryable]
+        if gone:
+            return TargetOutcome.failed(
+                f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is no longer fetchable: {gone[0].reason}",
+                retryable=False, scan=outcome.scan,
+            )
+    return outcome
+
+
+def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     engine, target = run.engine, run.target
+    candidates: list[Work] = selection.candidates
     routes = target.routes()
     limit = 1 if target.single_work else target.effective_limit
     bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
-    scan = CandidateScan(bound=bound, fetched=len(candidates))
+    scan = CandidateScan(bound=bound, supply=selection.supply)
     taken: dict[str, str] = {}
     if routes:
         for route in routes:
@@ -311,7 +350,7 @@ def _select(run: CellRun, candidates: list[Work]) -> TargetOutcome:
         )
     if run.lost_bind:
         return TargetOutcome.failed(run.lost_bind, retryable=True, scan=scan)
-    return TargetOutcome.no_candidate(no_candidate_reason(scan), scan)
+    return TargetOutcome.no_candidate(no_candidate_reason(scan, selection.note), scan)
 
 
 def _held_intents(run: CellRun) -> list[Intent]:
@@ -349,6 +388,13 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             scan.outages.append(verdict.outage)
             return "outage"
         scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
+        return "skipped"
+    if target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
+        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
+        # stored yet, so the candidate is given back like a failed download and the scan goes on.
+        _undo(run, work, reserved)
+        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
+                                          "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
         return "skipped"
     # From here an artifact exists: the binding is never released, whatever fails next.
     engine.artifacts.put(f"{run.slot.slot_id}/{target.id}/{work.work_id}", files)

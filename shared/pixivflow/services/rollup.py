@@ -159,6 +159,8 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
 def _log_outcome(engine: Engine, outcome: dict) -> None:
     engine.log("info", "Schedule occurrence reached a terminal outcome", **outcome)
     engine.metric("SlotsFinished", status=str(outcome.get("status")))
+    if outcome.get("alertable"):  # the page an operator gets (spec §9.2; issue 16): one per occurrence
+        engine.metric("AlertableOutcomes", status=str(outcome.get("business_status")))
     for bucket in ("submitted", "no_match", "duplicate", "executor_failed", "delivery_failed"):
         count = outcome.get("cells", {}).get(bucket, 0)
         if count:

@@ -8,7 +8,8 @@ is decided. Per active slot, in order:
   3. fail cells running past their schedule's timeout (execution_timeout), except
      delivery_pending cells, which belong to the outbox;
   4. recovery: re-dispatch lease-less open cells whose dispatch is 5 min old, only while the
-     slot is inside its liveness budget; a rescued slot is not judged by the stall rules;
+     slot is inside its liveness budget and its schedule is enabled (spec §7.1); a rescued
+     slot is not judged by the stall rules;
   5. the stall rules queued_too_long / stalled_no_heartbeat, one transaction per slot.
 Then outbox rows overdue by more than 120 s, or processing past their lease, are re-sent.
 A single bad item never aborts the sweep.
@@ -18,13 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..config import ScheduleConfig
 from ..domain.model import SlotState
 from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
+from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
+from ..ports import ScheduleWatch
 from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
+from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .rollup import close, converge_deliveries, delivery_states, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
@@ -32,6 +37,15 @@ BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 
 @dataclass
 class SweepResult:
+    """The ``sweep.finished`` counters (DESIGN §12 keeps them stable; names are only ever added).
+
+    ``scanned`` is spec §7.2's: the slots the two stall rules' queries return (past their
+    budget, lease dead), skipped ones included. ``activeSlots`` is every row the active-slot
+    index returned this tick (what ``scanned`` counted before it took the spec's meaning).
+    ``unrecoverable`` counts slots that recovery would have re-dispatched but whose schedule is
+    disabled or gone (spec §7.1); they are left to the stall rules.
+    """
+
     scanned: int = 0
     queuedTooLong: int = 0
     stalledNoHeartbeat: int = 0
@@ -41,6 +55,8 @@ class SweepResult:
     redriven: int = 0
     jobsRepaired: int = 0  # jobs with a callback and no terminal event the repair pass looked at
     errors: int = 0
+    activeSlots: int = 0
+    unrecoverable: int = 0
     rescued: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, int]:
@@ -54,6 +70,8 @@ class SweepResult:
             "redriven": self.redriven,
             "jobsRepaired": self.jobsRepaired,
             "errors": self.errors,
+            "activeSlots": self.activeSlots,
+            "unrecoverable": self.unrecoverable,
         }
 
 
@@ -63,7 +81,7 @@ def sweep(engine: Engine) -> SweepResult:
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     for slot_id, _created in engine.ledger.active_slots(limit_per_shard=4 * BATCH_LIMIT):
-        result.scanned += 1  # every row the index returned counts, even one that is then skipped (spec §7.2)
+        result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
             state = engine.ledger.load(slot_id)
             if state is None:
@@ -104,16 +122,18 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
             rollup(engine, slot.slot_id, state)
             result.rolledUp += 1
             return
-    if _recover(engine, state, now, queued_ms, stall_ms):
+    verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
+    if verdict is not None:
+        if judged[verdict.rule] >= BATCH_LIMIT:
+            return  # beyond this tick's batch for the rule (spec §7.2): the next tick takes it
+        judged[verdict.rule] += 1
+        result.scanned += 1  # a row of a stall rule's query, whether or not it is then skipped
+    if _recover(engine, state, now, queued_ms, stall_ms, result):
         result.recovered += 1
         result.rescued.append(slot.slot_id)
         return
-    if _outbox_owns_progress(engine, state):
+    if verdict is None or _outbox_owns_progress(engine, state):
         return
-    verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
-    if verdict is None or judged[verdict.rule] >= BATCH_LIMIT:
-        return
-    judged[verdict.rule] += 1
     if _terminalise(engine, state, verdict, now):
         if verdict.rule == "queued_too_long":
             result.queuedTooLong += 1
@@ -166,7 +186,7 @@ def _inside_budget(state: SlotState, now: int, queued_ms: int, stall_ms: int) ->
     return False
 
 
-def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_ms: int) -> bool:
+def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_ms: int, result: SweepResult) -> bool:
     """Re-dispatch lease-less open cells whose message was lost or whose executor died."""
     if not _inside_budget(state, now, queued_ms, stall_ms):
         return False
@@ -175,6 +195,17 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
         if not c.terminal and c.status != CellStatus.DELIVERY_PENDING and not c.lease_live(now)
         and (c.dispatched_at is None or c.dispatched_at <= now - REDISPATCH_AFTER_MS)
     ]
+    if not due:
+        return False
+    blocked = run_blocked(engine.config, state.slot)
+    if blocked:
+        # Spec §1.1 / §7.1: a disabled or removed schedule is not recoverable; the stall rules end it.
+        slot = state.slot
+        result.unrecoverable += 1
+        engine.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
+                   schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
+                   correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
+        return False
     claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now)]
     if not claimed:
         return False
@@ -265,3 +296,111 @@ def _repair_job_events(engine: Engine, result: SweepResult) -> None:
         return
     result.jobsRepaired += examined
     result.errors += errors
+
+
+# ---------------------------------------------------------------- one tick: lease, sweep, missed fires
+#
+# The stall_sweep handler runs ``tick``. One sweep runs at a time (DESIGN §4): a short conditional
+# lease item in the ledger, taken at the start of a tick, makes a concurrent second tick a no-op,
+# so no reserved concurrency is needed (reserving any fails to deploy on accounts whose
+# concurrency quota is 10). After the sweep proper, the tick looks for missed fires.
+
+SWEEP_LEASE_MS = 60_000  # = the stall_sweep function timeout: a tick never outlives its lease
+MISSED_FIRES_PER_SCHEDULE = 100  # fires checked per schedule per tick; a long backlog catches up over ticks
+
+
+@dataclass
+class SkippedSweep(SweepResult):
+    """A tick that found the lease held by another sweep and did nothing."""
+
+    leaseOwner: str = ""
+    leaseUntil: int = 0
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "skipped": True, "reason": "lease_held",
+                "leaseOwner": self.leaseOwner, "leaseUntil": self.leaseUntil}
+
+
+def tick(engine: Engine) -> SweepResult:
+    """Take the lease, sweep, check for missed fires, release the lease.
+
+    Without a ``sweep_state`` (an engine built by hand) it is just ``sweep``. A tick that dies
+    keeps the lease until it expires: the next minute's tick then takes it over."""
+    state = engine.sweep_state
+    if state is None:
+        return sweep(engine)
+    owner = engine.entropy.token("sweep")
+    lease = state.acquire_lease(owner, engine.now(), SWEEP_LEASE_MS)
+    if not lease.acquired:
+        engine.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
+                   lease_owner=lease.owner, lease_until=lease.until_ms)
+        return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
+    try:
+        result = sweep(engine)
+        detect_missed_fires(engine)
+        return result
+    finally:
+        try:
+            state.release_lease(owner, engine.now())
+        except Exception as exc:  # the lease expires on its own
+            engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
+
+
+def schedule_fingerprint(cron: str, timezone: str) -> str:
+    return f"{' '.join(cron.split())}|{timezone}"
+
+
+def detect_missed_fires(engine: Engine) -> int:
+    """Count each missed fire once (issue 16). Returns how many were found this tick.
+
+    Fire F of an enabled schedule is missed when now >= F + graceMinutes and no slot exists for
+    it. Only fires after the sweep first saw the schedule enabled (with its current cron and zone)
+    count: a new, re-enabled or re-timed schedule starts a new watch, so history before it never
+    alerts. A fire is checked once: the watch's cursor moves past it, and ``MISSED#<slotId>`` is an
+    insert-if-absent, so a crash between the two re-checks the fire without counting it twice.
+    Slot ids are deterministic (DESIGN §6), so "no slot" is one strongly consistent read."""
+    state = engine.sweep_state
+    if state is None:
+        return 0
+    now = engine.now()
+    grace_minutes = engine.config.schedulerRuntime.trigger.graceMinutes
+    schedules = [s for s in engine.config.schedules if s.cron and s.cron.strip()]
+    watches = state.watches([s.id for s in schedules])
+    found = 0
+    for schedule in schedules:
+        try:
+            found += _check_schedule(engine, schedule, watches.get(schedule.id), now, grace_minutes)
+        except Exception as exc:  # one schedule never stops the others
+            engine.log("error", "missed-fire check failed", event="sweep.missed_fire_error",
+                       schedule_id=schedule.id, error=repr(exc)[:300])
+    return found
+
+
+def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
+    state = engine.sweep_state
+    assert state is not None
+    if not schedule.enabled:
+        if watch is not None and not watch.paused:
+            state.pause_watch(watch)
+        return 0
+    fingerprint = schedule_fingerprint(schedule.cron, schedule.timezone)
+    if watch is None or watch.paused or watch.fingerprint != fingerprint:
+        state.start_watch(schedule.id, fingerprint, now, replacing=watch)
+        return 0
+    due = fires_between(schedule.cron, schedule.timezone, watch.checked_through_ms, now - grace_minutes * 60_000)
+    due = due[:MISSED_FIRES_PER_SCHEDULE]
+    if not due:
+        return 0
+    found = 0
+    for fire in due:
+        occ = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire)
+        if engine.ledger.get_slot(occ.slot_id) is not None:
+            continue
+        if state.record_missed(occ.slot_id, schedule.id, fire, now):
+            found += 1
+            engine.log("warning", "scheduled fire missed: no slot exists past its grace window",
+                       event="schedule.fire_missed", schedule_id=schedule.id, slot_id=occ.slot_id,
+                       occurrence_at=occ.occurrence_iso, grace_minutes=grace_minutes)
+            engine.metric("MissedFires")
+    state.advance_watch(watch, due[-1])
+    return found

@@ -1,0 +1,66 @@
+"""``pixivflow config check``: the warnings (values repaired with a default) and the errors, each
+naming its field, on stderr and in one JSON summary on stdout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from pixivflow.cli import main
+
+DEMO = Path(__file__).resolve().parents[2] / "events" / "demo"
+
+
+def write(tmp_path: Path, edit) -> Path:
+    cfg = yaml.safe_load((DEMO / "config.yaml").read_text())
+    cfg["source"]["path"] = str(DEMO / "catalog.json")
+    edit(cfg)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def check(capsys, path: Path) -> tuple[int, dict, list[str]]:
+    code = main(["config", "check", "--config", str(path)])
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err.splitlines()
+
+
+def test_a_valid_config_with_repaired_values_passes_and_lists_the_warnings(tmp_path, capsys):
+    def edit(cfg):
+        cfg["schedulerRuntime"].update(queuedTimeoutMs=1000, stallTimeoutMs="nonsense")
+        cfg["targets"][0]["candidateScanLimit"] = 0
+
+    code, summary, err = check(capsys, write(tmp_path, edit))
+    assert code == 0
+    expected = [
+        "schedulerRuntime.queuedTimeoutMs: 1000 is below the 60000 ms floor; the default 1800000 is used",
+        "schedulerRuntime.stallTimeoutMs: 'nonsense' is not an integer number of milliseconds; the default 900000 is used",
+        "targets[0].candidateScanLimit: 0 is below 1; 1 is used",
+    ]
+    assert summary["ok"] is True and summary["warnings"] == expected and summary["errors"] == []
+    assert "morning-tokyo" in summary["schedules"] and "cats" in summary["targets"]
+    assert err == [f"warning: {line}" for line in expected]
+
+
+def test_an_invalid_config_fails_and_shows_its_errors_and_its_warnings(tmp_path, capsys):
+    def edit(cfg):
+        cfg["schedulerRuntime"]["stallTimeoutMs"] = 10
+        cfg["targets"][0]["startDate"] = "yesterday"
+        cfg["targets"][1]["minBookmarks"] = -5
+
+    code, summary, err = check(capsys, write(tmp_path, edit))
+    assert code == 1 and summary["ok"] is False
+    assert summary["warnings"] == ["schedulerRuntime.stallTimeoutMs: 10 is below the 60000 ms floor; the default 900000 is used"]
+    assert summary["errors"] == [
+        "targets[0].startDate: 'yesterday' is not a date (YYYY-MM-DD)",
+        "targets[1].minBookmarks: Input should be greater than or equal to 0",
+    ]
+    assert err == ["warning: " + summary["warnings"][0]] + [f"error: {line}" for line in summary["errors"]]
+
+
+def test_a_clean_config_has_no_warnings(tmp_path, capsys):
+    code, summary, err = check(capsys, write(tmp_path, lambda cfg: None))
+    assert (code, summary["ok"], summary["warnings"], err) == (0, True, [], [])
