@@ -22,7 +22,6 @@ from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, TransientSourceError
 from ..domain.model import Cell, Intent, Slot, cell_key
 from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
-from ..domain.pager import collect
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
