@@ -447,3 +447,14 @@ def test_an_unexpected_error_is_500_internal_error_and_leaks_nothing(make_runtim
     [line] = logs.events("schedule.job_rejected")
     assert (line["code"], line["stage"], line["http_status"], line["reason"]) == ("internal_error", "unexpected", 500,
                                                                                   "RuntimeError")
+
+
+def test_expand_turns_several_tags_into_either_tag(make_runtime, downstream):
+    """No work is tagged both "sleepy" and "cute": as one query nothing matches; with ``expand`` the
+    tags are alternatives and the newest work carrying either one is delivered."""
+    rt = jobs_runtime(make_runtime)
+    admitted(rt, task("k-and", params={"query": {"tags": ["sleepy", "cute"]}}))
+    admitted(rt, task("k-or", params={"query": {"tags": ["sleepy", "cute"], "expand": True}}))
+    rt.settle()
+    assert get_job(rt, f"{PLAN}@manual-k-and")[1]["error"]["code"] == "no_candidate"
+    assert [(r.body["slot_id"], r.body["work_id"]) for r in downstream.requests] == [(f"{PLAN}@manual-k-or", "501")]
