@@ -5,6 +5,7 @@ schema; a refusal writes nothing (no request item, no slot)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 
@@ -81,7 +82,8 @@ def test_a_replay_after_a_restart_still_names_the_same_job(make_runtime, downstr
 
 
 VALIDATION_CASES = [
-    ("not json", {"field": "body"}, "invalid_params"),
+    ("not json", {"reason": "invalid_json", "field": "body"}, "invalid_params"),  # the shell reads the body
+    ("[1, 2]", {"reason": "not_an_object", "field": "body"}, "invalid_params"),
     ({**task(), "protocol_version": None}, {"field": "protocol_version"}, "invalid_params"),
     ({**task(), "protocol_version": "2"}, {"received": "2", "supported": ["1"]}, "unsupported_protocol_version"),
     ({**task(), "job_type": "ranking"}, {"reason": "unsupported_job_type", "job_type": "ranking",
@@ -442,11 +444,13 @@ def test_an_unexpected_error_is_500_internal_error_and_leaks_nothing(make_runtim
 
     monkeypatch.setattr(jobs_service, "submit", broken)
     status, body = post_job(rt, task())
-    assert (status, body) == (500, {"error": {"code": "internal_error", "message": "internal error", "retryable": False}})
+    assert (status, body) == (500, {"error": {"code": "internal_error", "message": "internal error", "retryable": False,
+                                              "detail": {}}})
     error_body(body)
     [line] = logs.events("schedule.job_rejected")
-    assert (line["code"], line["stage"], line["http_status"], line["reason"]) == ("internal_error", "unexpected", 500,
+    assert (line["code"], line["stage"], line["http_status"], line["reason"]) == ("internal_error", "admission", 500,
                                                                                   "RuntimeError")
+    assert "secret-internal-detail" not in json.dumps(body)
 
 
 def test_expand_turns_several_tags_into_either_tag(make_runtime, downstream):

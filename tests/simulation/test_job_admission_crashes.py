@@ -12,7 +12,7 @@ import pytest
 from jobs_support import PLAN, Receiver, events, jobs_runtime, manual_slots, post_job, task
 
 SLOT = f"{PLAN}@manual-job-key-1"
-INTERNAL = {"error": {"code": "internal_error", "message": "internal error", "retryable": False}}
+INTERNAL = {"error": {"code": "internal_error", "message": "internal error", "retryable": False, "detail": {}}}
 
 
 def crash_once(obj, name):

@@ -76,7 +76,7 @@ def test_the_published_task_fixture_parses_and_its_params_are_stored_normalised(
 
 @pytest.mark.parametrize("body", [None, [], "text", 3, True])
 def test_rule_1_the_body_must_be_an_object(body):
-    assert refused(body) == invalid("request body must be a JSON object", field="body")
+    assert refused(body) == invalid("body must be a JSON object", reason="not_an_object", field="body")
 
 
 def test_rule_2_protocol_version_absent_is_invalid_and_different_is_unsupported():

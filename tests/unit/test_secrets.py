@@ -36,9 +36,12 @@ def test_a_missing_or_blank_token_fails_closed():
     assert check_bearer({"authorization": "Bearer anything"}, secrets.token(TRIGGER)) == NOT_CONFIGURED
 
 
-def test_bearer_prefix_must_be_exact():
+def test_bearer_scheme_is_case_insensitive_and_the_token_exact():
     assert check_bearer({"Authorization": "Bearer s3cret"}, "s3cret") is None
-    assert check_bearer({"authorization": "bearer s3cret"}, "s3cret").status == 401
+    assert check_bearer({"authorization": "bearer s3cret"}, "s3cret") is None  # RFC 9110 §11.1 (issue 17)
+    assert check_bearer({"authorization": "BEARER s3cret"}, "s3cret") is None
+    assert check_bearer({"authorization": "Bearer S3CRET"}, "s3cret").status == 401
+    assert check_bearer({"authorization": "Bearer \ud800"}, "s3cret").status == 401  # never an encoding crash
     assert check_bearer({"authorization": "Bearers3cret"}, "s3cret").status == 401
     assert check_bearer({"authorization": "Bearer s3cre"}, "s3cret").status == 401
     assert check_bearer({}, "s3cret").status == 401

@@ -280,7 +280,7 @@ def parse_event_query(query: Mapping[str, Any] | None) -> tuple[str | None, bool
 def parse_ack_body(body: Any) -> str:
     """``$defs/AckRequest``: the event id to acknowledge through."""
     if not isinstance(body, dict):
-        raise invalid("request body must be a JSON object", field="body")
+        raise invalid("body must be a JSON object", reason="not_an_object", field="body")
     value = body.get("ack_through")
     if not isinstance(value, str) or not value.strip():
         raise invalid("ack_through must be a non-empty event id", field="ack_through")

@@ -73,7 +73,7 @@ def _string(value: Any, max_len: int) -> str | None:
 def parse_task(body: Any) -> Task:
     # 1. an object
     if not isinstance(body, dict):
-        raise invalid("request body must be a JSON object", field="body")
+        raise invalid("body must be a JSON object", reason="not_an_object", field="body")  # as the HTTP shell words it
     # 2. protocol_version: absent is malformed, different is a version mismatch
     version = body.get("protocol_version")
     if version is None:

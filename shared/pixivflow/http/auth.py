@@ -6,6 +6,7 @@ Tokens come from env (``TRIGGER_TOKEN``, ``JOBS_TOKEN``) or from SSM by name
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 from dataclasses import dataclass
@@ -64,25 +65,28 @@ class Secrets:
 
 
 def check_bearer(headers: Mapping[str, str], expected: str | None) -> AuthFailure | None:
-    """None when authorised. Header must be exactly ``Bearer <token>``; compared in constant time."""
+    """None when authorised; never raises, whatever the header holds.
+
+    ``Authorization: Bearer <token>``: the scheme is case-insensitive (RFC 9110 §11.1, issue 17),
+    the token exact. Compared in constant time over SHA-256 digests, so neither the content nor
+    the length of the configured token leaks through timing.
+    """
     if not expected:
         return NOT_CONFIGURED
     raw = None
-    for name, value in headers.items():
-        if name.lower() == "authorization":
+    for name, value in (headers or {}).items():
+        if isinstance(name, str) and name.lower() == "authorization":
             raw = value
             break
-    if not raw or not raw.startswith("Bearer "):
+    scheme, _, presented = raw.strip().partition(" ") if isinstance(raw, str) else ("", "", "")
+    if scheme.lower() != "bearer" or not presented.strip():
         return AuthFailure(401, "unauthorized", "missing_bearer")
-    presented = raw[len("Bearer "):].strip().encode("utf-8")
-    wanted = expected.encode("utf-8")
-    # compare_digest is constant-time for equal lengths; hashing first hides the length too.
-    if not hmac.compare_digest(_digest(presented), _digest(wanted)):
+    # surrogatepass: a header holding a lone surrogate is a wrong token, not an encoding crash.
+    if not hmac.compare_digest(_digest(presented.strip().encode("utf-8", "surrogatepass")),
+                               _digest(expected.encode("utf-8", "surrogatepass"))):
         return AuthFailure(401, "unauthorized", "bad_token")
     return None
 
 
 def _digest(value: bytes) -> bytes:
-    import hashlib
-
     return hashlib.sha256(value).digest()

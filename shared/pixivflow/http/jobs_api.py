@@ -1,112 +1,103 @@
-"""The job_events function's HTTP surface (Workflow Protocol v1, spec §11.3, §12).
+"""The job_events function's HTTP surface (Workflow Protocol v1, spec §11.3, §12), on the shared shell.
 
-Routes: ``GET /capabilities``, ``POST /jobs``, ``GET /jobs?idempotency_key=``, ``GET /jobs/{jobId}``,
-``POST /jobs/{jobId}/cancel``, ``GET /jobs/{jobId}/events``, ``POST /jobs/{jobId}/events/ack``, all
-with the manual-work token (JOBS_TOKEN). The handlers live in ``jobs_routes``; this module is
-the thin shell around them: bearer auth (the legacy 503/401 bodies of spec §11.1), the one
-outcome log line per request with a real ``elapsed_ms``, and the mapping of refusals to
-``{"error": Error}`` bodies (an unexpected error is 500 ``internal_error`` "internal error").
+Every refusal here is a protocol ``{"error": Error}`` body (spec §11.3 "generic-surface
+rules"), except auth failures, which keep the legacy 503/401 bodies of spec §11.1; an
+unexpected error is 500 ``internal_error`` "internal error" and never leaks internal text.
+The handlers themselves are in ``jobs_routes``: each answers a :class:`RouteResult` or raises
+the domain's :class:`ProtocolError`, which this module hands to the shell as a ``Rejection``.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
-from .. import runtime
+from .. import __version__, runtime
 from ..domain.protocol import ProtocolError
-from ..observability import logger
 from . import jobs_routes
-from .auth import JOBS, check_bearer
-from .common import RequestClock, attempt_id, json_response, provider
+from .auth import JOBS
+from .shell import PROTOCOL, BodySpec, HttpShell, Rejection, Request
 
-app = APIGatewayHttpResolver(enable_validation=True)
+HEARTBEAT_INTERVAL_MS = jobs_routes.HEARTBEAT_INTERVAL_MS
+JOB_ID = {"jobId": "^\\S+$"}  # a slot id (spec §12.4), percent-encoded where it carries URL characters
 
-_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+shell = HttpShell(
+    "job_events", PROTOCOL,
+    title="PixivFlow Workflow Protocol v1",
+    version=__version__,
+    description="Workflow Protocol v1 (spec §12).",
+    security_schemes={"manualWorkToken": HTTPBearer(description="JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)")},
+)
+app = shell.app
 
 
-def _log(level: str, event: str, fields: dict[str, Any]) -> None:
-    extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in {**fields, "event": event}.items() if v is not None}
+def _answer(req: Request, handler: Callable[..., jobs_routes.RouteResult], *args: Any) -> Response:
     try:
-        getattr(logger, level)(event, extra=extra)
-    except Exception:  # logging never changes a response (spec §13.26)
-        pass
-
-
-def _serve(handler: Callable[..., jobs_routes.RouteResult], *args: Any) -> Response:
-    clock = RequestClock()
-    event = app.current_event
-    headers = dict(event.headers or {})
-    base = {"path": event.path, "method": event.http_method, "attempt_id": attempt_id(headers), "provider": provider(headers)}
-    try:
-        current = runtime.get()
-        failure = check_bearer(headers, current.secrets.token(JOBS))
-        if failure is not None:
-            _log("warning", "schedule.trigger_unauthorized", {**base, "http_status": failure.status,
-                                                              "reason": failure.reason, "elapsed_ms": clock.elapsed_ms()})
-            return json_response(failure.status, {"status": "error", "error": failure.error})
-        result = handler(current.engine, *args)
+        result = handler(runtime.get().engine, *args)
     except ProtocolError as exc:
-        result = jobs_routes.refusal(exc)
-    except Exception as exc:
-        try:
-            logger.exception("job request failed", extra={"event": "schedule.job_error_detail", "path": event.path})
-        except Exception:
-            pass
-        result = jobs_routes.unexpected(exc)
-    level = "error" if result.status >= 500 else "warning" if result.status >= 400 else "info"
-    _log(level, result.event, {**base, **result.fields, "http_status": result.status, "elapsed_ms": clock.elapsed_ms()})
-    return json_response(result.status, result.body)
-
-
-def _body() -> Any:
-    event = app.current_event
-    try:
-        return event.decoded_body
-    except Exception:
-        return event.body
+        raise Rejection(exc.status, exc.message, code=exc.code, detail=exc.detail, retryable=exc.retryable,
+                        stage=exc.stage) from None
+    return req.finish(result.status, result.body, result.event, **result.fields)
 
 
 def _query() -> dict[str, Any]:
     return dict(app.current_event.query_string_parameters or {})
 
 
-@app.get("/capabilities")
-def capabilities():
-    return _serve(jobs_routes.capabilities)
+JOB = {"type": "object", "required": ["job"], "properties": {"job": {"$ref": "#/components/schemas/Job"}}}
 
 
-@app.post("/jobs")
-def create_job():
-    return _serve(jobs_routes.create_job, _body())
+@shell.route("GET", "/capabilities", token=JOBS, stage="capabilities", summary="What this producer serves (spec §12.2)",
+             ok={200: ("Capabilities, derived from live config", "Capabilities")})
+def capabilities(req: Request) -> Response:
+    return _answer(req, jobs_routes.capabilities)
 
 
-@app.get("/jobs")
-def list_jobs():
-    return _serve(jobs_routes.list_jobs, _query())
+@shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="Task"), stage="admission",
+             summary="Submit a Task (spec §12.3)",
+             ok={202: ("admitted: {\"job\": Job}", JOB), 200: ("replayed: {\"job\": Job}", JOB)},
+             errors={400: "invalid_params / unsupported_protocol_version", 409: "idempotency_conflict / ambiguous_target"})
+def create_job(req: Request) -> Response:
+    return _answer(req, jobs_routes.create_job, req.body)
 
 
-@app.get("/jobs/<jobId>")
-def get_job(jobId: str):
-    return _serve(jobs_routes.get_job, jobId)
+@shell.route("GET", "/jobs", token=JOBS, stage="lookup", summary="Find a job by idempotency key",
+             ok={200: ("0 or 1 job for idempotency_key", "JobPage")}, errors={400: "idempotency_key is required"})
+def list_jobs(req: Request) -> Response:
+    return _answer(req, jobs_routes.list_jobs, _query())
 
 
-@app.post("/jobs/<jobId>/cancel")
-def cancel_job(jobId: str):
-    return _serve(jobs_routes.cancel_job, jobId)
+@shell.route("GET", "/jobs/<jobId>", token=JOBS, stage="lookup", params=JOB_ID, summary="One job",
+             ok={200: ("the Job projection (spec §12.4)", "Job")}, errors={404: "unknown job"})
+def get_job(req: Request, jobId: str) -> Response:
+    return _answer(req, jobs_routes.get_job, jobId)
 
 
-@app.get("/jobs/<jobId>/events")
-def job_events(jobId: str):
-    return _serve(jobs_routes.job_events_page, jobId, _query())
+@shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", params=JOB_ID, summary="Cancel a job (spec §12.7)",
+             ok={200: ("the cancelled Job (idempotent)", "Job")},
+             errors={404: "unknown job", 409: "resource_busy: a delivery of the job is being posted right now"})
+def cancel_job(req: Request, jobId: str) -> Response:
+    return _answer(req, jobs_routes.cancel_job, jobId)
 
 
-@app.post("/jobs/<jobId>/events/ack")
-def ack_events(jobId: str):
-    return _serve(jobs_routes.ack_job_events, jobId, _body())
+@shell.route("GET", "/jobs/<jobId>/events", token=JOBS, stage="events", params=JOB_ID, summary="Page a job's events",
+             ok={200: ("events after the cursor (spec §12.5)", "EventPage")},
+             errors={400: "a bad after or unacked", 404: "unknown job"})
+def job_events(req: Request, jobId: str) -> Response:
+    return _answer(req, jobs_routes.job_events_page, jobId, _query())
+
+
+@shell.route("POST", "/jobs/<jobId>/events/ack", token=JOBS, body=BodySpec(optional=False, schema="AckRequest"),
+             stage="ack", params=JOB_ID, summary="Acknowledge events through an id",
+             ok={200: ("the durable cursor", "AckResult")}, errors={400: "ack_through is required", 404: "unknown job"})
+def ack_events(req: Request, jobId: str) -> Response:
+    return _answer(req, jobs_routes.ack_job_events, jobId, req.body)
 
 
 def handle_http(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return shell.resolve(event, context)
+
+
+__all__ = ["app", "handle_http", "shell"]

@@ -1,28 +1,23 @@
 """The Workflow Protocol v1 routes (spec §11.3, §12), independent of the resolver around them.
 
-Each handler takes the engine and the request's pieces and returns a :class:`RouteResult`: the
-status, the body and the one outcome log line (event name + fields). Refusals raise
-:class:`ProtocolError`; :func:`refusal` turns one into its result (``schedule.job_rejected``) and
-:func:`unexpected` answers anything else as ``500 internal_error "internal error"`` without
-leaking internal text. Authentication, timing and writing the log line belong to the HTTP shell
-(``jobs_api`` today), so these functions can move onto a shared shell unchanged.
+Each handler takes the engine and the request's pieces (the parsed JSON body, the query, the
+path parameter) and returns a :class:`RouteResult`: the status, the body and the one outcome log
+line (event name + fields). Refusals raise the domain's :class:`ProtocolError`; the shell
+(``jobs_api`` on ``http.shell``) turns it into the ``{"error": Error}`` answer and the
+``schedule.job_rejected`` line, and answers anything unexpected as 500 ``internal_error``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from ..domain.protocol import ProtocolError
 from ..services import job_events, jobs
 from ..services.engine import Engine
 
 HEARTBEAT_INTERVAL_MS = 30_000
 FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expansion", "target_selector"]
-
-INTERNAL_ERROR = {"error": {"code": "internal_error", "message": "internal error", "retryable": False}}
 
 
 @dataclass
@@ -33,29 +28,9 @@ class RouteResult:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-def json_body(raw: str | bytes | None) -> Any:
-    """The request body as JSON, or None when it is absent or not JSON (the Task rules then refuse it)."""
-    if raw in (None, "", b""):
-        return None
-    try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-
-
 def path_id(value: str) -> str:
     # A job id carries a consumer key: the URL holds it percent-encoded (see protocol.events_url).
     return unquote(value)
-
-
-def refusal(exc: ProtocolError, **fields: Any) -> RouteResult:
-    return RouteResult(exc.status, exc.body(), "schedule.job_rejected",
-                       {"code": exc.code, "stage": exc.stage or "request", **fields})
-
-
-def unexpected(exc: BaseException, **fields: Any) -> RouteResult:
-    return RouteResult(500, INTERNAL_ERROR, "schedule.job_rejected",
-                       {"code": "internal_error", "stage": "unexpected", "reason": type(exc).__name__, **fields})
 
 
 # -- routes -----------------------------------------------------------------------------------
@@ -83,8 +58,8 @@ def capabilities(engine: Engine) -> RouteResult:
     return RouteResult(200, body, "schedule.capabilities")
 
 
-def create_job(engine: Engine, raw_body: str | bytes | None) -> RouteResult:
-    submission = jobs.submit(engine, json_body(raw_body))
+def create_job(engine: Engine, body: Any) -> RouteResult:
+    submission = jobs.submit(engine, body)
     job = submission.job
     status = 202 if submission.created else 200
     return RouteResult(status, {"job": job}, "schedule.job_admitted", {
@@ -115,11 +90,11 @@ def job_events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None
                                                           "unacked": page["unacked"]})
 
 
-def ack_job_events(engine: Engine, job_id: str, raw_body: str | bytes | None) -> RouteResult:
-    result = job_events.ack(engine, path_id(job_id), json_body(raw_body))
+def ack_job_events(engine: Engine, job_id: str, body: Any) -> RouteResult:
+    result = job_events.ack(engine, path_id(job_id), body)
     return RouteResult(200, result, "schedule.job_events_acked", {"job_id": result["job_id"], "acked": result["acked"],
                                                                   "unacked": result["unacked"]})
 
 
-__all__ = ["FEATURES", "INTERNAL_ERROR", "RouteResult", "ack_job_events", "cancel_job", "capabilities", "create_job",
-           "get_job", "job_events_page", "json_body", "list_jobs", "refusal", "unexpected"]
+__all__ = ["FEATURES", "RouteResult", "ack_job_events", "cancel_job", "capabilities", "create_job", "get_job",
+           "job_events_page", "list_jobs", "path_id"]

@@ -1,73 +1,55 @@
-"""The trigger API's OpenAPI document, generated from the resolver (DESIGN §8).
+"""The HTTP API's OpenAPI 3.1 document, generated from both shells' routes (DESIGN §8).
 
-Powertools builds the document from the routes; two things are then stated the way this API
-behaves: validation failures are 400 with the ``{"status":"error","error":...}`` body (never
-Powertools' default 422), and the refetch body, which is checked by hand so the spec's exact
-error texts are kept, is described here.
+One HTTP API fronts both functions (template.yaml ``HttpApi``), so one document covers both
+surfaces; each operation names its function in ``x-pixivflow-function``. Powertools builds the
+paths, path parameters (with their patterns) and model bodies from the routes; the shell adds
+every status a route can answer (2xx schemas, 400/415 for bodies, 401/503 for auth, 405, 500).
+Added here: the component schemas those responses name (the legacy bodies of ``schemas.py``
+and the published protocol ``$defs``) and the hand-checked request bodies.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "title": "ErrorBody",
-    "required": ["status", "error"],
-    "properties": {"status": {"const": "error"}, "error": {"type": "string"}},
-}
+from .schemas import LEGACY_SCHEMAS, protocol_defs
 
-REFETCH_BODY: dict[str, Any] = {
-    "required": True,
-    "content": {"application/json": {"schema": {
-        "type": "object",
-        "title": "RefetchRequest",
-        "required": ["requestId"],
-        "properties": {
-            "requestId": {
-                "type": "string",
-                "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
-                "description": "UUID (versions 1-8); one request id names one manual slot forever",
-            },
-            "correlationId": {"type": ["string", "null"], "maxLength": 200,
-                              "description": "Opaque caller correlation, forwarded to the delivery"},
-        },
-    }}},
-}
+_POWERTOOLS_ONLY = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
 
-_ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+
+def _openapi_path(rule: str) -> str:
+    return re.sub(r"<(\w+)>", r"{\1}", rule)
 
 
 def openapi_document() -> dict[str, Any]:
-    """The trigger API as an OpenAPI 3.1 document (a plain dict, ready for ``json.dumps``)."""
-    from .trigger_api import app
+    """Both functions' routes as one OpenAPI 3.1 document (a plain dict, ready for ``json.dumps``)."""
+    from . import jobs_api, trigger_api
 
-    doc = json.loads(app.get_openapi_json_schema())
-    components = doc.setdefault("components", {})
-    schemas = components.setdefault("schemas", {})
-    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+    doc: dict[str, Any] = {}
+    for shell in (trigger_api.shell, jobs_api.shell):
+        part = json.loads(shell.app.get_openapi_json_schema())
+        if not doc:
+            doc = part
+        else:
+            doc["paths"].update(part.get("paths", {}))
+            for key, values in part.get("components", {}).items():
+                doc.setdefault("components", {}).setdefault(key, {}).update(values)
+        for spec in shell.routes:
+            operation = doc["paths"][_openapi_path(spec.rule)][spec.method.lower()]
+            operation["x-pixivflow-function"] = shell.function
+            if spec.body is not None and spec.body.schema:
+                operation["requestBody"] = {"required": not spec.body.optional, "content": {
+                    "application/json": {"schema": {"$ref": f"#/components/schemas/{spec.body.schema}"}}}}
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in _POWERTOOLS_ONLY:
         schemas.pop(name, None)
-    schemas["ErrorBody"] = ERROR_SCHEMA
+    schemas.update(protocol_defs())
+    schemas.update(LEGACY_SCHEMAS)
     for item in doc.get("paths", {}).values():
         for operation in item.values():
-            responses = operation.setdefault("responses", {})
-            responses.pop("422", None)
-            for code, response in responses.items():
-                if code.startswith(("4", "5")):
-                    response["content"] = {"application/json": {"schema": _ERROR_REF}}
-            if operation.get("security"):
-                responses.setdefault("401", {"description": "missing or wrong bearer token"})
-                responses.setdefault("503", {"description": "endpoint disabled: token not configured"})
-                for code in ("401", "503"):
-                    responses[code].setdefault("content", {"application/json": {"schema": _ERROR_REF}})
-    refetch = doc.get("paths", {}).get("/internal/targets/{targetId}/refetch", {}).get("post")
-    if refetch is not None:
-        refetch["requestBody"] = REFETCH_BODY
-    run = doc.get("paths", {}).get("/internal/schedules/{scheduleId}/run", {}).get("post")
-    if run is not None:
-        run["responses"].setdefault("400", {"description": "invalid body (\"<field>: <message>\")",
-                                            "content": {"application/json": {"schema": _ERROR_REF}}})
+            operation.get("responses", {}).pop("422", None)  # validation failures are 400 (DESIGN §8)
     return doc
 
 

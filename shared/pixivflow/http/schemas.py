@@ -1,0 +1,141 @@
+"""JSON Schemas of the trigger function's bodies (spec §11.3, §12.6), as OpenAPI components.
+
+The job routes answer the published protocol ``$defs`` (``protocol_v1.schema.json`` beside this
+file, a copy of Workflow Protocol v1); the legacy routes have no published schema, so theirs are
+stated here, from the spec's tables, and the e2e tests validate real responses against them.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..config import ID_PATTERN
+
+# spec §11.3: UUID v1-8, case-insensitive (JSON Schema patterns have no flags: both cases spelled out).
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
+SCHEDULE_ID_PATTERN = ID_PATTERN
+TARGET_ID_PATTERN = ID_PATTERN
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_NULLABLE_MS = {"type": ["integer", "null"], "minimum": 0}
+_MS = {"type": "integer", "minimum": 0}
+
+LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ErrorBody": {
+        "type": "object",
+        "title": "ErrorBody",
+        "description": "Every legacy failure, and the 401/503 auth failures of every route (spec §11.1)",
+        "required": ["status", "error"],
+        "properties": {"status": {"const": "error"}, "error": {"type": "string"}},
+    },
+    "ProtocolErrorBody": {
+        "type": "object",
+        "title": "ProtocolErrorBody",
+        "description": "Every failure of /jobs* and /capabilities other than auth (spec §11.3)",
+        "required": ["error"],
+        "properties": {"error": {"$ref": "#/components/schemas/Error"}},
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status", "service", "version", "commit"],
+        "properties": {"status": {"const": "ok"}, "service": {"const": "pixivflow-scheduler-trigger"},
+                       "version": {"type": "string"}, "commit": _NULLABLE_STRING},
+    },
+    "ScheduleList": {
+        "type": "object",
+        "required": ["schedules"],
+        "properties": {"schedules": {"type": "array", "items": {
+            "type": "object",
+            "required": ["scheduleId", "mode", "occurrence"],
+            "properties": {"scheduleId": {"type": "string", "pattern": SCHEDULE_ID_PATTERN},
+                           "mode": {"enum": ["external", "internal"]},
+                           "occurrence": {**_NULLABLE_STRING, "description": "slot id a trigger would run now"}},
+        }}},
+    },
+    "RunResult": {
+        "type": "object",
+        "description": "Disposition of a run trigger (spec §4.4): 202 accepted/running, 200 completed, 503 rejected",
+        "required": ["status", "schedule", "note"],
+        "properties": {
+            "status": {"enum": ["accepted", "running", "completed", "rejected"]},
+            "note": {"enum": ["queued", "already_running", "already_completed", "rejected"]},
+            "schedule": {
+                "type": "object",
+                "required": ["scheduleId", "slotId", "disposition", "status"],
+                "properties": {
+                    "scheduleId": {"type": "string"},
+                    "slotId": {"type": "string"},
+                    "disposition": {"enum": ["accepted", "already_running", "already_completed", "rejected"]},
+                    "status": {"type": "string"},
+                    "alreadyCompleted": {"const": True},
+                    "cells": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["targetId", "status", "workId"],
+                        "properties": {"targetId": {"type": "string"}, "status": {"type": "string"},
+                                       "workId": _NULLABLE_STRING, "error": {"type": "string"}},
+                    }},
+                },
+            },
+        },
+    },
+    "DrainResult": {
+        "type": "object",
+        "required": ["status", "result"],
+        "properties": {"status": {"const": "ok"}, "result": {
+            "type": "object",
+            "required": ["processed", "done", "retried", "dead"],
+            "properties": {k: {"type": "integer", "minimum": 0} for k in ("processed", "done", "retried", "dead")},
+        }},
+    },
+    "RefetchRequest": {
+        "type": "object",
+        "title": "RefetchRequest",
+        "required": ["requestId"],
+        "properties": {
+            "requestId": {"type": "string", "pattern": UUID_PATTERN,
+                          "description": "UUID (versions 1-8); one request id names one manual slot forever"},
+            "correlationId": {"type": ["string", "null"], "maxLength": 200,
+                              "description": "Opaque caller correlation, forwarded to the delivery; no control characters"},
+        },
+    },
+    "RefetchAccepted": {
+        "type": "object",
+        "required": ["status", "slotId", "disposition"],
+        "properties": {"status": {"const": "accepted"}, "slotId": {"type": "string"},
+                       "disposition": {"enum": ["accepted", "queued", "already_completed"]}},
+    },
+    "JobStatusProjection": {
+        "type": "object",
+        "description": "spec §12.6; timestamps epoch ms or null",
+        "required": ["requestId", "slotId", "state", "slotStatus", "createdAt", "startedAt", "updatedAt", "heartbeatAt",
+                     "leaseExpiresAt", "leaseActive", "claimed", "attemptCount", "terminalReasonCode",
+                     "terminalReasonMessage", "manualRequestId", "idempotencyKey", "correlationId"],
+        "properties": {
+            "requestId": {"type": "string"}, "slotId": {"type": "string"}, "state": {"type": "string"},
+            "slotStatus": {"type": "string"}, "createdAt": _MS, "startedAt": _NULLABLE_MS, "updatedAt": _MS,
+            "heartbeatAt": _NULLABLE_MS, "leaseExpiresAt": _NULLABLE_MS, "leaseActive": {"type": "boolean"},
+            "claimed": {"type": "boolean"}, "attemptCount": {"type": "integer", "minimum": 0},
+            "terminalReasonCode": _NULLABLE_STRING, "terminalReasonMessage": _NULLABLE_STRING,
+            "manualRequestId": {"type": "string"}, "idempotencyKey": {"type": "string"}, "correlationId": _NULLABLE_STRING,
+        },
+    },
+}
+
+PROTOCOL_SCHEMA_FILE = Path(__file__).with_name("protocol_v1.schema.json")
+
+
+@lru_cache(maxsize=1)
+def protocol_defs() -> dict[str, Any]:
+    """The published protocol ``$defs``, with their refs pointed at ``#/components/schemas``."""
+    text = PROTOCOL_SCHEMA_FILE.read_text(encoding="utf-8").replace('"#/$defs/', '"#/components/schemas/')
+    return json.loads(text)["$defs"]
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+__all__ = ["LEGACY_SCHEMAS", "SCHEDULE_ID_PATTERN", "TARGET_ID_PATTERN", "UUID_PATTERN", "protocol_defs", "ref"]

@@ -1,0 +1,477 @@
+"""The one HTTP shell both functions share (spec §11, §12; DESIGN §8; issues 9 item 6 and 17).
+
+``trigger_api`` and ``jobs_api`` each build one ``HttpShell`` and register their routes with
+``@shell.route``. Everything a route must not get wrong by itself lives here, once:
+
+1. **Route match** (Powertools). An unknown path answers 404 and a known path with another
+   method 405 with ``Allow``, both in the function's own error shape.
+2. **``schedule.trigger_received``** for routes declared ``received=...`` (the run route), before
+   auth, so a refused clock still leaves a trace (spec §11.3).
+3. **Auth** (spec §11.1): fail closed (503 when no token is configured), else 401; on every
+   surface with the legacy ``{"status":"error","error":…}`` body.
+4. **Precheck**: a route's own resource check that answers before body rules (the run route's
+   unknown schedule is a 404 whatever the body says).
+5. **Body** (``BodySpec``): Content-Type, size, depth, integer size, JSON shape, then the route's
+   model or hand check (``bodies.py``). Nothing of the body is read before step 3 passed, so an
+   unauthenticated caller learns nothing about body rules and costs no parsing.
+6. **Handler**: ``handler(req, **path_params)`` returns ``req.finish(...)``.
+
+Whatever a step raises is mapped in ONE place (the resolver's ``exception_handler``):
+``Rejection``, ``BodyProblem`` and the domain's ``StatusError`` answer their status in the
+route's surface shape; anything else is the route's documented 500 (legacy routes: their own
+message, spec §11.3; protocol routes: ``internal_error`` "internal error", never internal text).
+Every request writes exactly one outcome line (``Request.finish``), so its ``http_status`` is
+the status the caller saw, with the correlation fields of spec §11.2 and a real ``elapsed_ms``.
+
+Adding a route (the job API builds on this)::
+
+    @shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel",
+                 ok={200: ("the job, cancelled", "Job")}, errors={404: "unknown job"},
+                 summary="Cancel a job")
+    def cancel_job(req: Request, jobId: str) -> Response:
+        job = ...                         # raise Rejection(404, "unknown job", detail={...}) to refuse
+        return req.finish(200, job, "schedule.job_cancelled", job_id=jobId)
+
+``token`` is ``auth.TRIGGER``, ``auth.JOBS`` or None (open); ``surface`` defaults to the shell's
+(``LEGACY`` for the trigger function, ``PROTOCOL`` for job_events); ``body=BodySpec(model=M)``
+validates with a pydantic model (first error answered as ``<field>: <message>``) or
+``BodySpec(check=fn)`` with a hand check that raises ``Rejection``; the parsed value is
+``req.body``. ``ok`` names the 2xx schemas (components of the OpenAPI document, the protocol
+``$defs`` among them) and ``errors`` the route's own refusals; 401/503 (auth), 400/415 (body),
+405 and 500 are documented by the shell itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Mapping
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from pydantic import BaseModel, ValidationError
+
+from .. import runtime
+from ..domain.errors import StatusError
+from ..domain.reasons import PROTOCOL_ERROR_CODES
+from ..observability import logger
+from .auth import check_bearer
+from .bodies import NOT_AN_OBJECT, BodyProblem, decode_text, is_json_media_type, parse_json, unsupported_media_type
+from .common import RequestClock, attempt_id, header, json_response, provider
+
+_SPEC_ATTR = "__pixivflow_route__"
+_REQUEST_KEY = "pixivflow_request"
+_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_PARAM = re.compile(r"<(\w+)>")
+_MAX_LOGGED_PARAM = 256
+SECURITY = {"trigger": [{"triggerToken": []}], "jobs": [{"manualWorkToken": []}]}
+
+
+# -- surfaces: the two error shapes ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Surface:
+    """An error shape: ``legacy`` (spec §11.3) or ``protocol`` (spec §12.1 ``{"error": Error}``)."""
+
+    name: str
+    error_schema: str  # the OpenAPI component its error bodies follow
+
+    @property
+    def protocol(self) -> bool:
+        return self.name == "protocol"
+
+    def error(self, status: int, message: str, *, code: str | None = None, detail: Mapping[str, Any] | None = None,
+              retryable: bool | None = None) -> dict[str, Any]:
+        if not self.protocol:
+            return {"status": "error", "error": message}
+        code = code or ("internal_error" if status >= 500 else "invalid_params")
+        if code not in PROTOCOL_ERROR_CODES:  # the enum is closed (spec §8.4)
+            code = "internal_error"
+        return {"error": {"code": code, "message": message,
+                          "retryable": PROTOCOL_ERROR_CODES[code] if retryable is None else retryable,
+                          "detail": dict(detail or {})}}
+
+
+LEGACY = Surface("legacy", "ErrorBody")
+PROTOCOL = Surface("protocol", "ProtocolErrorBody")
+
+
+# -- what a route declares ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    """A JSON body. ``model``: pydantic validation; ``check``: a hand check ``fn(data) -> value``.
+
+    ``optional``: an absent, empty or ``null`` body is ``req.body = None``. ``lenient``: an
+    unparsable or non-object body is handed to ``check`` as ``{}`` (the refetch route, whose
+    messages spec §11.3 fixes); limits (size, depth, integers) and Content-Type still apply.
+    """
+
+    model: type[BaseModel] | None = None
+    check: Callable[[Any], Any] | None = None
+    optional: bool = True
+    lenient: bool = False
+    schema: str | None = None  # OpenAPI component for a hand-checked body
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The documented 500 of a route: body message, outcome event, stack-trace event."""
+
+    message: str = "internal error"
+    event: str = "http.error"
+    detail_event: str = "http.error_detail"
+
+
+# spec §12.3 rule 1 words these two for protocol consumers; the legacy run route keeps the
+# texts it has always answered (bodies.NOT_JSON, bodies.NOT_AN_OBJECT).
+_PROTOCOL_BODY_MESSAGES = {"invalid_json": "body is not valid JSON", "not_an_object": "body must be a JSON object"}
+
+PROTOCOL_FAILURE = Failure("internal error", "schedule.job_rejected", "schedule.job_error_detail")
+
+
+class Rejection(Exception):
+    """A refusal a handler (or body check) raises: answered ``status`` in the route's surface shape.
+
+    ``code``/``detail``/``retryable`` shape the protocol Error (ignored by legacy routes);
+    ``stage`` names the protocol step for ``schedule.job_rejected``; ``event`` overrides the
+    route's rejection event; ``fields`` go on the outcome line.
+    """
+
+    def __init__(self, status: int, message: str, *, code: str | None = None, detail: Mapping[str, Any] | None = None,
+                 retryable: bool | None = None, stage: str | None = None, event: str | None = None,
+                 level: str | None = None, **fields: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code, self.detail = status, message, code, detail
+        self.retryable, self.stage, self.event, self.level, self.fields = retryable, stage, event, level, fields
+
+
+@dataclass
+class RouteSpec:
+    method: str
+    rule: str
+    handler: Callable[..., Response]
+    surface: Surface
+    token: str | None = None
+    body: BodySpec | None = None
+    received: str | None = None
+    source: str | None = None
+    precheck: Callable[..., Response | None] | None = None
+    rejected_event: str = "http.request_invalid"
+    refusal_fields: Mapping[str, Any] = field(default_factory=dict)
+    failure: Failure = field(default_factory=Failure)
+    stage: str = "handler"
+    params: Mapping[str, str] = field(default_factory=dict)  # path parameter -> documented pattern
+    regex: re.Pattern[str] | None = None
+
+
+# -- one request ---------------------------------------------------------------------------------
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# Characters a JSON log line may carry raw but line-splitting log tools break on (C1 controls,
+# U+2028/U+2029), and lone surrogates the log writer cannot encode at all (the line would be
+# dropped). They only come from the path, so they are written as \\uXXXX escapes.
+_UNLOGGABLE = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _loggable(value: Any) -> Any:
+    if isinstance(value, str) and _UNLOGGABLE.search(value):
+        return _UNLOGGABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    return value
+
+
+class Request:
+    """One request: correlation fields, timing, the parsed body, and its one outcome line."""
+
+    def __init__(self, event: Any, spec: RouteSpec | None, surface: Surface) -> None:
+        self.clock = RequestClock()
+        self.spec = spec
+        self.surface = surface
+        self.headers: dict[str, str] = dict(event.headers or {})
+        self.path: str = event.path
+        self.method: str = event.http_method
+        self.fields: dict[str, Any] = {"path": self.path, "method": self.method}
+        if spec is not None and spec.source:
+            self.fields["trigger_source"] = spec.source
+        for key, value in (("attempt_id", attempt_id(self.headers)), ("provider", provider(self.headers))):
+            if value:  # omitted when absent, never synthesised (spec §11.2)
+                self.fields[key] = value
+        self.body: Any = None
+        self.done = False
+
+    def annotate(self, **fields: Any) -> None:
+        """Fields every later line of this request carries (e.g. ``schedule_id``)."""
+        self.fields.update({k: v for k, v in fields.items() if v is not None})
+
+    def log(self, level: str, event: str, **fields: Any) -> None:
+        merged = {**self.fields, **{k: v for k, v in fields.items() if v is not None}, "event": event}
+        extra = {(f"{k}_" if k in _RESERVED else k): _loggable(v) for k, v in merged.items()}
+        try:
+            getattr(logger, level)(event, extra=extra)
+        except Exception:  # logging never changes a response (spec §13.26)
+            pass
+
+    def finish(self, status: int, body: Any, event: str, level: str | None = None,
+               headers: Mapping[str, str] | None = None, **fields: Any) -> Response:
+        """The response, and the request's one outcome line with ``http_status`` = ``status``."""
+        if not self.done:
+            self.done = True
+            if level is None:
+                level = "error" if status >= 500 else "warning" if status >= 400 else "info"
+            self.log(level, event, http_status=status, elapsed_ms=self.clock.elapsed_ms(), **fields)
+        return json_response(status, body, headers)
+
+    def refuse(self, status: int, message: str, *, code: str | None = None, detail: Mapping[str, Any] | None = None,
+               retryable: bool | None = None, stage: str | None = None, event: str | None = None,
+               level: str | None = None, headers: Mapping[str, str] | None = None, **fields: Any) -> Response:
+        """A refusal in this request's surface shape, logged as the route's rejection."""
+        body = self.surface.error(status, message, code=code, detail=detail, retryable=retryable)
+        level = level or ("error" if status >= 500 else "warning")
+        if self.surface.protocol:
+            # spec §11.3: protocol failures log schedule.job_rejected with code and stage.
+            return self.finish(status, body, "schedule.job_rejected", level=level, headers=headers,
+                               code=body["error"]["code"], stage=stage or (self.spec.stage if self.spec else "route"),
+                               reason=message, **fields)
+        spec_event = self.spec.rejected_event if self.spec else "http.request_invalid"
+        extra = dict(self.spec.refusal_fields) if self.spec else {}
+        extra.update(fields)
+        return self.finish(status, body, event or spec_event, level=level, headers=headers, reason=message, **extra)
+
+    def authorise(self, kind: str) -> Response | None:
+        """None when the bearer token of ``kind`` is presented; else the 503/401 of spec §11.1."""
+        failure = check_bearer(self.headers, runtime.get().secrets.token(kind))
+        if failure is None:
+            return None
+        # Auth failures keep the legacy body on every surface (spec §11.1).
+        return self.finish(failure.status, LEGACY.error(failure.status, failure.error), "schedule.trigger_unauthorized",
+                           level="warning", reason=failure.reason)
+
+
+def log_detail(message: str, event: str, **fields: Any) -> None:
+    """The stack trace of a 500 on its own line (no http_status: it is not an outcome line)."""
+    try:
+        extra = {(f"{k}_" if k in _RESERVED else k): _loggable(v) for k, v in fields.items()}
+        logger.exception(message, extra={**extra, "event": event})
+    except Exception:
+        pass
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """``<field>: <message>`` for the first error, e.g. ``label: Input should be a valid string``."""
+    errors = exc.errors() or [{}]
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    return f"{'.'.join(loc) or 'body'}: {first.get('msg') or 'invalid value'}"
+
+
+# -- the shell ---------------------------------------------------------------------------------------
+
+
+class HttpShell:
+    """One Powertools resolver with the pipeline and the exception mapping above."""
+
+    def __init__(self, function: str, surface: Surface, *, title: str, version: str, description: str,
+                 security_schemes: Mapping[str, Any]) -> None:
+        self.function = function
+        self.surface = surface
+        self.routes: list[RouteSpec] = []
+        # Validation stays OFF in Powertools: its request validation runs before any middleware,
+        # i.e. before auth (issue 17). The shell validates bodies itself, after auth.
+        self.app = APIGatewayHttpResolver(enable_validation=False)
+        self.app.configure_openapi(title=title, version=version, description=description,
+                                   security_schemes=dict(security_schemes))
+        self.app.use([self._pipeline])
+        self.app.exception_handler(Exception)(self._on_exception)
+
+    # -- registration ---------------------------------------------------------------------------
+    def route(self, method: str, rule: str, *, token: str | None = None, surface: Surface | None = None,
+              body: BodySpec | None = None, received: str | None = None, source: str | None = None,
+              precheck: Callable[..., Response | None] | None = None, rejected_event: str = "http.request_invalid",
+              refusal_fields: Mapping[str, Any] | None = None, failure: Failure | None = None, stage: str = "handler",
+              params: Mapping[str, str] | None = None, summary: str | None = None,
+              ok: Mapping[int, tuple[str, str]] | None = None, errors: Mapping[int, str] | None = None
+              ) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+        surface = surface or self.surface
+
+        def register(handler: Callable[..., Response]) -> Callable[..., Response]:
+            spec = RouteSpec(method=method.upper(), rule=rule, handler=handler, surface=surface, token=token, body=body,
+                             received=received, source=source, precheck=precheck, rejected_event=rejected_event,
+                             refusal_fields=dict(refusal_fields or {}),
+                             failure=failure or (PROTOCOL_FAILURE if surface.protocol else Failure()),
+                             stage=stage, params=dict(params or {}),
+                             regex=APIGatewayHttpResolver._compile_regex(rule))
+            self.routes.append(spec)
+            self.app.route(rule, spec.method, summary=summary, security=SECURITY.get(token) if token else None,
+                           responses=self._responses(spec, ok or {}, errors or {}))(self._endpoint(spec))
+            return handler
+
+        return register
+
+    def _endpoint(self, spec: RouteSpec) -> Callable[..., Response]:
+        """What Powertools calls: it hands the handler the shell's Request and the path parameters.
+
+        Its signature (path parameters with their patterns, the body model) exists only for the
+        generated OpenAPI document; Powertools validates nothing (see ``__init__``).
+        """
+        names = _PARAM.findall(spec.rule)
+
+        def endpoint(**kwargs: Any) -> Response:
+            req: Request = self.app.context[_REQUEST_KEY]
+            return spec.handler(req, **{name: kwargs[name] for name in names})
+
+        parameters = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        annotation=Annotated[str, Path(pattern=spec.params[name])] if name in spec.params
+                                        else Annotated[str, Path()]) for name in names]
+        if spec.body is not None and spec.body.model is not None:
+            parameters.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                                annotation=Annotated[spec.body.model | None if spec.body.optional
+                                                                     else spec.body.model, Body()]))
+        endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        endpoint.__name__ = spec.handler.__name__
+        endpoint.__doc__ = spec.handler.__doc__
+        setattr(endpoint, _SPEC_ATTR, spec)
+        return endpoint
+
+    def _responses(self, spec: RouteSpec, ok: Mapping[int, tuple[str, str]], errors: Mapping[int, str]) -> dict[int, Any]:
+        def content(schema: str | dict[str, Any]) -> dict[str, Any]:
+            ref = {"$ref": f"#/components/schemas/{schema}"} if isinstance(schema, str) else schema
+            return {"application/json": {"schema": ref}}
+
+        error = content(spec.surface.error_schema)
+        responses: dict[int, Any] = {code: {"description": text, "content": content(schema)} for code, (text, schema) in ok.items()}
+        for code, text in errors.items():
+            responses[code] = {"description": text, "content": error}
+        if spec.token:
+            responses.setdefault(401, {"description": "missing or wrong bearer token", "content": content(LEGACY.error_schema)})
+            responses.setdefault(503, {"description": "endpoint disabled: token not configured",
+                                       "content": content(LEGACY.error_schema)})
+        if spec.body is not None:
+            responses.setdefault(400, {"description": "invalid body: unparsable, not an object, over 64 KB, nested over 64 "
+                                                      "levels, an integer over 4300 digits, or a field that fails its rule",
+                                       "content": error})
+            responses.setdefault(415, {"description": "Content-Type is not application/json", "content": error})
+        responses.setdefault(405, {"description": "another method of this path (the Allow header lists the served ones)",
+                                   "headers": {"Allow": {"schema": {"type": "string"}}}, "content": error})
+        responses.setdefault(500, {"description": spec.failure.message, "content": error})
+        return responses
+
+    # -- dispatch ------------------------------------------------------------------------------------
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return self.app.resolve(event, context)
+
+    def allowed(self, path: str) -> list[str]:
+        return sorted({spec.method for spec in self.routes if spec.regex is not None and spec.regex.match(path)})
+
+    def _pipeline(self, app: APIGatewayHttpResolver, next_middleware: Callable[..., Response]) -> Response:
+        route = app.context.get("_route")
+        spec: RouteSpec | None = getattr(getattr(route, "func", None), _SPEC_ATTR, None)
+        req = Request(app.current_event, spec, spec.surface if spec else self.surface)
+        app.append_context(**{_REQUEST_KEY: req})
+        if spec is None:
+            return self._unrouted(req)
+        params: dict[str, Any] = app.context.get("_route_args") or {}
+        req.annotate(**{_snake(k): v[:_MAX_LOGGED_PARAM] if isinstance(v, str) else v for k, v in params.items()})
+        if spec.received:
+            req.log("info", "schedule.trigger_received")
+        if spec.token:
+            denied = req.authorise(spec.token)
+            if denied is not None:
+                return denied
+        if spec.precheck is not None:
+            refused = spec.precheck(req, **params)
+            if refused is not None:
+                return refused
+        if spec.body is not None:
+            req.body = self._read_body(app, spec.body)
+        response = next_middleware(app)
+        if not req.done:  # a handler answered without finish(): still exactly one outcome line
+            req.finish(response.status_code, None, "http.response")
+        return response
+
+    def _unrouted(self, req: Request) -> Response:
+        allowed = self.allowed(req.path)
+        if not allowed:
+            return req.refuse(404, "not found", detail={"reason": "unknown_route"}, stage="route", event="http.not_found")
+        req.surface = next(spec.surface for spec in self.routes if spec.regex is not None and spec.regex.match(req.path))
+        return req.refuse(405, "method not allowed", detail={"reason": "method_not_allowed", "allow": allowed},
+                          stage="route", event="http.method_not_allowed", headers={"Allow": ", ".join(allowed)})
+
+    def _read_body(self, app: APIGatewayHttpResolver, spec: BodySpec) -> Any:
+        event = app.current_event
+        raw = event.get("body")
+        data: Any = None
+        if raw not in (None, ""):
+            if not is_json_media_type(header(event.headers or {}, "content-type", first_value=False)):
+                raise unsupported_media_type()
+            text = decode_text(raw, bool(event.get("isBase64Encoded")))
+            try:
+                data = parse_json(text) if text is not None else None
+            except BodyProblem as problem:
+                if not (spec.lenient and problem.reason == "invalid_json"):
+                    raise
+                data = None  # lenient: the route's check answers a body it cannot read (spec §11.3)
+        if spec.lenient:
+            data = data if isinstance(data, dict) else {}
+        elif data is None:
+            if not spec.optional:
+                raise BodyProblem(400, "not_an_object", f"body: {NOT_AN_OBJECT}")
+            return None
+        elif not isinstance(data, dict):
+            raise BodyProblem(400, "not_an_object", f"body: {NOT_AN_OBJECT}")
+        if spec.model is not None:
+            try:
+                data = spec.model.model_validate(data)
+            except ValidationError as exc:
+                first = (exc.errors() or [{}])[0]
+                name = ".".join(str(p) for p in first.get("loc", ())) or "body"
+                raise BodyProblem(400, "invalid_field", describe_validation_error(exc), field=name) from None
+        if spec.check is not None:
+            data = spec.check(data)
+        return data
+
+    def _on_exception(self, exc: Exception) -> Response:
+        """The one exception -> HTTP mapping of both functions."""
+        req: Request | None = self.app.context.get(_REQUEST_KEY)
+        if req is None:  # raised before the pipeline ran
+            req = Request(self.app.current_event, None, self.surface)
+        if isinstance(exc, Rejection):
+            return req.refuse(exc.status, exc.message, code=exc.code, detail=exc.detail, retryable=exc.retryable,
+                              stage=exc.stage, event=exc.event, level=exc.level, **exc.fields)
+        if isinstance(exc, BodyProblem):
+            message = _PROTOCOL_BODY_MESSAGES.get(exc.reason, exc.message) if req.surface.protocol else exc.message
+            return req.refuse(exc.status, message, detail={"reason": exc.reason, "field": exc.field}, stage="body")
+        if isinstance(exc, StatusError):  # a domain refusal: its status and message (spec §11.3)
+            return req.refuse(exc.status, exc.message, code=getattr(exc, "code", None), detail=getattr(exc, "detail", None),
+                              retryable=getattr(exc, "retryable", None))
+        failure = req.spec.failure if req.spec else (PROTOCOL_FAILURE if self.surface.protocol else Failure())
+        log_detail(failure.message, failure.detail_event, **req.fields)
+        if req.surface.protocol:
+            # Never internal text on the protocol surface (spec §11.3 "generic-surface rules").
+            return req.finish(500, req.surface.error(500, "internal error", code="internal_error"), "schedule.job_rejected",
+                              code="internal_error", stage=req.spec.stage if req.spec else "route",
+                              reason=type(exc).__name__)
+        return req.finish(500, LEGACY.error(500, failure.message), failure.event, reason=type(exc).__name__)
+
+
+__all__ = [
+    "BodySpec",
+    "Failure",
+    "HttpShell",
+    "LEGACY",
+    "PROTOCOL",
+    "PROTOCOL_FAILURE",
+    "Rejection",
+    "Request",
+    "RouteSpec",
+    "Surface",
+    "describe_validation_error",
+    "log_detail",
+]
