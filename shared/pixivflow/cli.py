@@ -15,7 +15,7 @@ def _demo(args: argparse.Namespace) -> int:
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     from .local.demo import run_demo
 
-    return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults)
+    return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--no-faults", action="store_true", help="skip the injected executor outage")
     demo.add_argument("--verbose", action="store_true", help="show handler logs and metrics")
+    demo.add_argument("--source", choices=("catalog", "fake-pixiv"), default="catalog",
+                      help="the offline catalogue, or the real Pixiv client against a loopback fake Pixiv")
     demo.set_defaults(func=_demo)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler")

@@ -1,11 +1,14 @@
-"""Configuration: PixivFlow's `schedules`, `targets`, `delivery`, `source` and `schedulerRuntime` blocks.
+"""Configuration: PixivFlow's `schedules`, `targets`, `delivery`, `source`, `pixiv`, `network`,
+`download` and `schedulerRuntime` blocks.
 
 Field names keep PixivFlow's camelCase so an existing config loads unchanged. Unknown keys
 are tolerated (PixivFlow configs carry many blocks the core does not use). A bad config
 fails fast with a ``ConfigError`` naming the field path, e.g. ``schedules[1].cron: ...``.
 
 Location: env ``PIXIVFLOW_CONFIG`` = a file path (YAML or JSON) or ``ssm:<parameter name>``.
-Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``).
+Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``); the
+Pixiv refresh token is a ``${VAR}`` reference resolved at first use (``adapters/secret_refs.py``).
+A `pixiv` block without a `source` block selects the Pixiv source (issue 10).
 """
 
 from __future__ import annotations
@@ -249,16 +252,84 @@ class DeliveryConfig(_Model):
         return value
 
 
+def _http_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", value):
+        raise ValueError("must be an http(s) base URL without query or fragment")
+    return value.rstrip("/")
+
+
+class SourceBaseUrls(_Model):
+    """Where the Pixiv source sends its requests (DESIGN §12): each key optional, the real host by default."""
+
+    oauth: str | None = None
+    api: str | None = None
+    image: str | None = None
+
+    @field_validator("oauth", "api", "image")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        return _http_url(value)
+
+
 class SourceConfig(_Model):
     kind: Literal["catalog", "pixiv"] = "catalog"
     path: str | None = None
     pageSize: int = Field(default=30, ge=1, le=500)
+    baseUrls: SourceBaseUrls | None = None  # pixiv only: the local fake, or a test's loopback server
 
     @model_validator(mode="after")
     def _path(self) -> "SourceConfig":
         if self.kind == "catalog" and not self.path:
             raise ValueError("path: required for a catalog source")
         return self
+
+
+class PixivConfig(_Model):
+    """PixivFlow's own ``pixiv`` block (../shared/notes/pixiv-app-api.md §5).
+
+    ``refreshToken`` is a secret: write it as a ``${VAR}`` reference (environment, then SSM below
+    ``RouteSecretsPath``; DESIGN §7), or set ``PIXIV_REFRESH_TOKEN``. It is resolved when the
+    first Pixiv request needs it, never at load time, and never logged.
+    """
+
+    refreshToken: str | None = Field(default=None, repr=False)
+    accountId: str = Field(default="default", pattern=ID_PATTERN)
+    clientId: str | None = None
+    clientSecret: str | None = Field(default=None, repr=False)
+    userAgent: str | None = None
+    deviceToken: str | None = None  # PixivFlow sends "pixiv"; the refresh grant does not need it
+
+
+class ProxyConfig(_Model):
+    enabled: bool = False
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    protocol: Literal["http", "https", "socks4", "socks5"] = "http"
+    username: str | None = None
+    password: str | None = Field(default=None, repr=False)  # may be a ${VAR} reference
+
+    @model_validator(mode="after")
+    def _host(self) -> "ProxyConfig":
+        if self.enabled and not (self.host and self.port):
+            raise ValueError("host: host and port are required when the proxy is enabled")
+        return self
+
+
+class NetworkConfig(_Model):
+    """PixivFlow's ``network`` block, as the Pixiv source honours it.
+
+    ``retries`` is the number of quick retries of a 5xx answer or a timeout (after 1 s, 2 s, ...);
+    ``requestPacingMs`` the least time between two App API requests of one container (plus up
+    to 25 % jitter). ``retryDelay`` is accepted for compatibility; the quick-retry steps are fixed.
+    """
+
+    timeoutMs: int = Field(default=30_000, ge=1000, le=120_000)
+    retries: int = Field(default=2, ge=0, le=5)
+    retryDelay: int | None = None
+    requestPacingMs: int = Field(default=1000, ge=0, le=60_000)
+    proxy: ProxyConfig | None = None
 
 
 class TriggerConfig(_Model):
@@ -292,6 +363,10 @@ def _budget(value: Any, default: int) -> int:
 
 class DownloadConfig(_Model):
     candidateScanLimit: int | None = None
+    requestDelay: int = Field(default=500, ge=0, le=60_000)  # ms between two search pages (PixivFlow)
+    # Lifetime of the presigned GET URL a delivery payload carries per stored file. Bounded by
+    # SigV4 (7 days) and, in Lambda, by the role session that signs it (a few hours).
+    assetUrlTtlSeconds: int = Field(default=43_200, ge=60, le=604_800)
 
 
 class JobsConfig(_Model):
@@ -316,10 +391,20 @@ class PixivFlowConfig(_Model):
     schedules: list[ScheduleConfig] = Field(default_factory=list)
     targets: list[TargetConfig] = Field(default_factory=list)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    # Absent source + a `pixiv` block = the Pixiv source (a PixivFlow config moves over unchanged).
     source: SourceConfig
+    pixiv: PixivConfig | None = None
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
     schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
     download: DownloadConfig = Field(default_factory=DownloadConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _select_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("source") is None and isinstance(data.get("pixiv"), dict):
+            data = {**data, "source": {"kind": "pixiv"}}
+        return data
 
     @model_validator(mode="after")
     def _references(self) -> "PixivFlowConfig":

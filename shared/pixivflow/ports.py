@@ -143,6 +143,33 @@ class ArtifactStore(Protocol):
 
 
 @dataclass(frozen=True)
+class AccountGate:
+    """The shared rate-limit state of one Pixiv account (ledger item ``PIXIV#<accountId>`` / ``GATE``)."""
+
+    cooldown_until: int = 0  # epoch ms; no Pixiv request of this account before it
+    penalties: int = 0  # consecutive rate-limit answers; the cooldown doubles with each
+    version: int = 0  # 0: the item does not exist yet
+
+
+class PixivAccountStore(Protocol):
+    """Per-account Pixiv state shared by every container (issue 10). Every write is conditional."""
+
+    def gate(self, account_id: str) -> AccountGate: ...
+
+    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int) -> bool:
+        """Replace the gate if it is still ``seen`` (same version); False when another container moved it first."""
+        ...
+
+    def token_fingerprint(self, account_id: str) -> str | None:
+        """The SHA-256 of the refresh token last persisted for the account (never the token itself)."""
+        ...
+
+    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
+        """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
+        ...
+
+
+@dataclass(frozen=True)
 class DeliveryResponse:
     status: int
     body: Any  # parsed JSON when the body was JSON, else the text

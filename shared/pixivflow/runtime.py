@@ -2,7 +2,7 @@
 
 Importing this module creates no AWS client and reads no config; ``get()`` does, once, and
 ``reset()`` drops the cache (tests, the embedded runtime). ``override()`` injects a clock,
-entropy, a work source or a delivery channel for the next ``get()``.
+entropy, a work source, a delivery channel or the Pixiv source's ``sleep`` for the next ``get()``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def _ssm_reader(name: str) -> str:
 
 def build() -> Runtime:
     from . import aws
+    from botocore.config import Config
+
     from .adapters.dynamo_ledger import DynamoLedger
     from .adapters.s3_artifacts import NoArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
@@ -74,13 +76,15 @@ def build() -> Runtime:
         virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
-    artifacts = S3Artifacts(aws.client("s3"), bucket) if bucket else NoArtifacts()
+    # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
+    s3_config = Config(signature_version="s3v4")
+    artifacts = S3Artifacts(aws.client("s3", config=s3_config), bucket) if bucket else NoArtifacts()
     secrets = _overrides.get("secrets") or Secrets()
-    source = _overrides.get("source") or _build_source(config)
     channel = _overrides.get("channel") or WebhookChannel(config.route, secrets.route_token)
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
-    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
+    engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
                     sweep_state=sweep_state)
+    engine.source = _overrides.get("source") or _build_source(config, engine)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 
@@ -103,12 +107,33 @@ def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets:
     engine.sleep_ms = _overrides.get("sleep_ms")
 
 
-def _build_source(config: PixivFlowConfig):
+def _build_source(config: PixivFlowConfig, engine: Engine):
     if config.source.kind == "catalog":
         from .adapters.catalog_source import CatalogSource
 
         return CatalogSource(config.source.path, page_size=config.source.pageSize)
+    if config.source.kind == "pixiv":
+        import time
+
+        from . import aws
+        from .adapters.pixiv import DynamoPixivAccounts, build_source
+        from .adapters.secret_refs import SecretResolver
+
+        # Issue 10: the account's shared gate and rotation guard live on the ledger table; the
+        # refresh token's ${VAR} resolves like route secrets (env, then SSM below ROUTE_SECRETS_PATH).
+        return build_source(
+            config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,
+            store=DynamoPixivAccounts(aws.client("dynamodb"), _env("LEDGER_TABLE")),
+            sleep=_overrides.get("sleep") or time.sleep,
+            resolver=SecretResolver(ssm=_ssm_client), log=engine.log,
+        )
     raise RuntimeError(f"source kind {config.source.kind!r} is not available in this build")
+
+
+def _ssm_client():
+    from . import aws
+
+    return aws.client("ssm")
 
 
 def get() -> Runtime:

@@ -187,7 +187,7 @@ def test_the_account_must_be_the_configured_one_or_default(make_runtime):
 
 
 def test_a_configured_pixiv_account_is_accepted_by_its_id(make_runtime):
-    rt = jobs_runtime(make_runtime, mutate=both(single_target, lambda cfg: cfg.update(pixiv={"accountId": " acct-9 "})))
+    rt = jobs_runtime(make_runtime, mutate=both(single_target, lambda cfg: cfg.update(pixiv={"accountId": "acct-9"})))
     admitted(rt, task("k-a", params={"query": {"tags": ["cats"]}, "source": {"account": "acct-9"}}))
     error = refused(rt, task("k-b", params={"query": {"tags": ["cats"]}, "source": {"account": "acct-8"}}))
     assert error["detail"]["configured"] == "acct-9"

@@ -27,7 +27,10 @@ def test_download_only_target_is_submitted_without_any_delivery_and_its_files_ar
     assert state.intents == [] and downstream.requests == []
     pages = rt.engine.source.get_work("illustration", cell.work_id).page_count
     objects = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
-    assert sorted(o["Key"] for o in objects) == [f"{slot_id}/cats/{cell.work_id}/{cell.work_id}_p{n}.png" for n in range(pages)]
+    prefix = f"{slot_id}/cats/{cell.work_id}"
+    # One object per page, plus the manifest written last (the store's commit marker, issue 10).
+    assert sorted(o["Key"] for o in objects) == sorted(
+        [f"{prefix}/{cell.work_id}_p{n}.png" for n in range(pages)] + [f"{prefix}/_manifest.json"])
 
 
 def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spares_its_batch(make_runtime, downstream):

@@ -499,8 +499,9 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*",
                                                             "CallbackSigningSecretParameterName"}
-    for lid in ("ExecuteFunction", "StallSweepFunction"):
-        assert _ssm_parameters(resources, lid) == {"ConfigParameterName"}, lid
+    # execute reads the Pixiv refresh token's ${VAR} below the same path (issue 10)
+    assert _ssm_parameters(resources, "ExecuteFunction") == {"ConfigParameterName", "RouteSecretsPath}/*"}
+    assert _ssm_parameters(resources, "StallSweepFunction") == {"ConfigParameterName"}
     for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath",
                  "CallbackSigningSecretParameterName"):
         # the ARN is built as parameter${Name}: names must start with "/"
@@ -510,8 +511,10 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
 
 def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
     assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
-    for lid in set(FUNCTIONS) - {"ExecuteFunction"}:
+    # deliver reads them to sign each attempt's asset URLs (issue 10); nobody else touches the bucket
+    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction"}:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
+    assert allowed(resources, "DeliverFunction", "s3:PutObject") == []
 
 
 # ------------------------------------------------------------------ operable in production (issue 16)

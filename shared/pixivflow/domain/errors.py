@@ -32,12 +32,22 @@ class ConfigError(PixivFlowError):
 
 
 class SourceError(PixivFlowError):
-    """A work source failed. ``status`` is the upstream HTTP status when there was one."""
+    """A work source failed. ``status`` is the upstream HTTP status when there was one.
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool | None = None) -> None:
+    ``reason`` is the spec §8.1 terminal reason the failure stands for (``rate_limited``,
+    ``remote_http_error``, ``download_failed``, ``metadata_failed``, ...) when the source knows
+    it; sources also start their message with it, so ``lastError`` names it.
+    """
+
+    reason: str | None = None
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool | None = None,
+                 reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        if reason is not None:
+            self.reason = reason
 
 
 class WorkGoneError(SourceError):
@@ -47,8 +57,65 @@ class WorkGoneError(SourceError):
 class TransientSourceError(SourceError):
     """A network-level or rate-limit failure that a later attempt may not see."""
 
+    def __init__(self, message: str, *, status: int | None = None, reason: str | None = None) -> None:
+        super().__init__(message, status=status, retryable=True, reason=reason)
+
+
+class SourceOutage(TransientSourceError):
+    """The source as a whole cannot answer right now, whatever the work: the account is cooling
+    down after a rate limit, or Pixiv kept answering 5xx / timing out through the quick retries.
+
+    Trying the next candidate would hit the same wall, so a cell stops its scan and KEEPS its
+    bound work: the retry continues that work after the cooldown (issue 10; spec §6.3 "retryable").
+    ``retry_after_ms`` is how long the source asked us to wait, when it said.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "remote_http_error",
+                 retry_after_ms: int | None = None) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.retry_after_ms = retry_after_ms
+
+
+class RateLimitedError(SourceOutage):
+    """Pixiv said "Rate Limit" (HTTP 429, or the body's message on any status), or the account's
+    shared cooldown has not ended yet. Terminal reason when it ends a cell: ``rate_limited``."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after_ms: int | None = None) -> None:
+        super().__init__(message, status=status, reason="rate_limited", retry_after_ms=retry_after_ms)
+
+
+class FatalSourceError(SourceError):
+    """The source cannot work at all until an operator acts: the cell ends at once, never retried.
+
+    ``reason`` is one of the spec §8.1 rows whose policy is ``retryable: false``. This is a
+    deliberate departure from spec §6.3 (which makes every job-level outage retryable): retrying a
+    rejected refresh token or a missing secret only burns the schedule's budget (issue 10).
+    """
+
+    reason = "internal_error"
+
     def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message, status=status, retryable=True)
+        super().__init__(message, status=status, retryable=False)
+
+
+class AuthenticationError(FatalSourceError):
+    """Pixiv rejected the account's refresh token (``invalid_grant``): terminal ``auth_failed``.
+
+    The class name is the one spec §6.3 rule 2 matches (job-level ``pixiv_auth_failure``)."""
+
+    reason = "auth_failed"
+
+
+class SourceConfigurationError(FatalSourceError):
+    """The source is not configured (no refresh token, an unresolvable ``${VAR}``): ``configuration_error``."""
+
+    reason = "configuration_error"
+
+
+class WorkRestrictedError(SourceError):
+    """Pixiv returned the work as a restricted placeholder (``limit_*`` image, ``visible: false``).
+
+    Skipped as ``unavailable`` in the candidate report (issue 10); never retried as the same work."""
 
 
 class PaginationError(SourceError):

@@ -11,12 +11,14 @@ delivered twice.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections import Counter
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 import yaml
 
@@ -31,28 +33,54 @@ OUTAGE_SCHEDULE = "evening-berlin"
 OUTAGE_MS = 40 * 60_000
 
 
+@contextmanager
+def _env_var(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%MZ")
 
 
 def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 7, outage: bool = True,
-             config_dir: Path | None = None, out: TextIO = sys.stdout) -> int:
+             config_dir: Path | None = None, out: TextIO = sys.stdout, source: str = "catalog") -> int:
     config_dir = config_dir or DEMO_DIR
     start_ms = int(datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() * 1000)
     end_ms = start_ms + days * 86_400_000
-    with Downstream() as downstream, tempfile.TemporaryDirectory(prefix="pixivflow-demo-") as tmp:
+    with ExitStack() as stack:
+        downstream = stack.enter_context(Downstream())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pixivflow-demo-"))
         cfg = yaml.safe_load((config_dir / "config.yaml").read_text())
         for route in cfg["delivery"]["targets"].values():
             route["url"] = downstream.url
         cfg["source"]["path"] = str((config_dir / cfg["source"]["path"]).resolve())
+        clock = VirtualClock(start_ms)
+        overrides: dict[str, Any] = {}
+        if source == "fake-pixiv":
+            # The real Pixiv client against the loopback fake (issue 10): OAuth, App API, images.
+            from .fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
+
+            fake = stack.enter_context(FakePixiv())
+            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
+            cfg["pixiv"] = {"refreshToken": "${PIXIVFLOW_DEMO_REFRESH_TOKEN}"}
+            stack.enter_context(_env_var("PIXIVFLOW_DEMO_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN))
+            overrides["sleep"] = lambda seconds: clock.advance(int(seconds * 1000))  # pacing passes virtual time
         config_path = Path(tmp) / "config.yaml"
         config_path.write_text(yaml.safe_dump(cfg))
-        clock = VirtualClock(start_ms)
-        with EmbeddedRuntime(config_path, clock, tokens={"trigger": "demo-trigger-token", "jobs": "demo-jobs-token"}, seed=seed) as rt:
+        with EmbeddedRuntime(config_path, clock, tokens={"trigger": "demo-trigger-token", "jobs": "demo-jobs-token"}, seed=seed,
+                             overrides=overrides) as rt:
             config = rt.engine.config
             enabled = [s for s in config.schedules if s.enabled]
             print(f"PixivFlow demo: {days} simulated days from {_iso(start_ms)}, {len(enabled)} schedules, "
-                  f"{len(config.targets)} targets, downstream {downstream.url}", file=out)
+                  f"{len(config.targets)} targets, {source} source, downstream {downstream.url}", file=out)
             if outage:
                 fires = [f for s in enabled if s.id == OUTAGE_SCHEDULE for f in fires_between(s.cron, s.timezone, start_ms - 1, end_ms)]
                 if len(fires) >= 2:

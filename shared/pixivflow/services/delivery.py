@@ -17,6 +17,7 @@ from ..domain.ack import AckKind, DeliveryAck, classify_outbox_error, parse_deli
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, cell_key
+from .assets import with_assets
 from .engine import OUTBOX_LEASE_MS, Engine
 from .messages import outbox_body, send_logged
 from .rollup import rollup, settle_delivery_terminal
@@ -100,7 +101,7 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
-        response = engine.channel.send(claimed.route, _payload(claimed), key)
+        response = engine.channel.send(claimed.route, with_assets(engine, claimed, _payload(claimed)), key)
         ack = parse_delivery_ack(response.status, response.body, route.ack if route else None)
     except LedgerUnavailable:
         raise

@@ -17,15 +17,17 @@ from ..ports import OutgoingMessage
 from ..config import TargetConfig
 from ..domain.ack import idempotency_key
 from ..domain.apply import decide, retry_delay_s
+from ..domain.assets import artifact_prefix
 from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
-from ..domain.errors import LedgerUnavailable, PaginationError, SourceError, TransientSourceError
+from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
+                             TransientSourceError)
 from ..domain.model import Cell, Intent, Slot, cell_key
-from ..domain.outcomes import CandidateScan, CandidateSkip, SkipCode, TargetOutcome
+from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SearchRequest, Work
+from ..ports import SearchRequest, StoredFile, Work
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
@@ -229,6 +231,24 @@ def _send_outbox(engine: Engine, keys: list[str]) -> None:
 
 
 def run_target(run: CellRun) -> TargetOutcome:
+    try:
+        return _run_target(run)
+    except FatalSourceError as exc:
+        return _fatal(exc)
+
+
+def _fatal(exc: FatalSourceError) -> TargetOutcome:
+    """A source that cannot work until an operator acts ends the cell at once (issue 10).
+
+    Explicit mapping: ``AuthenticationError`` -> scan outage ``pixiv_auth_failure`` -> terminal
+    ``auth_failed`` (spec §8.1 policy: not retryable); any other -> its own ``reason`` as the
+    head of the error text (e.g. ``configuration_error``)."""
+    outages = [JobLevelOutage.PIXIV_AUTH_FAILURE.value] if exc.reason == "auth_failed" else []
+    text = str(exc) if str(exc).startswith(f"{exc.reason}:") else f"{exc.reason}: {exc}"
+    return TargetOutcome.failed(text, retryable=False, scan=CandidateScan(outages=outages))
+
+
+def _run_target(run: CellRun) -> TargetOutcome:
     target = run.target
     if target.single_work and run.locked_work_id:
         return _continue_locked(run, run.locked_work_id)
@@ -243,6 +263,8 @@ def run_target(run: CellRun) -> TargetOutcome:
         # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
         # deterministic fault: retrying would only spin until the timeout, so fail plainly.
         return TargetOutcome.failed(f"{PaginationError.code}: {exc}", retryable=False)
+    except FatalSourceError:
+        raise
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"search failed: {exc}", retryable=True)
     except SourceError as exc:
@@ -344,7 +366,7 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     if scan.outages or any(s.retryable for s in scan.skipped):
         return TargetOutcome.failed(
             "candidate scan hit a job-level outage or a transient failure: "
-            + ", ".join(scan.outages or [s.reason for s in scan.skipped if s.retryable][:3]),
+            + ", ".join(scan.outages + [s.reason for s in scan.skipped if s.retryable][-3:]),
             retryable=True, scan=scan,
         )
     if run.lost_bind:
@@ -376,16 +398,28 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already held on route {route} by {owner}"))
             return "skipped"
         reserved.append(route)
+    prefix = artifact_prefix(run.slot.slot_id, target.id, work.work_id)
+    stored = _stored(engine, prefix)  # a re-run after a crash re-uses what is already stored
     try:
-        files = engine.source.download(work)
-        if not files:
+        files = [] if stored else engine.source.download(work)
+        if not files and not stored:
             raise SourceError("no files produced")
-    except SourceError as exc:
+    except FatalSourceError:
         _undo(run, work, reserved)
+        raise
+    except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
-        if verdict.outage:
-            scan.outages.append(verdict.outage)
+        if verdict.outage or isinstance(exc, SourceOutage):
+            # The source as a whole is down or cooling down (issue 10): the next candidate would
+            # fail the same way. Stop the scan and KEEP the binding, so the retry continues THIS
+            # work after the cooldown; only the route reservations are given back.
+            _undo(run, work, reserved, keep_binding=True)
+            if verdict.outage:
+                scan.outages.append(verdict.outage)
+            # The source's own reason (rate_limited, remote_http_error, ...) goes into the report.
+            scan.skipped.append(CandidateSkip(SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], True))
             return "outage"
+        _undo(run, work, reserved)
         scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
         return "skipped"
     if target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
@@ -396,20 +430,28 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
                                           "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
         return "skipped"
     # From here an artifact exists: the binding is never released, whatever fails next.
-    engine.artifacts.put(f"{run.slot.slot_id}/{target.id}/{work.work_id}", files)
+    if not stored:
+        engine.artifacts.put(prefix, files)
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
     return "taken"
 
 
-def _undo(run: CellRun, work: Work, routes: list[str]) -> None:
+def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
+    try:
+        return list(engine.artifacts.stored(prefix))
+    except NotImplementedError:
+        return []
+
+
+def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = False) -> None:
     """Give a candidate back: the binding first, then its route reservations, each only if still ours.
 
     A zombie executor (lease expired, another executor took over and may already have delivered
     this work) is refused at both steps: the binding moved on, and the reservation now names the
     executor that holds it."""
-    if run.target.single_work and not run.release(work.work_id):
+    if run.target.single_work and not keep_binding and not run.release(work.work_id):
         return
     for route in routes:
         run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
@@ -444,9 +486,13 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     if not work_id.isdigit():
         kind = "novel" if work_type == "novel" else "illustration"
         return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
+    prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
+    stored = _stored(engine, prefix)  # stored before a crash: never downloaded twice
     try:
         work = engine.source.get_work(work_type, work_id)
-        files = engine.source.download(work)
+        files = [] if stored else engine.source.download(work)
+    except FatalSourceError:
+        raise
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
     except SourceError as exc:
@@ -454,7 +500,8 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
             return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
         return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
-    engine.artifacts.put(f"{run.slot.slot_id}/{target.id}/{work.work_id}", files)
+    if not stored:
+        engine.artifacts.put(prefix, files)
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

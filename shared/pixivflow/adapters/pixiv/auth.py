@@ -1,0 +1,330 @@
+"""OAuth for the App API: the refresh-token grant, the access-token cache, rotation (issue 10).
+
+* **Grant.** ``POST <oauth>/auth/token`` form-encoded with the app's public client id/secret,
+  ``grant_type=refresh_token`` and the account's refresh token, plus ``X-Client-Time`` and
+  ``X-Client-Hash`` = md5(time + hash secret) as pixivpy and gallery-dl send them
+  (../shared/notes/pixiv-app-api.md §1). The answer is read from the top level or from its nested
+  ``response`` object: real bodies carry both.
+* **Cache.** The access token is kept per container until a minute before it expires; an API
+  call answered with an auth error drops it and refreshes once (the client's job).
+* **Rotation.** A changed refresh token is kept in memory at once. When it came from SSM, the
+  ledger item ``PIXIV#<accountId>/TOKEN`` (a conditional update on the old token's fingerprint)
+  elects ONE container per rotation, and only that one calls ``PutParameter(Overwrite=True)``:
+  SSM has no conditional put, so without the guard two containers could overwrite each other.
+* **Rejected token.** ``invalid_grant`` (or any other 4xx of the token endpoint) first re-reads
+  the SSM parameter, in case another container rotated it; if that gives nothing new, it is an
+  ``AuthenticationError``: terminal ``auth_failed``, logged once per container, never retried.
+
+No token, and no part of one, is ever logged or put in an exception message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+import httpx
+
+from ...domain.errors import AuthenticationError, RateLimitedError, SourceConfigurationError, SourceOutage
+from ..secret_refs import SecretMissing, SecretResolver, SecretUnavailable, expand, is_reference, references
+from . import constants
+
+ENV_REFRESH_TOKEN = "PIXIV_REFRESH_TOKEN"
+EXPIRY_MARGIN_MS = 60_000
+DEFAULT_EXPIRES_S = 3600
+
+
+def client_time(now_ms: int) -> str:
+    """``X-Client-Time``: the wall-clock time as ``YYYY-MM-DDTHH:MM:SS+00:00`` (UTC, so the suffix is true)."""
+    return datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
+def client_hash(time_text: str, secret: str = constants.HASH_SECRET) -> str:
+    """``X-Client-Hash``: lowercase hex MD5 of the time string followed by the hash secret."""
+    return hashlib.md5((time_text + secret).encode("utf-8")).hexdigest()  # noqa: S324 - Pixiv's protocol
+
+
+def fingerprint(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+class RefreshToken:
+    """Where the account's refresh token comes from, and where a rotated one goes.
+
+    Precedence: the ``PIXIV_REFRESH_TOKEN`` environment variable (PixivFlow's override), then
+    ``pixiv.refreshToken``, whose ``${VAR}`` references resolve like route secrets (env, then
+    SSM below ``RouteSecretsPath``). Resolved on first use, then kept for the container.
+    """
+
+    def __init__(self, configured: str | None, resolver: SecretResolver, *, env: Mapping[str, str] | None = None,
+                 log: Callable[..., None] | None = None) -> None:
+        self._configured = (configured or "").strip() or None
+        self._resolver = resolver
+        self._env = env if env is not None else os.environ
+        self._log = log or (lambda *a, **k: None)
+        self._value: str | None = None
+        self._lock = threading.Lock()
+        self._warned_literal = False
+
+    @property
+    def ssm_reference(self) -> str | None:
+        """The ``${NAME}`` whose SSM parameter holds the token (None: env, literal, or no SSM path)."""
+        if (self._env.get(ENV_REFRESH_TOKEN) or "").strip() or not is_reference(self._configured):
+            return None
+        name = references(self._configured)[0]
+        if self._resolver.from_env(name) or self._resolver.parameter_name(name) is None:
+            return None
+        return name
+
+    def current(self) -> str:
+        with self._lock:
+            if self._value is None:
+                self._value = self._resolve(fresh=False)
+            return self._value
+
+    def reload(self) -> str | None:
+        """Re-read an SSM-held token, bypassing every cache; the new value when it differs, else None."""
+        name = self.ssm_reference
+        if name is None:
+            return None
+        try:
+            value = self._resolver.lookup(name, fresh=True)
+        except (SecretUnavailable, SecretMissing):
+            return None
+        with self._lock:
+            if value and value != self._value:
+                self._value = value
+                return value
+        return None
+
+    def replace(self, value: str) -> None:
+        with self._lock:
+            self._value = value
+        name = self.ssm_reference
+        if name is not None:
+            self._resolver.remember(name, value)
+
+    def persist(self, value: str) -> None:
+        name = self.ssm_reference
+        if name is None:
+            raise SecretMissing("refreshToken", "it did not come from SSM")
+        self._resolver.put(name, value)
+
+    def known(self) -> list[str]:
+        with self._lock:
+            return [v for v in (self._value,) if v]
+
+    def _resolve(self, *, fresh: bool) -> str:
+        override = (self._env.get(ENV_REFRESH_TOKEN) or "").strip()
+        if override:
+            return override
+        if not self._configured:
+            raise SourceConfigurationError(
+                "configuration_error: the Pixiv refresh token is not configured "
+                f"(pixiv.refreshToken as a ${{VAR}} reference, or {ENV_REFRESH_TOKEN})")
+        if not references(self._configured):
+            if not self._warned_literal:
+                self._warned_literal = True
+                self._log("warning", "pixiv.refreshToken is written in the config itself; use a ${VAR} reference",
+                          event="pixiv.literal_refresh_token")
+            return self._configured
+        try:
+            value = expand(self._configured, lambda name: self._resolver.lookup(name, fresh=fresh))
+        except SecretMissing as exc:
+            raise SourceConfigurationError(f"configuration_error: pixiv.refreshToken: {exc}") from None
+        except SecretUnavailable as exc:
+            raise SourceOutage(f"network_error: pixiv.refreshToken: {exc}", reason="network_error") from None
+        if not value.strip():
+            raise SourceConfigurationError("configuration_error: pixiv.refreshToken resolved to an empty value")
+        return value.strip()
+
+
+def _field(body: Any, name: str) -> Any:
+    if not isinstance(body, dict):
+        return None
+    if body.get(name) not in (None, ""):
+        return body.get(name)
+    nested = body.get("response")
+    return nested.get(name) if isinstance(nested, dict) else None
+
+
+def _error_text(body: Any, text: str) -> str:
+    """A short, token-free description of an OAuth error body."""
+    if isinstance(body, dict):
+        parts = []
+        if isinstance(body.get("error"), str):
+            parts.append(body["error"])
+        system = (body.get("errors") or {}).get("system") if isinstance(body.get("errors"), dict) else None
+        if isinstance(system, dict) and system.get("message"):
+            parts.append(str(system["message"]))
+        if parts:
+            return "; ".join(parts)[:200]
+    return (text or "")[:120]
+
+
+class PixivAuth:
+    def __init__(self, http: httpx.Client, token: RefreshToken, *, account_id: str, oauth_base: str,
+                 client_id: str, client_secret: str, headers: Mapping[str, str], now_ms: Callable[[], int],
+                 sleep: Callable[[float], None], retries: int = 2, store: Any = None, gate: Any = None,
+                 log: Callable[..., None] | None = None) -> None:
+        self._http = http
+        self._token = token
+        self._account = account_id
+        self._url = oauth_base.rstrip("/") + constants.TOKEN_PATH
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self._headers = dict(headers)
+        self._now = now_ms
+        self._sleep = sleep
+        self._retries = retries
+        self._store = store
+        self._gate = gate
+        self._log = log or (lambda *a, **k: None)
+        self._access: str | None = None
+        self._expires_at = 0
+        self._lock = threading.RLock()
+        self._failure_logged = False
+        self.refreshes = 0  # token requests this container made (cost figures, tests)
+
+    def secrets(self) -> list[str]:
+        """Every token value this container knows, for redaction."""
+        with self._lock:
+            return [v for v in [self._access, *self._token.known()] if v]
+
+    def bearer(self) -> str:
+        with self._lock:
+            if self._access is None or self._now() >= self._expires_at - EXPIRY_MARGIN_MS:
+                self._refresh()
+            assert self._access is not None
+            return self._access
+
+    def invalidate(self, access: str) -> None:
+        """Drop the cached access token if it is still ``access`` (an API call rejected it)."""
+        with self._lock:
+            if self._access == access:
+                self._access = None
+                self._expires_at = 0
+
+    # -- the grant --------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        refresh = self._token.current()
+        try:
+            self._grant(refresh)
+        except AuthenticationError:
+            # Another container may have rotated the token (and persisted it to SSM) meanwhile.
+            fresh = self._token.reload()
+            if fresh is None or fresh == refresh:
+                self._fail_once()
+                raise
+            self._grant(fresh)
+
+    def _fail_once(self) -> None:
+        if not self._failure_logged:
+            self._failure_logged = True
+            self._log("error", "Pixiv rejected the refresh token; cells of this account end auth_failed until it is replaced",
+                      event="pixiv.auth_failed", account_id=self._account)
+
+    def _grant(self, refresh: str) -> None:
+        attempt = 0
+        while True:
+            stamp = client_time(self._now())
+            headers = {**self._headers, "X-Client-Time": stamp, "X-Client-Hash": client_hash(stamp)}
+            form = {"client_id": self._client_id, "client_secret": self._client_secret,
+                    "grant_type": "refresh_token", "refresh_token": refresh,
+                    "get_secure_url": "1", "include_policy": "true"}
+            self.refreshes += 1
+            try:
+                response = self._http.post(self._url, data=form, headers=headers)
+            except httpx.TimeoutException:
+                problem = "network_error: the Pixiv OAuth endpoint timed out"
+            except httpx.TransportError as exc:
+                problem = f"network_error: the Pixiv OAuth endpoint could not be reached ({type(exc).__name__})"
+            else:
+                problem = self._answer(response, refresh)
+                if problem is None:
+                    return
+            attempt += 1
+            if attempt > self._retries:
+                raise SourceOutage(f"{problem} after {attempt} attempt(s)", reason=problem.split(":", 1)[0])
+            self._sleep(float(attempt))  # quick retries: 1 s, 2 s, ...
+
+    def _answer(self, response: httpx.Response, refresh: str) -> str | None:
+        """None on success; a retryable problem's description; raises for the final answers."""
+        status = response.status_code
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        text = "" if body is not None else response.text
+        message = _error_text(body, text)
+        if status == 429 or "rate limit" in message.lower():
+            retry_after = _retry_after_ms(response, self._now())
+            wait = self._gate.penalize(retry_after, status=status, where="oauth") if self._gate else retry_after
+            raise RateLimitedError(f"rate_limited: the Pixiv OAuth endpoint answered HTTP {status} (Rate Limit)",
+                                   status=status, retry_after_ms=wait)
+        if status >= 500:
+            return f"remote_http_error: the Pixiv OAuth endpoint answered HTTP {status}"
+        if status >= 400:
+            message = redact(message, [refresh])
+            hint = "the refresh token is invalid or revoked" if "invalid" in message.lower() or "grant" in message.lower() \
+                else "the token request was refused"
+            raise AuthenticationError(f"auth_failed: Pixiv OAuth answered HTTP {status} ({message}): {hint}", status=status)
+        access = _field(body, "access_token")
+        if not isinstance(access, str) or not access:
+            return "remote_http_error: the Pixiv OAuth endpoint answered without an access token"
+        try:
+            expires_s = int(_field(body, "expires_in") or DEFAULT_EXPIRES_S)
+        except (TypeError, ValueError):
+            expires_s = DEFAULT_EXPIRES_S
+        self._access = access
+        self._expires_at = self._now() + max(0, expires_s) * 1000
+        self._log("info", "Pixiv access token refreshed", event="pixiv.token_refreshed", account_id=self._account,
+                  expires_in_s=expires_s)
+        rotated = _field(body, "refresh_token")
+        if isinstance(rotated, str) and rotated and rotated != refresh:
+            self._rotate(refresh, rotated)
+        return None
+
+    def _rotate(self, old: str, new: str) -> None:
+        self._token.replace(new)  # this container uses the newest token from now on
+        persisted = False
+        if self._token.ssm_reference is not None and self._store is not None:
+            if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now()):
+                try:
+                    self._token.persist(new)
+                    persisted = True
+                except Exception as exc:  # noqa: BLE001 - the access token works; the next refresh retries
+                    self._log("warning", "rotated Pixiv refresh token could not be written to SSM",
+                              event="pixiv.token_persist_failed", account_id=self._account, error_type=type(exc).__name__)
+        self._log("info", "Pixiv refresh token rotated", event="pixiv.token_rotated", account_id=self._account,
+                  persisted=persisted)
+
+
+def _retry_after_ms(response: httpx.Response, now_ms: int) -> int | None:
+    raw = (response.headers.get("retry-after") or "").strip()
+    if not raw:
+        return None
+    if raw.isdigit():
+        return int(raw) * 1000
+    try:
+        from email.utils import parsedate_to_datetime
+
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0, int(when.timestamp() * 1000) - now_ms)
+
+
+retry_after_ms = _retry_after_ms

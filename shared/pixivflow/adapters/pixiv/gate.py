@@ -1,0 +1,127 @@
+"""One rate-limit gate per Pixiv account (issue 10; ../shared/notes/pixiv-app-api.md §4).
+
+* **Cooldown, shared.** A "Rate Limit" answer (HTTP 429, or the body's message on any status)
+  puts the whole account in a cooldown every container honours: the ledger item
+  ``PIXIV#<accountId>/GATE`` holds ``cooldownUntil`` and ``penalties``. The cooldown is 60 s,
+  doubling with each consecutive penalty up to 15 min, and never shorter than Retry-After.
+  Writes are conditional on the item's version, so two containers hit at once escalate it once.
+  While it lasts, a request fails at once with ``RateLimitedError`` without reaching Pixiv; the
+  cell retries its bound work later. The first success after a cooldown clears the penalties.
+* **Pacing, per container.** ``requestPacingMs`` (+ up to 25 % jitter from the injected entropy)
+  between two App API requests of this container. Sharing pacing across containers would cost a
+  conditional write per Pixiv request; concurrency is bounded by the execute function's SQS
+  ``MaximumConcurrency`` instead (README).
+
+The gate state is re-read at most every ``refresh_ms`` (a GetItem per container, not per request).
+Time comes from the injected clock and waiting from the injected ``sleep``: tests never sleep.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from ...domain.errors import RateLimitedError
+from ...ports import AccountGate, PixivAccountStore
+
+BASE_COOLDOWN_MS = 60_000
+MAX_COOLDOWN_MS = 15 * 60_000
+JITTER = 0.25
+REFRESH_MS = 5_000
+
+
+def cooldown_ms(penalties: int, retry_after_ms: int | None = None) -> int:
+    """60 s × 2^(penalties−1), at most 15 min; never below Retry-After."""
+    n = max(1, int(penalties))
+    backoff = min(MAX_COOLDOWN_MS, BASE_COOLDOWN_MS * 2 ** min(n - 1, 16))
+    return max(backoff, int(retry_after_ms or 0))
+
+
+class RateGate:
+    def __init__(self, store: PixivAccountStore, account_id: str, *, now_ms: Callable[[], int],
+                 sleep: Callable[[float], None], uniform: Callable[[], float], pacing_ms: int = 1000,
+                 refresh_ms: int = REFRESH_MS, log: Callable[..., None] | None = None) -> None:
+        self._store = store
+        self._account = account_id
+        self._now = now_ms
+        self._sleep = sleep
+        self._uniform = uniform
+        self._pacing_ms = max(0, int(pacing_ms))
+        self._refresh_ms = refresh_ms
+        self._log = log or (lambda *a, **k: None)
+        self._state: AccountGate | None = None
+        self._read_at = 0
+        self._last_request = None  # type: int | None
+        self._lock = threading.RLock()
+
+    @property
+    def account_id(self) -> str:
+        return self._account
+
+    def now(self) -> int:
+        return self._now()
+
+    def state(self, *, fresh: bool = False) -> AccountGate:
+        with self._lock:
+            now = self._now()
+            if fresh or self._state is None or now - self._read_at >= self._refresh_ms:
+                self._state = self._store.gate(self._account)
+                self._read_at = now
+            return self._state
+
+    def before_request(self, *, pace: bool = True) -> None:
+        """Refuse while the account cools down; otherwise wait out this container's pacing."""
+        with self._lock:
+            state = self.state()
+            now = self._now()
+            if state.cooldown_until > now:
+                left = state.cooldown_until - now
+                raise RateLimitedError(
+                    f"rate_limited: Pixiv account {self._account} is cooling down after a rate limit "
+                    f"({-(-left // 1000)} s left, penalty {state.penalties})", retry_after_ms=left)
+            if pace and self._pacing_ms and self._last_request is not None:
+                gap = int(self._pacing_ms * (1 + JITTER * self._uniform()))
+                wait = self._last_request + gap - now
+                if wait > 0:
+                    self._sleep(wait / 1000)
+            if pace:
+                self._last_request = self._now()
+
+    def penalize(self, retry_after_ms: int | None, *, status: int | None, where: str) -> int:
+        """Record a rate-limit answer; returns the cooldown (ms) the account is now under."""
+        with self._lock:
+            for _ in range(3):
+                seen = self.state(fresh=True)
+                now = self._now()
+                if seen.cooldown_until > now:
+                    # Another container (or an earlier request of ours) already escalated for
+                    # this wave: a request in flight meanwhile does not double it again; it can
+                    # only stretch it to a longer Retry-After.
+                    penalties = seen.penalties
+                    until = max(seen.cooldown_until, now + int(retry_after_ms or 0))
+                    if until == seen.cooldown_until:
+                        return until - now
+                else:
+                    penalties = seen.penalties + 1
+                    until = now + cooldown_ms(penalties, retry_after_ms)
+                if self._store.set_gate(self._account, seen, until, penalties, now):
+                    self._state = AccountGate(until, penalties, seen.version + 1)
+                    self._read_at = now
+                    self._log("warning", "Pixiv rate limit: account cooling down", event="pixiv.rate_limited",
+                              account_id=self._account, status=status, endpoint=where, cooldown_ms=until - now,
+                              penalties=penalties, retry_after_ms=retry_after_ms)
+                    return until - now
+            # Lost three races in a row: the others have recorded it; honour what is there.
+            state = self.state(fresh=True)
+            return max(0, state.cooldown_until - self._now())
+
+    def succeeded(self) -> None:
+        """A request went through: the first success after a cooldown clears the penalties."""
+        with self._lock:
+            state = self._state
+            if state is None or state.penalties == 0 or state.cooldown_until > self._now():
+                return
+            if self._store.set_gate(self._account, state, state.cooldown_until, 0, self._now()):
+                self._state = AccountGate(state.cooldown_until, 0, state.version + 1)
+            else:
+                self.state(fresh=True)

@@ -1,0 +1,290 @@
+"""``WorkSource`` over the Pixiv App API (issue 10; spec §6.4; DESIGN §12).
+
+The source answers ONE paged query at a time, faithfully: ``search_page(request, cursor)``
+returns Pixiv's page as ``Work``s and a cursor for the next one; ``pixivflow.domain.pager.collect``
+and the domain's selection rules decide how far to page and what to keep. Server-side hints of
+the request (``search_target``, ``sort``, dates, ``exclude_ai`` as ``search_ai_type=0``) go into
+the query; nothing else is filtered here.
+
+Cursors are the ``next_url`` Pixiv returned, re-based onto the configured App API base. Past
+Pixiv's 5000-offset cap a ``date_desc`` / ``date_asc`` search continues the way gallery-dl does
+it: the next query drops ``offset`` and moves ``end_date`` (``start_date``) to the last work's
+day plus (minus) one, and works up to the last one already returned are skipped (the cursor
+carries that mark after ``#``, which is never sent). Any other walk stops there, logged.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta, timezone
+from typing import Any, Callable, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from zoneinfo import ZoneInfo
+
+from ...domain.errors import SourceError, WorkGoneError, WorkRestrictedError
+from ...ports import ArtifactFile, Page, SearchRequest, Work
+from .client import ImageNotFound, OffsetCapError, PixivClient
+from .mapping import is_restricted, master_variant, page_urls, to_work
+from .media import extension_for, mime_of_name, sniff
+
+OFFSET_CAP = 5000
+PIXIV_ZONE = ZoneInfo("Asia/Tokyo")  # Pixiv's calendar (rankings, create_date, search dates)
+_SECTIONS = {"illustration": "illusts", "novel": "novels"}
+_WEBVIEW_MARK = "novel: "
+
+
+def resolve_day(value: str | None, now_ms: int) -> str | None:
+    """``YESTERDAY`` / ``TODAY`` (PixivFlow's ranking keywords) as a date in Japan; a date passes through."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    today = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc).astimezone(PIXIV_ZONE).date()
+    if text.upper() == "TODAY":
+        return today.isoformat()
+    if text.upper() == "YESTERDAY":
+        return (today - timedelta(days=1)).isoformat()
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise SourceError(f"configuration_error: invalid ranking date {text!r} (YYYY-MM-DD, YESTERDAY or TODAY)",
+                          retryable=False) from None
+
+
+def _created(value: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=PIXIV_ZONE)
+
+
+def _int_id(work_id: str) -> int:
+    return int(work_id) if str(work_id).isdigit() else 0
+
+
+class PixivSource:
+    def __init__(self, client: PixivClient, *, now_ms: Callable[[], int], sleep: Callable[[float], None],
+                 request_delay_ms: int = 500, log: Callable[..., None] | None = None) -> None:
+        self._client = client
+        self._now = now_ms
+        self._sleep = sleep
+        self._request_delay_ms = max(0, int(request_delay_ms))
+        self._log = log or (lambda *a, **k: None)
+
+    @property
+    def client(self) -> PixivClient:
+        return self._client
+
+    # -- search ----------------------------------------------------------------------------
+    def first_url(self, request: SearchRequest) -> str:
+        kind = request.work_type
+        if kind not in _SECTIONS:
+            raise SourceError(f"unsupported work type {kind!r}", retryable=False)
+        novel = kind == "novel"
+        if request.mode == "ranking":
+            params: dict[str, Any] = {"mode": request.ranking_mode or "day",
+                                      "date": resolve_day(request.ranking_date, self._now())}
+            if not novel:
+                params["filter"] = "for_ios"
+            return self._client.api_url("/v1/novel/ranking" if novel else "/v1/illust/ranking", params)
+        if request.mode == "user":
+            if not request.user_id:
+                raise SourceError("configuration_error: a user feed needs a user id", retryable=False)
+            if novel:
+                return self._client.api_url("/v1/user/novels", {"user_id": request.user_id})
+            return self._client.api_url("/v1/user/illusts", {"user_id": request.user_id, "type": "illust",
+                                                             "filter": "for_ios"})
+        if request.mode not in ("search", "topic"):
+            raise SourceError(f"unsupported search mode {request.mode!r}", retryable=False)
+        words = (request.topic or request.tag) if request.mode == "topic" else request.tag
+        if not words or not words.strip():
+            raise SourceError("configuration_error: a search needs query words (tag)", retryable=False)
+        params = {"word": words.strip(), "search_target": request.search_target, "sort": request.sort}
+        if novel:
+            params["merge_plain_keyword_results"] = "true"
+        params["include_translated_tag_results"] = "true"
+        params["start_date"] = request.start_date
+        params["end_date"] = request.end_date
+        params["filter"] = "for_ios"
+        if request.exclude_ai:
+            params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
+        return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
+
+    def search_page(self, request: SearchRequest, cursor: str | None) -> Page:
+        if cursor is None:
+            url, mark = self.first_url(request), None
+        else:
+            url, _, mark = cursor.partition("#")
+            url = self._client.follow(url)
+            if self._request_delay_ms:
+                self._sleep(self._request_delay_ms / 1000)  # download.requestDelay between pages
+        try:
+            data = self._client.get_url(url)
+        except OffsetCapError:
+            self._log("warning", "Pixiv refused an offset above 5000; the search stops here", event="pixiv.offset_cap",
+                      mode=request.mode, sort=request.sort, continued=False)
+            return Page(items=(), next_cursor=None)
+        section = _SECTIONS.get(request.work_type, "illusts")
+        raw_items = data.get(section) if isinstance(data, Mapping) else None
+        if not isinstance(raw_items, list):
+            raise SourceError(f"metadata_failed: Pixiv search answer has no {section!r} list", retryable=True)
+        works = [to_work(item, request.work_type) for item in raw_items if isinstance(item, Mapping) and item.get("id")]
+        if mark:
+            works = [w for w in works if self._past(w, mark, request.sort)]
+        return Page(items=tuple(works), next_cursor=self._next_cursor(request, data.get("next_url"), raw_items, url, mark))
+
+    def _next_cursor(self, request: SearchRequest, next_url: Any, raw_items: list, url: str, mark: str | None) -> str | None:
+        if not isinstance(next_url, str) or not next_url:
+            return None
+        rebased = self._client.follow(next_url)
+        parts = urlsplit(rebased)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        offset = int(query.get("offset", "0") or 0) if str(query.get("offset", "0")).isdigit() else 0
+        if offset < OFFSET_CAP:
+            return rebased + (f"#{mark}" if mark else "")
+        continuable = request.mode in ("search", "topic") and request.sort in ("date_desc", "date_asc")
+        last = raw_items[-1] if raw_items and isinstance(raw_items[-1], Mapping) else None
+        created = _created(last.get("create_date")) if last else None
+        if not continuable or created is None:
+            self._log("warning", "Pixiv's 5000-offset cap reached; this walk cannot continue past it",
+                      event="pixiv.offset_cap", mode=request.mode, sort=request.sort, continued=False)
+            return None
+        key, step = ("end_date", 1) if request.sort == "date_desc" else ("start_date", -1)
+        day = (created.astimezone(PIXIV_ZONE).date() + timedelta(days=step)).isoformat()
+        current = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True)).get(key)
+        if current == day:
+            # A single day holds more than 5000 works: moving the date would re-read the same pages.
+            self._log("warning", "Pixiv's 5000-offset cap reached within one day; the search stops here",
+                      event="pixiv.offset_cap", mode=request.mode, sort=request.sort, continued=False)
+            return None
+        query.pop("offset", None)
+        query[key] = day
+        continued = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+        self._log("info", "Pixiv's 5000-offset cap reached; continuing by date", event="pixiv.offset_cap",
+                  mode=request.mode, sort=request.sort, continued=True, date_key=key, date=day)
+        return f"{continued}#{json.dumps([str(last.get('create_date')), str(last.get('id'))], separators=(',', ':'))}"
+
+    @staticmethod
+    def _past(work: Work, mark: str, sort: str) -> bool:
+        """True when ``work`` comes after the last one returned before a date continuation."""
+        try:
+            created_text, last_id = json.loads(mark)
+        except ValueError:
+            return True
+        last_created, created = _created(created_text), _created(work.create_date)
+        if last_created is None or created is None:
+            return True
+        mine, theirs = (created, _int_id(work.work_id)), (last_created, _int_id(last_id))
+        return mine < theirs if sort == "date_desc" else mine > theirs
+
+    # -- one work --------------------------------------------------------------------------
+    def get_work(self, work_type: str, work_id: str) -> Work:
+        if not str(work_id).isdigit():
+            raise SourceError(f"invalid id {work_id!r}", retryable=False)
+        if work_type == "novel":
+            data = self._client.get("/v2/novel/detail", {"novel_id": work_id})
+            raw = data.get("novel") if isinstance(data, Mapping) else None
+        elif work_type == "illustration":
+            data = self._client.get("/v1/illust/detail", {"illust_id": work_id})
+            raw = data.get("illust") if isinstance(data, Mapping) else None
+        else:
+            raise SourceError(f"unsupported work type {work_type!r}", retryable=False)
+        if not isinstance(raw, Mapping) or not raw.get("id"):
+            raise WorkGoneError(f"work {work_id} not found (Pixiv answered without it)", status=404)
+        return to_work(raw, work_type)
+
+    # -- files -----------------------------------------------------------------------------
+    def download(self, work: Work) -> list[ArtifactFile]:
+        raw: Mapping[str, Any] = work.raw or {}
+        if not raw.get("id"):
+            raw = self.get_work(work.work_type, work.work_id).raw
+        if work.restricted or is_restricted(raw):
+            raise WorkRestrictedError(
+                f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
+                "(limit_* image or visible=false)")
+        if work.work_type == "novel":
+            return self._novel(work.work_id, raw)
+        if raw.get("type") == "ugoira":
+            return [self._ugoira(work.work_id, raw)]
+        return self._pages(work.work_id, raw)
+
+    def _pages(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
+        files = []
+        pages = page_urls(raw)
+        for n, (original, large) in enumerate(pages):
+            candidates = [u for u in (original, master_variant(original) if original else None, large) if u]
+            if not candidates:
+                raise SourceError(f"missing image: page {n} of work {work_id} has no URL", retryable=False)
+            content, name_hint, header_type = self._first_found(candidates, work_id, n)
+            mime, width, height = sniff(content)
+            mime = mime or mime_of_name(name_hint) or (header_type.split(";")[0].strip() or "application/octet-stream")
+            if width is None and len(pages) == 1:
+                width, height = raw.get("width"), raw.get("height")
+            files.append(ArtifactFile(name=f"{work_id}_p{n}{extension_for(mime)}", content=content, content_type=mime,
+                                      role="original", width=width, height=height,
+                                      meta={"page": n, "source_url": name_hint}))
+        return files
+
+    def _first_found(self, urls: list[str], work_id: str, page: int) -> tuple[bytes, str, str]:
+        last: ImageNotFound | None = None
+        for url in urls:
+            try:
+                content, header_type = self._client.image(url)
+                return content, url, header_type
+            except ImageNotFound as exc:
+                last = exc
+                self._log("info", "Pixiv image not found; trying the next variant", event="pixiv.image_fallback",
+                          work_id=work_id, page=page)
+        assert last is not None
+        raise last
+
+    def _ugoira(self, work_id: str, raw: Mapping[str, Any]) -> ArtifactFile:
+        data = self._client.get("/v1/ugoira/metadata", {"illust_id": work_id})
+        meta = data.get("ugoira_metadata") if isinstance(data, Mapping) else None
+        medium = ((meta or {}).get("zip_urls") or {}).get("medium") if isinstance(meta, Mapping) else None
+        if not isinstance(medium, str) or not medium:
+            raise SourceError(f"missing metadata: ugoira {work_id} has no zip URL", retryable=False)
+        large = medium.replace("_ugoira600x600", "_ugoira1920x1080")
+        content, used, _ = self._first_found(list(dict.fromkeys([large, medium])), work_id, 0)
+        frames = [{"file": str(f.get("file")), "delay": int(f.get("delay") or 0)}
+                  for f in (meta.get("frames") or []) if isinstance(f, Mapping)]
+        return ArtifactFile(name=f"{work_id}_ugoira.zip", content=content, content_type="application/zip",
+                            role="archive", width=raw.get("width"), height=raw.get("height"),
+                            meta={"frames": frames, "source_url": used})
+
+    def _novel(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
+        page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
+        text = _webview_text(page, work_id)
+        files = [ArtifactFile(name=f"{work_id}.txt", content=text.encode("utf-8"),
+                              content_type="text/plain; charset=utf-8", role="text",
+                              meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)})]
+        urls = raw.get("image_urls") if isinstance(raw.get("image_urls"), Mapping) else {}
+        cover = urls.get("large") or urls.get("medium")
+        if isinstance(cover, str) and cover and urlsplit(cover).hostname != "s.pximg.net":
+            try:
+                content, header_type = self._client.image(cover)
+            except ImageNotFound:
+                self._log("info", "novel cover not found; delivering the text alone", event="pixiv.image_fallback",
+                          work_id=work_id, page=0)
+            else:
+                mime, width, height = sniff(content)
+                mime = mime or mime_of_name(cover) or header_type.split(";")[0].strip() or "application/octet-stream"
+                files.append(ArtifactFile(name=f"{work_id}_cover{extension_for(mime)}", content=content, content_type=mime,
+                                          role="cover", width=width, height=height, meta={"source_url": cover}))
+        return files
+
+
+def _webview_text(page: Any, work_id: str) -> str:
+    """The ``text`` of the ``novel: {...}`` object embedded in the webview page."""
+    html = page if isinstance(page, str) else ""
+    at = html.find(_WEBVIEW_MARK)
+    if at < 0:
+        raise SourceError(f"metadata_failed: novel {work_id}: the webview page carries no novel object", retryable=True)
+    try:
+        novel, _ = json.JSONDecoder().raw_decode(html, at + len(_WEBVIEW_MARK))
+    except ValueError:
+        raise SourceError(f"metadata_failed: novel {work_id}: cannot parse the webview novel object", retryable=True) from None
+    text = novel.get("text") if isinstance(novel, Mapping) else None
+    if not isinstance(text, str):
+        raise SourceError(f"metadata_failed: novel {work_id}: the webview novel object has no text", retryable=True)
+    return text

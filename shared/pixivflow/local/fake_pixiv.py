@@ -1,0 +1,526 @@
+"""A loopback fake of Pixiv: the OAuth token endpoint, the App API and the image host (issue 10).
+
+``with FakePixiv() as fake:`` serves all three on one ``127.0.0.1`` port (stdlib
+``ThreadingHTTPServer`` in a thread). Point a config at it with
+``source: {"kind": "pixiv", "baseUrls": fake.base_urls}``; the real client code then talks to it
+exactly as to Pixiv. Answers are shaped like the real ones (../shared/notes/pixiv-app-api.md,
+borrowing field names from pixivpy's models and recorded dumps) and built from this module's own
+fixtures (``default_fixtures()``): multi-page works, a ugoira, novels with covers and webview
+text, day rankings, a user feed, restricted placeholders, an AI work and an R-18 one. Absolute
+URLs in answers name the REAL hosts (``https://app-api.pixiv.net/...``, ``https://i.pximg.net/...``)
+so the client's re-basing is exercised.
+
+On demand (for tests and the demo):
+
+* ``fail(path_prefix, status, body=None, headers=None, times=1)``: the next matching requests get
+  that answer instead (a 429 with Retry-After, a "Rate Limit" body on a 403, a 503, ...);
+* ``expire_access_tokens()``: every issued access token stops working (an API call answers the
+  OAuth ``invalid_grant`` error body), ``revoke(refresh_token)``: the grant answers
+  ``invalid_grant``; ``rotate=True``: each grant hands out a new refresh token;
+* ``requests``: the log of every request (method, path, query, headers, form), for assertions.
+
+It checks what the real endpoints check: the client id/secret, the ``X-Client-Hash`` of the
+``X-Client-Time``, the bearer token, the image host's ``Referer``, and the 5000-offset cap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+import threading
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from ..adapters.pixiv import constants
+
+API = "https://app-api.pixiv.net"
+IMAGE = "https://i.pximg.net"
+PLACEHOLDER = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
+OFFSET_CAP = 5000
+DEFAULT_REFRESH_TOKEN = "fake-refresh-token-0f3c9a1d7e"
+
+
+# --------------------------------------------------------------------------------------------
+# tiny, valid image files
+
+
+def png(width: int, height: int, seed: int) -> bytes:
+    """A real PNG (RGB, filter 0) whose pixels depend on ``seed``."""
+    rows = b"".join(b"\x00" + bytes(((seed * 37 + x * 11 + y * 7) % 256 for x in range(width * 3)))
+                    for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def jpeg(width: int, height: int, seed: int) -> bytes:
+    """A JPEG header (SOI, JFIF, a comment, SOF0 with the size, EOI): enough to be sniffed."""
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    comment = f"fake-pixiv {seed}".encode()
+    com = b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return b"\xff\xd8" + app0 + com + sof + b"\xff\xd9"
+
+
+def ugoira_zip(frames: int, seed: int) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for n in range(frames):
+            archive.writestr(f"{n:06d}.jpg", jpeg(4, 4, seed * 100 + n))
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures
+
+
+def _path_date(create_date: str) -> str:
+    moment = datetime.fromisoformat(create_date)
+    return moment.strftime("%Y/%m/%d/%H/%M/%S")
+
+
+def _user(uid: int, name: str) -> dict[str, Any]:
+    return {"id": uid, "name": name, "account": name.lower().replace(" ", "_"),
+            "profile_image_urls": {"medium": f"{IMAGE}/user-profile/img/{uid}_170.png"}, "is_followed": False}
+
+
+def illust(work_id: int, title: str, tags: list[str], create_date: str, *, pages: int = 1, bookmarks: int = 100,
+           width: int = 8, height: int = 6, kind: str = "illust", ai_type: int = 1, x_restrict: int = 0,
+           user: tuple[int, str] = (777, "Fixture Artist"), ext: str = "png", restricted: bool = False) -> dict[str, Any]:
+    """An illustration as /v1/illust/detail and the search/ranking lists return it."""
+    day = _path_date(create_date)
+    base = {"id": work_id, "title": title, "type": kind, "caption": f"<p>{title}</p>", "restrict": 0,
+            "user": _user(*user), "tags": [{"name": t, "translated_name": None} for t in tags],
+            "tools": [], "create_date": create_date, "page_count": pages, "width": width, "height": height,
+            "sanity_level": 2, "x_restrict": x_restrict, "series": None, "total_view": bookmarks * 10,
+            "total_bookmarks": bookmarks, "is_bookmarked": False, "visible": True, "is_muted": False,
+            "illust_ai_type": ai_type, "illust_book_style": 0, "total_comments": 0, "restriction_attributes": []}
+    if restricted:
+        # What Pixiv returns for a work this account may not see (upbit/pixivpy#280).
+        base.update({"title": "", "user": {"id": 0, "name": "", "account": "", "profile_image_urls": {"medium": PLACEHOLDER}},
+                     "tags": [], "width": 100, "height": 100, "visible": False, "illust_ai_type": 0,
+                     "image_urls": {"square_medium": PLACEHOLDER, "medium": PLACEHOLDER, "large": PLACEHOLDER},
+                     "meta_single_page": {"original_image_url": PLACEHOLDER}, "meta_pages": []})
+        return base
+
+    def master(n: int, size: str) -> str:
+        return f"{IMAGE}/c/{size}/img-master/img/{day}/{work_id}_p{n}_master1200.jpg"
+
+    base["image_urls"] = {"square_medium": master(0, "360x360_70"), "medium": master(0, "540x540_70"),
+                          "large": master(0, "600x1200_90")}
+    if kind == "ugoira":
+        base["meta_single_page"] = {"original_image_url": f"{IMAGE}/img-original/img/{day}/{work_id}_ugoira0.jpg"}
+        base["meta_pages"] = []
+    elif pages == 1:
+        base["meta_single_page"] = {"original_image_url": f"{IMAGE}/img-original/img/{day}/{work_id}_p0.{ext}"}
+        base["meta_pages"] = []
+    else:
+        base["meta_single_page"] = {}
+        base["meta_pages"] = [{"image_urls": {"square_medium": master(n, "360x360_70"), "medium": master(n, "540x540_70"),
+                                              "large": master(n, "600x1200_90"),
+                                              "original": f"{IMAGE}/img-original/img/{day}/{work_id}_p{n}.{ext}"}}
+                              for n in range(pages)]
+    return base
+
+
+def novel(work_id: int, title: str, tags: list[str], create_date: str, text: str, *, bookmarks: int = 50,
+          ai_type: int = 1, x_restrict: int = 0, user: tuple[int, str] = (888, "Fixture Writer"),
+          restricted: bool = False) -> dict[str, Any]:
+    day = _path_date(create_date)
+    cover = f"{IMAGE}/c/240x480_80/novel-cover-master/img/{day}/ci{work_id}_master1200.jpg"
+    raw = {"id": work_id, "title": title, "caption": f"{title} (caption)", "restrict": 0, "x_restrict": x_restrict,
+           "is_original": True, "image_urls": {"square_medium": cover, "medium": cover, "large": cover},
+           "create_date": create_date, "tags": [{"name": t, "translated_name": None, "added_by_uploaded_user": True} for t in tags],
+           "page_count": text.count("[newpage]") + 1, "text_length": len(text), "user": _user(*user), "series": {},
+           "is_bookmarked": False, "total_bookmarks": bookmarks, "total_view": bookmarks * 20, "visible": True,
+           "total_comments": 0, "is_muted": False, "is_mypixiv_only": False, "is_x_restricted": False,
+           "novel_ai_type": ai_type}
+    if restricted:
+        raw.update({"title": "", "tags": [], "visible": False,
+                    "image_urls": {"square_medium": PLACEHOLDER, "medium": PLACEHOLDER, "large": PLACEHOLDER}})
+    return raw
+
+
+@dataclass
+class Fixtures:
+    illusts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    novels: dict[int, dict[str, Any]] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
+    ugoira: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {"frames": [...]}
+    ranking: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (illust|novel, mode) -> ids
+    files: dict[str, bytes] = field(default_factory=dict)  # image-host path -> bytes
+    missing: set[str] = field(default_factory=set)  # image-host paths that answer 404
+    # What a search matches a work on: its tags, or for a restricted placeholder (which Pixiv
+    # lists with no tags at all) the tags it had before it became restricted.
+    listed: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+
+    def add_illust(self, raw: dict[str, Any], *, missing_originals: bool = False,
+                   listed_under: list[str] | None = None) -> dict[str, Any]:
+        self.illusts[int(raw["id"])] = raw
+        self.listed[("illusts", int(raw["id"]))] = {t.casefold() for t in listed_under or [x["name"] for x in raw["tags"]]}
+        if not raw.get("visible", True):
+            return raw
+        wid, w, h = int(raw["id"]), int(raw["width"]), int(raw["height"])
+        for url in _all_urls(raw):
+            path = urlsplit(url).path
+            seed = int(hashlib.sha256(path.encode()).hexdigest()[:6], 16)
+            self.files[path] = png(w, h, seed) if path.endswith(".png") else jpeg(w, h, seed)
+            if "/img-original/" in path:
+                # The uncropped master every original has on the real host (gallery-dl's fallback).
+                master = path.replace("/img-original/", "/img-master/", 1).rsplit(".", 1)[0] + "_master1200.jpg"
+                self.files[master] = jpeg(w, h, seed + 1)
+                if missing_originals:
+                    self.missing.add(path)
+        if raw["type"] == "ugoira":
+            day = _path_date(raw["create_date"])
+            frames = [{"file": f"{n:06d}.jpg", "delay": 80 + 20 * n} for n in range(3)]
+            medium = f"{IMAGE}/img-zip-ugoira/img/{day}/{wid}_ugoira600x600.zip"
+            self.ugoira[wid] = {"zip_urls": {"medium": medium}, "frames": frames}
+            self.files[urlsplit(medium).path] = ugoira_zip(3, wid)
+            self.files[urlsplit(medium.replace("_ugoira600x600", "_ugoira1920x1080")).path] = ugoira_zip(3, wid + 1)
+        return raw
+
+    def add_novel(self, raw: dict[str, Any], text: str, *, listed_under: list[str] | None = None) -> dict[str, Any]:
+        self.novels[int(raw["id"])] = raw
+        self.texts[int(raw["id"])] = text
+        self.listed[("novels", int(raw["id"]))] = {t.casefold() for t in listed_under or [x["name"] for x in raw["tags"]]}
+        if raw.get("visible", True):
+            path = urlsplit(raw["image_urls"]["large"]).path
+            self.files[path] = jpeg(240, 320, int(raw["id"]))
+        return raw
+
+
+def _all_urls(raw: Mapping[str, Any]) -> list[str]:
+    urls = list((raw.get("image_urls") or {}).values()) + list((raw.get("meta_single_page") or {}).values())
+    for page in raw.get("meta_pages") or []:
+        urls.extend((page.get("image_urls") or {}).values())
+    return [u for u in urls if isinstance(u, str) and u.startswith(IMAGE)]
+
+
+NOVEL_TEXT = "第一章\n猫は窓辺で眠っていた。\n[newpage]\n第二章\nThe cat woke at dawn and went looking for the sea."
+
+
+def default_fixtures() -> Fixtures:
+    """The fixture set the tests and ``pixivflow demo --source fake-pixiv`` use."""
+    fx = Fixtures()
+    # search "cats": the newest is a restricted placeholder, then a 3-page work, then singles
+    fx.add_illust(illust(91000, "", ["cats"], "2026-11-30T09:00:00+09:00", restricted=True), listed_under=["cats"])
+    fx.add_illust(illust(91001, "Three cats, three pages", ["cats", "cute"], "2026-11-29T21:15:00+09:00", pages=3,
+                         bookmarks=420))
+    fx.add_illust(illust(91002, "Cat on a roof", ["cats"], "2026-11-28T08:30:00+09:00", bookmarks=95))
+    fx.add_illust(illust(91003, "Cat (original lost)", ["cats", "sketch"], "2026-11-27T12:00:00+09:00", bookmarks=30),
+                  missing_originals=True)
+    fx.add_illust(illust(91004, "Machine cat", ["cats", "AI生成"], "2026-11-26T12:00:00+09:00", ai_type=2, bookmarks=10))
+    fx.add_illust(illust(91005, "Cat after dark", ["cats"], "2026-11-25T12:00:00+09:00", x_restrict=1, bookmarks=700))
+    # landscapes and the day ranking
+    fx.add_illust(illust(92001, "Harbour at dawn", ["landscape", "sea"], "2026-11-29T05:00:00+09:00", bookmarks=1500,
+                         width=12, height=8))
+    fx.add_illust(illust(92002, "Moving waves", ["landscape", "sea"], "2026-11-28T05:00:00+09:00", kind="ugoira",
+                         bookmarks=900))
+    fx.add_illust(illust(92003, "Mountain sketchbook", ["landscape"], "2026-11-27T05:00:00+09:00", pages=2,
+                         bookmarks=600, ext="jpg"))
+    fx.ranking[("illust", "day")] = [92001, 92002, 92003, 91001]
+    fx.ranking[("illust", "week")] = [91001, 92001]
+    # novels
+    fx.add_novel(novel(93001, "The sea cat", ["fantasy", "cats"], "2026-11-29T20:00:00+09:00", NOVEL_TEXT, bookmarks=300),
+                 NOVEL_TEXT)
+    fx.add_novel(novel(93002, "Dragon ledger", ["fantasy"], "2026-11-28T20:00:00+09:00", "The dragon kept accounts.",
+                       bookmarks=120), "The dragon kept accounts.")
+    fx.add_novel(novel(93003, "", ["fantasy"], "2026-11-30T20:00:00+09:00", "hidden", restricted=True), "hidden",
+                 listed_under=["fantasy"])
+    fx.ranking[("novel", "day")] = [93001, 93002]
+    return fx
+
+
+# --------------------------------------------------------------------------------------------
+# the server
+
+
+@dataclass
+class FakeRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    form: dict[str, str]
+
+    @property
+    def host(self) -> str:
+        if self.path == constants.TOKEN_PATH:
+            return "oauth"
+        return "image" if not (self.path.startswith("/v") or self.path.startswith("/webview")) else "api"
+
+
+@dataclass
+class _Fault:
+    prefix: str
+    status: int
+    body: Any
+    headers: dict[str, str]
+    times: int
+
+
+class FakePixiv:
+    """``with FakePixiv() as fake: fake.base_urls`` -- Pixiv on 127.0.0.1 (see the module docstring)."""
+
+    def __init__(self, fixtures: Fixtures | None = None, *, refresh_token: str = DEFAULT_REFRESH_TOKEN,
+                 rotate: bool = False, page_size: int = 30, expires_in: int = 3600) -> None:
+        self.fixtures = fixtures or default_fixtures()
+        self.page_size = page_size
+        self.expires_in = expires_in
+        self.rotate = rotate
+        self._lock = threading.Lock()
+        self._refresh_tokens = {refresh_token}
+        self._access_tokens: set[str] = set()
+        self._faults: list[_Fault] = []
+        self._log: list[FakeRequest] = []
+        self._issued = 0
+        self.issued_refresh_tokens: list[str] = []
+        self.issued_access_tokens: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                fake._handle(self, "GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                fake._handle(self, "POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # -- lifecycle and helpers ------------------------------------------------------------
+    def __enter__(self) -> "FakePixiv":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        return {"oauth": self.url, "api": self.url, "image": self.url}
+
+    @property
+    def requests(self) -> list[FakeRequest]:
+        with self._lock:
+            return list(self._log)
+
+    def paths(self, host: str | None = None) -> list[str]:
+        return [r.path for r in self.requests if host is None or r.host == host]
+
+    def fail(self, prefix: str, status: int, body: Any = None, headers: Mapping[str, str] | None = None,
+             times: int = 1) -> None:
+        with self._lock:
+            self._faults.append(_Fault(prefix, status, body, dict(headers or {}), times))
+
+    def expire_access_tokens(self) -> None:
+        with self._lock:
+            self._access_tokens.clear()
+
+    def revoke(self, refresh_token: str | None = None) -> None:
+        with self._lock:
+            if refresh_token is None:
+                self._refresh_tokens.clear()
+            else:
+                self._refresh_tokens.discard(refresh_token)
+
+    def accept(self, refresh_token: str) -> None:
+        with self._lock:
+            self._refresh_tokens.add(refresh_token)
+
+    # -- dispatch -------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        parts = urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        form = dict(parse_qsl(raw.decode("utf-8"))) if raw and method == "POST" else {}
+        request = FakeRequest(method, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
+                              {k.lower(): v for k, v in handler.headers.items()}, form)
+        with self._lock:
+            self._log.append(request)
+            fault = next((f for f in self._faults if request.path.startswith(f.prefix) and f.times > 0), None)
+            if fault is not None:
+                fault.times -= 1
+        if fault is not None:
+            body = fault.body if fault.body is not None else {"error": {"user_message": "", "message": "Rate Limit",
+                                                                           "reason": "", "user_message_details": {}}}
+            return self._send(handler, fault.status, body, fault.headers)
+        if request.path == constants.TOKEN_PATH and method == "POST":
+            return self._send(handler, *self._token(request))
+        if request.host == "api":
+            return self._send(handler, *self._api(request))
+        return self._image(handler, request)
+
+    def _send(self, handler: BaseHTTPRequestHandler, status: int, body: Any, headers: Mapping[str, str] | None = None,
+              content_type: str = "application/json") -> None:
+        if isinstance(body, (bytes, str)):
+            data = body.encode("utf-8") if isinstance(body, str) else body
+        else:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type if not isinstance(body, str) else "text/html; charset=utf-8")
+        handler.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    # -- OAuth ----------------------------------------------------------------------------
+    def _token(self, request: FakeRequest) -> tuple[int, Any]:
+        stamp = request.headers.get("x-client-time", "")
+        expected = hashlib.md5((stamp + constants.HASH_SECRET).encode()).hexdigest()  # noqa: S324
+        form = request.form
+        if not stamp or request.headers.get("x-client-hash") != expected:
+            return 400, {"has_error": True, "errors": {"system": {"message": "access_denied", "code": 1508}}}
+        if form.get("client_id") != constants.CLIENT_ID or form.get("client_secret") != constants.CLIENT_SECRET:
+            return 400, {"has_error": True, "errors": {"system": {"message": "Invalid client", "code": 1508}},
+                         "error": "invalid_client"}
+        with self._lock:
+            if form.get("grant_type") != "refresh_token" or form.get("refresh_token") not in self._refresh_tokens:
+                return 400, {"has_error": True, "errors": {"system": {"message": "Invalid refresh token", "code": 1508}},
+                             "error": "invalid_grant"}
+            self._issued += 1
+            access = f"fake-access-{self._issued:04d}-{hashlib.sha256(str(self._issued).encode()).hexdigest()[:16]}"
+            self._access_tokens.add(access)
+            self.issued_access_tokens.append(access)
+            refresh = form["refresh_token"]
+            if self.rotate:
+                refresh = f"fake-refresh-rot{self._issued:04d}-{hashlib.sha256(access.encode()).hexdigest()[:12]}"
+                self._refresh_tokens.add(refresh)
+                self.issued_refresh_tokens.append(refresh)
+        user = {"id": "4242", "name": "fixture-user", "account": "fixture_user", "mail_address": "",
+                "is_premium": False, "x_restrict": 0, "is_mail_authorized": True}
+        inner = {"access_token": access, "expires_in": self.expires_in, "token_type": "bearer",
+                 "scope": "", "refresh_token": refresh, "user": user}
+        return 200, {**inner, "response": dict(inner)}
+
+    # -- App API --------------------------------------------------------------------------
+    def _api(self, request: FakeRequest) -> tuple[int, Any]:
+        bearer = request.headers.get("authorization", "")
+        with self._lock:
+            authorised = bearer.startswith("Bearer ") and bearer[len("Bearer "):] in self._access_tokens
+        if not authorised:
+            message = "Error occurred at the OAuth process. Please check your Access Token to fix this. Error Message: " \
+                      + ("invalid_grant" if bearer else "invalid_request")
+            return 400, {"error": {"user_message": "", "message": message, "reason": "", "user_message_details": {}}}
+        q = request.query
+        path = request.path
+        if path in ("/v1/search/illust", "/v1/search/novel"):
+            return self._search(request, "illusts" if path.endswith("illust") else "novels")
+        if path in ("/v1/illust/ranking", "/v1/novel/ranking"):
+            kind = "illust" if "illust" in path else "novel"
+            ids = self.fixtures.ranking.get((kind, q.get("mode", "day")), [])
+            pool = self.fixtures.illusts if kind == "illust" else self.fixtures.novels
+            return self._paged(request, "illusts" if kind == "illust" else "novels", [pool[i] for i in ids if i in pool])
+        if path == "/v1/user/illusts":
+            works = [w for w in self.fixtures.illusts.values() if str(w["user"]["id"]) == q.get("user_id")]
+            return self._paged(request, "illusts", sorted(works, key=lambda w: w["create_date"], reverse=True), user=True)
+        if path == "/v1/user/novels":
+            works = [w for w in self.fixtures.novels.values() if str(w["user"]["id"]) == q.get("user_id")]
+            return self._paged(request, "novels", sorted(works, key=lambda w: w["create_date"], reverse=True))
+        if path == "/v1/illust/detail":
+            work = self.fixtures.illusts.get(_int(q.get("illust_id")))
+            return (200, {"illust": work}) if work else _not_found()
+        if path == "/v2/novel/detail":
+            work = self.fixtures.novels.get(_int(q.get("novel_id")))
+            return (200, {"novel": work}) if work else _not_found()
+        if path == "/v1/ugoira/metadata":
+            meta = self.fixtures.ugoira.get(_int(q.get("illust_id")))
+            return (200, {"ugoira_metadata": meta}) if meta else _not_found()
+        if path == "/webview/v2/novel":
+            wid = _int(q.get("id"))
+            work = self.fixtures.novels.get(wid)
+            if not work:
+                return 404, "<html><body>not found</body></html>"
+            payload = {"id": str(wid), "title": work["title"], "text": self.fixtures.texts.get(wid, ""),
+                       "userId": str(work["user"]["id"]), "coverUrl": work["image_urls"]["large"],
+                       "marker": None, "illusts": [], "images": [], "seriesNavigation": None}
+            page = ("<!DOCTYPE html><html><head><script>\n    Object.defineProperty(window, 'pixiv', {value: {\n"
+                    f"        novel: {json.dumps(payload, ensure_ascii=False)},\n        isOwnWork: false,\n"
+                    "    }});\n</script></head><body></body></html>")
+            return 200, page
+        return 404, {"error": {"user_message": "", "message": "Not Found", "reason": "", "user_message_details": {}}}
+
+    def _search(self, request: FakeRequest, section: str) -> tuple[int, Any]:
+        q = request.query
+        words = [w.casefold() for w in (q.get("word") or "").split()]
+        pool = self.fixtures.illusts if section == "illusts" else self.fixtures.novels
+        works = [w for w in pool.values() if set(words) <= self.fixtures.listed.get((section, int(w["id"])), set())]
+        ai_key = "illust_ai_type" if section == "illusts" else "novel_ai_type"
+        if q.get("search_ai_type") == "0":
+            works = [w for w in works if w.get(ai_key) != 2]
+        if q.get("start_date"):
+            works = [w for w in works if w["create_date"][:10] >= q["start_date"]]
+        if q.get("end_date"):
+            works = [w for w in works if w["create_date"][:10] <= q["end_date"]]
+        sort = q.get("sort", "date_desc")
+        if sort == "popular_desc":
+            works.sort(key=lambda w: w["total_bookmarks"], reverse=True)
+        else:
+            works.sort(key=lambda w: (w["create_date"], w["id"]), reverse=(sort != "date_asc"))
+        return self._paged(request, section, works, search=True)
+
+    def _paged(self, request: FakeRequest, section: str, works: list[dict[str, Any]], *, search: bool = False,
+               user: bool = False) -> tuple[int, Any]:
+        offset = _int(request.query.get("offset"))
+        if offset > OFFSET_CAP:
+            return 400, {"error": {"user_message": "", "message": "{\"offset\":[\"offset must be no more than 5000\"]}",
+                                   "reason": "", "user_message_details": {}}}
+        page = works[offset:offset + self.page_size]
+        nxt = None
+        if offset + self.page_size < len(works):
+            params = {k: v for k, v in request.query.items() if k != "offset"}
+            params["offset"] = str(offset + self.page_size)
+            nxt = f"{API}{request.path}?{urlencode(params)}"
+        body: dict[str, Any] = {section: page, "next_url": nxt}
+        if search:
+            body.update({"search_span_limit": 31536000, "show_ai": request.query.get("search_ai_type") != "0"})
+        if user:
+            body["user"] = page[0]["user"] if page else {}
+        return 200, body
+
+    # -- image host -----------------------------------------------------------------------
+    def _image(self, handler: BaseHTTPRequestHandler, request: FakeRequest) -> None:
+        if request.headers.get("referer") not in ("https://app-api.pixiv.net/", "https://www.pixiv.net/"):
+            return self._send(handler, 403, b"<html>403 Forbidden</html>", content_type="text/html")
+        if request.path in self.fixtures.missing or request.path not in self.fixtures.files:
+            return self._send(handler, 404, b"<html>404 Not Found</html>", content_type="text/html")
+        data = self.fixtures.files[request.path]
+        kind = {"png": "image/png", "jpg": "image/jpeg", "zip": "application/zip"}.get(request.path.rsplit(".", 1)[-1],
+                                                                                        "application/octet-stream")
+        self._send(handler, 200, data, content_type=kind)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _not_found() -> tuple[int, Any]:
+    return 404, {"error": {"user_message": "該当作品は削除されたか、存在しない作品IDです。", "message": "",
+                           "reason": "", "user_message_details": {}}}
