@@ -506,6 +506,23 @@ class DownloadConfig(_Model):
     assetUrlTtlSeconds: int = Field(default=43_200, ge=60, le=604_800)
 
 
+class JobsConfig(_Model):
+    """Workflow Protocol v1 (spec §12). ``callbackAllowHosts`` lists callback hosts exempt from the
+    HTTPS-only and public-address rules (local development only: a loopback receiver)."""
+
+    callbackAllowHosts: list[str] = Field(default_factory=list)
+
+    @field_validator("callbackAllowHosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
+        for host in value:
+            if not isinstance(host, str) or not host.strip() or "/" in host:
+                raise ValueError(f"{host!r} is not a host name")
+            hosts.append(host.strip().lower().rstrip("."))
+        return hosts
+
+
 class PixivFlowConfig(_Model):
     _warnings: tuple[str, ...] = PrivateAttr(default=())
     schedules: list[ScheduleConfig] = Field(default_factory=list)
@@ -517,6 +534,7 @@ class PixivFlowConfig(_Model):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
     download: DownloadConfig = Field(default_factory=DownloadConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
 
     @model_validator(mode="before")
     @classmethod

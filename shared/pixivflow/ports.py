@@ -349,9 +349,123 @@ class Ledger(Protocol):
     def terminalise_slot(self, state: SlotState, *, fail_cells: Iterable[str], guard_cells: Iterable[str], slot_status: str,
                          reason_code: str, reason_message: str, now_ms: int) -> bool: ...
 
+    def cancel_cells(self, state: SlotState, *, cells: Iterable[str], intents: Iterable[Intent], slot_status: str | None,
+                     reason_code: str, reason_message: str, now_ms: int) -> bool:
+        """A consumer cancel in one transaction, conditioned on the read ``state`` (spec §12.7)."""
+        ...
+
     # manual identity (one key, one slot, forever)
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
+
+
+# -- Workflow Protocol v1: the job event stream and its callbacks (spec §12.5, §10.9) ----------
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One lifecycle event of a job: stored once, with a per-job ``seq`` and a ``ts`` that never
+    moves backwards along ``seq``. ``callback_url`` is set on ``job.requested`` only."""
+
+    job_id: str
+    kind: str
+    seq: int
+    ts: int
+    callback_url: str | None = None
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return (self.ts, self.seq)
+
+
+@dataclass(frozen=True)
+class EventStream:
+    """Everything a job's stream holds: its events (ascending), the head and the ack cursor."""
+
+    job_id: str
+    events: tuple[StoredEvent, ...] = ()
+    head_seq: int = 0
+    head_ts: int = 0
+    cursor: tuple[int, int] | None = None  # (ts, seq) of the newest acknowledged event
+
+    def kinds(self) -> set[str]:
+        return {e.kind for e in self.events}
+
+    def find(self, kind: str) -> StoredEvent | None:
+        return next((e for e in self.events if e.kind == kind), None)
+
+
+@dataclass(frozen=True)
+class CallbackRow:
+    """An ``event_callback`` outbox row (spec §10.4, §10.9): one POST of one event to one URL."""
+
+    key: str  # job-event:<jobId>:<eventId>
+    job_id: str
+    url: str
+    payload: Mapping[str, Any]  # {"event": Event, "job_id", "context": {"slotId"}}
+    status: str = "pending"
+    attempts: int = 0
+    max_attempts: int = 8
+    next_attempt_at: int = 0
+    lease_owner: str | None = None
+    lease_until: int | None = None
+    last_error: str | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    completed_at: int | None = None
+
+    @property
+    def actionable(self) -> bool:
+        return self.status in ("pending", "processing", "retry_wait")
+
+
+class AppendResult:
+    APPENDED = "appended"
+    EXISTS = "exists"  # the event (kind) is already stored: nothing was written
+    HEAD_MOVED = "head_moved"  # another writer appended first: re-read and retry
+
+
+class JobStore(Protocol):
+    """The job event stream, its ack cursor, the open-callback index and callback outbox rows.
+
+    Writes are conditional: an event is inserted only if absent and only on top of the head the
+    caller read (so ``seq`` is dense per job and ``ts`` never moves backwards), together with its
+    callback row in ONE atomic step; the cursor only ever moves forward."""
+
+    def stream(self, job_id: str) -> EventStream: ...
+
+    def append(self, event: StoredEvent, *, expected_head: int, callback: CallbackRow | None = None,
+               open_callback_since: int | None = None, close_callback_index: bool = False, now_ms: int = 0) -> str:
+        """Insert ``event`` (seq must be ``expected_head + 1``). ``open_callback_since`` puts a
+        ``job.requested`` event into the open-callback index; ``close_callback_index`` takes the
+        job out of it (its terminal event). Returns an :class:`AppendResult` value."""
+        ...
+
+    def advance_cursor(self, job_id: str, position: tuple[int, int], now_ms: int) -> tuple[int, int] | None:
+        """Move the ack cursor to ``position`` if that is strictly later. Returns the cursor now stored."""
+        ...
+
+    def open_callbacks(self, limit: int) -> list[str]:
+        """Job ids that declared a callback and have no terminal event yet, newest first."""
+        ...
+
+    def get_callback_row(self, key: str) -> CallbackRow | None: ...
+
+    def callback_key_of(self, pk: str, sk: str) -> str | None:
+        """The callback key of a due-index entry, or None when the entry is not a callback row."""
+        ...
+
+    def claim_callback_row(self, key: str, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> CallbackRow | None: ...
+
+    def settle_callback_row(self, row: CallbackRow, owner: str, now_ms: int, *, status: str,
+                            error: str | None = None, next_attempt_at: int | None = None) -> CallbackRow | None: ...
+
+
+class CallbackSender(Protocol):
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> DeliveryResponse:
+        """POST to a vetted address of ``url``. Raises ``CallbackRefused`` when the URL may not be
+        called (nothing is sent), other exceptions for transport failures; any HTTP answer is returned."""
+        ...
 
 
 # -- the sweep's own state (DESIGN §4 "one sweep runs at a time"; issue 16 missed fires) ---------

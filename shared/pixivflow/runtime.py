@@ -90,7 +90,26 @@ def build() -> Runtime:
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
                     sweep_state=sweep_state, outbox_rows=outbox_rows)
     engine.source = _overrides.get("source") or _build_source(config, engine)
+    _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
+
+
+def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
+    """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
+    Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
+    (an httpx transport factory), ``sleep_ms`` (how a cancel waits)."""
+    from .adapters.callback_http import HttpCallbackSender, system_resolver
+    from .adapters.job_store import DynamoJobStore
+    from .http.auth import CALLBACK
+
+    config = engine.config
+    resolver = _overrides.get("resolver") or system_resolver
+    engine.jobs = _overrides.get("job_store") or DynamoJobStore(client, table, retention_days=retention)
+    engine.resolver = resolver
+    engine.callbacks = HttpCallbackSender(lambda: config.jobs.callbackAllowHosts, resolver=resolver,
+                                          transport=_overrides.get("callback_transport"))
+    engine.callback_secret = lambda: secrets.token(CALLBACK)
+    engine.sleep_ms = _overrides.get("sleep_ms")
 
 
 def _build_source(config: PixivFlowConfig, engine: Engine):

@@ -43,12 +43,12 @@ class Answer:
 def send(rt, method: str, path: str, body: Any = ABSENT, *, token: str | None = None, scheme: str = "Bearer",
          function: str = "trigger", content_type: str | None = "application/json",
          headers: Mapping[str, str] | None = None, b64: bool = False, raw: bool = False,
-         b64_flag_only: bool = False) -> Answer:
+         b64_flag_only: bool = False, query: Mapping[str, str] | None = None) -> Answer:
     """One request. ``body``: ABSENT (none), a str sent as is when ``raw``, else JSON-encoded.
 
     ``b64`` base64-encodes the body and flags it as API Gateway does; ``b64_flag_only`` sets the
     flag on a body that is not base64."""
-    event = http_event(method, path)
+    event = http_event(method, path, query=query)
     hdrs = {k.lower(): v for k, v in (headers or {}).items()}
     if token is not None:
         hdrs["authorization"] = f"{scheme} {token}" if scheme else token

@@ -82,12 +82,30 @@ def test_a_dispatch_failure_answers_the_documented_503(make_runtime, monkeypatch
 def test_the_job_events_function_answers_its_documented_bodies(make_runtime):
     rt = make_runtime()
     kw = {"function": "job_events"}
+    job = "morning-tokyo@manual-k-1"
+    task = {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": "k-1",
+            "params": {"target_id": "cats"}}
     assert call(rt, "GET", "/capabilities", "/capabilities", token=JOBS_TOKEN, **kw) == 200
     assert call(rt, "GET", "/capabilities", "/capabilities", token="wrong", **kw) == 401
-    assert call(rt, "POST", "/jobs", "/jobs", {"protocol_version": "1"}, token=JOBS_TOKEN, **kw) == 503
+    assert call(rt, "POST", "/jobs", "/jobs", {"protocol_version": "1"}, token=JOBS_TOKEN, **kw) == 400
     assert call(rt, "POST", "/jobs", "/jobs", "[1]", raw=True, token=JOBS_TOKEN, **kw) == 400
     assert call(rt, "POST", "/jobs", "/jobs", "x", raw=True, token=JOBS_TOKEN, content_type="text/csv", **kw) == 415
+    assert call(rt, "POST", "/jobs", "/jobs", {**task, "params": {"query": {"tags": ["cats"]}}}, token=JOBS_TOKEN,
+                **kw) == 409  # several eligible targets
+    assert call(rt, "POST", "/jobs", "/jobs", task, token=JOBS_TOKEN, **kw) == 202
+    assert call(rt, "POST", "/jobs", "/jobs", task, token=JOBS_TOKEN, **kw) == 200
+    assert call(rt, "GET", "/jobs", "/jobs", token=JOBS_TOKEN, query={"idempotency_key": "k-1"}, **kw) == 200
+    assert call(rt, "GET", "/jobs", "/jobs", token=JOBS_TOKEN, **kw) == 400
     assert call(rt, "DELETE", "/jobs/job-1", "/jobs/{jobId}", token=JOBS_TOKEN, **kw) == 405
-    assert call(rt, "GET", "/jobs/job-1/events", "/jobs/{jobId}/events", token=JOBS_TOKEN, **kw) == 503
+    assert call(rt, "GET", "/jobs/job-1", "/jobs/{jobId}", token=JOBS_TOKEN, **kw) == 404
+    assert call(rt, "GET", f"/jobs/{job}", "/jobs/{jobId}", token=JOBS_TOKEN, **kw) == 200
+    assert call(rt, "GET", "/jobs/job-1/events", "/jobs/{jobId}/events", token=JOBS_TOKEN, **kw) == 404
+    assert call(rt, "GET", f"/jobs/{job}/events", "/jobs/{jobId}/events", token=JOBS_TOKEN, **kw) == 200
+    assert call(rt, "GET", f"/jobs/{job}/events", "/jobs/{jobId}/events", token=JOBS_TOKEN, query={"unacked": "x"},
+                **kw) == 400
+    assert call(rt, "POST", f"/jobs/{job}/events/ack", "/jobs/{jobId}/events/ack", {"ack_through": "evt-1-1"},
+                token=JOBS_TOKEN, **kw) == 200
     assert call(rt, "POST", "/jobs/job-1/events/ack", "/jobs/{jobId}/events/ack", {"ack_through": "evt-1-1"},
-                token=JOBS_TOKEN, **kw) == 503
+                token=JOBS_TOKEN, **kw) == 404
+    assert call(rt, "POST", f"/jobs/{job}/cancel", "/jobs/{jobId}/cancel", token=JOBS_TOKEN, **kw) == 200
+    assert call(rt, "POST", "/jobs/job-1/cancel", "/jobs/{jobId}/cancel", token=JOBS_TOKEN, **kw) == 404

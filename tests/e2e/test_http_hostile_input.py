@@ -337,10 +337,10 @@ def test_job_rejected_carries_the_real_elapsed_time(make_runtime, logs, monkeypa
     monkeypatch.setattr(secrets, "token", slow_token)
     logs()
     answer = send(rt, "GET", "/jobs/job-1", token=JOBS_TOKEN, function="job_events")
-    assert answer.status == 503
+    assert answer.status == 404
     (line,) = [line for line in request_lines(logs) if "http_status" in line]
     assert (line["event"], line["code"], line["stage"], line["elapsed_ms"]) == (
-        "schedule.job_rejected", "internal_error", "job_api_disabled", 250)
+        "schedule.job_rejected", "invalid_params", "lookup", 250)
 
 
 def test_auth_failures_on_the_protocol_surface_keep_the_legacy_bodies(make_runtime):

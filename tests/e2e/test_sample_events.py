@@ -14,7 +14,7 @@ from pixivflow.local.lambda_context import context_for
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SLOT = "morning-tokyo@2026-12-01T0800"
 PLACEHOLDER = "<TRIGGER_TOKEN>"
-SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "errors",
+SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "jobsRepaired", "errors",
               "activeSlots", "unrecoverable"}
 
 

@@ -618,6 +618,7 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
         "timedOut": 1,  # slow
         "rolledUp": 1,  # slow, terminal after its timeout
         "redriven": 1,  # outbox's row, due at 28 (120 s grace)
+        "jobsRepaired": 0,  # no protocol job with a callback is open
         "errors": 0,
         "activeSlots": 5,  # every row of the active-slot index
         "unrecoverable": 0,

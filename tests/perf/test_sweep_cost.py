@@ -3,7 +3,7 @@
 5 000 finished slots (cloned from one real occurrence run end to end, so every item has
 exactly the shape the pipeline leaves behind) and 3 stalled ones. Every DynamoDB call the
 sweep makes is counted with botocore hooks on the sweep's own client: the sweep may only
-query the ActiveSlots / DueOutbox indexes (which must hold nothing but the 3 live slots)
+query the ActiveSlots / DueOutbox / OpenCallbacks indexes (which must hold nothing but the 3 live slots)
 and read or write the partitions of those 3 slots.
 """
 
@@ -182,14 +182,15 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
         assert state.cells["cats"].terminal_reason_code == code
     # ... without a Scan, and the indexes held nothing but the live work ...
     assert "Scan" not in meter.ops()
-    assert {c.params["IndexName"] for c in index_calls} <= {"ActiveSlots", "DueOutbox"}
+    assert {c.params["IndexName"] for c in index_calls} <= {"ActiveSlots", "DueOutbox", "OpenCallbacks"}
     assert index_items["ActiveSlots"] == 3
     assert index_items["DueOutbox"] == 0
+    assert index_items["OpenCallbacks"] == 0  # the job-event repair pass: no job with an open callback
     assert sum(int(c.parsed.get("ScannedCount", 0)) for c in index_calls) <= 3
     # ... and every read or write of a slot partition was one of the 3 live slots.
     assert touched == {f"SLOT#{s}" for s in STALLED}
     assert meter.ops()["TransactWriteItems"] == 3
-    # bounded per live slot, whatever the ledger size: 32 index queries + 5 calls per stalled slot
+    # bounded per live slot, whatever the ledger size: 48 index queries + 5 calls per stalled slot
     # (read, terminalise, re-read, write the outcome record, leave the index once it is logged)
     assert len(table_calls) <= 3 * 5
     # this is the stack's first tick ever, so it also starts one watch per enabled schedule

@@ -188,6 +188,7 @@ def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -
     assert env["PIXIVFLOW_CONFIG"] == {"Fn::Sub": "ssm:${ConfigParameterName}"}
     assert env["TRIGGER_TOKEN_PARAMETER"] == {"Ref": "TriggerTokenParameterName"}
     assert env["JOBS_TOKEN_PARAMETER"] == {"Ref": "JobsTokenParameterName"}
+    assert env["CALLBACK_SIGNING_SECRET_PARAMETER"] == {"Ref": "CallbackSigningSecretParameterName"}
     assert env["RETENTION_DAYS"] == {"Ref": "RetentionDays"}
     assert tpl["Parameters"]["RetentionDays"]["Default"] == 30
 
@@ -491,14 +492,18 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
 ) -> None:
     # Route tokens (a route's tokenParameter) are read only where deliveries are sent:
     # deliver, and trigger's drain route. They live below one path, never account-wide.
+    # The job event callback signing secret likewise: deliver, and the drain route that may send them.
     assert _ssm_parameters(resources, "TriggerFunction") == {
-        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*"}
+        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*",
+        "CallbackSigningSecretParameterName"}
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
-    assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*"}
+    assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*",
+                                                            "CallbackSigningSecretParameterName"}
     # execute reads the Pixiv refresh token's ${VAR} below the same path (issue 10)
     assert _ssm_parameters(resources, "ExecuteFunction") == {"ConfigParameterName", "RouteSecretsPath}/*"}
     assert _ssm_parameters(resources, "StallSweepFunction") == {"ConfigParameterName"}
-    for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath"):
+    for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath",
+                 "CallbackSigningSecretParameterName"):
         # the ARN is built as parameter${Name}: names must start with "/"
         assert tpl["Parameters"][name]["AllowedPattern"].startswith("^/"), name
         assert tpl["Parameters"][name]["Default"].startswith("/"), name

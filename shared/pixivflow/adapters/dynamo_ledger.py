@@ -822,6 +822,52 @@ class DynamoLedger:
                 return False
             raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
 
+    def cancel_cells(
+        self,
+        state: SlotState,
+        *,
+        cells: Iterable[str],
+        intents: Iterable[Intent],
+        slot_status: str | None,
+        reason_code: str,
+        reason_message: str,
+        now_ms: int,
+    ) -> bool:
+        """A consumer cancel (spec §12.7) in ONE transaction: each open cell failed (its lease
+        released), each actionable outbox row of theirs cancelled, and (``slot_status``) the slot
+        made terminal. Every item is conditioned on the state the caller read, so a worker that
+        claimed a row meanwhile (it may be posting right now) makes the whole step refuse."""
+        actions: list[dict[str, Any]] = []
+        pk = {"S": slot_pk(state.slot.slot_id)}
+        for target_id in cells:
+            upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
+            upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
+            upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
+            upd.remove("leaseOwner", "leaseUntil").when("#status = :was", was=state.cells[target_id].status)
+            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
+        for intent in intents:
+            upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("updatedAt", now_ms).set("completedAt", now_ms)
+            upd.set("lastError", "cancelled by consumer").remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
+            upd.when("#outboxStatus = :ob_was", ob_was=intent.outbox_status)
+            if intent.outbox_status == OutboxStatus.PROCESSING:
+                upd.when("#leaseUntil = :lu_was", lu_was=intent.lease_until)  # only an expired claim, unchanged
+            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": self._intent_sk(intent)}}, **self._marshal_update(upd)}})
+        if slot_status is not None:
+            upd = _Update().set("status", slot_status).set("completedAt", now_ms).set("updatedAt", now_ms)
+            # The slot stays in ActiveSlots until its outcome record is logged (leave_active_index).
+            upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms)).status_in(ACTIVE_SLOT_STATES)
+            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": "META"}}, **self._marshal_update(upd)}})
+        if not actions:
+            return True
+        try:
+            self._call("transact_write_items", TransactItems=actions)
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "TransactionCanceledException":
+                return False
+            raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
+
     def _marshal_update(self, upd: _Update) -> dict[str, Any]:
         kw = upd.kwargs()
         if "ExpressionAttributeValues" in kw:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping
 
 TRIGGER = "trigger"
 JOBS = "jobs"
-_ENV = {TRIGGER: "TRIGGER_TOKEN", JOBS: "JOBS_TOKEN"}
+CALLBACK = "callback"  # the job event callback signing secret (never a bearer token)
+_ENV = {TRIGGER: "TRIGGER_TOKEN", JOBS: "JOBS_TOKEN", CALLBACK: "CALLBACK_SIGNING_SECRET"}
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,7 @@ class EmbeddedRuntime:
         env["POWERTOOLS_METRICS_NAMESPACE"] = "PixivFlowLocal"
         env["TRIGGER_TOKEN"] = self.tokens.get("trigger", "")
         env["JOBS_TOKEN"] = self.tokens.get("jobs", "")
+        env["CALLBACK_SIGNING_SECRET"] = self.tokens.get("callback", "")
         self._set_env(env)
         runtime.reset()
         runtime.override(clock=self.clock, entropy=Entropy(self.seed), **self._overrides)

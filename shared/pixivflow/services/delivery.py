@@ -79,8 +79,13 @@ class DrainResult:
 
 
 def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
-    """Dispatch one outbox message by its kind: delivery intents here, every other kind to its
-    registered sender (``services.outbox``)."""
+    """Dispatch one outbox message by its kind: delivery intents here, job event callbacks to
+    ``services.callbacks`` (their own rows), every other kind to its registered sender
+    (``services.outbox``)."""
+    if kind == "event_callback":
+        from .callbacks import deliver_callback
+
+        return deliver_callback(engine, key)
     if kind != "delivery":
         if engine.outbox_rows is None:
             return DeliveryResult(key, "skipped", detail="no outbox rows store")
@@ -305,6 +310,14 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
         keys = engine.ledger.due_intents(engine.now(), limit_per_shard=batch)
         progressed = deferred = False
         for pk, sk in keys:
+            callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
+            if callback is not None:
+                from .callbacks import deliver_callback
+
+                outcome = deliver_callback(engine, callback)
+                result.add(outcome)
+                progressed = progressed or outcome.action != "skipped"
+                continue
             intent = engine.ledger.get_intent_by_key(pk, sk)
             if intent is None or not intent.actionable:
                 continue

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, Clock, DeliveryChannel, Ledger, OutboxRows, Queues, SweepState, WorkSource
+from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, OutboxRows, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -36,6 +36,14 @@ class Engine:
     # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
     outbox_rows: OutboxRows | None = None  # notification / event-callback rows (DESIGN §4 OUTBOX#...)
+    # Workflow Protocol v1 (spec §12): the job event stream, the callback sender, the resolver
+    # callback URLs are vetted with, the callback signing secret, and how a cancel waits for a
+    # delivery being posted right now (injected so tests never sleep).
+    jobs: JobStore | None = None
+    callbacks: CallbackSender | None = None
+    resolver: Callable[[str, int], Sequence[str]] | None = None
+    callback_secret: Callable[[], str | None] | None = None
+    sleep_ms: Callable[[int], None] | None = None
 
     def now(self) -> int:
         return self.clock.now_ms()

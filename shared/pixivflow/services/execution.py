@@ -24,6 +24,7 @@ from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationErro
 from ..domain.model import Cell, Intent, Slot, cell_key
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
+from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, StoredFile, Work
 from .delivery import delivery_payload
@@ -58,6 +59,7 @@ class CellRun:
     last_beat: int = 0
     outbox_keys: list[str] = field(default_factory=list)
     lost_bind: str | None = None  # set when another executor bound a different work first
+    excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -117,7 +119,11 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
     if slot.status == "pending":
         engine.ledger.mark_slot_running(slot_id, now)
     target = engine.config.target(target_id)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now) if target else None
+    excluded: frozenset[str] = frozenset()
+    if target is not None and slot.params:
+        # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
+        target, excluded = job_target(target, slot.params)
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
@@ -337,6 +343,9 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
         if len(chosen) + len(held_ids) >= limit or scan.attempted >= bound:
             break
         if work.work_id in held_ids:
+            continue
+        if work.work_id in run.excluded:
+            scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, "excluded by the job's constraints"))
             continue
         if work.work_id in taken:
             # Delivered or pending on a route already: excluded at selection time; advances the scan.

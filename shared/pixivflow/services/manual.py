@@ -22,6 +22,7 @@ dispatches it) or the cell is being executed under a live lease right now.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -102,12 +103,14 @@ def _manual_occurrence(plan: ScheduleConfig, slot_id: str, now_ms: int) -> Occur
     )
 
 
-def manual_slot(engine: Engine, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None) -> Slot:
-    """The slot a refetch opens: the plan's fields, but ONLY the requested target's cell."""
+def manual_slot(engine: Engine, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None,
+                params: dict[str, Any] | None = None) -> Slot:
+    """The slot a refetch (or a protocol job) opens: the plan's fields, but ONLY the requested
+    target's cell. ``params`` are a job's stored retrieval params (spec §12.3)."""
     slot_id = manual_slot_id(plan.id, key)
     occ = _manual_occurrence(plan, slot_id, engine.now())
     return new_slot(engine, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
-                    target_ids=[target_id], manual_request_id=key, correlation_id=correlation_id)
+                    target_ids=[target_id], manual_request_id=key, correlation_id=correlation_id, params=params)
 
 
 def _same_request(slot: Slot, plan_id: str, target_id: str, key: str) -> bool:
@@ -130,7 +133,10 @@ def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str
         # The id already names a slot of another target or plan (spec §12.3: legacy conflict).
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
 
-    admission = admit(engine, manual_slot(engine, plan, target_id, key, correlation_id))
+    # The same key may have come through POST /jobs first (one identity space, spec §13.21): if
+    # that admission died before its slot was written, this call writes it with the job's params.
+    params = _job_params(record) if not created else None
+    admission = admit(engine, manual_slot(engine, plan, target_id, key, correlation_id, params=params))
     if not _same_request(admission.slot, plan.id, target_id, key):
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
     disposition = _disposition(admission)
@@ -138,6 +144,17 @@ def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str
                target_id=target_id, disposition=disposition, reused=not created, sent=admission.sent,
                reason=admission.reason)
     return RefetchResult(admission.slot, disposition, reused=not created, sent=admission.sent, reason=admission.reason)
+
+
+def _job_params(record: dict[str, Any]) -> dict[str, Any] | None:
+    raw = record.get("paramsJson")
+    if record.get("kind") != "job" or not isinstance(raw, str):
+        return None
+    try:
+        params = json.loads(raw)
+    except ValueError:
+        return None
+    return params if isinstance(params, dict) else None
 
 
 def _disposition(admission: Admission) -> str:

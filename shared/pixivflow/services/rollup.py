@@ -102,6 +102,7 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
     if record_outcome(engine, state):
         _notify(engine, state)
         engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+        _job_terminal(engine, state)
 
 
 def close(engine: Engine, state: SlotState) -> bool:
@@ -109,7 +110,9 @@ def close(engine: Engine, state: SlotState) -> bool:
     it leave the active index."""
     if record_outcome(engine, state):
         _notify(engine, state)
-        return engine.ledger.leave_active_index(state.slot.slot_id)
+        left = engine.ledger.leave_active_index(state.slot.slot_id)
+        _job_terminal(engine, state)
+        return left
     return False
 
 
@@ -125,6 +128,13 @@ def _notify(engine: Engine, state: SlotState) -> None:
     except Exception as exc:
         engine.log("error", "notification rows could not be planned; slot closes without them",
                    event="notification.enqueue_failed", slot_id=state.slot.slot_id, error=repr(exc)[:300])
+
+
+def _job_terminal(engine: Engine, state: SlotState) -> None:
+    """A job's slot is terminal: its terminal event (and callback) now, not at the next read."""
+    from .job_events import on_slot_terminal
+
+    on_slot_terminal(engine, state)
 
 
 def record_outcome(engine: Engine, state: SlotState) -> bool:

@@ -54,6 +54,7 @@ class SweepResult:
     timedOut: int = 0
     rolledUp: int = 0
     redriven: int = 0
+    jobsRepaired: int = 0  # jobs with a callback and no terminal event the repair pass looked at
     errors: int = 0
     activeSlots: int = 0
     unrecoverable: int = 0
@@ -68,6 +69,7 @@ class SweepResult:
             "timedOut": self.timedOut,
             "rolledUp": self.rolledUp,
             "redriven": self.redriven,
+            "jobsRepaired": self.jobsRepaired,
             "errors": self.errors,
             "activeSlots": self.activeSlots,
             "unrecoverable": self.unrecoverable,
@@ -94,6 +96,7 @@ def sweep(engine: Engine) -> SweepResult:
             engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
     _redrive_outbox(engine, result)
     _repair_outbox_rows(engine, result)
+    _repair_job_events(engine, result)
     engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
     for rule, count in (("queued_too_long", result.queuedTooLong), ("stalled_no_heartbeat", result.stalledNoHeartbeat)):
         if count:
@@ -239,7 +242,13 @@ def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
     now = engine.now()
     keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
     send: list[str] = []
+    callbacks: list[str] = []
     for pk, sk in keys:
+        callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
+        if callback is not None:
+            if _callback_overdue(engine, callback, now, result):
+                callbacks.append(callback)
+            continue
         try:
             intent = engine.ledger.get_intent_by_key(pk, sk)
         except Exception as exc:
@@ -254,10 +263,41 @@ def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
         elif intent.next_attempt_at > now - REDRIVE_GRACE_MS:
             continue
         send.append(intent.idempotency_key)
-    if send:
-        failed = engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", k)) for k in send])
-        result.redriven += len(send) - len(failed)
-        engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(send) - len(failed))
+    messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
+    messages += [OutgoingMessage(outbox_body("event_callback", k)) for k in callbacks]
+    if messages:
+        failed = engine.queues.send_outbox(messages)
+        result.redriven += len(messages) - len(failed)
+        engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
+
+
+def _callback_overdue(engine: Engine, key: str, now: int, result: SweepResult) -> bool:
+    """An event_callback row whose message was lost, or whose worker died mid-send (spec §10.5)."""
+    try:
+        row = engine.jobs.get_callback_row(key)
+    except Exception as exc:
+        result.errors += 1
+        engine.log("error", "sweep failed on a callback row", event="sweep.outbox_error", key=key, error=repr(exc)[:300])
+        return False
+    if row is None or not row.actionable:
+        return False
+    if row.status == "processing":
+        return row.lease_until is None or row.lease_until <= now
+    return row.next_attempt_at <= now - REDRIVE_GRACE_MS
+
+
+def _repair_job_events(engine: Engine, result: SweepResult) -> None:
+    """Spec §12.5 repair pass: a declared callback is never silently dropped (§13.23)."""
+    from .job_events import reconcile_outstanding
+
+    try:
+        examined, errors = reconcile_outstanding(engine)
+    except Exception as exc:  # the index could not be read: next tick
+        result.errors += 1
+        engine.log("error", "job event repair pass failed", event="sweep.repair_error", error=repr(exc)[:300])
+        return
+    result.jobsRepaired += examined
+    result.errors += errors
 
 
 # ---------------------------------------------------------------- one tick: lease, sweep, missed fires

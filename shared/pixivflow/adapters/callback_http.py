@@ -1,0 +1,67 @@
+"""Event callbacks over HTTPS, connected to the vetted address only (spec §10.9; DESIGN §11).
+
+Every send vets the URL again (``domain.callbacks.vet_callback_url``) with a fresh resolution and
+then connects to exactly the address that passed: the request goes to ``https://<address>:<port>``
+with ``Host`` set to the URL's host and TLS SNI / certificate verification against that host name
+(httpcore's ``sni_hostname`` extension). A name that re-resolves somewhere else between two
+lookups (DNS rebinding) therefore cannot redirect the connection, and a refused URL never opens a
+socket. Redirects are never followed (a 3xx is a permanent failure of the callback).
+
+``resolver`` and ``transport`` are injected: tests give a fake resolver and an ``httpx``
+transport (a loopback server or ``httpx.MockTransport``), so no real DNS lookup happens.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any, Callable, Iterable, Mapping
+
+import httpx
+
+from ..domain.callbacks import Resolver, vet_callback_url
+from ..ports import DeliveryResponse
+
+MAX_RESPONSE_BYTES = 64 * 1024
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class HttpCallbackSender:
+    def __init__(self, allow_hosts: Callable[[], Iterable[str]], *, resolver: Resolver | None = None,
+                 transport: Callable[[], httpx.BaseTransport] | None = None) -> None:
+        self._allow_hosts = allow_hosts
+        self._resolver = resolver or system_resolver
+        self._transport = transport
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> DeliveryResponse:
+        vetted = vet_callback_url(url, list(self._allow_hosts()), self._resolver)  # raises CallbackRefused
+        extensions: dict[str, Any] = {}
+        if vetted.scheme == "https":
+            extensions["sni_hostname"] = vetted.host
+        request_headers = {**headers, "Host": vetted.host_header}
+        transport = self._transport() if self._transport else httpx.HTTPTransport(retries=0)
+        with httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
+            request = client.build_request("POST", vetted.connect_url, content=body, headers=request_headers,
+                                           extensions=extensions)
+            response = client.send(request, stream=True)
+            try:
+                raw = b""
+                for chunk in response.iter_bytes():
+                    raw += chunk
+                    if len(raw) >= MAX_RESPONSE_BYTES:  # a consumer's answer is never read without bound
+                        break
+            finally:
+                response.close()
+        text = raw[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
+        try:
+            parsed: Any = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        return DeliveryResponse(response.status_code, parsed, text[:2000])
+
+
+__all__ = ["HttpCallbackSender", "system_resolver"]

@@ -1,0 +1,292 @@
+"""Workflow Protocol v1 jobs (spec §12.3, §12.4, §12.7): admission, lookup, cancel.
+
+A job IS a manual slot. ``POST /jobs`` and the legacy refetch route share ONE identity space
+(spec §13.21): the request item ``REQUEST#<key>`` (written first, insert-if-absent) names the
+slot ``<plan>@manual-<key lower-cased>`` forever, so the same key through either route, in either
+order, across restarts and concurrent calls, names the same slot and the same job. The first
+writer of the key also fixes its params and its declared callback.
+
+Refusals are :class:`ProtocolError` raised BEFORE anything is written: validation, account,
+target resolution, work types and the callback URL are all checked first. Only the identity
+conflict is discovered after the request item is read, and it writes nothing either.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import PixivFlowConfig, ScheduleConfig, TargetConfig
+from ..domain.callbacks import CallbackRefused, CallbackUnresolvable, vet_callback_url
+from ..domain.cells import CellStatus
+from ..domain.errors import LedgerUnavailable
+from ..domain.model import Intent, OutboxStatus, cell_key
+from ..domain.protocol import CANCELLED_REASON, ProtocolError, first_cell, invalid, project_job, unknown_job
+from ..domain.reasons import reason_message
+from ..domain.task import Task, canonical_json, parse_task
+from .admission import admit
+from .engine import Engine
+from .job_events import load_job, reconcile
+from .manual import manual_slot, manual_slot_id
+from .rollup import close
+
+JOB_KIND = "job"
+CANCEL_WAIT_MS = 10_000  # how long a cancel waits for a delivery that is being posted right now
+CANCEL_POLL_MS = 250
+CANCEL_RETRIES = 10
+MAX_TRANSACTION_ITEMS = 99  # DynamoDB allows 100 items per transaction
+
+
+def _resolver(engine: Engine):
+    if engine.resolver is not None:
+        return engine.resolver
+    import socket
+
+    def resolve(host: str, port: int) -> list[str]:
+        return list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
+
+    return resolve
+
+
+# -- target resolution (spec §12.3) -------------------------------------------------------------
+
+
+def carries_refetch_correlation(config: PixivFlowConfig, target: TargetConfig) -> bool:
+    """Can a manual job's outcome be correlated downstream? The primary route must carry the
+    request id: a ``kind: webhook`` route always does (it adds ``refetch_request_id``)."""
+    routes = target.routes()
+    route = config.route(routes[0]) if routes else None
+    if route is None:
+        return False
+    if getattr(route, "kind", None) == "webhook":
+        return True
+    # A PixivFlow httpMultipart route: a refetch outcome URL and the request id mapped into a field.
+    fields = dict(getattr(route, "fields", None) or {})
+    fields.update((target.delivery.fields if target.delivery else None) or {})
+    return bool(str(getattr(route, "refetchOutcomeUrl", "") or "").strip()) and \
+        fields.get("refetch_request_id") == "{{refetchRequestId}}"
+
+
+def _plans_selecting(config: PixivFlowConfig, target_id: str) -> list[ScheduleConfig]:
+    return [s for s in config.schedules if s.enabled and any(t.id == target_id for t in config.targets_for(s))]
+
+
+def resolve_target(config: PixivFlowConfig, target_id: str | None) -> tuple[ScheduleConfig, TargetConfig]:
+    if target_id is not None:
+        target = config.target(target_id)
+        plans = _plans_selecting(config, target_id) if target else []
+        if not plans:
+            raise invalid("unknown target", reason="unknown_target", target_id=target_id, stage="target")
+        if len(plans) > 1:
+            raise invalid("ambiguous target", 409, reason="ambiguous_target", targets=[target_id],
+                          schedules=sorted(p.id for p in plans), stage="target")
+        return plans[0], target
+    pairs = [(plan, target) for plan in config.schedules if plan.enabled for target in config.targets_for(plan)
+             if carries_refetch_correlation(config, target)]
+    if not pairs:
+        raise invalid("no candidate search target is configured", reason="no_eligible_target", stage="target")
+    if len(pairs) > 1:
+        raise invalid("more than one candidate search target is configured; select one with params.target_id", 409,
+                      reason="ambiguous_target", targets=sorted({t.id for _, t in pairs}), stage="target")
+    return pairs[0]
+
+
+def _configured_account(config: PixivFlowConfig) -> str | None:
+    pixiv = getattr(config, "pixiv", None)
+    value = pixiv.get("accountId") if isinstance(pixiv, dict) else getattr(pixiv, "accountId", None)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _check_account(config: PixivFlowConfig, account: str | None) -> None:
+    if account is None:
+        return
+    configured = _configured_account(config)
+    if account == "default" or (configured is not None and account == configured):
+        return
+    raise invalid("params.source.account is not available", reason="account_unavailable", requested=account,
+                  configured=configured or "default", stage="account")
+
+
+def _check_callback(engine: Engine, url: str | None) -> None:
+    if url is None:
+        return
+    try:
+        vet_callback_url(url, engine.config.jobs.callbackAllowHosts, _resolver(engine))
+    except CallbackRefused as exc:
+        raise invalid(exc.message, field="callback_url", reason=exc.reason, stage="callback_url") from None
+    except CallbackUnresolvable:
+        raise invalid("callback_url host does not resolve", field="callback_url", reason="unresolvable_host",
+                      stage="callback_url") from None
+
+
+# -- admission ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Submission:
+    job: dict[str, Any]
+    created: bool  # this call created the job's slot (202); else a replay (200)
+    disposition: str
+
+
+def _conflict(message: str, slot_id: str | None) -> ProtocolError:
+    return ProtocolError("idempotency_conflict", 409, message, {"reason": "idempotency_conflict", "slot_id": slot_id},
+                         stage="identity")
+
+
+def submit(engine: Engine, body: Any) -> Submission:
+    """``POST /jobs``: admit a Task, or re-answer the job its key already names."""
+    task = parse_task(body)
+    config = engine.config
+    _check_account(config, task.account)
+    plan, target = resolve_target(config, task.target_id)
+    if task.work_types and target.type not in task.work_types:
+        raise invalid("params.constraints.work_types does not include the target's work type",
+                      reason="work_type_not_available", target_type=target.type, stage="work_types")
+    _check_callback(engine, task.callback_url)
+
+    key = task.idempotency_key
+    slot_id = manual_slot_id(plan.id, key)
+    created_key, record = engine.ledger.claim_request_key(key, {
+        "kind": JOB_KIND, "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target.id,
+        "paramsJson": task.params_json, "callbackUrl": task.callback_url, "correlationId": task.correlation_id,
+        "createdAt": engine.now(),
+    })
+    if not created_key:
+        _check_identity(record, task, slot_id, target.id)
+    admission = admit(engine, manual_slot(engine, plan, target.id, key, task.correlation_id, params=task.params))
+    slot = admission.slot
+    if slot.manual_request_id != key or slot.schedule_id != plan.id or list(slot.target_ids) != [target.id]:
+        # The derived slot id is owned by another spelling of the key (spec §12.3).
+        raise _conflict("idempotency key already names another job", slot.slot_id)
+    if slot.params is not None and canonical_json(slot.params) != task.params_json:
+        raise _conflict("idempotency key was first used with different params", slot.slot_id)
+    callback = (record.get("callbackUrl") if not created_key else None) or task.callback_url
+    if admission.created:
+        cell = admission.cells[0]
+        job = project_job(slot, cell, [], engine.now())
+        reconcile(engine, job, fresh=True, callback_url=callback)
+    else:
+        _, job = load_job(engine, slot.slot_id)
+        reconcile(engine, job, callback_url=callback)
+    return Submission(job, admission.created, admission.disposition)
+
+
+def _check_identity(record: dict[str, Any], task: Task, slot_id: str, target_id: str) -> None:
+    """The key is already known: it must name this very job, with the same params."""
+    if record.get("requestKey") != task.idempotency_key or record.get("slotRef") != slot_id or record.get("targetId") != target_id:
+        raise _conflict("idempotency key already names another job", record.get("slotRef"))
+    stored = record.get("paramsJson")
+    if stored is not None and stored != task.params_json:
+        raise _conflict("idempotency key was first used with different params", slot_id)
+
+
+# -- lookups --------------------------------------------------------------------------------------
+
+
+def get_job(engine: Engine, job_id: str) -> dict[str, Any]:
+    return load_job(engine, job_id)[1]
+
+
+def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
+    """``GET /jobs?idempotency_key=``: 0 or 1 job, matching the key exactly as sent."""
+    if not isinstance(key, str) or not key.strip():
+        raise invalid("idempotency_key is required", field="idempotency_key")
+    record = engine.ledger.get_request_key(key)
+    if record is None or not record.get("slotRef"):
+        return []
+    state = engine.ledger.load(str(record["slotRef"]))
+    if state is None or state.slot.manual_request_id != key:
+        return []
+    return [project_job(state.slot, first_cell(state.slot, state.cells), state.intents, engine.now())]
+
+
+# -- cancel (spec §12.7) ------------------------------------------------------------------------------
+
+
+@dataclass
+class Cancellation:
+    job: dict[str, Any]
+    cells_cancelled: int
+    rows_cancelled: int
+
+
+def cancel(engine: Engine, job_id: str) -> Cancellation:
+    """Fail every open cell with ``cancelled_by_consumer`` and cancel its actionable outbox rows,
+    atomically; idempotent. A row a worker has claimed (it may be posting right now) is waited
+    for: the cancel commits only when no post of this job is in flight, so nothing is ever
+    posted after it commits (the worker checks the cell after its claim, spec §10.5 step 1)."""
+    sleep = engine.sleep_ms or (lambda ms: time.sleep(ms / 1000))
+    message = reason_message(CANCELLED_REASON) or CANCELLED_REASON
+    waited = refused = 0
+    cells_cancelled = rows_cancelled = 0
+    cancelled_rows: list[Intent] = []
+    while True:
+        state = engine.ledger.load(job_id)
+        if state is None:
+            raise unknown_job(job_id)
+        if state.missing_targets():  # an interrupted admission: its cells must exist to be cancelled
+            types = {t.id: t.type for t in engine.config.targets}
+            engine.ledger.ensure_cells(state.slot, types, engine.now(), existing=state.cells.keys())
+            continue
+        cells = state.snapshot_cells()
+        open_cells = [c for c in cells if not c.terminal]
+        if not open_cells:
+            break
+        now = engine.now()
+        rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable]
+        in_flight = [i for i in rows if i.outbox_status == OutboxStatus.PROCESSING and (i.lease_until or 0) > now]
+        if in_flight:
+            if waited >= CANCEL_WAIT_MS:
+                raise ProtocolError("resource_busy", 409, "a delivery of this job is being posted right now; retry the cancel",
+                                    {"reason": "delivery_in_flight", "job_id": job_id}, stage="cancel")
+            sleep(CANCEL_POLL_MS)
+            waited += CANCEL_POLL_MS
+            continue
+        submitted = any(c.status == CellStatus.SUBMITTED for c in cells)
+        if _cancel_in_chunks(engine, state, open_cells, rows, "partial" if submitted else "failed", message, now):
+            cells_cancelled += len(open_cells)
+            rows_cancelled += len(rows)
+            cancelled_rows.extend(rows)
+            break
+        refused += 1  # something moved between the read and the transaction: decide again
+        if refused > CANCEL_RETRIES:
+            raise LedgerUnavailable(f"cancel of {job_id} kept losing races")
+    for intent in cancelled_rows:  # the works were never delivered: other slots may pick them again
+        engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
+                                               cell_key(intent.slot_id, intent.target_id))
+    state = engine.ledger.load(job_id)
+    if state is None:
+        raise unknown_job(job_id)
+    if cells_cancelled and state.slot.open:
+        close(engine, state)  # its one outcome record, then out of the active index
+    _, job = load_job(engine, job_id)
+    reconcile(engine, job)
+    return Cancellation(job, cells_cancelled, rows_cancelled)
+
+
+def _cancel_in_chunks(engine: Engine, state, open_cells, rows, slot_status: str, message: str, now: int) -> bool:
+    """One transaction per job; a slot too large for one transaction is cancelled cell group by
+    cell group, the slot last, each group conditioned on what was read (a re-run completes it)."""
+    groups: list[tuple[list[str], list[Intent]]] = [([], [])]
+    size = 1  # the slot update
+    for cell in open_cells:
+        mine = [i for i in rows if i.target_id == cell.target_id]
+        if size + 1 + len(mine) > MAX_TRANSACTION_ITEMS and groups[-1][0]:
+            groups.append(([], []))
+            size = 1
+        groups[-1][0].append(cell.target_id)
+        groups[-1][1].extend(mine)
+        size += 1 + len(mine)
+    for n, (cell_ids, intents) in enumerate(groups):
+        last = n == len(groups) - 1
+        ok = engine.ledger.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
+                                        reason_code=CANCELLED_REASON, reason_message=message, now_ms=now)
+        if not ok:
+            return False
+    return True
+
+
+__all__ = ["Cancellation", "Submission", "cancel", "carries_refetch_correlation", "get_job", "jobs_by_key",
+           "resolve_target", "submit"]
