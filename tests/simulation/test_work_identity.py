@@ -75,7 +75,7 @@ CRASH_POINTS = {
     "b_after_download": ("source", "download", True, None, CellStatus.SELECTED, 0, False),
     "b_after_artifact_stored": ("artifacts", "put", True, None, CellStatus.SELECTED, 0, False),
     "c_after_intent_before_cell_move": ("ledger", "put_intent", True, None, CellStatus.SELECTED, 1, False),
-    "c_after_cell_move_before_send": ("ledger", "transition_cell", True, _is_delivery_pending_move,
+    "c_after_cell_move_before_send": ("ledger", "move_cell_as_owner", True, _is_delivery_pending_move,
                                       CellStatus.DELIVERY_PENDING, 1, False),
     "c_send_lost": ("queues", "send_outbox", False, None, CellStatus.DELIVERY_PENDING, 1, False),
     "d_after_send": ("queues", "send_outbox", True, None, CellStatus.DELIVERY_PENDING, 1, True),
@@ -428,7 +428,7 @@ def test_confirmed_ledger_promotes_a_delivery_pending_cell_without_a_second_requ
     rt, steered = _runtime(make_runtime)
     assert rt.pumps["execute"].poll() == 1
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
-    with crash_at(rt.engine, "ledger", "transition_cell",
+    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery",
                   when=lambda s, t, to, *a, **k: to == CellStatus.SUBMITTED) as proxy:
         assert rt.pumps["deliver"].poll() == 1  # the ACK is recorded, then the cell move dies
         assert rt.pumps["deliver"].poll() == 1  # SQS retries the message: the row is done, nothing is sent
@@ -475,7 +475,7 @@ def test_dead_outbox_row_whose_cell_move_crashed_fails_the_cell_on_rerun_without
     rt, steered = _runtime(make_runtime)
     assert rt.pumps["execute"].poll() == 1
     downstream.queue((400, {"error": "bad payload"}))
-    with crash_at(rt.engine, "ledger", "transition_cell", when=lambda s, t, to, *a, **k: to == CellStatus.FAILED):
+    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery", when=lambda s, t, to, *a, **k: to == CellStatus.FAILED):
         rt.pumps["deliver"].poll()
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("failed", "dead")]
     assert cell(rt).status == CellStatus.DELIVERY_PENDING

@@ -157,8 +157,8 @@ def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
         engine.ledger.release_cell(slot_id, target_id, run.owner, now)
         return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
     if verdict.state == "confirmed":
-        engine.ledger.transition_cell(slot_id, target_id, CellStatus.SUBMITTED, now, owner=run.owner,
-                                      work_id=verdict.work_id, work_type=verdict.work_type)
+        engine.ledger.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
+                                         work_id=verdict.work_id, work_type=verdict.work_type)
         rollup(engine, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":
@@ -195,8 +195,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
             _send_outbox(engine, run.outbox_keys)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
-    moved = engine.ledger.transition_cell(
-        slot_id, target_id, effect.to_status, now, owner=owner,
+    moved = engine.ledger.move_cell_as_owner(
+        slot_id, target_id, effect.to_status, now, owner,
         work_id=effect.work_id, work_type=effect.work_type, last_error=effect.last_error,
         reason_code=effect.reason_code, reason_message=effect.reason_message, candidate_report=report,
     )

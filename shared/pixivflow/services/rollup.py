@@ -55,14 +55,12 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
             continue
         verdict = cell_delivery_state(engine, state, cell.target_id)
         if verdict.state == "confirmed":
-            ok = engine.ledger.transition_cell(
-                cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
-                require_no_live_lease=True, work_id=verdict.work_id, work_type=verdict.work_type,
+            ok = engine.ledger.settle_unleased_cell(
+                cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now, work_id=verdict.work_id, work_type=verdict.work_type,
             )
         elif verdict.state == "lost":
-            ok = engine.ledger.transition_cell(
-                cell.slot_id, cell.target_id, CellStatus.FAILED, now,
-                require_no_live_lease=True, last_error=cell.last_error or ABANDONED_MESSAGE,
+            ok = engine.ledger.settle_unleased_cell(
+                cell.slot_id, cell.target_id, CellStatus.FAILED, now, last_error=cell.last_error or ABANDONED_MESSAGE,
                 reason_code="delivery_abandoned", reason_message=reason_message("delivery_abandoned"),
             )
         else:
@@ -197,8 +195,7 @@ def settle_delivery_terminal(engine: Engine, intent: Intent, cell_outcome: str, 
         to = CellStatus.FAILED
         code = reason_code or terminal_reason_for(TargetOutcome.failed(error or "delivery failed", retryable=False))
         message = reason_message(code) if code else None
-    return engine.ledger.transition_cell(
+    return engine.ledger.settle_cell_from_delivery(
         intent.slot_id, intent.target_id, to, now,
-        work_id=intent.work_id, work_type=intent.work_type,
-        last_error=error, reason_code=code, reason_message=message, release_lease=False,
+        work_id=intent.work_id, work_type=intent.work_type, last_error=error, reason_code=code, reason_message=message,
     )

@@ -166,9 +166,8 @@ def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
             continue
         if now - cell.started_at <= timeout:
             continue
-        ok = engine.ledger.transition_cell(
-            cell.slot_id, cell.target_id, CellStatus.FAILED, now,
-            from_states=[cell.status],
+        ok = engine.ledger.fail_cell_if_unchanged(
+            cell.slot_id, cell.target_id, cell.status, now,
             last_error=f"execution exceeded the schedule timeout of {timeout} ms",
             reason_code="execution_timeout", reason_message=reason_message("execution_timeout"),
         )

@@ -1,265 +1,18 @@
-"""The ledger on one DynamoDB table (DESIGN §4).
-
-Items (pk / sk):
-  SLOT#<slotId> / META                        the slot; carries activePk/activeSk while pending|running
-  SLOT#<slotId> / CELL#<targetId>             one cell per snapshot target
-  SLOT#<slotId> / DLV#<targetId>#<route>#<workType>#<workId>
-                                              a delivery intent and its outbox row (duePk/dueSk while actionable)
-  SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
-  WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
-
-Every state change is a conditional write. Cell moves are conditioned on the source states
-the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is
-refused by DynamoDB itself. Reads that decide anything are strongly consistent; GSI hits are
-re-read before use.
-"""
+"""The Ledger port on DynamoDB (see the package docstring for the items)."""
 
 from __future__ import annotations
 
 import json
-import re
-import zlib
-from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
-from ..domain.errors import LedgerUnavailable
-from ..domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-
-SHARDS = 16
-ACTIVE_INDEX = "ActiveSlots"
-DUE_INDEX = "DueOutbox"
-
-_SLOT_FIELDS = {
-    "slot_id": "slotId",
-    "schedule_id": "scheduleId",
-    "status": "status",
-    "target_ids": "targetIds",
-    "created_at": "createdAt",
-    "occurrence_at": "occurrenceAt",
-    "occurrence_date": "occurrenceDate",
-    "occurrence_label": "occurrenceLabel",
-    "timezone": "timezone",
-    "trigger_source": "triggerSource",
-    "slot_name": "slotName",
-    "started_at": "startedAt",
-    "completed_at": "completedAt",
-    "last_error": "lastError",
-    "manual_request_id": "manualRequestId",
-    "correlation_id": "correlationId",
-    "params": "params",
-    "timeout_ms": "timeoutMs",
-}
-_CELL_FIELDS = {
-    "slot_id": "slotId",
-    "target_id": "targetId",
-    "status": "status",
-    "work_type": "workType",
-    "work_id": "workId",
-    "attempt_count": "attemptCount",
-    "lease_owner": "leaseOwner",
-    "lease_until": "leaseUntil",
-    "heartbeat_at": "heartbeatAt",
-    "started_at": "startedAt",
-    "dispatched_at": "dispatchedAt",
-    "created_at": "createdAt",
-    "updated_at": "updatedAt",
-    "completed_at": "completedAt",
-    "last_error": "lastError",
-    "terminal_reason_code": "terminalReasonCode",
-    "terminal_reason_message": "terminalReasonMessage",
-    "candidate_report": "candidateReport",
-}
-_INTENT_FIELDS = {
-    "slot_id": "slotId",
-    "target_id": "targetId",
-    "route": "route",
-    "work_type": "workType",
-    "work_id": "workId",
-    "idempotency_key": "idempotencyKey",
-    "status": "status",
-    "outbox_status": "outboxStatus",
-    "attempts": "attempts",
-    "max_attempts": "maxAttempts",
-    "next_attempt_at": "nextAttemptAt",
-    "lease_owner": "leaseOwner",
-    "lease_until": "leaseUntil",
-    "remote_id": "remoteId",
-    "remote_status": "remoteStatus",
-    "reuse_reason": "reuseReason",
-    "ack_kind": "ackKind",
-    "last_error": "lastError",
-    "created_at": "createdAt",
-    "updated_at": "updatedAt",
-    "delivered_at": "deliveredAt",
-    "payload": "payload",
-}
-_JSON_ATTRS = {"candidateReport", "params", "payload"}
-
-
-def slot_pk(slot_id: str) -> str:
-    return f"SLOT#{slot_id}"
-
-
-def cell_sk(target_id: str) -> str:
-    return f"CELL#{target_id}"
-
-
-def intent_sk(target_id: str, route: str, work_type: str, work_id: str) -> str:
-    return f"DLV#{target_id}#{route}#{work_type}#{work_id}"
-
-
-def work_pk(route: str, work_type: str, work_id: str) -> str:
-    return f"WORK#{route}#{work_type}#{work_id}"
-
-
-def shard_of(key: str) -> int:
-    return zlib.crc32(key.encode("utf-8")) % SHARDS
-
-
-def _ms13(value: int) -> str:
-    return f"{max(0, int(value)):013d}"
-
-
-# -- (de)serialisation ---------------------------------------------------------
-
-
-def _to_ddb(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, dict):
-        return {k: _to_ddb(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_ddb(v) for v in value]
-    return value
-
-
-def _from_ddb(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _from_ddb(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_from_ddb(v) for v in value]
-    return value
-
-
-def _view(cls, fields: Mapping[str, str], item: Mapping[str, Any]):
-    kwargs = {}
-    for attr, name in fields.items():
-        if name in item:
-            raw = _from_ddb(item[name])
-            if name in _JSON_ATTRS and isinstance(raw, str):
-                raw = json.loads(raw)
-            kwargs[attr] = raw
-    return cls(**kwargs)
-
-
-def _item(fields: Mapping[str, str], obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for attr, name in fields.items():
-        value = getattr(obj, attr)
-        if value is None:
-            continue
-        if name in _JSON_ATTRS:
-            value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        out[name] = _to_ddb(value)
-    return out
-
-
-def slot_from_item(item: Mapping[str, Any]) -> Slot:
-    slot = _view(Slot, _SLOT_FIELDS, item)
-    slot.open = "activePk" in item
-    return slot
-
-
-def cell_from_item(item: Mapping[str, Any]) -> Cell:
-    return _view(Cell, _CELL_FIELDS, item)
-
-
-def intent_from_item(item: Mapping[str, Any]) -> Intent:
-    return _view(Intent, _INTENT_FIELDS, item)
-
-
-class _Update:
-    """Builds one UpdateExpression with named placeholders."""
-
-    def __init__(self) -> None:
-        self.sets: list[str] = []
-        self.removes: list[str] = []
-        self.adds: list[str] = []
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
-        self.conditions: list[str] = []
-
-    def name(self, attr: str) -> str:
-        key = f"#{attr}"
-        self.names[key] = attr
-        return key
-
-    def value(self, key: str, value: Any) -> str:
-        placeholder = f":{key}"
-        self.values[placeholder] = _to_ddb(value)
-        return placeholder
-
-    def set(self, attr: str, value: Any, *, if_not_exists: bool = False) -> "_Update":
-        if value is None:
-            return self.remove(attr)
-        if attr in _JSON_ATTRS:
-            value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        n, v = self.name(attr), self.value(f"v_{attr}", value)
-        self.sets.append(f"{n} = if_not_exists({n}, {v})" if if_not_exists else f"{n} = {v}")
-        return self
-
-    def remove(self, *attrs: str) -> "_Update":
-        for attr in attrs:
-            self.removes.append(self.name(attr))
-        return self
-
-    def add(self, attr: str, amount: int) -> "_Update":
-        self.adds.append(f"{self.name(attr)} {self.value(f'add_{attr}', amount)}")
-        return self
-
-    def when(self, expr: str, **values: Any) -> "_Update":
-        for k, v in values.items():
-            self.value(k, v)
-        for attr in re.findall(r"#(\w+)", expr):  # every #name used is declared: no dangling placeholder
-            self.name(attr)
-        self.conditions.append(f"({expr})")
-        return self
-
-    def status_in(self, states: Iterable[str], attr: str = "status") -> "_Update":
-        states = sorted(states)
-        n = self.name(attr)
-        placeholders = [self.value(f"{attr}_from{i}", s) for i, s in enumerate(states)]
-        self.conditions.append(f"({n} IN ({', '.join(placeholders)}))")
-        return self
-
-    def kwargs(self) -> dict[str, Any]:
-        parts = []
-        if self.sets:
-            parts.append("SET " + ", ".join(self.sets))
-        if self.removes:
-            parts.append("REMOVE " + ", ".join(self.removes))
-        if self.adds:
-            parts.append("ADD " + ", ".join(self.adds))
-        out: dict[str, Any] = {"UpdateExpression": " ".join(parts)}
-        conditions = ["attribute_exists(pk)"] + self.conditions
-        out["ConditionExpression"] = " AND ".join(conditions)
-        if self.names:
-            out["ExpressionAttributeNames"] = self.names
-        if self.values:
-            out["ExpressionAttributeValues"] = self.values
-        return out
-
-
-_NO_LIVE_LEASE = "attribute_not_exists(#leaseUntil) OR #leaseUntil <= :now OR attribute_not_exists(#leaseOwner)"
+from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
+from ...domain.errors import LedgerUnavailable
+from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
+from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
+from .expressions import _NO_LIVE_LEASE, _Update
+from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, shard_of, slot_pk, work_pk
 
 
 def _is_conditional_failure(exc: ClientError) -> bool:
@@ -575,6 +328,26 @@ class DynamoLedger:
             upd.when(_NO_LIVE_LEASE, now=now_ms)
         upd.status_in(allowed)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    # -- named cell moves: each is one fixed combination of transition_cell's guards -------------
+    # Services call these; transition_cell itself stays for tooling and the ledger's own tests.
+    def move_cell_as_owner(self, slot_id: str, target_id: str, to_status: str, now_ms: int, owner: str,
+                           **fields: Any) -> bool:
+        """The executor holding the cell's lease records an outcome and gives the lease back."""
+        return self.transition_cell(slot_id, target_id, to_status, now_ms, owner=owner, **fields)
+
+    def settle_unleased_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool:
+        """Converge a cell no executor holds (an abandoned delivery_pending / artifact_ready cell, DESIGN
+        §4 "Rollup"): refused while any lease on it is live."""
+        return self.transition_cell(slot_id, target_id, to_status, now_ms, require_no_live_lease=True, **fields)
+
+    def settle_cell_from_delivery(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool:
+        """The outbox settles the cell its ACK decided; an executor's lease, if any, is left as it is."""
+        return self.transition_cell(slot_id, target_id, to_status, now_ms, release_lease=False, **fields)
+
+    def fail_cell_if_unchanged(self, slot_id: str, target_id: str, seen_status: str, now_ms: int, **fields: Any) -> bool:
+        """Fail a cell only while it is still in the state the caller saw (the sweep's timeout rule)."""
+        return self.transition_cell(slot_id, target_id, CellStatus.FAILED, now_ms, from_states=[seen_status], **fields)
 
     def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
                           candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool:

@@ -1,0 +1,27 @@
+"""The ledger on one DynamoDB table (DESIGN §4).
+
+Items (pk / sk):
+  SLOT#<slotId> / META                        the slot; carries activePk/activeSk while pending|running
+  SLOT#<slotId> / CELL#<targetId>             one cell per snapshot target
+  SLOT#<slotId> / DLV#<targetId>#<route>#<workType>#<workId>
+                                              a delivery intent and its outbox row (duePk/dueSk while actionable)
+  SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
+  WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
+
+Every state change is a conditional write. Cell moves are conditioned on the source states
+the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is
+refused by DynamoDB itself. Reads that decide anything are strongly consistent; GSI hits are
+re-read before use.
+
+The package: ``keys`` (item and index keys), ``codec`` (dataclasses <-> items), ``expressions``
+(conditional update builder) and ``ledger`` (the port's methods).
+"""
+
+from __future__ import annotations
+
+from .codec import cell_from_item, intent_from_item, slot_from_item
+from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, cell_sk, intent_sk, shard_of, slot_pk, work_pk
+from .ledger import DynamoLedger
+
+__all__ = ["ACTIVE_INDEX", "DUE_INDEX", "SHARDS", "DynamoLedger", "cell_from_item", "cell_sk", "intent_from_item",
+           "intent_sk", "shard_of", "slot_from_item", "slot_pk", "work_pk"]

@@ -1,0 +1,37 @@
+"""Item keys and sparse-index keys of the ledger table (DESIGN §4).
+
+Keys are the ledger's identities: an intent's sort key IS its idempotency key's identity, so no
+separate uniqueness item is needed; index keys are strings, sharded from the start, and removed
+when an item stops being live work.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+SHARDS = 16
+ACTIVE_INDEX = "ActiveSlots"
+DUE_INDEX = "DueOutbox"
+
+def slot_pk(slot_id: str) -> str:
+    return f"SLOT#{slot_id}"
+
+
+def cell_sk(target_id: str) -> str:
+    return f"CELL#{target_id}"
+
+
+def intent_sk(target_id: str, route: str, work_type: str, work_id: str) -> str:
+    return f"DLV#{target_id}#{route}#{work_type}#{work_id}"
+
+
+def work_pk(route: str, work_type: str, work_id: str) -> str:
+    return f"WORK#{route}#{work_type}#{work_id}"
+
+
+def shard_of(key: str) -> int:
+    return zlib.crc32(key.encode("utf-8")) % SHARDS
+
+
+def _ms13(value: int) -> str:
+    return f"{max(0, int(value)):013d}"
