@@ -681,3 +681,34 @@ def test_a_single_bad_slot_never_aborts_the_sweep(make_runtime, monkeypatch, log
 
 def cells_by_target_raw(ledger, slot_id):
     return {c.target_id: c for c in ledger.load(slot_id).snapshot_cells()}
+
+
+def test_a_stalled_slot_stays_in_the_sweep_until_its_in_delivery_cell_settles(make_runtime, downstream, logs):
+    """Found by make sim (seed 451): the stall transaction leaves an in-delivery cell as it is, and the
+    slot used to leave the active index at once, so a cell whose delivery had already ended (here a
+    remote failure recorded while the cell move was lost) stayed delivery_pending forever."""
+    rt = make_runtime(T0, mutate=schedule("pair", ["cats", "landscape"]))
+    slot_id = slot_of("pair")
+    rt.fire("pair", iso=T0)
+    drop(rt)
+    execute_only(rt, slot_id, "cats")
+    drop(rt, "OUTBOX_QUEUE_URL")
+    ledger = rt.engine.ledger
+    [intent] = ledger.load(slot_id).intents_for("cats")
+    # The route answered FAILED and the row recorded it; the deliver function died before the cell move.
+    claimed = ledger.claim_intent(intent, "dlv-test", rt.clock.now_ms(), 120_000)
+    assert ledger.settle_intent(claimed, "dlv-test", rt.clock.now_ms(), ledger_status="failed", outbox_status="done",
+                                error="delivery endpoint reported terminal status failed") is not None
+    at(rt, 15)
+    state = ledger.load(slot_id)
+    assert ledger.terminalise_slot(state, fail_cells=["landscape"], guard_cells=["cats"], slot_status="failed",
+                                   reason_code="stalled_no_heartbeat", reason_message=STALLED_MESSAGE, now_ms=rt.clock.now_ms())
+    at(rt, 16)
+    rt.sweep()
+    final = ledger.load(slot_id)
+    cats = final.cells["cats"]
+    assert (cats.status, cats.terminal_reason_code) == ("failed", "delivery_abandoned")
+    assert final.slot.status == "failed" and not final.slot.open  # closed only once every cell is terminal
+    [line] = logs.outcomes(slot_id)
+    assert {t["target_id"]: t["status"] for t in line["cells"]["targets"]} == {"cats": "failed", "landscape": "failed"}
+    assert downstream.requests == []

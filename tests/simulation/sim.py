@@ -75,6 +75,7 @@ def _init() -> None:
     downstream = Downstream().__enter__()
     sink = _OutcomeSink()
     logger.registered_handler.stream = sink
+    logger.setLevel("INFO")  # the oracle reads the schedule.outcome lines, whatever level the caller runs at
     _worker.update(config=write_config(tmp, downstream.url), downstream=downstream, sink=sink)
 
 

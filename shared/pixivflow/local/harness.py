@@ -82,6 +82,17 @@ def http_event(method: str, path: str, body: Any = None, headers: Mapping[str, s
     }
 
 
+_SWEEP_READ_COUNTERS = frozenset({"scanned", "activeSlots", "unrecoverable"})
+
+
+def _sweep_acted(result: Any) -> bool:
+    """Whether a sweep invocation changed anything (a crashed or skipped one counts as acting)."""
+    if not isinstance(result, Mapping) or result.get("skipped"):
+        return True
+    return any(isinstance(v, int) and not isinstance(v, bool) and v > 0 for k, v in result.items()
+               if k not in _SWEEP_READ_COUNTERS and k not in ("leaseUntil",))
+
+
 class EmbeddedRuntime:
     """Context manager: ``with EmbeddedRuntime(config_path, clock) as rt: rt.fire(...); rt.settle()``.
 
@@ -211,27 +222,82 @@ class EmbeddedRuntime:
         times = [t for t in (p.next_release() for p in self.pumps.values()) if t is not None]
         return min(times) if times else None
 
-    def settle(self, *, max_ms: int = 6 * 3_600_000, sweep_every_ms: int = MINUTE_MS) -> int:
-        """Advance the virtual clock minute by minute (pumping and sweeping) until nothing is pending.
+    def settle(self, *, max_ms: int = 6 * 3_600_000, sweep_every_ms: int = MINUTE_MS, jump: bool = True) -> int:
+        """Advance the virtual clock (pumping and sweeping each tick) until nothing is pending.
+
+        The sweep runs on whole ticks of ``sweep_every_ms`` from now, as EventBridge Scheduler's
+        rate(1 minute) would. With ``jump`` (the default) the clock skips the ticks at which nothing
+        can happen: it goes straight to the tick at or after the next due time (a held message, an
+        outbox row's due time plus the re-drive grace, a lease expiry, a recovery or stall or timeout
+        deadline; ``_next_due``). That time is a lower bound of every time-based rule the sweep
+        applies, so a skipped tick is one at which the sweep would have done nothing.
 
         Returns the virtual milliseconds that passed. Stops at ``max_ms`` regardless."""
         start = self.clock.now_ms()
-        self.pump()
+        active = self.pump() > 0
         while self.clock.now_ms() - start < max_ms:
             if not self._busy():
                 break
-            self.clock.advance(sweep_every_ms)
-            self.pump()
-            self.sweep()
-            self.pump()
+            now = self.clock.now_ms()
+            step = sweep_every_ms
+            # Jump only from a quiet tick: a sweep that acted, or messages handled after it, may leave
+            # work the very next sweep takes up whatever the time (a confirmed delivery to settle).
+            if jump and not active:
+                due = self._next_due(now)
+                if due is not None and due > now + sweep_every_ms:
+                    ticks = -(-(due - now) // sweep_every_ms)  # the first tick at or after `due`
+                    step = min(ticks * sweep_every_ms, max(sweep_every_ms, start + max_ms - now))
+            self.clock.advance(step)
+            handled = self.pump()
+            result = self.sweep()
+            handled += self.pump()
+            active = handled > 0 or _sweep_acted(result)
         return self.clock.now_ms() - start
+
+    def _next_due(self, now: int) -> int | None:
+        """The earliest future instant at which a message, a row or a sweep rule can act.
+
+        Every timestamp of every live slot plus every budget the engine measures from one (a
+        superset of each rule's threshold: queued and stall budgets, schedule timeouts, the
+        recovery delay, the outbox re-drive grace and lease TTLs), the pumps' held messages, and
+        the due times of the generic outbox rows. None when nothing is time-based (then step)."""
+        from ..services.engine import HEARTBEAT_MS, LEASE_TTL_MS, OUTBOX_LEASE_MS, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+
+        config = self.engine.config
+        budgets = {0, MINUTE_MS, HEARTBEAT_MS, LEASE_TTL_MS, OUTBOX_LEASE_MS, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS,
+                   config.schedulerRuntime.queued_timeout_ms, config.schedulerRuntime.stall_timeout_ms}
+        budgets |= {s.timeout_ms for s in config.schedules}
+        stamps: set[int] = set()
+        candidates: list[int] = [t for t in (self.next_release(), self._index_lag_until()) if t is not None]
+        ledger = self._observer()
+        for slot_id, _created in ledger.active_slots():
+            state = ledger.load(slot_id)
+            if state is None:
+                continue
+            stamps.update(v for v in (state.slot.created_at, state.slot.started_at, state.slot.completed_at) if v)
+            for cell in state.cells.values():
+                stamps.update(v for v in (cell.created_at, cell.updated_at, cell.started_at, cell.heartbeat_at,
+                                          cell.dispatched_at, cell.lease_until, cell.completed_at) if v)
+            for intent in state.intents:
+                stamps.update(v for v in (intent.created_at, intent.updated_at, intent.next_attempt_at, intent.lease_until) if v)
+        for pk, sk in ledger.due_intents(now + 7 * 86_400_000):
+            item = ledger._get(pk, sk)  # noqa: SLF001 - the harness's own look at a row
+            if item:
+                stamps.update(int(item[k]) for k in ("nextAttemptAt", "leaseUntil", "updatedAt") if k in item)
+        candidates.extend(t + b for t in stamps for b in budgets if t + b > now)
+        return min(candidates) if candidates else None
 
     def _observer(self):
         """A ledger on its own client: the harness's own looks at the table are not the engine's cost."""
         return self._observer_ledger
 
+    def _index_lag_until(self) -> int | None:
+        """On the twin, when its lagging indexes will have caught up (the observer reads indexes too,
+        and must not mistake a lagging index for an empty one)."""
+        return self.cloud.dynamodb.index_pending_until() if self.cloud is not None else None
+
     def _busy(self) -> bool:
-        if self.next_release() is not None:
+        if self.next_release() is not None or self._index_lag_until() is not None:
             return True
         for pump in self.pumps.values():
             if pump.visible() > 0:

@@ -105,7 +105,17 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
 
 def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
-    it leave the active index."""
+    it leave the active index.
+
+    The stall transaction leaves in-delivery cells as they are (spec §13.16: the slot stays failed
+    even if one is confirmed later), so they are first settled from the delivery ledger here, and
+    the slot stays in the active index, where every sweep comes back to it, until each of its cells
+    is terminal. Found by ``make sim``: a cell whose remote failure was recorded while an executor
+    re-run moved it to delivery_pending was left open forever once its slot had closed."""
+    if converge_deliveries(engine, state):
+        state = engine.ledger.load(state.slot.slot_id) or state
+    if any(not c.terminal for c in state.snapshot_cells()):
+        return False
     if record_outcome(engine, state):
         _notify(engine, state)
         left = engine.ledger.leave_active_index(state.slot.slot_id)

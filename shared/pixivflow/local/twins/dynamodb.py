@@ -300,6 +300,12 @@ class TwinDynamoDB:
             index.partitions.setdefault(hv, {})[key] = entry
             index.located[key] = hv
 
+    def index_pending_until(self) -> int | None:
+        """When the last index write not yet visible becomes visible (None when every index is current)."""
+        with self._lock:
+            dues = [t.pending[-1][0] for t in self._tables.values() if t.pending]
+            return max(dues) if dues else None
+
     def settle_indexes(self) -> None:
         """Make every index see every write now (tests that want to look without lag)."""
         with self._lock:
