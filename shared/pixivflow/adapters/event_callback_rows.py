@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..domain.errors import LedgerUnavailable
+from .dynamodb_base import DynamoItems
 from ..ports import CallbackRow
 
 KIND = "event_callback"
@@ -37,16 +37,7 @@ def _due(key: str, next_attempt_at: int) -> tuple[str, str]:
     return f"DUE#{zlib.crc32(key.encode('utf-8')) % SHARDS:02d}", f"{max(0, int(next_attempt_at)):013d}#{key}"
 
 
-class DynamoCallbackRows:
-    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
-        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-        self._client = client
-        self._table = table
-        self._retention_s = max(1, retention_days) * 86_400
-        self._ser = TypeSerializer()
-        self._de = TypeDeserializer()
-
+class DynamoCallbackRows(DynamoItems):
     # -- codec ---------------------------------------------------------------------------
     def item(self, row: CallbackRow) -> dict[str, Any]:
         due_pk, due_sk = _due(row.key, row.next_attempt_at)
@@ -84,15 +75,6 @@ class DynamoCallbackRows:
         )
 
     # -- reads and writes ------------------------------------------------------------------
-    def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self._client, op)(**kwargs)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ConditionalCheckFailedException":
-                raise
-            raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
-
     def get(self, key: str) -> CallbackRow | None:
         resp = self._call("get_item", TableName=self._table, Key={"pk": {"S": row_pk(key)}, "sk": {"S": "META"}},
                           ConsistentRead=True)
@@ -153,7 +135,7 @@ class DynamoCallbackRows:
             names.update({"#dp": "duePk", "#ds": "dueSk", "#c": "completedAt", "#x": "expiresAt"})
             removes += ["#dp", "#ds"]
             sets += ["#c = :now", "#x = :x"]
-            values[":x"] = now_ms // 1000 + self._retention_s
+            values[":x"] = self._expires(now_ms)
         expression = f"SET {', '.join(sets)} REMOVE {', '.join(removes)} ADD #a :one"
         return self._update(row.key, expression, "#s = :proc AND #lo = :owner", values, names)
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .dynamodb_base import DynamoItems
 from ..domain.errors import LedgerUnavailable
 from ..domain.protocol import ONCE_KINDS, REQUESTED
 from ..ports import AppendResult, CallbackRow, EventStream, StoredEvent
@@ -52,27 +53,12 @@ def callback_index_keys(job_id: str, created_at: int) -> tuple[str, str]:
     return f"CALLBACK#{zlib.crc32(job_id.encode('utf-8')) % SHARDS:02d}", f"{max(0, int(created_at)):013d}#{job_id}"
 
 
-class DynamoJobStore:
+class DynamoJobStore(DynamoItems):
     """``ports.JobStore`` on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
 
     def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
-        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-        self._client = client
-        self._table = table
-        self._retention_s = max(1, retention_days) * 86_400
-        self._ser = TypeSerializer()
-        self._de = TypeDeserializer()
+        super().__init__(client, table, retention_days=retention_days)
         self.rows = DynamoCallbackRows(client, table, retention_days=retention_days)
-
-    def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self._client, op)(**kwargs)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
-                raise
-            raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
 
     def _key(self, job_id: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": _pk(job_id)}, "sk": {"S": sk}}
@@ -124,7 +110,7 @@ class DynamoJobStore:
         }
         item: dict[str, Any] = {
             "pk": _pk(job_id), "sk": event_sk(event.kind, event.seq), "entity": "event", "slotId": job_id,
-            "kind": event.kind, "seq": event.seq, "ts": event.ts, "expiresAt": event.ts // 1000 + self._retention_s,
+            "kind": event.kind, "seq": event.seq, "ts": event.ts, "expiresAt": self._expires(event.ts),
         }
         if event.callback_url:
             item["callbackUrl"] = event.callback_url

@@ -25,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..domain.errors import LedgerUnavailable
+from .dynamodb_base import DynamoItems
 from ..ports import OutboxRow
 
 SHARDS = 4  # notifications and callbacks are a few rows per slot: few index partitions to query
@@ -91,27 +91,10 @@ def _from_item(item: dict[str, Any]) -> OutboxRow:
     return OutboxRow(**kwargs)
 
 
-class DynamoOutboxRows:
+class DynamoOutboxRows(DynamoItems):
     """The OutboxRows port on the ledger table (low-level client, conditional writes only)."""
 
-    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
-        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-        self._client = client
-        self._table = table
-        self._retention_s = max(1, retention_days) * 86_400
-        self._ser = TypeSerializer()
-        self._de = TypeDeserializer()
-
     # -- low level ---------------------------------------------------------------------------
-    def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self._client, op)(**kwargs)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                raise  # a refused condition is an answer, not an outage
-            raise LedgerUnavailable(f"DynamoDB {op} failed: {exc.response.get('Error', {}).get('Code', '')}") from exc
-
     def _key(self, kind: str, key: str) -> dict[str, Any]:
         return {"pk": {"S": row_pk(kind, key)}, "sk": {"S": "META"}}
 
@@ -207,7 +190,7 @@ class DynamoOutboxRows:
             sets["duePk"], sets["dueSk"] = _due_keys(row, next_attempt_at)
         else:
             sets["completedAt"] = now_ms
-            sets["expiresAt"] = now_ms // 1000 + self._retention_s
+            sets["expiresAt"] = self._expires(now_ms)
             removes += ["duePk", "dueSk"]
         return self._update(row, sets, removes, "#status = :proc AND #leaseOwner = :owner",
                             {":proc": "processing", ":owner": owner}, add_attempt=True)

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from botocore.exceptions import ClientError
 
-from ..domain.errors import LedgerUnavailable
+from .dynamodb_base import DynamoItems, is_conditional_failure
 from ..ports import ScheduleWatch, SweepLease
 
 LEASE_PK = "SWEEP#LEASE"
@@ -40,26 +40,11 @@ def _n(value: int) -> dict[str, str]:
     return {"N": str(int(value))}
 
 
-def _refused(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+_refused = is_conditional_failure
 
 
-class DynamoSweepState:
+class DynamoSweepState(DynamoItems):
     """``SweepState`` on the ledger table. ``client`` is a low-level boto3 DynamoDB client."""
-
-    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
-        self._client = client
-        self._table = table
-        self._retention_s = max(1, retention_days) * 86_400
-
-    def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self._client, op)(**kwargs)
-        except ClientError as exc:
-            if _refused(exc):
-                raise  # a refused condition is an answer, not an outage
-            code = exc.response.get("Error", {}).get("Code", "")
-            raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
 
     def _conditional(self, op: str, **kwargs: Any) -> tuple[bool, dict[str, Any] | None]:
         """(written, the current item when the condition refused it)."""
@@ -144,7 +129,7 @@ class DynamoSweepState:
             "put_item",
             Item={**_key(missed_pk(slot_id), _META), "entity": {"S": "missed_fire"}, "slotId": {"S": slot_id},
                   "scheduleId": {"S": schedule_id}, "fireAt": _n(fire_ms), "detectedAt": _n(now_ms),
-                  "expiresAt": _n(now_ms // 1000 + self._retention_s)},
+                  "expiresAt": _n(self._expires(now_ms))},
             ConditionExpression="attribute_not_exists(pk)",
         )
         return ok

@@ -10,45 +10,21 @@ from botocore.exceptions import ClientError
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.errors import LedgerUnavailable
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
+from ..dynamodb_base import DynamoItems, is_conditional_failure
 from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
 from .expressions import _NO_LIVE_LEASE, _Update
 from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, shard_of, slot_pk, work_pk
 
 
-def _is_conditional_failure(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+_is_conditional_failure = is_conditional_failure
 
 
-class DynamoLedger:
+class DynamoLedger(DynamoItems):
     """The ledger port on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
-
-    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
-        self._client = client
-        self._table = table
-        self._retention_s = max(1, retention_days) * 86_400
-        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-        self._ser = TypeSerializer()
-        self._de = TypeDeserializer()
 
     # -- low level ---------------------------------------------------------------
     def _key(self, pk: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": pk}, "sk": {"S": sk}}
-
-    def _marshal(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: self._ser.serialize(v) for k, v in item.items()}
-
-    def _unmarshal(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: self._de.deserialize(v) for k, v in item.items()}
-
-    def _call(self, op: str, **kwargs: Any) -> Any:
-        try:
-            return getattr(self._client, op)(**kwargs)
-        except ClientError as exc:
-            if _is_conditional_failure(exc) or exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
-                raise  # a refused condition is an answer, not an outage
-            code = exc.response.get("Error", {}).get("Code", "")
-            raise LedgerUnavailable(f"DynamoDB {op} failed: {code}") from exc
 
     def _update(self, pk: str, sk: str, upd: _Update, *, return_new: bool = False) -> dict[str, Any] | None:
         kwargs = self._marshal_update(upd)
@@ -81,9 +57,6 @@ class DynamoLedger:
         resp = self._call("get_item", TableName=self._table, Key=self._key(pk, sk), ConsistentRead=True)
         item = resp.get("Item")
         return self._unmarshal(item) if item else None
-
-    def _expires(self, now_ms: int) -> int:
-        return now_ms // 1000 + self._retention_s
 
     # -- slots -------------------------------------------------------------------
     def create_slot(self, slot: Slot) -> tuple[Slot, bool]:
