@@ -282,3 +282,22 @@ def test_the_twin_index_lags_on_purpose_and_in_write_order():
             ddb.query(TableName=table, IndexName="ActiveSlots", KeyConditionExpression="activePk = :p", ConsistentRead=True,
                       ExpressionAttributeValues={":p": _s("ACTIVE#01")})
         assert _code(caught.value) == "ValidationException"
+
+
+def test_an_expression_attribute_name_no_expression_uses_is_refused(cloud):
+    _, env, ddb, _ = cloud
+    table = env["LEDGER_TABLE"]
+    _put(ddb, table, "SLOT#n")
+    calls = [
+        lambda: ddb.update_item(TableName=table, Key={"pk": _s("SLOT#n"), "sk": _s("META")}, UpdateExpression="SET a = :v",
+                                ExpressionAttributeNames={"#unused": "x"}, ExpressionAttributeValues={":v": _s("1")}),
+        lambda: ddb.put_item(TableName=table, Item={"pk": _s("SLOT#n2"), "sk": _s("META")},
+                             ConditionExpression="attribute_not_exists(pk)", ExpressionAttributeNames={"#unused": "x"}),
+        lambda: ddb.query(TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeNames={"#unused": "x"},
+                          ExpressionAttributeValues={":p": _s("SLOT#n")}),
+    ]
+    for call in calls:
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert _code(caught.value) == "ValidationException"
+    assert _get(ddb, table, "SLOT#n2") is None
