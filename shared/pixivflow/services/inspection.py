@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, SlotState, lease_is_live
-from ..domain.occurrence import upcoming_fires
+from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, first_cell, project_job
 from ..ports import OutgoingMessage
 from .job_events import callback_key
@@ -117,15 +117,70 @@ def _reasons(state: SlotState) -> list[str]:
 def list_slots(reads: Reads, *, schedule_id: str | None = None, status: str | None = None, since_ms: int | None = None,
                limit: int | None = 50) -> list[dict[str, Any]]:
     """The newest slots matching the filters, each with its cell counts and terminal reasons."""
-    rows = []
-    for slot in reads.ledger.find_slots(schedule_id=schedule_id, status=status, since_ms=since_ms)[: limit or None]:
-        state = reads.ledger.load(slot.slot_id)
-        if state is None:  # expired (TTL) between the scan and the read
+    found = reads.ledger.find_slots(schedule_id=schedule_id, status=status, since_ms=since_ms)[: limit or None]
+    # a slot that expired (TTL) between the scan and the read is left out
+    return slot_rows([st for st in (reads.ledger.load(s.slot_id) for s in found) if st is not None])
+
+
+def recent_states(reads: Reads, *, per_schedule: int = 5, schedule_id: str | None = None) -> list[SlotState]:
+    """The latest occurrences WITHOUT a scan (what the deployed page may read: its IAM grants are
+    item-level): the slots of each enabled schedule's last ``per_schedule`` fires, plus every slot
+    still in the active index (running jobs and refetches included). Newest first."""
+    now = reads.now_ms()
+    ids: list[str] = []
+    config = reads.config
+    for schedule in (config.schedules if config is not None else []):
+        if not schedule.enabled or not schedule.cron or (schedule_id and schedule.id != schedule_id):
             continue
+        before = now + 1
+        for _ in range(per_schedule):
+            try:
+                fire = previous_fire(schedule.cron, schedule.timezone, before)
+            except ValueError:
+                break
+            ids.append(occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id)
+            before = fire
+    for slot_id, _created in reads.ledger.active_slots(limit_per_shard=25):
+        if schedule_id is None or slot_id.split("@", 1)[0] == schedule_id:
+            ids.append(slot_id)
+    states = []
+    for slot_id in dict.fromkeys(ids):
+        if reads.ledger.get_slot(slot_id) is None:  # one GetItem for a fire that made no slot
+            continue
+        state = reads.ledger.load(slot_id)
+        if state is not None:
+            states.append(state)
+    states.sort(key=lambda st: (-int(st.slot.created_at or 0), st.slot.slot_id))
+    return states
+
+
+def slot_rows(states: list[SlotState]) -> list[dict[str, Any]]:
+    rows = []
+    for state in states:
         row = slot_summary(state)
         row["cells"] = _cell_counts(state)
         row["reasons"] = _reasons(state)
         rows.append(row)
+    return rows
+
+
+def dead_among(reads: Reads, states: list[SlotState]) -> list[dict[str, Any]]:
+    """The dead outbox rows of these occurrences: their intents, notifications and job callbacks
+    (item reads only; ``dead_letters`` is the whole-table list the CLI prints)."""
+    rows: list[dict[str, Any]] = []
+    for state in states:
+        for i in state.intents:
+            if i.outbox_status == "dead":
+                view = _row_view(DELIVERY, i.idempotency_key, i.route, i.outbox_status, i.attempts, i.max_attempts,
+                                 i.last_error, i.created_at, i.updated_at, None, None)
+                view["slotId"], view["targetId"] = i.slot_id, i.target_id
+                rows.append(view)
+        rows += [dict(n, slotId=state.slot.slot_id) for n in _notifications(reads, state) if n["status"] == "dead"]
+        for event in _events(reads, state):
+            callback = event.get("callback")
+            if callback and callback["status"] == "dead":
+                rows.append(dict(callback, slotId=state.slot.slot_id))
+    rows.sort(key=lambda r: (-int(r["updatedAt"] or 0), r["kind"], r["key"]))
     return rows
 
 
@@ -421,5 +476,5 @@ def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]
     return out
 
 
-__all__ = ["InspectionError", "Reads", "dead_letters", "iso", "kind_of", "list_slots", "local", "next_fires", "redrive",
-           "safe_url", "show_job", "show_slot", "slot_summary", "timeline"]
+__all__ = ["InspectionError", "Reads", "dead_among", "dead_letters", "iso", "kind_of", "list_slots", "local", "next_fires", "redrive",
+           "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary", "timeline"]
