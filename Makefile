@@ -28,6 +28,11 @@ dev: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The operator page in headless Chromium (Debian's /usr/bin/chromium, driven over the DevTools pipe):
+# log in, open the occurrence list and one occurrence; fails on a console error or a missing table.
+ui-check: $(STAMP)
+	$(PY) tests/browser/ui_check.py
+
 bench: $(STAMP)
 	$(PY) -m pytest tests/perf -q -s
 

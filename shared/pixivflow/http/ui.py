@@ -56,7 +56,7 @@ header a{color:#fff;text-decoration:none}header form{margin-left:auto}
 main{padding:1em 1.2em;max-width:1300px}h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}
 table{border-collapse:collapse;background:#fff;margin:.4em 0;width:100%}
 th,td{border:1px solid #d8dde3;padding:.3em .5em;text-align:left;vertical-align:top}
-th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
+th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}td ul{margin:0;padding-left:1.1em}
 .st{display:inline-block;padding:0 .45em;border-radius:.6em;font-weight:600;color:#fff;background:#6b7785}
 .st-success,.st-submitted,.st-delivered,.st-done{background:#1f8a4c}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
