@@ -60,20 +60,40 @@ def drop_execution_messages(rt) -> int:
             n += 1
 
 
-def known_ledger(make_runtime):
+def execute_in_order(rt, slot_id: str, targets: list[str]) -> None:
+    """Execute the slot's cells one by one in this order, then deliver: the same works are bound and the
+    same ledger written whichever order a backend's queue would have handed the messages over in."""
+    from pixivflow.ports import OutgoingMessage
+    from pixivflow.services.messages import execution_body
+
+    drop_execution_messages(rt)
+    for target_id in targets:
+        rt.engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id))])
+        assert rt.pumps["execute"].poll() == 1
+    rt.pump()
+
+
+def review_ids_by_target(downstream) -> None:
+    """The loopback review endpoint names each review after its target (not after arrival order)."""
+    downstream.state.responder = lambda req: (200, {"data": {"review_id": f"r-{req.body['target_id']}",
+                                                             "status": "pending_review", "reused": False}})
+
+
+def known_ledger(make_runtime, downstream):
     """Writes the three occurrences through the real handlers and returns the runtime with its clock
     left at T0 + 10 min: ``solo`` is then running on an expired lease (call :func:`stall` to end it)."""
     from conftest import ms
 
     t0 = ms(T0_ISO)
+    review_ids_by_target(downstream)
     rt = make_runtime(T0_ISO, mutate=known_config)
     rt.fire("morning-tokyo", t0)  # admitted at 23:00:00
     rt.clock.set(t0 + 2 * SECOND)
-    rt.pump()  # executed and delivered at 23:00:02
+    execute_in_order(rt, SUCCESS, ["cats", "landscape", "ranking-daily"])  # executed and delivered at 23:00:02
     rt.clock.set(t0 + 3 * SECOND)
     rt.fire("mixed", t0)  # the same fire, its own schedule: admitted at 23:00:03
     rt.clock.set(t0 + 4 * SECOND)
-    rt.pump()
+    execute_in_order(rt, PARTIAL, ["cats", "nothing"])
     rt.clock.set(t0 + 5 * SECOND)
     rt.fire("solo", t0)
     assert drop_execution_messages(rt) == 1  # the executor took the message ...

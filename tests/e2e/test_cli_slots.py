@@ -39,10 +39,10 @@ cells
     ranking-daily: bound 5, attempted 1; supply fetched 12, selected 12, rejected 0
 
 deliveries
-  TARGET         ROUTE   WORK    LEDGER     OUTBOX  ATTEMPTS  ACK       REMOTE              NEXT ATTEMPT  ERROR
-  cats           review  111356  delivered  done    1/12      accepted  r-3 pending_review  -             -
-  landscape      review  110498  delivered  done    1/12      accepted  r-2 pending_review  -             -
-  ranking-daily  review  111126  delivered  done    1/12      accepted  r-1 pending_review  -             -
+  TARGET         ROUTE   WORK    LEDGER     OUTBOX  ATTEMPTS  ACK       REMOTE                          NEXT ATTEMPT  ERROR
+  cats           review  111356  delivered  done    1/12      accepted  r-cats pending_review           -             -
+  landscape      review  110498  delivered  done    1/12      accepted  r-landscape pending_review      -             -
+  ranking-daily  review  111126  delivered  done    1/12      accepted  r-ranking-daily pending_review  -             -
   idempotency keys
     cats -> review: pixivflow:review:illustration:111356:morning-tokyo@2026-12-01T0800:cats
     landscape -> review: pixivflow:review:illustration:110498:morning-tokyo@2026-12-01T0800:landscape
@@ -64,9 +64,9 @@ timeline
   2026-11-30T23:00:02.000Z  delivery cats -> review           intent recorded (illustration 111356)
   2026-11-30T23:00:02.000Z  delivery landscape -> review      intent recorded (illustration 110498)
   2026-11-30T23:00:02.000Z  delivery ranking-daily -> review  intent recorded (illustration 111126)
-  2026-11-30T23:00:02.000Z  delivery cats -> review           ACK accepted (r-3 pending_review)
-  2026-11-30T23:00:02.000Z  delivery landscape -> review      ACK accepted (r-2 pending_review)
-  2026-11-30T23:00:02.000Z  delivery ranking-daily -> review  ACK accepted (r-1 pending_review)
+  2026-11-30T23:00:02.000Z  delivery cats -> review           ACK accepted (r-cats pending_review)
+  2026-11-30T23:00:02.000Z  delivery landscape -> review      ACK accepted (r-landscape pending_review)
+  2026-11-30T23:00:02.000Z  delivery ranking-daily -> review  ACK accepted (r-ranking-daily pending_review)
   2026-11-30T23:00:02.000Z  cell cats                         submitted
   2026-11-30T23:00:02.000Z  cell landscape                    submitted
   2026-11-30T23:00:02.000Z  cell ranking-daily                submitted
@@ -95,8 +95,8 @@ cells
     nothing: bound 5, attempted 0; supply fetched 0, selected 0, rejected 0
 
 deliveries
-  TARGET  ROUTE   WORK    LEDGER     OUTBOX  ATTEMPTS  ACK       REMOTE              NEXT ATTEMPT  ERROR
-  cats    review  111299  delivered  done    1/12      accepted  r-4 pending_review  -             -
+  TARGET  ROUTE   WORK    LEDGER     OUTBOX  ATTEMPTS  ACK       REMOTE                 NEXT ATTEMPT  ERROR
+  cats    review  111299  delivered  done    1/12      accepted  r-cats pending_review  -             -
   idempotency keys
     cats -> review: pixivflow:review:illustration:111299:mixed@2026-12-01T0800:cats
 
@@ -112,7 +112,7 @@ timeline
   2026-11-30T23:00:04.000Z  cell cats                claimed (attempt 1)
   2026-11-30T23:00:04.000Z  cell nothing             claimed (attempt 1)
   2026-11-30T23:00:04.000Z  delivery cats -> review  intent recorded (illustration 111299)
-  2026-11-30T23:00:04.000Z  delivery cats -> review  ACK accepted (r-4 pending_review)
+  2026-11-30T23:00:04.000Z  delivery cats -> review  ACK accepted (r-cats pending_review)
   2026-11-30T23:00:04.000Z  cell cats                submitted
   2026-11-30T23:00:04.000Z  cell nothing             no_candidate [no_candidate] 没有找到合适的新作品
   2026-11-30T23:00:04.000Z  event                    execution.summary
@@ -180,22 +180,22 @@ timeline
 """
 
 
-def test_show_a_success(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_show_a_success(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     run = pixivflow("slots", "show", SUCCESS, now=rt.clock.now_ms())
     assert (run.code, run.err) == (0, "")
     assert run.out == SUCCESS_TEXT
 
 
-def test_show_a_partial(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_show_a_partial(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     run = pixivflow("slots", "show", PARTIAL, now=rt.clock.now_ms())
     assert (run.code, run.err) == (0, "")
     assert run.out == PARTIAL_TEXT
 
 
-def test_show_a_stalled_occurrence_before_and_after_the_sweep_ends_it(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_show_a_stalled_occurrence_before_and_after_the_sweep_ends_it(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     running = pixivflow("slots", "show", STALLED, now=rt.clock.now_ms())
     assert (running.code, running.out) == (0, RUNNING_TEXT)
     stall(rt)
@@ -204,8 +204,8 @@ def test_show_a_stalled_occurrence_before_and_after_the_sweep_ends_it(make_runti
     assert run.out == STALLED_TEXT
 
 
-def test_json_round_trips_to_the_same_view_and_the_same_text(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_json_round_trips_to_the_same_view_and_the_same_text(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     stall(rt)
     now = rt.clock.now_ms()
     reads = Reads(ledger=rt.engine.ledger, now_ms=lambda: now, jobs=rt.engine.jobs, outbox_rows=rt.engine.outbox_rows)
@@ -220,16 +220,16 @@ def test_json_round_trips_to_the_same_view_and_the_same_text(make_runtime):
     assert stalled["outcome"]["status"] == "failed" and stalled["outcome"]["cells"]["executor_failed"] == 1
 
 
-def test_a_wrong_slot_id_exits_1_and_says_so(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_a_wrong_slot_id_exits_1_and_says_so(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     for argv in (("slots", "show", "morning-tokyo@2026-12-09T0800"), ("slots", "show", "nope", "--json")):
         run = pixivflow(*argv, now=rt.clock.now_ms())
         assert (run.code, run.out) == (1, "")
         assert run.err == f"pixivflow slots show: no slot {argv[2]!r} in the ledger\n"
 
 
-def test_list_filters_by_status_schedule_and_since(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_list_filters_by_status_schedule_and_since(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     stall(rt)
     now = rt.clock.now_ms()
     run = pixivflow("slots", "list", now=now)
@@ -257,10 +257,36 @@ def test_list_filters_by_status_schedule_and_since(make_runtime):
     assert bad.code == 2 and "not a time: 'yesterday'" in bad.err
 
 
-def test_without_a_table_the_command_says_where_to_look(make_runtime, monkeypatch):
-    rt = known_ledger(make_runtime)
+def test_without_a_table_the_command_says_where_to_look(make_runtime, downstream, monkeypatch):
+    rt = known_ledger(make_runtime, downstream)
     monkeypatch.delenv("LEDGER_TABLE")
     run = pixivflow("slots", "show", SUCCESS, now=rt.clock.now_ms())
     assert (run.code, run.out) == (2, "")
     assert run.err == "pixivflow slots show: the ledger table is unknown: pass --table or --stack, or set LEDGER_TABLE\n"
     assert pixivflow("slots", "show", SUCCESS, "--table", rt.env["LEDGER_TABLE"], now=rt.clock.now_ms()).out == SUCCESS_TEXT
+
+
+def test_stack_outputs_name_the_table(make_runtime, downstream, monkeypatch):
+    """`--stack <name>`: the deployed stack's outputs (LedgerTableName) say where to look."""
+    from pixivflow import aws
+
+    rt = known_ledger(make_runtime, downstream)
+    table = rt.env["LEDGER_TABLE"]
+    monkeypatch.delenv("LEDGER_TABLE")
+    asked = []
+
+    class Stacks:
+        def describe_stacks(self, StackName):  # noqa: N803 (boto3's parameter name)
+            asked.append(StackName)
+            return {"Stacks": [{"StackName": StackName, "Outputs": [{"OutputKey": "LedgerTableName", "OutputValue": table}]}]}
+
+    import boto3
+
+    previous = aws.set_factory(None)  # the twins' factory, or None on moto (boto3 under mock_aws)
+    aws.set_factory(lambda service, **kw: Stacks() if service == "cloudformation"
+                    else (previous or boto3.client)(service, **kw))
+    try:
+        run = pixivflow("slots", "show", SUCCESS, "--stack", "pixivflow-prod", now=rt.clock.now_ms())
+    finally:
+        aws.set_factory(previous)
+    assert (run.code, run.out, asked) == (0, SUCCESS_TEXT, ["pixivflow-prod"])

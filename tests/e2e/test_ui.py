@@ -109,8 +109,8 @@ def assert_no_token(page: Page) -> None:
 # -- login and the session ------------------------------------------------------------------------------
 
 
-def test_the_login_form_takes_the_token_once_and_answers_a_signed_session_cookie(make_runtime, logs):
-    rt = known_ledger(make_runtime)
+def test_the_login_form_takes_the_token_once_and_answers_a_signed_session_cookie(make_runtime, downstream, logs):
+    rt = known_ledger(make_runtime, downstream)
     form = get(rt, "/ui/login")
     assert form.status == 200 and form.headers["content-type"] == "text/html; charset=utf-8"
     assert '<form class="login" method="post" action="/ui/login">' in form.body
@@ -139,8 +139,8 @@ def test_the_login_form_takes_the_token_once_and_answers_a_signed_session_cookie
         ("ui.page", 200), ("ui.login_refused", 401), ("ui.login_refused", 401), ("ui.login", 303)]
 
 
-def test_every_page_wants_a_live_session(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_every_page_wants_a_live_session(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     good = login(rt)
     value = good.split("=", 1)[1]
     forged = "pixivflow_ui=v1.9999999999." + value.rsplit(".", 1)[1]  # a later expiry under the old signature
@@ -155,8 +155,8 @@ def test_every_page_wants_a_live_session(make_runtime):
     assert get(rt, "/ui", cookie=login(rt)).status == 200
 
 
-def test_rotating_the_token_ends_every_session_and_logout_clears_the_cookie(make_runtime, monkeypatch):
-    rt = known_ledger(make_runtime)
+def test_rotating_the_token_ends_every_session_and_logout_clears_the_cookie(make_runtime, downstream, monkeypatch):
+    rt = known_ledger(make_runtime, downstream)
     cookie = login(rt)
     out = post(rt, "/ui/logout", None)
     assert (out.status, out.headers["location"]) == (303, "/ui/login")
@@ -170,8 +170,8 @@ def test_rotating_the_token_ends_every_session_and_logout_clears_the_cookie(make
     assert post(rt, "/ui/login", "token=x").status == 503
 
 
-def test_the_login_form_refuses_other_bodies_in_html(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_the_login_form_refuses_other_bodies_in_html(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     assert post(rt, "/ui/login", json.dumps({"token": TRIGGER_TOKEN}), content_type="application/json").status == 415
     assert post(rt, "/ui/login", "token=" + "x" * 5000).status == 413
     assert post(rt, "/ui/login", "token=%ZZ&" * 3, b64=False).status == 401  # an unreadable escape is just a wrong token
@@ -187,8 +187,8 @@ def test_the_login_form_refuses_other_bodies_in_html(make_runtime):
 # -- the pages ---------------------------------------------------------------------------------------------
 
 
-def test_the_overview_shows_schedules_with_next_fires_and_the_latest_occurrences(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_the_overview_shows_schedules_with_next_fires_and_the_latest_occurrences(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     stall(rt)
     page = get(rt, "/ui", cookie=login(rt))
     assert page.status == 200
@@ -219,16 +219,16 @@ def test_the_overview_shows_schedules_with_next_fires_and_the_latest_occurrences
     assert get(rt, "/ui/slots", cookie=login(rt), query={"schedule": "<x>"}).status == 400
 
 
-def test_a_running_occurrence_is_listed_from_the_active_index(make_runtime):
-    rt = known_ledger(make_runtime)  # solo still running on an expired lease
+def test_a_running_occurrence_is_listed_from_the_active_index(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)  # solo still running on an expired lease
     page = get(rt, "/ui", cookie=login(rt))
     rows = page.tables[1]
     assert rows[1][:2] == [STALLED, "running"] and '<span class="st st-running">running</span>' in page.body
 
 
 @pytest.mark.parametrize("slot_id", [SUCCESS, PARTIAL, STALLED])
-def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(make_runtime, slot_id):
-    rt = known_ledger(make_runtime)
+def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(make_runtime, downstream, slot_id):
+    rt = known_ledger(make_runtime, downstream)
     stall(rt)
     page = get(rt, f"/ui/slots/{quote(slot_id, safe='@')}", cookie=login(rt))
     assert page.status == 200
@@ -245,11 +245,11 @@ def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(mak
                                                   ["landscape", "submitted", "illustration 110498", "1", "-", "-"],
                                                   ["ranking-daily", "submitted", "illustration 111126", "1", "-", "-"]]
         assert [row[:8] for row in deliveries[1:]] == [
-            ["cats", "review", "111356", "delivered", "done", "1/12", "accepted", "r-3 pending_review"],
-            ["landscape", "review", "110498", "delivered", "done", "1/12", "accepted", "r-2 pending_review"],
-            ["ranking-daily", "review", "111126", "delivered", "done", "1/12", "accepted", "r-1 pending_review"]]
+            ["cats", "review", "111356", "delivered", "done", "1/12", "accepted", "r-cats pending_review"],
+            ["landscape", "review", "110498", "delivered", "done", "1/12", "accepted", "r-landscape pending_review"],
+            ["ranking-daily", "review", "111126", "delivered", "done", "1/12", "accepted", "r-ranking-daily pending_review"]]
         assert deliveries[1][10] == f"pixivflow:review:illustration:111356:{SUCCESS}:cats"
-        assert ("2026-11-30T23:00:02.000Z", "delivery cats -&gt; review", "ACK accepted (r-3 pending_review)") in timeline
+        assert ("2026-11-30T23:00:02.000Z", "delivery cats -&gt; review", "ACK accepted (r-cats pending_review)") in timeline
         assert timeline[-1] == ("2026-11-30T23:00:02.000Z", "slot", "success")
     elif slot_id == PARTIAL:
         assert dict(r for r in facts[1:])["outcome"] == "partial (business status partial_success)"
@@ -272,8 +272,8 @@ def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(mak
     assert_no_token(page)
 
 
-def test_an_unknown_slot_is_a_404_page_and_what_it_echoes_is_escaped(make_runtime):
-    rt = known_ledger(make_runtime)
+def test_an_unknown_slot_is_a_404_page_and_what_it_echoes_is_escaped(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
     page = get(rt, "/ui/slots/%3Cscript%3Ealert(1)%3C%2Fscript%3E", cookie=login(rt))
     assert page.status == 404 and page.headers["content-type"].startswith("text/html")
     assert "<script>" not in page.body and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.body
@@ -304,10 +304,10 @@ def test_the_dead_letter_page_lists_dead_rows_of_the_latest_occurrences(make_run
     assert '<span class="st st-dead">dead</span>' in view.body and "delivery_abandoned" in view.text()
 
 
-def test_the_api_surface_and_its_document_are_unchanged_by_the_page(make_runtime):
+def test_the_api_surface_and_its_document_are_unchanged_by_the_page(make_runtime, downstream):
     from pixivflow.http.openapi import openapi_document
 
-    rt = known_ledger(make_runtime)
+    rt = known_ledger(make_runtime, downstream)
     assert not [p for p in openapi_document()["paths"] if p.startswith("/ui")]
     status, body = rt.http("PUT", "/ui")
     assert status == 405 and body == {"status": "error", "error": "method not allowed"}

@@ -601,6 +601,9 @@ class DevServer:
             source = "generated: set " + var + " to choose it" if kind in self.generated else "from " + var
             shown = self.tokens[kind] if kind in self.generated else "(not shown)"
             lines.append(f"  {kind + ' token':<26} {shown}  ({source})")
+        if "callback" in self.generated:
+            lines.append(f"  callback signing secret    {self.tokens['callback']}  (generated: set CALLBACK_SIGNING_SECRET "
+                         "to choose it)")
         if self.downstream is not None:
             lines.append(f"  demo downstream            {self.downstream.url}")
         if self.fake_pixiv is not None:
