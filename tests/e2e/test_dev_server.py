@@ -248,3 +248,48 @@ def test_make_dev_starts_prints_the_urls_and_stops_on_ctrl_c(tmp_path):
             proc.kill()
             proc.wait()
     assert port_is_free(port) and port_is_free(int(endpoint.rsplit(":", 1)[1]))
+
+
+def test_every_route_of_both_surfaces_reaches_its_function_as_deployed():
+    from pixivflow.http import jobs_api, trigger_api
+    from pixivflow.local.devserver import template_routes
+
+    routes = template_routes()
+    for function, shell in (("trigger", trigger_api.shell), ("job_events", jobs_api.shell)):
+        for spec in shell.routes:
+            path = spec.rule.replace("<scheduleId>", "morning-tokyo").replace("<targetId>", "cats") \
+                .replace("<requestId>", "3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab").replace("<jobId>", "p%40manual-k") \
+                .replace("<slotId>", "morning-tokyo@2026-12-01T0800")
+            matched = [r.function for r in routes if r.method == spec.method and r.regex.match(path)]
+            assert matched == [function], (spec.method, spec.rule, matched)
+    assert not [r for r in routes if r.method == "GET" and r.regex.match("/jobs/a/b")]  # {jobId} is one segment
+
+
+def test_requests_become_payload_2_0_events():
+    from pixivflow.local.devserver import api_event
+
+    event = api_event("POST", "/jobs?after=evt-1&a=1&a=2", [("Host", "127.0.0.1:8000"), ("X-Thing", "one"),
+                                                            ("x-thing", "two"), ("Cookie", "pixivflow_ui=v1.1.x; other=2")],
+                      b'{"k": "\xc3\xa9"}', now_ms=1_796_079_600_000)
+    assert (event["version"], event["rawPath"], event["rawQueryString"]) == ("2.0", "/jobs", "after=evt-1&a=1&a=2")
+    assert event["queryStringParameters"] == {"after": "evt-1", "a": "1,2"}
+    assert event["headers"] == {"host": "127.0.0.1:8000", "x-thing": "one,two"}  # cookies moved out, repeats joined
+    assert event["cookies"] == ["pixivflow_ui=v1.1.x", "other=2"]
+    assert (event["body"], event["isBase64Encoded"]) == ('{"k": "é"}', False)
+    assert event["requestContext"]["http"]["method"] == "POST" and event["requestContext"]["timeEpoch"] == 1_796_079_600_000
+    binary = api_event("POST", "/x", [], b"\xff\x00", now_ms=0)
+    assert (binary["body"], binary["isBase64Encoded"], binary["queryStringParameters"]) == ("/wA=", True, None)
+    assert "cookies" not in binary
+
+
+def test_speed_runs_a_virtual_clock_faster_than_the_wall():
+    from pixivflow.local.devserver import ScaledClock
+
+    wall = [1_000_000]
+    fast = ScaledClock(60, wall_ms=lambda: wall[0])
+    plain = ScaledClock(1, wall_ms=lambda: wall[0])
+    wall[0] += 1_000  # one real second
+    assert fast.now_ms() == 1_000_000 + 60_000 and plain.now_ms() == 1_001_000
+    assert fast.real_seconds(60_000) == 1.0  # a virtual minute (the sweep) every real second
+    with pytest.raises(ValueError):
+        ScaledClock(0)

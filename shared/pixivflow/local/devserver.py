@@ -660,6 +660,9 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         print(f"pixivflow dev: {exc.strerror}: another dev server (or another program) listens there; "
               "choose another port with --port (or --moto-port)", file=sys.stderr)
         return 1
+    except ImportError as exc:  # moto's server needs flask and werkzeug: the dev extra
+        print(f"pixivflow dev: {exc.name or exc} is missing; install the dev extra: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
     stop = stop or threading.Event()
     previous = {}
     if threading.current_thread() is threading.main_thread():
