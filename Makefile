@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench sim clean
+.PHONY: run dev test ui-check lint bench sim clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,21 @@ $(STAMP): pyproject.toml shared/requirements.txt
 run: $(STAMP)
 	$(VENV)/bin/pixivflow demo
 
+# The local dev server (README "Develop locally"): both HTTP functions on 127.0.0.1:$(PORT), moto, the
+# queue pumps, the schedules on the wall clock (SPEED=n: n times faster) and the sweep. Without
+# CONFIG it runs the demo config with a loopback downstream and the fake Pixiv.
+PORT ?= 8000
+SPEED ?= 1
+dev: $(STAMP)
+	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) $(if $(CONFIG),--config $(CONFIG),--demo)
+
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The operator page in headless Chromium (Debian's /usr/bin/chromium, driven over the DevTools pipe):
+# log in, open the occurrence list and one occurrence; fails on a console error or a missing table.
+ui-check: $(STAMP)
+	$(PY) tests/browser/ui_check.py
 
 bench: $(STAMP)
 	$(PY) -m pytest tests/perf -q -s

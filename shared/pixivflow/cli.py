@@ -1,11 +1,23 @@
-"""The `pixivflow` command: the demo, schedule sync, config check."""
+"""The `pixivflow` command: the demo, the dev server, schedule sync, config check, and the operator's
+commands (issue 12): ``slots list|show``, ``schedules next``, ``outbox list --dead|redrive``, ``jobs show``.
+
+The operator commands read the ledger with plain boto3 clients (``pixivflow.aws``), so they work the
+same against a deployed stack and against the dev server (``AWS_ENDPOINT_URL`` or ``--endpoint-url``
+pointing at its moto endpoint). The table and queue come from ``--table`` / ``--outbox-queue``, else
+``LEDGER_TABLE`` / ``OUTBOX_QUEUE_URL``, else the outputs of ``--stack``. Output is a human table;
+``--json`` prints the same view as JSON. A wrong id exits 1 with a message on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -18,9 +30,18 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
 
 
-def _sync(args: argparse.Namespace) -> int:
-    import boto3
+def _dev(args: argparse.Namespace) -> int:
+    if not args.verbose:
+        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from .local.devserver import run_dev
 
+    return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
+                   moto_port=args.moto_port)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from . import aws
     from .adapters.scheduler_sync import DesiredSchedule, SyncTarget, apply_sync, plan_sync, read_existing
     from .config import load_config
 
@@ -31,7 +52,7 @@ def _sync(args: argparse.Namespace) -> int:
         print(f"pixivflow schedules sync: {', '.join(missing)} required (or SCHEDULER_TARGET_ARN / SCHEDULER_ROLE_ARN)", file=sys.stderr)
         return 2
     target = SyncTarget(function_arn=args.function_arn, role_arn=args.role_arn, dead_letter_arn=args.dlq_arn or None, group=args.group)
-    client = boto3.client("scheduler")
+    client = aws.client("scheduler")
     plan = plan_sync(desired, read_existing(client, args.group), target)
     for line in plan.describe():
         print(line)
@@ -73,7 +94,409 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+# -- the operator's commands ---------------------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """Exit 2: the command cannot know where to look (no table, no config)."""
+
+
+_now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000  # noqa: E731  (tests pass their own clock)
+
+
+def _stack_outputs(args: argparse.Namespace) -> dict[str, str]:
+    if not args.stack:
+        return {}
+    from . import aws
+
+    stacks = aws.client("cloudformation", **_client_kwargs(args)).describe_stacks(StackName=args.stack)["Stacks"]
+    return {o["OutputKey"]: o["OutputValue"] for o in (stacks[0].get("Outputs") or [])} if stacks else {}
+
+
+def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"endpoint_url": args.endpoint_url} if getattr(args, "endpoint_url", None) else {}
+
+
+def _reads(args: argparse.Namespace, *, need_config: bool = False):
+    from . import aws
+    from .adapters.dynamo_ledger import DynamoLedger
+    from .adapters.job_store import DynamoJobStore
+    from .adapters.outbox_rows import DynamoOutboxRows
+    from .services.inspection import Reads
+
+    outputs = _stack_outputs(args)
+    table = args.table or os.environ.get("LEDGER_TABLE") or outputs.get("LedgerTableName")
+    if not table:
+        raise UsageError("the ledger table is unknown: pass --table or --stack, or set LEDGER_TABLE")
+    dynamodb = aws.client("dynamodb", **_client_kwargs(args))
+    reads = Reads(ledger=DynamoLedger(dynamodb, table), now_ms=_now_ms, jobs=DynamoJobStore(dynamodb, table),
+                  outbox_rows=DynamoOutboxRows(dynamodb, table))
+    outbox = getattr(args, "outbox_queue", None) or os.environ.get("OUTBOX_QUEUE_URL") or outputs.get("OutboxQueueUrl")
+    if outbox:
+        from .adapters.sqs_queues import SqsQueues
+
+        execution = os.environ.get("EXECUTION_QUEUE_URL") or outputs.get("ExecutionQueueUrl") or ""
+        reads.queues = SqsQueues(aws.client("sqs", **_client_kwargs(args)), execution, outbox, now_ms=_now_ms)
+    if need_config or args.config or os.environ.get("PIXIVFLOW_CONFIG"):
+        reads.config = _config(args, required=need_config)
+    return reads
+
+
+def _config(args: argparse.Namespace, *, required: bool):
+    from .config import load_config
+
+    location = args.config or os.environ.get("PIXIVFLOW_CONFIG")
+    if not location:
+        if required:
+            raise UsageError("the config is unknown: pass --config, or set PIXIVFLOW_CONFIG (a path or ssm:<name>)")
+        return None
+
+    def ssm(name: str) -> str:
+        from . import aws
+
+        return aws.client("ssm", **_client_kwargs(args)).get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+
+    try:
+        return load_config(location, ssm_reader=ssm)
+    except Exception as exc:
+        if required:
+            raise UsageError(f"cannot load the config: {exc}") from None
+        print(f"warning: config not loaded ({exc}); notification keys of second routes are not looked up", file=sys.stderr)
+        return None
+
+
+_DURATION = re.compile(r"^(\d+)\s*([smhd])$")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_instant(text: str, now_ms: int) -> int:
+    """``2026-12-01``, ``2026-12-01T08:00:00Z`` (any ISO 8601; naive means UTC), or an age: ``30m``, ``24h``, ``7d``."""
+    value = text.strip()
+    match = _DURATION.match(value)
+    if match:
+        return now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)]
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not a time: {text!r} (use an ISO 8601 time like 2026-12-01T08:00:00Z, or an age like 24h)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
+    """Left-aligned columns, two spaces apart, no trailing blanks."""
+    cells = [[str(h) for h in headers]] + [["-" if v in (None, "") else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return [(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths))).rstrip() for r in cells]
+
+
+def _emit(args: argparse.Namespace, view: Any, render: Callable[[Any], list[str]]) -> int:
+    if args.json:
+        print(json.dumps(view, indent=2, ensure_ascii=False, sort_keys=True))
+    else:
+        for line in render(view):
+            print(line)
+    return 0
+
+
+# -- renderers (each takes the JSON view, so --json output renders to the same text) ------------------
+
+
+def _iso(ms: Any) -> str:
+    from .services.inspection import iso
+
+    return iso(ms)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in counts.items()) or "-"
+
+
+def render_slot_list(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no slots match"]
+    return table(["SLOT", "STATUS", "TRIGGER", "OCCURRENCE (UTC)", "CELLS", "REASONS", "LAST ERROR"],
+                 [[r["slotId"], r["status"], r["triggerSource"], _iso(r["occurrenceAt"]), _counts(r["cells"]),
+                   ", ".join(r["reasons"]), _short(r["lastError"])] for r in rows])
+
+
+def _short(text: Any, limit: int = 80) -> str | None:
+    if not text:
+        return None
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _lease_text(lease: dict[str, Any] | None) -> str | None:
+    if not lease:
+        return None
+    state = "live" if lease["live"] else "expired"
+    return f"{lease['owner'] or '?'} until {_iso(lease['until'])} ({state})"
+
+
+def _report_text(report: dict[str, Any]) -> str:
+    parts = []
+    if "bound" in report or "attempted" in report:
+        parts.append(f"bound {report.get('bound', '-')}, attempted {report.get('attempted', '-')}")
+    supply = report.get("supply")
+    if isinstance(supply, dict):
+        reasons = supply.get("reasons") or []
+        parts.append("supply " + ", ".join(f"{k} {supply[k]}" for k in ("fetched", "selected", "rejected") if k in supply)
+                     + (f" ({', '.join(json.dumps(r, ensure_ascii=False) if not isinstance(r, str) else r for r in reasons)})"
+                        if reasons else ""))
+    for name in ("skipped", "outages"):
+        entries = report.get(name) or []
+        if entries:
+            parts.append(f"{name} " + "; ".join(
+                " ".join(str(e.get(k)) for k in ("code", "workId") if e.get(k)) + (f" ({e['reason']})" if e.get("reason") else "")
+                if isinstance(e, dict) else str(e) for e in entries))
+    rest = {k: v for k, v in report.items() if k not in ("bound", "attempted", "supply", "skipped", "outages")}
+    if rest:
+        parts.append(json.dumps(rest, ensure_ascii=False, sort_keys=True))
+    return "; ".join(parts) or "-"
+
+
+def _work(kind: Any, work_id: Any) -> str | None:
+    return f"{kind} {work_id}" if work_id else None
+
+
+def render_slot(view: dict[str, Any]) -> list[str]:
+    slot = view["slot"]
+    from .services.inspection import local
+
+    lines = [f"slot {slot['slotId']}"]
+    occurrence = f"{local(slot['occurrenceAt'], slot['timezone'])} = {_iso(slot['occurrenceAt'])}" if slot["occurrenceAt"] else "-"
+    facts = [("status", slot["status"] + ("" if not slot["open"] else " (open)")),
+             ("schedule", f"{slot['scheduleId']} ({slot['triggerSource']})"),
+             ("occurrence", occurrence), ("name", slot["name"]), ("created", _iso(slot["createdAt"])),
+             ("started", _iso(slot["startedAt"])), ("completed", _iso(slot["completedAt"])),
+             ("last error", slot["lastError"])]
+    outcome = view.get("outcome")
+    if outcome:
+        facts.append(("outcome", f"{outcome.get('status')} (business status {outcome.get('business_status')}"
+                                 + (", alertable)" if outcome.get("alertable") else ")")))
+    if slot["manualRequestId"]:
+        facts.append(("request", slot["manualRequestId"]))
+    if slot["correlationId"]:
+        facts.append(("correlation", slot["correlationId"]))
+    lines += [f"  {k:<11} {v if v not in (None, '') else '-'}" for k, v in facts]
+    lines += ["", "cells"]
+    lines += table(["TARGET", "STATUS", "WORK", "ATTEMPTS", "LEASE", "REASON"],
+                   [[c["targetId"], c["status"], _work(c["workType"], c["workId"]), c["attempts"], _lease_text(c["lease"]),
+                     (f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonMessage"]
+                      else c["terminalReasonCode"])] for c in view["cells"]], indent="  ")
+    errors = [c for c in view["cells"] if c["lastError"] and c["lastError"] != c["terminalReasonMessage"]]
+    for c in errors:
+        lines.append(f"  last error of {c['targetId']}: {c['lastError']}")
+    reports = [c for c in view["cells"] if c["candidateReport"]]
+    if reports:
+        lines.append("  candidate reports")
+        lines += [f"    {c['targetId']}: {_report_text(c['candidateReport'])}" for c in reports]
+    lines += ["", "deliveries"]
+    if view["deliveries"]:
+        lines += table(["TARGET", "ROUTE", "WORK", "LEDGER", "OUTBOX", "ATTEMPTS", "ACK", "REMOTE", "NEXT ATTEMPT", "ERROR"],
+                       [[d["targetId"], d["route"], d["workId"], d["ledgerStatus"], d["outboxStatus"],
+                         f"{d['attempts']}/{d['maxAttempts']}", d["ack"],
+                         " ".join(x for x in (d["remoteId"], d["remoteStatus"]) if x) or None,
+                         _iso(d["nextAttemptAt"]) if d["nextAttemptAt"] is not None else None, _short(d["lastError"], 60)]
+                        for d in view["deliveries"]], indent="  ")
+        lines.append("  idempotency keys")
+        lines += [f"    {d['targetId']} -> {d['route']}: {d['key']}" for d in view["deliveries"]]
+    else:
+        lines.append("  (none)")
+    if view["notifications"]:
+        lines += ["", "notifications"]
+        lines += table(["KEY", "ROUTE", "STATUS", "ATTEMPTS", "ERROR"],
+                       [[n["key"], n["target"], n["status"], f"{n['attempts']}/{n['maxAttempts']}", _short(n["lastError"], 60)]
+                        for n in view["notifications"]], indent="  ")
+    lines += ["", "events"]
+    if view["events"]:
+        lines += table(["AT", "KIND", "TYPE", "EVENT ID", "CALLBACK"],
+                       [[_iso(e["at"]), e["kind"], e["type"], e.get("eventId"),
+                         (f"{e['callback']['status']} {e['callback']['attempts']}/{e['callback']['maxAttempts']}"
+                          if e.get("callback") else None)] for e in view["events"]], indent="  ")
+    else:
+        lines.append("  (none)")
+    lines += ["", "timeline"]
+    lines += table(["AT", "WHAT", ""], [[_iso(t["at"]), t["subject"], t["what"]] for t in view["timeline"]],
+                   indent="  ")[1:]
+    return lines
+
+
+def render_job(view: dict[str, Any]) -> list[str]:
+    job = view["job"]
+    lines = [f"job {job['job_id']}"]
+    facts = [("status", job["status"]), ("type", job["job_type"]), ("key", job.get("idempotency_key")),
+             ("correlation", job.get("correlation_id")), ("created", _iso(job["created_at"])),
+             ("started", _iso(job["started_at"])), ("updated", _iso(job["updated_at"])),
+             ("heartbeat", _iso(job["heartbeat_at"])), ("deadline", _iso(job["deadline_at"])),
+             ("attempt", job["attempt"]), ("lease", f"{'live' if job['lease_active'] else 'none'}"
+                                           + (f" until {_iso(job['lease_expires_at'])}" if job["lease_expires_at"] else "")),
+             ("progress", (job.get("progress") or {}).get("stage"))]
+    lines += [f"  {k:<11} {v if v not in (None, '') else '-'}" for k, v in facts]
+    result, error = job.get("result"), job.get("error")
+    if result:
+        candidates = result.get("candidates") or []
+        lines.append(f"  {'result':<11} {len(candidates)} candidate(s): "
+                     + (", ".join(f"{c.get('work_type')} {c.get('work_id')}" for c in candidates) or "-")
+                     + (f"; scanned {result['scanned']}" if "scanned" in result else ""))
+    if error:
+        detail = error.get("detail") or {}
+        lines.append(f"  {'error':<11} {error.get('code')}: {error.get('message')}"
+                     + (f" ({detail['internal_code']})" if detail.get("internal_code") else ""))
+    lines += ["", "events"]
+    projected = [e for e in view["events"] if e.get("eventId")]
+    if projected:
+        lines += table(["AT", "TYPE", "EVENT ID", "CALLBACK"],
+                       [[_iso(e["at"]), e["type"], e["eventId"],
+                         (f"{e['callback']['status']} {e['callback']['attempts']}/{e['callback']['maxAttempts']}"
+                          + (f" {e['callback']['lastError']}" if e["callback"]["lastError"] else "") if e.get("callback") else None)]
+                        for e in projected], indent="  ")
+    else:
+        lines.append("  (none)")
+    lines += ["", "timeline"]
+    lines += table(["AT", "WHAT", ""], [[_iso(t["at"]), t["subject"], t["what"]] for t in view["timeline"]],
+                   indent="  ")[1:]
+    return lines
+
+
+_NOTES = {"dst_gap": "DST gap: this local time does not exist that day; no fire, no slot",
+          "dst_repeat": "DST repeat: this local time happens twice; it fires once, at the first"}
+
+
+def render_fires(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no enabled schedule with a cron"]
+    from .services.inspection import local
+
+    def local_text(r: dict[str, Any]) -> str:
+        return local(r["at"], r["timezone"]) if r["at"] is not None else f"{r['local']} (skipped)"
+
+    return table(["SCHEDULE", "ZONE", "LOCAL", "UTC", "SLOT", "NOTE"],
+                 [[r["scheduleId"], r["timezone"], local_text(r), _iso(r["at"]) if r["at"] is not None else None,
+                   r["slotId"], _NOTES.get(r["note"])] for r in rows])
+
+
+def render_dead(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no dead outbox rows"]
+    return table(["KIND", "KEY", "TARGET", "ATTEMPTS", "DIED AT", "ERROR"],
+                 [[r["kind"], r["key"], r["target"], f"{r['attempts']}/{r['maxAttempts']}", _iso(r["updatedAt"]),
+                   _short(r["lastError"], 70)] for r in rows])
+
+
+def render_redrive(result: dict[str, Any]) -> list[str]:
+    row = result["row"]
+    was = f"was {result['previousAttempts']} attempt(s)" + (f", last error: {result['previousError']}" if result["previousError"] else "")
+    then = "sent to the outbox queue now" if result["sent"] else "the sweep re-drives it within about 3 minutes"
+    return [f"re-armed {result['kind']} row {result['key']}: {row['outboxStatus'] if 'outboxStatus' in row else row['status']}, "
+            f"attempts {row['attempts']}/{row['maxAttempts']} ({was}); {then}"]
+
+
+# -- command bodies ----------------------------------------------------------------------------------------
+
+
+def _run(name: str, body: Callable[[], int]) -> int:
+    from .services.inspection import InspectionError
+
+    try:
+        return body()
+    except InspectionError as exc:
+        print(f"pixivflow {name}: {exc.message}", file=sys.stderr)
+        return 1
+    except UsageError as exc:
+        print(f"pixivflow {name}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _slots_list(args: argparse.Namespace) -> int:
+    from .services.inspection import list_slots
+
+    def body() -> int:
+        reads = _reads(args)
+        since = parse_instant(args.since, _now_ms()) if args.since else None
+        rows = list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since, limit=args.limit)
+        return _emit(args, rows, render_slot_list)
+
+    return _run("slots list", body)
+
+
+def _slots_show(args: argparse.Namespace) -> int:
+    from .services.inspection import show_slot
+
+    return _run("slots show", lambda: _emit(args, show_slot(_reads(args), args.slot_id), render_slot))
+
+
+def _jobs_show(args: argparse.Namespace) -> int:
+    from .services.inspection import show_job
+
+    return _run("jobs show", lambda: _emit(args, show_job(_reads(args), args.job_id), render_job))
+
+
+def _schedules_next(args: argparse.Namespace) -> int:
+    from .services.inspection import next_fires
+
+    def body() -> int:
+        config = _config(args, required=True)
+        at = parse_instant(args.at, _now_ms()) if args.at else _now_ms()
+        if args.count < 1 or args.count > 100:
+            raise UsageError("--count must be between 1 and 100")
+        return _emit(args, next_fires(config, at, args.count), render_fires)
+
+    return _run("schedules next", body)
+
+
+def _outbox_list(args: argparse.Namespace) -> int:
+    from .services.inspection import dead_letters
+
+    return _run("outbox list", lambda: _emit(args, dead_letters(_reads(args)), render_dead))
+
+
+def _outbox_redrive(args: argparse.Namespace) -> int:
+    from .services.inspection import InspectionError, redrive
+
+    def body() -> int:
+        try:
+            result = redrive(_reads(args), args.key, args.kind)
+        except InspectionError as exc:
+            _audit("outbox.redrive_refused", kind=args.kind, key=args.key, reason=exc.message)
+            raise
+        _audit("outbox.redriven", kind=result["kind"], key=result["key"], previous_attempts=result["previousAttempts"],
+               previous_error=result["previousError"], sent=result["sent"])
+        return _emit(args, result, render_redrive)
+
+    return _run("outbox redrive", body)
+
+
+def _audit(event: str, **fields: Any) -> None:
+    """The operator's action as one JSON log line on stderr (stdout stays the command's output)."""
+    line = {"level": "INFO" if event == "outbox.redriven" else "WARNING", "event": event, "timestamp": _iso(_now_ms()),
+            "operator": os.environ.get("USER") or os.environ.get("USERNAME") or None,
+            **{k: v for k, v in fields.items() if v is not None}}
+    print(json.dumps(line, ensure_ascii=False, sort_keys=True), file=sys.stderr)
+
+
+def _ledger_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", default=None, help="the ledger table (default: LEDGER_TABLE, else the --stack output)")
+    parser.add_argument("--stack", default=None, help="a deployed stack whose outputs name the table and queues")
+    parser.add_argument("--endpoint-url", default=None, help="an AWS endpoint, e.g. the dev server's moto (or AWS_ENDPOINT_URL)")
+    parser.add_argument("--config", default=None, help="the config (default: PIXIVFLOW_CONFIG)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def main(argv: list[str] | None = None, *, now_ms: Callable[[], int] | None = None) -> int:
+    global _now_ms
+    previous = _now_ms
+    if now_ms is not None:
+        _now_ms = now_ms
+    try:
+        return _main(argv)
+    finally:
+        _now_ms = previous
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="pixivflow")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="simulate several days of the demo schedules on the embedded runtime")
@@ -86,7 +509,18 @@ def main(argv: list[str] | None = None) -> int:
                       help="the offline catalogue, or the real Pixiv client against a loopback fake Pixiv")
     demo.set_defaults(func=_demo)
 
-    schedules = sub.add_parser("schedules", help="EventBridge Scheduler")
+    dev = sub.add_parser("dev", help="the local dev server: both HTTP functions, moto, queue pumps, schedules, /docs, /ui")
+    dev.add_argument("--port", type=int, default=8000, help="the HTTP port on 127.0.0.1 (default 8000)")
+    dev.add_argument("--config", default=None, help="the config (default: PIXIVFLOW_CONFIG; --demo brings its own)")
+    dev.add_argument("--speed", type=float, default=1.0, help="run a virtual clock N times faster than the wall clock")
+    dev.add_argument("--demo", action="store_true", help="the demo config with a loopback downstream and the fake Pixiv")
+    dev.add_argument("--source", choices=("fake-pixiv", "catalog"), default="fake-pixiv",
+                     help="with --demo: the source the demo schedules use")
+    dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
+    dev.add_argument("--verbose", action="store_true", help="show every handler log line")
+    dev.set_defaults(func=_dev)
+
+    schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")
     ssub = schedules.add_subparsers(dest="action", required=True)
     sync = ssub.add_parser("sync", help="make the scheduler group match the config")
     sync.add_argument("--dry-run", action="store_true")
@@ -96,6 +530,48 @@ def main(argv: list[str] | None = None) -> int:
     sync.add_argument("--role-arn", default=os.environ.get("SCHEDULER_ROLE_ARN"))
     sync.add_argument("--dlq-arn", default=os.environ.get("SCHEDULER_DLQ_ARN"))
     sync.set_defaults(func=_sync)
+    nxt = ssub.add_parser("next", help="the next fires of every enabled schedule, in its zone and in UTC")
+    nxt.add_argument("--count", type=int, default=3, help="fires per schedule (default 3)")
+    nxt.add_argument("--at", default=None, help="from this instant instead of now (ISO 8601)")
+    nxt.add_argument("--config", default=None, help="defaults to PIXIVFLOW_CONFIG")
+    nxt.add_argument("--endpoint-url", default=None, help="an AWS endpoint for an ssm: config")
+    nxt.add_argument("--json", action="store_true")
+    nxt.set_defaults(func=_schedules_next)
+
+    slots = sub.add_parser("slots", help="occurrences in the ledger")
+    slsub = slots.add_subparsers(dest="action", required=True)
+    sl = slsub.add_parser("list", help="the newest slots, filtered")
+    _ledger_options(sl)
+    sl.add_argument("--schedule", default=None, help="only this schedule's slots")
+    sl.add_argument("--status", default=None, help="only slots in this status (pending, running, success, partial, failed)")
+    sl.add_argument("--since", default=None, help="created at or after: an ISO 8601 time, or an age like 24h or 7d")
+    sl.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    sl.set_defaults(func=_slots_list)
+    ss = slsub.add_parser("show", help="one slot: cells, deliveries, ACKs, events, as a timeline")
+    _ledger_options(ss)
+    ss.add_argument("slot_id")
+    ss.set_defaults(func=_slots_show)
+
+    outbox = sub.add_parser("outbox", help="outbox rows")
+    osub = outbox.add_subparsers(dest="action", required=True)
+    ol = osub.add_parser("list", help="list outbox rows")
+    _ledger_options(ol)
+    ol.add_argument("--dead", action="store_true", required=True, help="the dead rows (deliveries, notifications, callbacks)")
+    ol.set_defaults(func=_outbox_list)
+    orv = osub.add_parser("redrive", help="re-arm one dead row (conditionally; logged)")
+    _ledger_options(orv)
+    orv.add_argument("key", help="the row's key, as `outbox list --dead` prints it")
+    orv.add_argument("--kind", default=None, choices=("delivery", "notification", "event_callback"),
+                     help="the row's kind (default: from the key's shape)")
+    orv.add_argument("--outbox-queue", default=None, help="send the row at once (default: OUTBOX_QUEUE_URL, the --stack output)")
+    orv.set_defaults(func=_outbox_redrive)
+
+    jobs = sub.add_parser("jobs", help="Workflow Protocol v1 jobs")
+    jsub = jobs.add_subparsers(dest="action", required=True)
+    js = jsub.add_parser("show", help="one job: its projection, events and callbacks")
+    _ledger_options(js)
+    js.add_argument("job_id")
+    js.set_defaults(func=_jobs_show)
 
     config = sub.add_parser("config", help="configuration")
     csub = config.add_subparsers(dest="action", required=True)
@@ -104,7 +580,12 @@ def main(argv: list[str] | None = None) -> int:
     check.set_defaults(func=_check)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `pixivflow slots show X | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

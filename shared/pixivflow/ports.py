@@ -260,6 +260,12 @@ class OutboxRows(Protocol):
         """(kind, key) of actionable rows due at or before ``before_ms`` (eventually consistent)."""
         ...
 
+    # operator tooling (issue 12)
+    def dead_rows(self) -> list[OutboxRow]: ...
+    def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
+        """Re-arm a ``dead`` row (spec §10.4 ``requeue``); None when it is not dead."""
+        ...
+
 
 # -- the ledger and the queues (DESIGN §3, §4, §5) ----------------------------------------------
 # Services see these Protocols only. ``adapters.dynamo_ledger.DynamoLedger`` and
@@ -368,6 +374,17 @@ class Ledger(Protocol):
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
 
+    # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
+    def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
+                   since_ms: int | None = None) -> list[Slot]:
+        """Slots matching every given filter, newest first."""
+        ...
+
+    def dead_intents(self) -> list[Intent]: ...
+    def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
+        """Re-arm a ``dead`` outbox row (spec §10.4 ``requeue``); None when it is not dead."""
+        ...
+
 
 # -- Workflow Protocol v1: the job event stream and its callbacks (spec §12.5, §10.9) ----------
 
@@ -469,6 +486,12 @@ class JobStore(Protocol):
 
     def settle_callback_row(self, row: CallbackRow, owner: str, now_ms: int, *, status: str,
                             error: str | None = None, next_attempt_at: int | None = None) -> CallbackRow | None: ...
+
+    # operator tooling (issue 12)
+    def dead_callback_rows(self) -> list[CallbackRow]: ...
+    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
+        """Re-arm a ``dead`` callback row; None when it is not dead."""
+        ...
 
 
 class CallbackSender(Protocol):

@@ -9,7 +9,8 @@ injected outage of DynamoDB or SQS. For every request, through the real handlers
 * no status >= 500, except the documented backend-failure bodies while an outage is injected;
 * every 4xx in its documented shape: legacy ``{"status":"error","error":…}`` on the trigger
   function and for every auth failure, protocol ``{"error": Error}`` on job_events; 405 has
-  ``Allow``; 415 only for a non-JSON Content-Type on a body;
+  ``Allow``; 415 only for a non-JSON Content-Type on a body; the operator page's own answers
+  (``/ui``, issue 12) are HTML with a documented status, and write nothing whatever the status;
 * every 2xx body valid against the route's 2xx schema in the generated OpenAPI document;
 * exactly one outcome log line, whose ``http_status`` is the status sent; the run route's
   ``schedule.trigger_received`` comes first;
@@ -67,7 +68,12 @@ VALID = {
     "targetId": ["cats", "landscape", "dogs", "ranking-daily", "nope"],
     "requestId": RIDS,
     "jobId": ["morning-tokyo@manual-" + RIDS[0], "job-1"],
+    "slotId": ["morning-tokyo@2026-12-01T0800", "nope"],
 }
+# The operator page (issue 12) answers HTML for what it decides itself: the page, the login redirect
+# (303), a refused login (401, 415, 413, 400), an unknown slot (404), no token configured (503).
+PAGE_STATUSES = {200, 303, 400, 401, 404, 413, 415, 503}
+PAGE_REDIRECTS = {"/ui", "/ui/login"}
 
 
 def weighted(draw, percent: int, likely, otherwise):
@@ -222,6 +228,21 @@ def test_no_hostile_request_gets_a_500_a_shapeless_error_a_leak_or_a_write(fuzz_
         faults[req["fault"]] += 1
         context = (req["method"], req["path"][:80], status, reply)
 
+        if (answer.headers.get("content-type") or "").startswith("text/html"):
+            # an operator page's own answer: only /ui routes give one, and the page is read-only
+            assert spec is not None and not spec.in_schema, context
+            assert status in PAGE_STATUSES, context
+            assert writes == (0, 0), (context, writes)
+            if status == 303:
+                location = answer.headers.get("location", "")
+                assert location in PAGE_REDIRECTS or location.startswith("/ui/slots/"), context
+            outcomes = [line for line in lines if "http_status" in line]
+            assert [line["http_status"] for line in outcomes] == [status], (context, outcomes)
+            text = answer.raw + json.dumps(answer.headers) + printed
+            assert not [f for f in ALL_FRAGMENTS if f in text], context
+            if status != 401:
+                routes_authorised[(spec.method, spec.rule)] += 1
+            return
         # a JSON body, always
         assert isinstance(reply, dict), context
         # one outcome line per request, carrying the status the caller got

@@ -115,6 +115,25 @@ def test_callback_rows_are_claimed_under_a_lease_and_settled_by_their_holder(sto
     assert store.claim_callback_row(key, "w4", 10**13, 120_000, ignore_due=True) is None  # done is final
 
 
+
+def test_dead_callback_rows_and_the_conditional_redrive(store):
+    """Operator tooling (issue 12): dead rows are listed, and only a dead row is re-armed."""
+    keys = ["job-event:k:evt-100-1", "job-event:k:evt-150-2"]
+    store.append(ev("job.requested", 1, 100, url="https://consumer.example/cb"), expected_head=0, callback=row(keys[0], due=100))
+    store.append(ev("job.execution_started", 2, 150), expected_head=1, callback=row(keys[1], due=150))
+    for key, at in zip(keys, (100, 150)):
+        claimed = store.claim_callback_row(key, "w1", at, 120_000)
+        assert store.settle_callback_row(claimed, "w1", at + 1, status="dead", error="HTTP 404").status == "dead"
+    assert [(r.key, r.status, r.last_error) for r in store.dead_callback_rows()] == [
+        (keys[1], "dead", "HTTP 404"), (keys[0], "dead", "HTTP 404")]
+    again = store.redrive_callback_row(keys[0], 5_000)
+    assert (again.status, again.attempts, again.next_attempt_at, again.completed_at) == ("retry_wait", 0, 5_000, None)
+    assert store.redrive_callback_row(keys[0], 6_000) is None  # not dead any more: refused
+    assert store.redrive_callback_row("job-event:k:evt-999-9", 6_000) is None  # no such row
+    assert [r.key for r in store.dead_callback_rows()] == [keys[1]]
+    taken = store.claim_callback_row(keys[0], "w2", 5_000, 120_000)
+    assert taken is not None and taken.status == "processing"
+
 def test_callback_keys_of_index_entries(store):
     assert store.callback_key_of("OUTBOX#event_callback#job-event:a:evt-1-1", "META") == "job-event:a:evt-1-1"
     assert store.callback_key_of("SLOT#a", "DLV#cats#review#illustration#1") is None

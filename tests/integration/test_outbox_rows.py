@@ -126,3 +126,27 @@ def test_dynamo_rows_live_in_their_own_partitions_and_index_shards():
         assert item["duePk"]["S"].startswith("ODUE#")
         # the intents' due scan never sees these rows
         assert DynamoLedger(ddb, env["LEDGER_TABLE"]).due_intents(T0 + 10**9) == []
+
+
+def _dead(rows, key="notification:s1:summary", at=T0):
+    rows.enqueue(row(key=key, next_attempt_at=at, created_at=at, updated_at=at))
+    claimed = rows.claim(rows.get("notification", key), "w1", at, LEASE)
+    return rows.settle(claimed, "w1", at + 1, status="dead", error="remote_4xx: HTTP 404")
+
+
+def test_dead_rows_and_the_operator_redrive_is_conditional(rows):
+    old = _dead(rows, "notification:s1:summary", T0)
+    new = _dead(rows, "notification:s2:summary", T0 + 10)
+    rows.enqueue(row(key="notification:s3:summary"))  # pending: not dead
+    assert [(r.key, r.status, r.last_error) for r in rows.dead_rows()] == [
+        (new.key, "dead", "remote_4xx: HTTP 404"), (old.key, "dead", "remote_4xx: HTTP 404")]
+    assert rows.due(T0 + 10**9) == [("notification", "notification:s3:summary")]
+    again = rows.redrive(old, T0 + 500)
+    assert (again.status, again.attempts, again.next_attempt_at, again.completed_at, again.last_error) == (
+        "retry_wait", 0, T0 + 500, None, "remote_4xx: HTTP 404")
+    assert ("notification", old.key) in rows.due(T0 + 500)
+    assert rows.redrive(old, T0 + 600) is None  # not dead any more
+    assert rows.redrive(rows.get("notification", "notification:s3:summary"), T0) is None  # pending: refused
+    assert [r.key for r in rows.dead_rows()] == [new.key]
+    claimed = rows.claim(again, "w2", T0 + 500, LEASE)
+    assert claimed is not None and claimed.status == "processing"

@@ -242,6 +242,9 @@ def test_http_routes(resources: dict[str, Any]) -> None:
         ("POST", "/internal/outbox/drain"),
         ("POST", "/internal/targets/{targetId}/refetch"),
         ("GET", "/internal/targets/{targetId}/refetch/{requestId}"),
+        # the read-only operator page (issue 12)
+        ("GET", "/ui"), ("GET", "/ui/login"), ("POST", "/ui/login"), ("POST", "/ui/logout"), ("GET", "/ui/slots"),
+        ("GET", "/ui/slots/{slotId}"), ("GET", "/ui/dead"),
     }
     assert _http_routes(resources, "JobEventsFunction") == {
         ("GET", "/capabilities"),

@@ -140,4 +140,36 @@ class DynamoCallbackRows(DynamoItems):
         return self._update(row.key, expression, "#s = :proc AND #lo = :owner", values, names)
 
 
+    # -- the operator's view (issue 12) -----------------------------------------------------------
+    def dead(self) -> list[CallbackRow]:
+        """Every ``dead`` callback row (a scan: dead rows are out of the due index; tooling only)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "ConsistentRead": True,
+            "FilterExpression": "entity = :outbox AND kind = :kind AND #s = :dead",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":outbox": {"S": "outbox"}, ":kind": {"S": KIND}, ":dead": {"S": "dead"}},
+        }
+        found: list[CallbackRow] = []
+        while True:
+            resp = self._call("scan", **kwargs)
+            found.extend(self.row(raw) for raw in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        found.sort(key=lambda r: (-r.updated_at, r.key))
+        return found
+
+    def redrive(self, key: str, now_ms: int) -> CallbackRow | None:
+        """The operator's re-arm of a ``dead`` row (spec §10.4 ``requeue``): ``retry_wait``, a fresh
+        attempt budget, due now, back in the due index. Refused (None) unless it is still ``dead``."""
+        due_pk, due_sk = _due(key, now_ms)
+        names = {"#s": "status", "#a": "attempts", "#n": "nextAttemptAt", "#u": "updatedAt", "#r": "redrivenAt",
+                 "#dp": "duePk", "#ds": "dueSk", "#c": "completedAt", "#x": "expiresAt", "#lo": "leaseOwner",
+                 "#lu": "leaseUntil"}
+        return self._update(
+            key, "SET #s = :rw, #a = :zero, #n = :now, #u = :now, #r = :now, #dp = :dp, #ds = :ds REMOVE #c, #x, #lo, #lu",
+            "#s = :dead", {":rw": "retry_wait", ":zero": 0, ":now": now_ms, ":dp": due_pk, ":ds": due_sk, ":dead": "dead"},
+            names,
+        )
+
 __all__ = ["DynamoCallbackRows", "KIND", "PK_PREFIX", "row_pk"]

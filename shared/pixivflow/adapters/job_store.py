@@ -191,4 +191,12 @@ class DynamoJobStore(DynamoItems):
         return self.rows.settle(row, owner, now_ms, status=status, error=error, next_attempt_at=next_attempt_at)
 
 
+    def dead_callback_rows(self) -> list[CallbackRow]:
+        """Operator tooling (issue 12): every dead callback row, newest first (a scan)."""
+        return self.rows.dead()
+
+    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
+        """Operator tooling (issue 12): re-arm a dead callback row; None unless it is dead."""
+        return self.rows.redrive(key, now_ms)
+
 __all__ = ["CALLBACK_INDEX", "DynamoJobStore", "callback_index_keys", "event_sk"]

@@ -216,6 +216,38 @@ class DynamoOutboxRows(DynamoItems):
         return found
 
 
+    # -- the operator's view (issue 12) -----------------------------------------------------------
+    def dead_rows(self) -> list[OutboxRow]:
+        """Every ``dead`` row of this family (a scan: dead rows are out of the due index; operator
+        tooling only). Event callbacks share the key space but not this item layout: they are
+        listed by their own adapter."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "ConsistentRead": True,
+            "FilterExpression": "entity = :outbox AND #status = :dead AND kind <> :callback",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": self._values({":outbox": "outbox", ":dead": "dead", ":callback": "event_callback"}),
+        }
+        found: list[OutboxRow] = []
+        while True:
+            resp = self._call("scan", **kwargs)
+            found.extend(_from_item({k: self._de.deserialize(v) for k, v in raw.items()}) for raw in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        found.sort(key=lambda r: (-r.updated_at, r.kind, r.key))
+        return found
+
+    def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
+        """The operator's re-arm of a ``dead`` row (spec §10.4 ``requeue``): ``retry_wait``, a fresh
+        attempt budget, due now. Refused (None) unless the row is still ``dead``."""
+        due_pk, due_sk = _due_keys(row, now_ms)
+        return self._update(
+            row, {"status": "retry_wait", "attempts": 0, "nextAttemptAt": now_ms, "updatedAt": now_ms, "redrivenAt": now_ms,
+                  "duePk": due_pk, "dueSk": due_sk},
+            ["completedAt", "expiresAt", "leaseOwner", "leaseUntil"], "#status = :dead", {":dead": "dead"},
+        )
+
+
 class MemoryOutboxRows:
     """The same contract in memory (unit tests, tooling). Thread-safe."""
 
@@ -298,5 +330,19 @@ class MemoryOutboxRows:
                           key=lambda r: r.next_attempt_at)
             return [(r.kind, r.key) for r in rows[: limit_per_shard * SHARDS]]
 
+
+    def dead_rows(self) -> list[OutboxRow]:
+        with self._lock:
+            rows = [copy.deepcopy(r) for r in self._rows.values() if r.status == "dead"]
+        return sorted(rows, key=lambda r: (-r.updated_at, r.kind, r.key))
+
+    def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
+        with self._lock:
+            cur = self._rows.get((row.kind, row.key))
+            if cur is None or cur.status != "dead":
+                return None
+            cur.status, cur.attempts, cur.next_attempt_at, cur.updated_at = "retry_wait", 0, now_ms, now_ms
+            cur.completed_at = cur.lease_owner = cur.lease_until = None
+            return copy.deepcopy(cur)
 
 __all__ = ["DynamoOutboxRows", "MemoryOutboxRows", "parse_pk", "row_pk"]

@@ -447,12 +447,52 @@ def occurrence_for_fire(schedule_id: str, cron: str, tz: str | None, scheduled_m
     return _occurrence(schedule_id, minute, tz_name, zone)
 
 
+
+@dataclass(frozen=True)
+class UpcomingFire:
+    """One entry of :func:`upcoming_fires`: a fire, or a cron wall time DST skipped.
+
+    ``note`` is ``""`` for a plain fire, ``"dst_repeat"`` for a fire whose local time happens
+    twice (it fires once, at the first instant: ``at_ms``), ``"dst_gap"`` for a local time that
+    does not exist that day (no fire and no slot: ``at_ms`` and ``slot_id`` are None)."""
+
+    wall: str  # "YYYY-MM-DD HH:MM" on the schedule's wall clock
+    at_ms: int | None
+    slot_id: str | None
+    note: str = ""
+
+
+def upcoming_fires(schedule_id: str, cron: str, tz: str, after_ms: int, count: int) -> list[UpcomingFire]:
+    """The next ``count`` fires strictly after ``after_ms`` (the same fires as :func:`next_fire`),
+    with the DST gaps met on the way listed in place (issue 12: ``pixivflow schedules next``)."""
+    zone = _zone(tz)
+    out: list[UpcomingFire] = []
+    fires = 0
+    if count <= 0:
+        return out
+    for wall in _walls_from(cron, _floor_minute(_wall_of(after_ms, zone))):
+        label = f"{wall:%Y-%m-%d %H:%M}"
+        at = _instant_of(wall, zone)
+        if at is None:
+            out.append(UpcomingFire(label, None, None, "dst_gap"))
+            continue
+        if at <= after_ms:
+            continue
+        second = _ms_of(wall.replace(tzinfo=zone, fold=1).astimezone(_UTC))
+        note = "dst_repeat" if second != at else ""
+        out.append(UpcomingFire(label, at, slot_id_for(schedule_id, wall), note))
+        fires += 1
+        if fires >= count:
+            break
+    return out
+
 __all__ = [
     "DEFAULT_GRACE_MINUTES",
     "LEAD_MS",
     "NUDGE_MS",
     "Occurrence",
     "OccurrenceError",
+    "UpcomingFire",
     "check_window",
     "fires_between",
     "next_fire",
@@ -460,6 +500,7 @@ __all__ = [
     "previous_fire",
     "resolve_occurrence",
     "slot_id_for",
+    "upcoming_fires",
     "validate_cron",
     "validate_timezone",
 ]

@@ -37,6 +37,8 @@ def openapi_document() -> dict[str, Any]:
             for key, values in part.get("components", {}).items():
                 doc.setdefault("components", {}).setdefault(key, {}).update(values)
         for spec in shell.routes:
+            if not spec.in_schema:  # the operator page's HTML routes are not API operations
+                continue
             operation = doc["paths"][_openapi_path(spec.rule)][spec.method.lower()]
             operation["x-pixivflow-function"] = shell.function
             if spec.body is not None and spec.body.schema:

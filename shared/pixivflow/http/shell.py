@@ -167,6 +167,7 @@ class RouteSpec:
     stage: str = "handler"
     params: Mapping[str, str] = field(default_factory=dict)  # path parameter -> documented pattern
     regex: re.Pattern[str] | None = None
+    in_schema: bool = True  # False: a page, not an API operation (the /ui routes): left out of OpenAPI
 
 
 # -- one request ---------------------------------------------------------------------------------
@@ -228,6 +229,17 @@ class Request:
                 level = "error" if status >= 500 else "warning" if status >= 400 else "info"
             self.log(level, event, http_status=status, elapsed_ms=self.clock.elapsed_ms(), **fields)
         return json_response(status, body, headers)
+
+    def respond(self, response: Response, event: str, level: str | None = None, **fields: Any) -> Response:
+        """A response the route built itself (an HTML page, a redirect), with the request's one
+        outcome line carrying its status."""
+        if not self.done:
+            self.done = True
+            status = response.status_code
+            if level is None:
+                level = "error" if status >= 500 else "warning" if status >= 400 else "info"
+            self.log(level, event, http_status=status, elapsed_ms=self.clock.elapsed_ms(), **fields)
+        return response
 
     def refuse(self, status: int, message: str, *, code: str | None = None, detail: Mapping[str, Any] | None = None,
                retryable: bool | None = None, stage: str | None = None, event: str | None = None,
@@ -297,8 +309,8 @@ class HttpShell:
               precheck: Callable[..., Response | None] | None = None, rejected_event: str = "http.request_invalid",
               refusal_fields: Mapping[str, Any] | None = None, failure: Failure | None = None, stage: str = "handler",
               params: Mapping[str, str] | None = None, summary: str | None = None,
-              ok: Mapping[int, tuple[str, str]] | None = None, errors: Mapping[int, str] | None = None
-              ) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+              ok: Mapping[int, tuple[str, str]] | None = None, errors: Mapping[int, str] | None = None,
+              in_schema: bool = True) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
         surface = surface or self.surface
 
         def register(handler: Callable[..., Response]) -> Callable[..., Response]:
@@ -307,10 +319,11 @@ class HttpShell:
                              refusal_fields=dict(refusal_fields or {}),
                              failure=failure or (PROTOCOL_FAILURE if surface.protocol else Failure()),
                              stage=stage, params=dict(params or {}),
-                             regex=APIGatewayHttpResolver._compile_regex(rule))
+                             regex=APIGatewayHttpResolver._compile_regex(rule), in_schema=in_schema)
             self.routes.append(spec)
             self.app.route(rule, spec.method, summary=summary, security=SECURITY.get(token) if token else None,
-                           responses=self._responses(spec, ok or {}, errors or {}))(self._endpoint(spec))
+                           responses=self._responses(spec, ok or {}, errors or {}),
+                           include_in_schema=in_schema)(self._endpoint(spec))
             return handler
 
         return register

@@ -31,6 +31,7 @@ from ..services.trigger import run_now
 from .auth import JOBS, TRIGGER
 from .bodies import BAD_TEXT, SafeText, text_is_clean
 from .schemas import SCHEDULE_ID_PATTERN, TARGET_ID_PATTERN, UUID_PATTERN, ref
+from . import ui
 from .shell import LEGACY, BodySpec, Failure, HttpShell, Rejection, Request, describe_validation_error
 
 SERVICE_NAME = "pixivflow-scheduler-trigger"
@@ -216,6 +217,10 @@ def refetch_status(req: Request, targetId: str, requestId: str) -> Response:
     slot, cell = found
     projection = manual.status_projection(slot, cell, engine.now())
     return req.finish(200, projection, "schedule.refetch_status", slot_id=slot.slot_id, state=projection["state"])
+
+
+# The read-only operator page (issue 12): HTML routes on this shell, left out of the OpenAPI document.
+ui.register(shell)
 
 
 def handle_http(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -133,4 +133,20 @@ class InMemoryJobStore:
             return settled
 
 
+    # -- the operator's view (issue 12) -------------------------------------------------------------
+    def dead_callback_rows(self) -> list[CallbackRow]:
+        with self._lock:
+            rows = [r for r in self._rows.values() if r.status == "dead"]
+        return sorted(rows, key=lambda r: (-r.updated_at, r.key))
+
+    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
+        with self._lock:
+            current = self._rows.get(key)
+            if current is None or current.status != "dead":
+                return None
+            revived = replace(current, status="retry_wait", attempts=0, next_attempt_at=now_ms, updated_at=now_ms,
+                              completed_at=None, lease_owner=None, lease_until=None)
+            self._rows[key] = revived
+            return revived
+
 __all__ = ["InMemoryJobStore"]

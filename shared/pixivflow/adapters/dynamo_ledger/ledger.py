@@ -525,6 +525,63 @@ class DynamoLedger(DynamoItems):
         item = self._get(pk, sk)
         return intent_from_item(item) if item and item.get("entity") == "intent" else None
 
+    # -- operator reads and the operator's redrive (issue 12: `pixivflow slots|outbox`, /ui) ------
+    # Scans read the whole table: they serve an operator's command or page, never a hot path
+    # (the ledger is bounded by RetentionDays, so a scan stays a few pages).
+    def _scan(self, filter_expression: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"TableName": self._table, "FilterExpression": filter_expression, "ConsistentRead": True,
+                                  "ExpressionAttributeValues": {k: self._ser.serialize(v) for k, v in values.items()}}
+        if names:
+            kwargs["ExpressionAttributeNames"] = dict(names)
+        items: list[dict[str, Any]] = []
+        while True:
+            resp = self._call("scan", **kwargs)
+            items.extend(self._unmarshal(i) for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
+                   since_ms: int | None = None) -> list[Slot]:
+        """Slots matching every given filter, newest first (``createdAt`` descending, then id)."""
+        expr = ["sk = :meta", "begins_with(pk, :slot)"]
+        values: dict[str, Any] = {":meta": "META", ":slot": "SLOT#"}
+        names: dict[str, str] = {}
+        if schedule_id is not None:
+            expr.append("scheduleId = :sid")
+            values[":sid"] = schedule_id
+        if status is not None:
+            expr.append("#status = :st")
+            names["#status"] = "status"
+            values[":st"] = status
+        if since_ms is not None:
+            expr.append("createdAt >= :since")
+            values[":since"] = int(since_ms)
+        slots = [slot_from_item(i) for i in self._scan(" AND ".join(expr), values, names)]
+        slots.sort(key=lambda s: (-int(s.created_at or 0), s.slot_id))
+        return slots
+
+    def dead_intents(self) -> list[Intent]:
+        """Delivery intents whose outbox row is ``dead`` (out of the due index: found by a scan)."""
+        items = self._scan("entity = :intent AND outboxStatus = :dead", {":intent": "intent", ":dead": OutboxStatus.DEAD})
+        intents = [intent_from_item(i) for i in items]
+        intents.sort(key=lambda i: (-int(i.updated_at or 0), i.idempotency_key))
+        return intents
+
+    def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
+        """The operator's re-arm of a ``dead`` row (spec §10.4 ``requeue``): ``retry_wait`` with a
+        fresh attempt budget, due now and back in the due index, ledger status ``pending`` again.
+        Conditional on the row still being ``dead``, so a row that is not dead (or a second
+        redrive racing this one) is refused (None). ``redrivenAt``/``redriveCount`` keep the trail."""
+        upd = _Update().set("outboxStatus", OutboxStatus.RETRY_WAIT).set("status", LedgerStatus.PENDING)
+        upd.set("attempts", 0).set("nextAttemptAt", now_ms).set("updatedAt", now_ms).set("redrivenAt", now_ms)
+        upd.set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
+        upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
+        upd.remove("completedAt", "leaseOwner", "leaseUntil").add("redriveCount", 1)
+        upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
     # -- multi-item steps ------------------------------------------------------------
     def terminalise_slot(
         self,

@@ -1,0 +1,445 @@
+"""The read-only operator page ``/ui`` (issue 12), on the trigger function's shell.
+
+A browser cannot send a bearer header when it navigates, so the page takes the trigger token once,
+through a login form POST, and answers a session cookie: an HMAC-signed expiry (8 h), HttpOnly,
+Secure, SameSite=Strict. The cookie never holds the token: its signing key is an HMAC of the token
+(rotating the token ends every session), and only ``v1.<expiry>.<signature>`` travels. Pages are
+rendered on the server from the operator read model (``services.inspection``) with no script and
+no external asset (one inline stylesheet allowed by its hash in the Content-Security-Policy).
+
+Pages: ``/ui`` (schedules with their next fires, the latest occurrences with status colours and
+reasons, a dead-letter count), ``/ui/slots`` (the latest occurrences, a jump to any slot id),
+``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs, notifications, events,
+all on one timeline) and ``/ui/dead`` (dead letters). Everything is read through item reads only
+(the deployed function's IAM grants no Scan): the latest occurrences are the slots of each enabled
+schedule's last fires plus the active index; ``pixivflow slots list`` and ``outbox list --dead``
+are the whole-table views.
+
+Routes go through the shared shell (``http/shell.py``), so its guarantees hold here too: route
+match, 404/405 in the legacy JSON shape, one outcome line per request, no internal text in a 500.
+The pages answer HTML for everything they decide themselves.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import html
+import re
+from typing import Any, Iterable, Sequence
+from urllib.parse import parse_qs, quote, unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
+from .. import runtime
+from ..services import inspection
+from ..services.inspection import InspectionError, Reads, iso, local
+from .auth import TRIGGER, check_bearer
+from .bodies import BodyProblem, decode_text
+from .common import header
+from .shell import HttpShell, Request
+
+COOKIE = "pixivflow_ui"
+SESSION_MS = 8 * 3_600_000
+MAX_FORM_BYTES = 4096
+LATEST_PER_SCHEDULE = 5
+LIST_PER_SCHEDULE = 20
+_SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_KEY_CONTEXT = b"pixivflow-ui-session-key:v1"
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
+header{background:#22303c;color:#fff;padding:.6em 1.2em;display:flex;gap:1.2em;align-items:center}
+header a{color:#fff;text-decoration:none}header form{margin-left:auto}
+main{padding:1em 1.2em;max-width:1300px}h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}
+table{border-collapse:collapse;background:#fff;margin:.4em 0;width:100%}
+th,td{border:1px solid #d8dde3;padding:.3em .5em;text-align:left;vertical-align:top}
+th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}td ul{margin:0;padding-left:1.1em}
+.st{display:inline-block;padding:0 .45em;border-radius:.6em;font-weight:600;color:#fff;background:#6b7785}
+.st-success,.st-submitted,.st-delivered,.st-done{background:#1f8a4c}
+.st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
+.st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
+.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}
+.note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
+ol.timeline li{margin:.15em 0}form.login{background:#fff;border:1px solid #d8dde3;padding:1em;max-width:28em}
+input[type=password],input[type=text]{width:100%;padding:.4em;margin:.3em 0 .8em;box-sizing:border-box}
+button{padding:.35em .9em}
+""".strip()
+_CSS_HASH = base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
+HEADERS = {
+    "Content-Security-Policy": f"default-src 'none'; style-src 'sha256-{_CSS_HASH}'; img-src data:; "
+                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+_STATUSES = {"success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+             "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
+
+
+# -- the session ------------------------------------------------------------------------------------
+
+
+def _session_key(token: str) -> bytes:
+    return hmac.new(token.encode("utf-8", "surrogatepass"), _KEY_CONTEXT, hashlib.sha256).digest()
+
+
+def _signature(token: str, expiry_s: int) -> str:
+    mac = hmac.new(_session_key(token), f"v1.{expiry_s}".encode("ascii"), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
+
+
+def issue_session(token: str, now_ms: int) -> str:
+    """``v1.<expiry epoch s>.<base64url HMAC>``: what the cookie carries (never the token)."""
+    expiry = (now_ms + SESSION_MS) // 1000
+    return f"v1.{expiry}.{_signature(token, expiry)}"
+
+
+def session_valid(value: str | None, token: str, now_ms: int) -> bool:
+    if not isinstance(value, str) or len(value) > 200:
+        return False
+    version, _, rest = value.partition(".")
+    expiry_text, _, signature = rest.partition(".")
+    if version != "v1" or not expiry_text.isdigit() or len(expiry_text) > 12:
+        return False
+    expiry = int(expiry_text)
+    if expiry * 1000 <= now_ms:
+        return False
+    return hmac.compare_digest(signature.encode("ascii", "replace"), _signature(token, expiry).encode("ascii"))
+
+
+def _cookie_values(event: Any) -> list[str]:
+    """Every ``pixivflow_ui`` value the request carries: API Gateway v2 moves cookies to ``cookies``."""
+    raw: list[str] = [c for c in (event.get("cookies") or []) if isinstance(c, str)]
+    joined = header(event.get("headers") or {}, "cookie", first_value=False)
+    if joined:
+        raw += joined.split(";")
+    values = []
+    for piece in raw:
+        for part in piece.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if sep and name == COOKIE:
+                values.append(value.strip())
+    return values
+
+
+def _cookie(value: str, max_age: int) -> Cookie:
+    return Cookie(COOKIE, value, path="/ui", secure=True, http_only=True, max_age=max_age, same_site=SameSite.STRICT_MODE)
+
+
+# -- HTML ------------------------------------------------------------------------------------------------
+
+
+class Html(str):
+    """Markup built here (already escaped)."""
+
+
+def e(value: Any) -> Html:
+    if isinstance(value, Html):
+        return value
+    return Html(html.escape("-" if value in (None, "") else str(value), quote=True))
+
+
+def badge(status: Any) -> Html:
+    name = str(status) if status in _STATUSES else "other"
+    return Html(f'<span class="st st-{name}">{e(status)}</span>')
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, empty: str = "none") -> Html:
+    body = "".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    if not body:
+        return Html(f'<p class="note">{e(empty)}</p>')
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    return Html(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def slot_link(slot_id: str) -> Html:
+    return Html(f'<a href="/ui/slots/{e(quote(slot_id, safe="@:"))}">{e(slot_id)}</a>')
+
+
+def page(title: str, body: str, *, nav: bool = True) -> str:
+    header_html = ""
+    if nav:
+        header_html = ('<header><strong>PixivFlow</strong><a href="/ui">Overview</a><a href="/ui/slots">Occurrences</a>'
+                       '<a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
+                       '<button type="submit">Log out</button></form></header>')
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} · PixivFlow</title>'
+            '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
+            f"<style>{CSS}</style></head><body>{header_html}<main><h1>{e(title)}</h1>{body}</main></body></html>")
+
+
+def html_response(status: int, body: str, *, cookies: list[Cookie] | None = None,
+                  headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
+                    headers={**HEADERS, **(headers or {})}, cookies=cookies)
+
+
+def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response:
+    body = page("Redirect", f'<p><a href="{e(location)}">Continue</a></p>', nav=False)
+    return html_response(303, body, cookies=cookies, headers={"Location": location})
+
+
+# -- the views -----------------------------------------------------------------------------------------
+
+
+def _reads() -> Reads:
+    return Reads.of(runtime.get().engine)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in counts.items()) or "-"
+
+
+def _slot_table(rows: list[dict[str, Any]]) -> Html:
+    return table(["Occurrence", "Status", "Trigger", "Local time", "UTC", "Cells", "Reasons", "Last error"],
+                 [[slot_link(r["slotId"]), badge(r["status"]), r["triggerSource"], local(r["occurrenceAt"], r["timezone"]),
+                   iso(r["occurrenceAt"]), _counts(r["cells"]), ", ".join(r["reasons"]),
+                   Html(f'<span class="err">{e(r["lastError"])}</span>') if r["lastError"] else "-"] for r in rows],
+                 empty="no occurrences yet")
+
+
+def _schedules_table(reads: Reads) -> Html:
+    config = reads.config
+    fires = inspection.next_fires(config, reads.now_ms(), 3)
+    rows = []
+    for schedule in config.schedules:
+        mine = [f for f in fires if f["scheduleId"] == schedule.id]
+        items = []
+        for f in mine:
+            if f["at"] is None:
+                items.append(f'<li class="note">{e(f["local"])}: skipped (DST gap: no such local time, no fire)</li>')
+            else:
+                note = ' <span class="note">(DST repeat: fires once, at the first)</span>' if f["note"] == "dst_repeat" else ""
+                items.append(f"<li>{e(local(f['at'], f['timezone']))} = {e(iso(f['at']))}{note}</li>")
+        rows.append([schedule.id, schedule.timezone, Html(f"<code>{e(schedule.cron)}</code>"),
+                     "enabled" if schedule.enabled else "disabled", len(schedule.targetIds or []),
+                     Html(f"<ul>{''.join(items)}</ul>") if items else "-"])
+    return table(["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"], rows, empty="no schedules")
+
+
+def _dead_table(rows: list[dict[str, Any]]) -> Html:
+    return table(["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"],
+                 [[r["kind"], Html(f"<code>{e(r['key'])}</code>"), r["target"],
+                   slot_link(r["slotId"]) if r.get("slotId") else "-", f"{r['attempts']}/{r['maxAttempts']}",
+                   iso(r["updatedAt"]), r["lastError"]] for r in rows], empty="no dead letters")
+
+
+def overview(reads: Reads) -> str:
+    states = inspection.recent_states(reads, per_schedule=LATEST_PER_SCHEDULE)
+    dead = inspection.dead_among(reads, states)
+    dead_note = (f'<p><a href="/ui/dead">{len(dead)} dead letter(s)</a> among these occurrences.</p>' if dead
+                 else '<p class="note">No dead letters among these occurrences.</p>')
+    return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads)}"
+                            f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}")
+
+
+def occurrences(reads: Reads, schedule_id: str | None) -> str:
+    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE, schedule_id=schedule_id)
+    jump = ('<form method="get" action="/ui/slots"><label>Slot id <input type="text" name="id" maxlength="300"></label>'
+            '<button type="submit">Open</button></form>')
+    scope = f" of {e(schedule_id)}" if schedule_id else ""
+    return page("Occurrences", f"{jump}<p class=\"note\">The slots of each enabled schedule's last {LIST_PER_SCHEDULE} "
+                               f"fires{scope}, and every slot still running. The whole ledger: "
+                               f"<code>pixivflow slots list</code>.</p>{_slot_table(inspection.slot_rows(states))}")
+
+
+def _lease(lease: dict[str, Any] | None) -> str:
+    if not lease:
+        return "-"
+    return f"{lease['owner']} until {iso(lease['until'])} ({'live' if lease['live'] else 'expired'})"
+
+
+def occurrence(view: dict[str, Any]) -> str:
+    slot = view["slot"]
+    outcome = view.get("outcome") or {}
+    facts = table(["Field", "Value"], [
+        ["status", badge(slot["status"])], ["schedule", slot["scheduleId"]], ["trigger", slot["triggerSource"]],
+        ["occurrence", f"{local(slot['occurrenceAt'], slot['timezone'])} = {iso(slot['occurrenceAt'])}"],
+        ["name", slot["name"]], ["created", iso(slot["createdAt"])], ["started", iso(slot["startedAt"])],
+        ["completed", iso(slot["completedAt"])], ["last error", slot["lastError"]],
+        ["outcome", f"{outcome.get('status')} (business status {outcome.get('business_status')}"
+                    + (", alertable)" if outcome.get("alertable") else ")") if outcome else "-"],
+        *([["request", slot["manualRequestId"]]] if slot["manualRequestId"] else []),
+        *([["correlation", slot["correlationId"]]] if slot["correlationId"] else []),
+    ])
+    cells = table(["Target", "Status", "Work", "Attempts", "Lease", "Reason", "Last error", "Candidate report"],
+                  [[c["targetId"], badge(c["status"]), f"{c['workType']} {c['workId']}" if c["workId"] else "-",
+                    c["attempts"], _lease(c["lease"]),
+                    f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonCode"] else "-",
+                    c["lastError"], Html(f"<code>{e(_report(c['candidateReport']))}</code>") if c["candidateReport"] else "-"]
+                   for c in view["cells"]])
+    deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",
+                        "Idempotency key"],
+                       [[d["targetId"], d["route"], d["workId"], badge(d["ledgerStatus"]), badge(d["outboxStatus"]),
+                         f"{d['attempts']}/{d['maxAttempts']}", d["ack"],
+                         " ".join(x for x in (d["remoteId"], d["remoteStatus"]) if x) or "-",
+                         iso(d["nextAttemptAt"]) if d["nextAttemptAt"] is not None else "-", d["lastError"],
+                         Html(f"<code>{e(d['key'])}</code>")] for d in view["deliveries"]], empty="no delivery intents")
+    notes = table(["Key", "Route", "Status", "Attempts", "Error"],
+                  [[Html(f"<code>{e(n['key'])}</code>"), n["target"], badge(n["status"]), f"{n['attempts']}/{n['maxAttempts']}",
+                    n["lastError"]] for n in view["notifications"]], empty="no notifications")
+    events = table(["At", "Kind", "Type", "Event id", "Callback"],
+                   [[iso(ev["at"]), ev["kind"], ev["type"], ev.get("eventId"),
+                     Html(f"{badge(ev['callback']['status'])} {e(ev['callback']['attempts'])}/{e(ev['callback']['maxAttempts'])} "
+                          f"{e(ev['callback']['lastError']) if ev['callback']['lastError'] else ''}") if ev.get("callback") else "-"]
+                    for ev in view["events"]], empty="no events")
+    timeline = "".join(f"<li><time>{e(iso(t['at']))}</time> <strong>{e(t['subject'])}</strong> {e(t['what'])}</li>"
+                       for t in view["timeline"])
+    return page(f"Occurrence {slot['slotId']}",
+                f"{facts}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}<h2>Notifications</h2>{notes}"
+                f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
+
+
+def _report(report: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(report, ensure_ascii=False, sort_keys=True)
+
+
+def dead_letters(reads: Reads) -> str:
+    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE)
+    rows = inspection.dead_among(reads, states)
+    return page("Dead letters", f'<p class="note">Dead outbox rows of the latest occurrences (each enabled schedule\'s '
+                                f"last {LIST_PER_SCHEDULE} fires and the running slots). Every dead row of the ledger: "
+                                "<code>pixivflow outbox list --dead</code>; re-arm one with "
+                                "<code>pixivflow outbox redrive &lt;key&gt;</code>.</p>" + _dead_table(rows))
+
+
+def login_page(message: str | None = None) -> str:
+    error = f'<p class="err">{e(message)}</p>' if message else ""
+    form = ('<form class="login" method="post" action="/ui/login"><label for="token">Trigger token</label>'
+            '<input id="token" type="password" name="token" autocomplete="off" required>'
+            '<button type="submit">Log in</button></form>')
+    return page("Log in", f"{error}{form}<p class=\"note\">The session lasts 8 hours; the token itself is never stored "
+                          "in the browser.</p>", nav=False)
+
+
+# -- the routes ----------------------------------------------------------------------------------------------
+
+
+def _token() -> str | None:
+    return runtime.get().secrets.token(TRIGGER)
+
+
+DISABLED = "the operator page is disabled: no trigger token is configured"
+
+
+def _guard(req: Request, event: Any) -> Response | None:
+    """None when the request carries a live session; else the answer (login redirect, or 503)."""
+    token = _token()
+    if not token:
+        return req.respond(html_response(503, page("Unavailable", f"<p>{e(DISABLED)}</p>", nav=False)),
+                           "ui.disabled", reason="token_not_configured")
+    now = runtime.get().engine.now()
+    if any(session_valid(v, token, now) for v in _cookie_values(event)):
+        return None
+    return req.respond(redirect("/ui/login"), "ui.login_required", level="info")
+
+
+def _form(event: Any) -> dict[str, list[str]]:
+    """The login form: ``application/x-www-form-urlencoded``, at most 4 KB (the token is one field)."""
+    content_type = header(event.get("headers") or {}, "content-type", first_value=False) or ""
+    if content_type.split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise BodyProblem(415, "unsupported_media_type", "Content-Type must be application/x-www-form-urlencoded")
+    raw = event.get("body")
+    if raw in (None, ""):
+        return {}
+    if len(raw) > MAX_FORM_BYTES * 2:
+        raise BodyProblem(413, "too_large", "the form is larger than 4 KB")
+    text = decode_text(raw, bool(event.get("isBase64Encoded")))
+    if text is None or len(text.encode("utf-8", "surrogatepass")) > MAX_FORM_BYTES:
+        raise BodyProblem(413, "too_large", "the form is larger than 4 KB")
+    try:
+        return parse_qs(text, keep_blank_values=True, max_num_fields=10)
+    except ValueError:
+        raise BodyProblem(400, "invalid_form", "the form cannot be read") from None
+
+
+def register(shell: HttpShell) -> None:
+    """Add the /ui routes to the trigger function's shell (left out of the OpenAPI document)."""
+
+    def route(method: str, rule: str):
+        return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
+
+    @route("GET", "/ui")
+    def ui_overview(req: Request) -> Response:
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        return req.respond(html_response(200, overview(_reads())), "ui.page", page="overview")
+
+    @route("GET", "/ui/login")
+    def ui_login_form(req: Request) -> Response:
+        return req.respond(html_response(200, login_page()), "ui.page", page="login")
+
+    @route("POST", "/ui/login")
+    def ui_login(req: Request) -> Response:
+        event = shell.app.current_event
+        token = _token()
+        if not token:
+            return req.respond(html_response(503, page("Unavailable", f"<p>{e(DISABLED)}</p>", nav=False)),
+                               "ui.disabled", reason="token_not_configured")
+        try:
+            form = _form(event)
+        except BodyProblem as problem:
+            return req.respond(html_response(problem.status, login_page(problem.message)), "ui.login_refused",
+                               reason=problem.reason)
+        presented = (form.get("token") or [""])[0]
+        if check_bearer({"authorization": f"Bearer {presented}"}, token) is not None:
+            return req.respond(html_response(401, login_page("That is not the trigger token.")), "ui.login_refused",
+                               reason="bad_token")
+        session = issue_session(token, runtime.get().engine.now())
+        return req.respond(redirect("/ui", cookies=[_cookie(session, SESSION_MS // 1000)]), "ui.login")
+
+    @route("POST", "/ui/logout")
+    def ui_logout(req: Request) -> Response:
+        return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout")
+
+    @route("GET", "/ui/slots")
+    def ui_slots(req: Request) -> Response:
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        query = event.query_string_parameters or {}
+        jump = (query.get("id") or "").strip()
+        if jump:
+            if len(jump) > 300:
+                return req.respond(html_response(400, page("Occurrences", "<p class=\"err\">A slot id has at most 300 "
+                                                                          "characters.</p>")), "ui.bad_query")
+            return req.respond(redirect(f"/ui/slots/{quote(jump, safe='@:')}"), "ui.page", page="jump")
+        schedule_id = query.get("schedule") or None
+        if schedule_id is not None and not _SCHEDULE_ID.match(schedule_id):
+            return req.respond(html_response(400, page("Occurrences", "<p class=\"err\">schedule: not a schedule id</p>")),
+                               "ui.bad_query")
+        return req.respond(html_response(200, occurrences(_reads(), schedule_id)), "ui.page", page="occurrences")
+
+    @route("GET", "/ui/slots/<slotId>")
+    def ui_slot(req: Request, slotId: str) -> Response:
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        slot_id = unquote(slotId)
+        try:
+            view = inspection.show_slot(_reads(), slot_id)
+        except InspectionError:
+            body = page("Not found", f"<p>There is no slot <code>{e(slot_id)}</code> in the ledger.</p>")
+            return req.respond(html_response(404, body), "ui.not_found", slot_id=slot_id[:300])
+        return req.respond(html_response(200, occurrence(view)), "ui.page", page="occurrence", slot_id=slot_id)
+
+    @route("GET", "/ui/dead")
+    def ui_dead(req: Request) -> Response:
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        return req.respond(html_response(200, dead_letters(_reads())), "ui.page", page="dead")
+
+
+
+__all__ = ["COOKIE", "CSS", "HEADERS", "SESSION_MS", "issue_session", "register", "session_valid"]

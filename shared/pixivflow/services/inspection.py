@@ -1,0 +1,480 @@
+"""What an operator looks at (issue 12): the read model behind ``pixivflow slots|schedules|outbox|jobs``
+and the ``/ui`` page, plus the one write an operator makes on purpose (a dead row's redrive).
+
+Everything here reads through the ports only, so the same views come out of a deployed stack (the
+CLI with plain boto3 adapters), the dev server and the embedded runtime. A view is a plain,
+JSON-ready dict: the CLI prints it as a table or as ``--json``, the page renders it as HTML, and
+both show the same facts. Times are epoch milliseconds in the dicts; renderers format them.
+
+Listing slots and dead rows scans the table (``Ledger.find_slots`` / ``dead_*``): an operator's
+read, never a hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+from zoneinfo import ZoneInfo
+
+from ..domain.ack import parse_idempotency_key
+from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
+from ..domain.model import Cell, Intent, SlotState, lease_is_live
+from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
+from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, first_cell, project_job
+from ..ports import OutgoingMessage
+from .job_events import callback_key
+from .messages import outbox_body
+from .notifications import KIND as NOTIFICATION, refetch_key, summary_key
+
+DELIVERY = "delivery"
+EVENT_CALLBACK = "event_callback"
+INTENT_PREFIX = "pixivflow:"
+CALLBACK_PREFIX = "job-event:"
+
+
+class InspectionError(Exception):
+    """A request an operator made that cannot be answered: ``code`` is ``not_found`` or ``refused``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Reads:
+    """The ports a view needs. ``config`` is optional (schedules, notification keys); ``queues``
+    too (a redriven row is then sent at once instead of waiting for the sweep)."""
+
+    ledger: Any
+    now_ms: Callable[[], int]
+    jobs: Any = None
+    outbox_rows: Any = None
+    queues: Any = None
+    config: Any = None
+
+    @classmethod
+    def of(cls, engine: Any) -> "Reads":
+        return cls(ledger=engine.ledger, now_ms=engine.clock.now_ms, jobs=engine.jobs, outbox_rows=engine.outbox_rows,
+                   queues=engine.queues, config=engine.config)
+
+
+# -- formatting helpers shared by the renderers ---------------------------------------------------
+
+
+def iso(ms: int | None) -> str:
+    """``2026-11-30T23:00:00.000Z``, or ``-`` for no time."""
+    if ms is None:
+        return "-"
+    dt = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
+    return f"{dt:%Y-%m-%dT%H:%M:%S}.{int(ms) % 1000:03d}Z"
+
+
+def local(ms: int | None, zone: str | None) -> str:
+    """``2026-12-01 08:00 JST`` in ``zone`` (UTC when the zone is unknown)."""
+    if ms is None:
+        return "-"
+    try:
+        tz = ZoneInfo(zone or "UTC")
+    except Exception:
+        tz = ZoneInfo("UTC")
+    dt = datetime.fromtimestamp(int(ms) / 1000, tz=tz)
+    return f"{dt:%Y-%m-%d %H:%M} {dt.tzname()}"
+
+
+def _lease(owner: str | None, until: int | None, now: int) -> dict[str, Any] | None:
+    if not owner and until is None:
+        return None
+    return {"owner": owner, "until": until, "live": lease_is_live(owner, until, now)}
+
+
+# -- slots ------------------------------------------------------------------------------------------
+
+
+def slot_summary(state_or_slot: Any) -> dict[str, Any]:
+    slot = state_or_slot.slot if isinstance(state_or_slot, SlotState) else state_or_slot
+    return {
+        "slotId": slot.slot_id, "scheduleId": slot.schedule_id, "status": slot.status, "triggerSource": slot.trigger_source,
+        "name": slot.slot_name, "timezone": slot.timezone, "occurrenceAt": slot.occurrence_at,
+        "targetIds": list(slot.target_ids), "createdAt": slot.created_at, "startedAt": slot.started_at,
+        "completedAt": slot.completed_at, "lastError": slot.last_error, "manualRequestId": slot.manual_request_id,
+        "correlationId": slot.correlation_id, "open": slot.open,
+    }
+
+
+def _cell_counts(state: SlotState) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for cell in state.snapshot_cells():
+        counts[cell.status] = counts.get(cell.status, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _reasons(state: SlotState) -> list[str]:
+    return sorted({c.terminal_reason_code for c in state.snapshot_cells() if c.terminal_reason_code})
+
+
+def list_slots(reads: Reads, *, schedule_id: str | None = None, status: str | None = None, since_ms: int | None = None,
+               limit: int | None = 50) -> list[dict[str, Any]]:
+    """The newest slots matching the filters, each with its cell counts and terminal reasons."""
+    found = reads.ledger.find_slots(schedule_id=schedule_id, status=status, since_ms=since_ms)[: limit or None]
+    # a slot that expired (TTL) between the scan and the read is left out
+    return slot_rows([st for st in (reads.ledger.load(s.slot_id) for s in found) if st is not None])
+
+
+def recent_states(reads: Reads, *, per_schedule: int = 5, schedule_id: str | None = None) -> list[SlotState]:
+    """The latest occurrences WITHOUT a scan (what the deployed page may read: its IAM grants are
+    item-level): the slots of each enabled schedule's last ``per_schedule`` fires, plus every slot
+    still in the active index (running jobs and refetches included). Newest first."""
+    now = reads.now_ms()
+    ids: list[str] = []
+    config = reads.config
+    for schedule in (config.schedules if config is not None else []):
+        if not schedule.enabled or not schedule.cron or (schedule_id and schedule.id != schedule_id):
+            continue
+        before = now + 1
+        for _ in range(per_schedule):
+            try:
+                fire = previous_fire(schedule.cron, schedule.timezone, before)
+            except ValueError:
+                break
+            ids.append(occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id)
+            before = fire
+    for slot_id, _created in reads.ledger.active_slots(limit_per_shard=25):
+        if schedule_id is None or slot_id.split("@", 1)[0] == schedule_id:
+            ids.append(slot_id)
+    states = []
+    for slot_id in dict.fromkeys(ids):
+        if reads.ledger.get_slot(slot_id) is None:  # one GetItem for a fire that made no slot
+            continue
+        state = reads.ledger.load(slot_id)
+        if state is not None:
+            states.append(state)
+    states.sort(key=lambda st: (-int(st.slot.created_at or 0), st.slot.slot_id))
+    return states
+
+
+def slot_rows(states: list[SlotState]) -> list[dict[str, Any]]:
+    rows = []
+    for state in states:
+        row = slot_summary(state)
+        row["cells"] = _cell_counts(state)
+        row["reasons"] = _reasons(state)
+        rows.append(row)
+    return rows
+
+
+def dead_among(reads: Reads, states: list[SlotState]) -> list[dict[str, Any]]:
+    """The dead outbox rows of these occurrences: their intents, notifications and job callbacks
+    (item reads only; ``dead_letters`` is the whole-table list the CLI prints)."""
+    rows: list[dict[str, Any]] = []
+    for state in states:
+        for i in state.intents:
+            if i.outbox_status == "dead":
+                view = _row_view(DELIVERY, i.idempotency_key, i.route, i.outbox_status, i.attempts, i.max_attempts,
+                                 i.last_error, i.created_at, i.updated_at, None, None)
+                view["slotId"], view["targetId"] = i.slot_id, i.target_id
+                rows.append(view)
+        rows += [dict(n, slotId=state.slot.slot_id) for n in _notifications(reads, state) if n["status"] == "dead"]
+        for event in _events(reads, state):
+            callback = event.get("callback")
+            if callback and callback["status"] == "dead":
+                rows.append(dict(callback, slotId=state.slot.slot_id))
+    rows.sort(key=lambda r: (-int(r["updatedAt"] or 0), r["kind"], r["key"]))
+    return rows
+
+
+def _cell_view(cell: Cell, now: int) -> dict[str, Any]:
+    return {
+        "targetId": cell.target_id, "status": cell.status, "workType": cell.work_type, "workId": cell.work_id,
+        "attempts": cell.attempt_count, "lease": _lease(cell.lease_owner, cell.lease_until, now),
+        "heartbeatAt": cell.heartbeat_at, "createdAt": cell.created_at, "dispatchedAt": cell.dispatched_at,
+        "startedAt": cell.started_at, "updatedAt": cell.updated_at, "completedAt": cell.completed_at,
+        "lastError": cell.last_error, "terminalReasonCode": cell.terminal_reason_code,
+        "terminalReasonMessage": cell.terminal_reason_message, "candidateReport": cell.candidate_report,
+    }
+
+
+def _delivery_view(intent: Intent, now: int) -> dict[str, Any]:
+    return {
+        "targetId": intent.target_id, "route": intent.route, "workType": intent.work_type, "workId": intent.work_id,
+        "key": intent.idempotency_key, "ledgerStatus": intent.status, "outboxStatus": intent.outbox_status,
+        "attempts": intent.attempts, "maxAttempts": intent.max_attempts,
+        "nextAttemptAt": intent.next_attempt_at if intent.actionable else None,
+        "lease": _lease(intent.lease_owner, intent.lease_until, now), "ack": intent.ack_kind,
+        "remoteId": intent.remote_id, "remoteStatus": intent.remote_status, "reuseReason": intent.reuse_reason,
+        "lastError": intent.last_error, "createdAt": intent.created_at, "updatedAt": intent.updated_at,
+        "deliveredAt": intent.delivered_at,
+    }
+
+
+def _row_view(kind: str, key: str, target: str, status: str, attempts: int, max_attempts: int, last_error: str | None,
+              created_at: int, updated_at: int, completed_at: int | None, next_attempt_at: int | None) -> dict[str, Any]:
+    return {"kind": kind, "key": key, "target": target, "status": status, "attempts": attempts, "maxAttempts": max_attempts,
+            "lastError": last_error, "createdAt": created_at, "updatedAt": updated_at, "completedAt": completed_at,
+            "nextAttemptAt": next_attempt_at if status in ("pending", "processing", "retry_wait") else None}
+
+
+def safe_url(url: str) -> str:
+    """A consumer URL without its query or fragment: those may carry the consumer's own secrets."""
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def _events(reads: Reads, state: SlotState) -> list[dict[str, Any]]:
+    slot_id = state.slot.slot_id
+    stream = reads.jobs.stream(slot_id) if reads.jobs is not None and state.slot.manual_request_id else None
+    stored = {e.kind: e for e in (stream.events if stream else ())}
+    out: list[dict[str, Any]] = []
+    kinds = set(state.events) | set(stored)
+    for kind in kinds:
+        event = stored.get(kind)
+        ts = event.ts if event is not None else state.events.get(kind, {}).get("ts")
+        entry: dict[str, Any] = {"kind": kind, "at": ts, "type": EVENT_TYPE_FOR_KIND.get(kind.split("#", 1)[0])}
+        if event is not None:
+            entry["seq"] = event.seq
+            if entry["type"]:
+                entry["eventId"] = event_id(event.ts, event.seq)
+                row = reads.jobs.get_callback_row(callback_key(slot_id, entry["eventId"]))
+                if row is not None:
+                    entry["callback"] = _row_view(EVENT_CALLBACK, row.key, safe_url(row.url), row.status, row.attempts,
+                                                  row.max_attempts, row.last_error, row.created_at, row.updated_at,
+                                                  row.completed_at, row.next_attempt_at)
+        out.append(entry)
+    out.sort(key=lambda e: (e["at"] if e["at"] is not None else 0, e.get("seq", 0), e["kind"]))
+    return out
+
+
+def _notification_keys(reads: Reads, state: SlotState) -> list[str]:
+    slot = state.slot
+    keys = [summary_key(slot.slot_id)] + [refetch_key(slot.slot_id, t) for t in slot.target_ids]
+    config = reads.config
+    if config is not None:  # the keys the config implies (second routes, plain-text notices)
+        for target_id in slot.target_ids:
+            target = config.target(target_id)
+            for route in (target.routes() if target else [])[1:]:
+                keys.append(summary_key(slot.slot_id, route))
+    return list(dict.fromkeys(keys))
+
+
+def _notifications(reads: Reads, state: SlotState) -> list[dict[str, Any]]:
+    if reads.outbox_rows is None:
+        return []
+    out = []
+    for key in _notification_keys(reads, state):
+        row = reads.outbox_rows.get(NOTIFICATION, key)
+        if row is not None:
+            out.append(_row_view(row.kind, row.key, row.target, row.status, row.attempts, row.max_attempts, row.last_error,
+                                 row.created_at, row.updated_at, row.completed_at, row.next_attempt_at))
+    return out
+
+
+def show_slot(reads: Reads, slot_id: str) -> dict[str, Any]:
+    """One occurrence: the slot, each cell, each delivery intent with its outbox row and ACK, the
+    notifications, the job events (with their callbacks), the outcome record, and all of it as
+    one timeline. Raises ``InspectionError("not_found")`` for an unknown id."""
+    state = reads.ledger.load(slot_id)
+    if state is None:
+        raise InspectionError("not_found", f"no slot {slot_id!r} in the ledger")
+    now = reads.now_ms()
+    outcome = reads.ledger.get_event(slot_id, "execution.summary")
+    view: dict[str, Any] = {
+        "slot": slot_summary(state),
+        "cells": [_cell_view(c, now) for c in state.snapshot_cells()],
+        "deliveries": [_delivery_view(i, now) for i in sorted(state.intents, key=lambda i: (
+            state.slot.target_ids.index(i.target_id) if i.target_id in state.slot.target_ids else 999, i.route, i.work_id))],
+        "notifications": _notifications(reads, state),
+        "events": _events(reads, state),
+        # the persisted outcome record (``schedule.outcome``) and execution summary (spec §13.24)
+        "outcome": ((outcome or {}).get("detail") or {}).get("outcome"),
+        "summary": ((outcome or {}).get("detail") or {}).get("summary"),
+    }
+    view["timeline"] = timeline(view)
+    return view
+
+
+def timeline(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every dated fact of a slot view, oldest first (ties keep the order the pipeline wrote them)."""
+    entries: list[tuple[int, int, int, str, str]] = []  # (at, phase, n, subject, what)
+
+    def add(at: Any, phase: int, subject: str, what: str) -> None:
+        if isinstance(at, int):
+            entries.append((at, phase, len(entries), subject, what))
+
+    slot = view["slot"]
+    add(slot["createdAt"], 0, "slot", f"admitted ({slot['triggerSource']})")
+    add(slot["startedAt"], 2, "slot", "running")
+    for cell in view["cells"]:
+        subject = f"cell {cell['targetId']}"
+        add(cell["createdAt"], 1, subject, "pending")
+        if cell["dispatchedAt"] != cell["createdAt"]:
+            add(cell["dispatchedAt"], 1, subject, "dispatched")
+        add(cell["startedAt"], 3, subject, f"claimed (attempt {cell['attempts']})" if cell["attempts"] else "claimed")
+        if cell["heartbeatAt"] not in (None, cell["startedAt"]):
+            add(cell["heartbeatAt"], 3, subject, "last heartbeat")
+        lease = cell["lease"]
+        if lease and not lease["live"]:
+            add(lease["until"], 3, subject, f"lease of {lease['owner']} expired (no executor holds the cell)")
+        if cell["completedAt"] is not None:
+            reason = f" [{cell['terminalReasonCode']}] {cell['terminalReasonMessage'] or ''}".rstrip() \
+                if cell["terminalReasonCode"] else ""
+            add(cell["completedAt"], 6, subject, f"{cell['status']}{reason}")
+    for dlv in view["deliveries"]:
+        subject = f"delivery {dlv['targetId']} -> {dlv['route']}"
+        add(dlv["createdAt"], 4, subject, f"intent recorded ({dlv['workType']} {dlv['workId']})")
+        if dlv["deliveredAt"] is not None:
+            remote = " ".join(x for x in (dlv["remoteId"], dlv["remoteStatus"]) if x)
+            add(dlv["deliveredAt"], 5, subject, f"ACK {dlv['ack'] or dlv['ledgerStatus']}" + (f" ({remote})" if remote else ""))
+        elif dlv["outboxStatus"] in ("dead", "cancelled", "done"):
+            add(dlv["updatedAt"], 5, subject, f"{dlv['outboxStatus']} after {dlv['attempts']} attempt(s)"
+                + (f": {dlv['lastError']}" if dlv["lastError"] else ""))
+        elif dlv["nextAttemptAt"] is not None and dlv["attempts"]:
+            add(dlv["updatedAt"], 5, subject, f"{dlv['outboxStatus']} after {dlv['attempts']} attempt(s)"
+                + (f": {dlv['lastError']}" if dlv["lastError"] else ""))
+    for row in view["notifications"]:
+        subject = f"notification {row['key']}"
+        add(row["createdAt"], 7, subject, f"queued for {row['target']}")
+        if row["status"] not in ("pending",):
+            add(row["updatedAt"], 8, subject, row["status"] + (f": {row['lastError']}" if row["lastError"] else ""))
+    for event in view["events"]:
+        label = event["kind"] + (f" ({event['type']}, {event['eventId']})" if event.get("eventId") else "")
+        add(event["at"], 7, "event", label)
+        callback = event.get("callback")
+        if callback and callback["status"] not in ("pending",):
+            add(callback["updatedAt"], 8, f"callback {event['eventId']}",
+                f"{callback['status']} after {callback['attempts']} attempt(s)"
+                + (f": {callback['lastError']}" if callback["lastError"] else ""))
+    if slot["completedAt"] is not None and slot["status"] in TERMINAL_SLOT_STATES:
+        add(slot["completedAt"], 9, "slot", slot["status"] + (f": {slot['lastError']}" if slot["lastError"] else ""))
+    entries.sort()
+    return [{"at": at, "subject": subject, "what": what} for at, _, _, subject, what in entries]
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+
+
+def show_job(reads: Reads, job_id: str) -> dict[str, Any]:
+    """The Job projection (the body ``GET /jobs/{jobId}`` answers) and its stored events, read-only
+    (no event is materialised here: the API and the sweep do that)."""
+    state = reads.ledger.load(job_id)
+    if state is None or not state.slot.manual_request_id:
+        raise InspectionError("not_found", f"no job {job_id!r} in the ledger")
+    cell = first_cell(state.slot, state.cells)
+    job = project_job(state.slot, cell, state.intents, reads.now_ms())
+    view = show_slot(reads, job_id)
+    return {"job": job, "events": view["events"], "timeline": view["timeline"]}
+
+
+# -- dead letters and the redrive ------------------------------------------------------------------------
+
+
+def dead_letters(reads: Reads) -> list[dict[str, Any]]:
+    """Every dead outbox row: delivery intents, notifications and job event callbacks, newest first."""
+    rows: list[dict[str, Any]] = []
+    for i in reads.ledger.dead_intents():
+        view = _row_view(DELIVERY, i.idempotency_key, i.route, i.outbox_status, i.attempts, i.max_attempts, i.last_error,
+                         i.created_at, i.updated_at, None, None)
+        view["slotId"], view["targetId"] = i.slot_id, i.target_id
+        rows.append(view)
+    if reads.outbox_rows is not None:
+        for r in reads.outbox_rows.dead_rows():
+            rows.append(_row_view(r.kind, r.key, r.target, r.status, r.attempts, r.max_attempts, r.last_error,
+                                  r.created_at, r.updated_at, r.completed_at, None))
+    if reads.jobs is not None:
+        for c in reads.jobs.dead_callback_rows():
+            view = _row_view(EVENT_CALLBACK, c.key, safe_url(c.url), c.status, c.attempts, c.max_attempts, c.last_error,
+                             c.created_at, c.updated_at, c.completed_at, None)
+            view["slotId"] = c.job_id
+            rows.append(view)
+    rows.sort(key=lambda r: (-int(r["updatedAt"] or 0), r["kind"], r["key"]))
+    return rows
+
+
+def kind_of(key: str) -> str:
+    """The outbox family a key belongs to, by its shape (spec §10.2 keys)."""
+    if key.startswith(INTENT_PREFIX):
+        return DELIVERY
+    if key.startswith(CALLBACK_PREFIX):
+        return EVENT_CALLBACK
+    return NOTIFICATION
+
+
+def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
+    """Re-arm one ``dead`` outbox row on purpose (spec §10.4 ``requeue``), conditionally.
+
+    Refused (``InspectionError("refused")``) when the row is not dead, or when it is a delivery
+    whose cell already ended without a submission: that cell's outcome is final (its record was
+    written, maybe notified), so delivering now would leave a downstream record for an
+    occurrence that says it failed (spec §13.3). A refetch is the way to deliver a new work then.
+    When the queues are known the row is sent at once; otherwise the sweep re-drives it (within
+    about three minutes)."""
+    kind = kind or kind_of(key)
+    now = reads.now_ms()
+    if kind == DELIVERY:
+        try:
+            route, work_type, work_id, slot_id, target_id = parse_idempotency_key(key)
+        except ValueError as exc:
+            raise InspectionError("not_found", str(exc)) from None
+        intent = reads.ledger.get_intent(slot_id, target_id, route, work_type, work_id) if slot_id and target_id else None
+        if intent is None:
+            raise InspectionError("not_found", f"no outbox row {key!r}")
+        if intent.outbox_status != "dead":
+            raise InspectionError("refused", f"outbox row {key} is {intent.outbox_status}, not dead: nothing to redrive")
+        cell = reads.ledger.get_cell(slot_id, target_id)
+        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+            reason = f" ({cell.terminal_reason_code})" if cell.terminal_reason_code else ""
+            raise InspectionError("refused", f"cell {target_id} of {slot_id} ended {cell.status}{reason}: its outcome is final, "
+                                             "so this delivery is not re-armed; request a refetch to deliver a new work")
+        done = reads.ledger.redrive_intent(intent, now)
+        before = (intent.attempts, intent.last_error)
+        after = None if done is None else _delivery_view(done, now)
+    elif kind == EVENT_CALLBACK:
+        if reads.jobs is None:
+            raise InspectionError("not_found", f"no outbox row {key!r}")
+        row = reads.jobs.get_callback_row(key)
+        if row is None:
+            raise InspectionError("not_found", f"no outbox row {key!r}")
+        if row.status != "dead":
+            raise InspectionError("refused", f"outbox row {key} is {row.status}, not dead: nothing to redrive")
+        before = (row.attempts, row.last_error)
+        done = reads.jobs.redrive_callback_row(key, now)
+        after = None if done is None else _row_view(kind, done.key, safe_url(done.url), done.status, done.attempts,
+                                                     done.max_attempts, done.last_error, done.created_at, done.updated_at,
+                                                     done.completed_at, done.next_attempt_at)
+    else:
+        row = reads.outbox_rows.get(kind, key) if reads.outbox_rows is not None else None
+        if row is None:
+            raise InspectionError("not_found", f"no outbox row {key!r} of kind {kind}")
+        if row.status != "dead":
+            raise InspectionError("refused", f"outbox row {key} is {row.status}, not dead: nothing to redrive")
+        before = (row.attempts, row.last_error)
+        done = reads.outbox_rows.redrive(row, now)
+        after = None if done is None else _row_view(done.kind, done.key, done.target, done.status, done.attempts,
+                                                     done.max_attempts, done.last_error, done.created_at, done.updated_at,
+                                                     done.completed_at, done.next_attempt_at)
+    if after is None:  # another operator (or a worker) changed it between our read and our write
+        raise InspectionError("refused", f"outbox row {key} changed while it was being re-armed: not dead any more")
+    sent = False
+    if reads.queues is not None:
+        sent = not reads.queues.send_outbox([OutgoingMessage(outbox_body(kind, key))])
+    return {"kind": kind, "key": key, "previousAttempts": before[0], "previousError": before[1], "row": after,
+            "sent": sent, "redrivenAt": now}
+
+
+# -- schedules ----------------------------------------------------------------------------------------
+
+
+def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]:
+    """The next ``count`` fires of every enabled schedule, in its zone and in UTC, with the local
+    times DST skips (no fire) and repeats (one fire, at the first instant) marked."""
+    out = []
+    for schedule in config.schedules:
+        if not schedule.enabled or not schedule.cron:
+            continue
+        for fire in upcoming_fires(schedule.id, schedule.cron, schedule.timezone, now_ms, count):
+            out.append({"scheduleId": schedule.id, "cron": schedule.cron, "timezone": schedule.timezone,
+                        "local": fire.wall, "at": fire.at_ms, "slotId": fire.slot_id, "note": fire.note})
+    return out
+
+
+__all__ = ["InspectionError", "Reads", "dead_among", "dead_letters", "iso", "kind_of", "list_slots", "local", "next_fires", "redrive",
+           "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary", "timeline"]
