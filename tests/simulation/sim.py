@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=int(os.environ.get("SEEDS", "10000")), help="how many seeds (1..N)")
     parser.add_argument("--first", type=int, default=1, help="the first seed")
     parser.add_argument("--seed", type=int, default=None, help="replay exactly this seed, verbosely")
+    parser.add_argument("--replay", default=None, help="comma-separated seeds to run (e.g. the ones that once failed)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     args = parser.parse_args(argv)
 
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  trace: {t}")
         return 1 if out["problems"] else 0
 
-    seeds = range(args.first, args.first + args.seeds)
+    seeds = [int(x) for x in args.replay.split(",")] if args.replay else range(args.first, args.first + args.seeds)
     began = time.monotonic()
     violations: Counter[str] = Counter()
     faults: Counter[str] = Counter()

@@ -25,3 +25,19 @@ def test_two_hundred_seeded_fault_runs_violate_no_invariant():
     assert match and match.groups()[0] == "200" and match.groups()[2] == "0", summary[0]
     assert int(match.groups()[1]) >= 600  # at least three schedules' fires per simulated day
     assert "crash=" in summary[0] and "sqs.execute.lost=" in summary[0]  # the faults really were injected
+
+
+# Seeds on which make sim once found a fault, each fixed with a test of its own (see the commits):
+# they keep running clean. (A seed replays exactly only while the engine makes the same calls, so
+# after a change in call order a seed may exercise another history; the sweep over fresh seeds
+# above is the broader check.)
+FOUND = [15, 46, 118, 168, 451, 1848, 2156, 2988, 4066, 7050]
+
+
+def test_the_seeds_that_once_found_faults_run_clean():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "LOG_LEVEL", "AWS_", "PIXIV", "TRIGGER_",
+                                                                     "JOBS_", "LEDGER_", "EXECUTION_", "OUTBOX_", "ARTIFACT_"))}
+    done = subprocess.run([sys.executable, str(SIM), "--replay", ",".join(map(str, FOUND)), "--jobs", "2"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert f"seeds={len(FOUND)} " in done.stdout and "violations=0" in done.stdout

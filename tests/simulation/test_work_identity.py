@@ -608,3 +608,64 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
     assert cell(rt, NEXT_DAY_SLOT).status == CellStatus.SUBMITTED
     assert delivered_work_ids(downstream) == ["501", "502"]
     assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
+
+
+# --------------------------------------------------------------------------------------------
+# 6. found by make sim: the row is delivered while the cell still says `selected`
+
+
+def _intent_recorded_then_died(rt):
+    """The executor records the intent and dies hard before moving the cell (lease left behind)."""
+    with crash_at(rt.engine, "ledger", "move_cell_as_owner", hard=True,
+                  when=lambda s, t, to, *a, **k: to == CellStatus.DELIVERY_PENDING) as proxy:
+        rt.pumps["execute"].poll()
+    assert proxy.fired
+    assert cell(rt).status == CellStatus.SELECTED and [i.outbox_status for i in intents(rt)] == ["pending"]
+
+
+def test_a_row_delivered_while_its_cell_is_still_selected_settles_the_cell_submitted(make_runtime, downstream):
+    """The scenario of make-sim seed 1848 (the sweep re-drove the row, the deliver function recorded the
+    ACK and died before the cell move). Here the sweep's re-dispatch also rescues the cell; the seed
+    itself, where it did not, is replayed by test_sim_seeds.py."""
+    rt, _ = _runtime(make_runtime)
+    _intent_recorded_then_died(rt)
+    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery"):
+        rt.settle(max_ms=10 * 60_000)  # the sweep re-drives the due row; the ACK is recorded, the cell move dies
+    assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
+    rt.settle()
+    assert cell(rt).status == CellStatus.SUBMITTED  # the delivery ledger settled it, no stall verdict
+    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+    _assert_delivered_once(rt, downstream, "501")
+
+
+class _AckNeverRecorded:
+    """The deliver function posts, then dies before recording the ACK, on every attempt."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        if name == "settle_intent":
+            def settle_intent(*args, **kwargs):
+                raise RuntimeError("injected crash after the post, before the ACK is recorded")
+            return settle_intent
+        return getattr(self._inner, name)
+
+
+def test_a_selected_cell_whose_row_is_mid_post_is_never_failed_under_it(make_runtime, downstream):
+    """The scenario of make-sim seed 2988 (the deliver function posts and dies before recording the ACK,
+    the cell still `selected`): the cell is never failed under its live row and ends submitted with
+    one downstream record. The seed itself is replayed by test_sim_seeds.py."""
+    rt, _ = _runtime(make_runtime)
+    _intent_recorded_then_died(rt)
+    real = rt.engine.ledger
+    rt.engine.ledger = _AckNeverRecorded(real)
+    rt.settle(max_ms=20 * 60_000)  # past the 15 min stall budget: every attempt posts, none is recorded
+    rt.engine.ledger = real
+    assert len(downstream.records) == 1  # the downstream recorded the work once (replays are idempotent)
+    assert not cell(rt).terminal  # never failed under a row that may be posting it (re-dispatch may move it on)
+    rt.settle()
+    assert cell(rt).status == CellStatus.SUBMITTED
+    assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
+    # every attempt posted (the replays are idempotent): the downstream holds ONE record, of the bound work
+    assert [r["work_id"] for r in downstream.records.values()] == ["501"]

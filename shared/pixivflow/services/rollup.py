@@ -8,6 +8,8 @@ terminal when every snapshot cell is terminal, and then exactly one outcome reco
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.delivery_state import DeliveryState, delivery_state
@@ -46,14 +48,42 @@ def delivery_states(engine: Engine, state: SlotState) -> dict[str, str | None]:
     return out
 
 
+def handed_over(state: SlotState, cell: Any) -> bool:
+    """A ``selected`` cell whose executor already recorded its intents (and died before the cell
+    move): its work is in the outbox's hands even though the cell does not say so yet."""
+    return cell.status == CellStatus.SELECTED and bool(state.intents_for(cell.target_id))
+
+
+def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
+    """Open cells whose progress belongs to the outbox: every delivery_pending cell, and a handed-over
+    selected cell while one of its rows is live. The sweep's timeout and stall rules never fail
+    these (a row being posted could be recorded downstream, spec §13.3); the outbox's attempt
+    budget and dead-letter path end them, and converge_deliveries settles them."""
+    owned = set()
+    for cell in state.snapshot_cells():
+        if cell.status == CellStatus.DELIVERY_PENDING:
+            owned.add(cell.target_id)
+        elif handed_over(state, cell) and cell_delivery_state(engine, state, cell.target_id).state == "live":
+            owned.add(cell.target_id)
+    return owned
+
+
 def converge_deliveries(engine: Engine, state: SlotState) -> bool:
-    """Settle lease-less in-delivery cells from the ledger. Returns True when a cell moved."""
+    """Settle lease-less in-delivery cells from the ledger. Returns True when a cell moved.
+
+    A ``selected`` cell that already has intents counts when its delivery is confirmed: its
+    executor recorded the intent and died before moving the cell to delivery_pending, and the
+    sweep's re-drive delivered the row meanwhile (found by make sim, seed 1848). The delivery
+    ledger is the authority (spec §10.8); without this the stall rule failed a delivered cell."""
     now = engine.now()
     moved = False
     for cell in state.snapshot_cells():
-        if not cell.in_delivery or cell.lease_live(now):
+        selected_with_intents = handed_over(state, cell)
+        if not (cell.in_delivery or selected_with_intents) or cell.lease_live(now):
             continue
         verdict = cell_delivery_state(engine, state, cell.target_id)
+        if selected_with_intents and verdict.state != "confirmed":
+            continue  # live rows deliver it, lost ones are the executor's re-run to judge
         if verdict.state == "confirmed":
             ok = engine.ledger.settle_unleased_cell(
                 cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now, work_id=verdict.work_id, work_type=verdict.work_type,

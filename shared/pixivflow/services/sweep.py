@@ -31,7 +31,7 @@ from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .outbox import redrive_rows
-from .rollup import close, converge_deliveries, delivery_states, rollup
+from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 
@@ -147,7 +147,8 @@ def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
     """Every open cell waits on a live outbox row: progress belongs to the outbox (its retry
     budget and dead-letter path end it), so the stall rules do not judge this slot."""
     open_cells = [c for c in state.snapshot_cells() if not c.terminal]
-    if not open_cells or any(c.status != CellStatus.DELIVERY_PENDING for c in open_cells):
+    owned = owned_by_outbox(engine, state)
+    if not open_cells or any(c.target_id not in owned for c in open_cells):
         return False
     states = delivery_states(engine, state)
     return all(states.get(c.target_id) == "live" for c in open_cells)
@@ -161,8 +162,9 @@ def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
     """Fail cells still running past the schedule's timeout (delivery_pending belongs to the outbox)."""
     timeout = state.slot.timeout_ms or 1_800_000
     moved = False
+    owned = owned_by_outbox(engine, state)
     for cell in state.snapshot_cells():
-        if cell.terminal or cell.status == CellStatus.DELIVERY_PENDING or cell.started_at is None:
+        if cell.terminal or cell.target_id in owned or cell.started_at is None:
             continue
         if now - cell.started_at <= timeout:
             continue
@@ -218,7 +220,8 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
 
 def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: int) -> bool:
     cells = state.snapshot_cells()
-    fail = [c.target_id for c in cells if c.status in (CellStatus.PENDING, CellStatus.SELECTED)]
+    owned = owned_by_outbox(engine, state)  # guarded, never failed: a live row may be posting its work
+    fail = [c.target_id for c in cells if c.status in (CellStatus.PENDING, CellStatus.SELECTED) and c.target_id not in owned]
     guard = [c.target_id for c in cells if not c.terminal and c.target_id not in fail]
     after = [CellStatus.FAILED if c.target_id in fail else c.status for c in cells]
     status = derive_slot_status(after) if cells else "failed"
