@@ -300,6 +300,11 @@ class TwinDynamoDB:
             index.partitions.setdefault(hv, {})[key] = entry
             index.located[key] = hv
 
+    def indexes_in_flight(self) -> bool:
+        """Whether some index write is not visible yet (it becomes visible once the clock passes its lag)."""
+        with self._lock:
+            return any(table.pending for table in self._tables.values())
+
     def settle_indexes(self) -> None:
         """Make every index see every write now (tests that want to look without lag)."""
         with self._lock:
