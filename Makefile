@@ -20,8 +20,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# One clean report of what a delivered cell costs (bench/report.py; issue 14), also written as
+# JSON to bench/report.json for comparison between runs.
 bench: $(STAMP)
-	$(PY) -m pytest tests/perf -q -s
+	$(PY) bench/report.py
 
 # Seeded fault runs on the in-memory twins (tests/simulation/sim.py): SEEDS=10000 by default,
 # SEED=n replays one seed with its trace.
