@@ -13,7 +13,7 @@ import json
 from pixivflow import aws
 import pytest
 
-from conftest import ms
+from conftest import claim, ms
 from pixivflow.ports import OutgoingMessage
 from pixivflow.services.messages import execution_body
 
@@ -87,7 +87,7 @@ def cells_by_target(rt, slot_id: str) -> dict:
 def die_mid_run(rt, slot_id: str, target_id: str, *, ttl_ms: int = 180_000):
     """An executor claims the cell (lease + heartbeat), moves the slot to running, then dies."""
     now = rt.clock.now_ms()
-    cell = rt.engine.ledger.claim_cell(slot_id, target_id, GHOST, now, ttl_ms)
+    cell = claim(rt.engine.ledger, slot_id, target_id, GHOST, now, ttl_ms)
     assert cell is not None
     assert rt.engine.ledger.mark_slot_running(slot_id, now)
     return cell
@@ -99,7 +99,7 @@ def renew_lease(rt, slot_id: str, target_id: str, owner: str = GHOST) -> bool:
     ``ledger.heartbeat_cell`` is the executor's own call for this, but it is broken (see
     test_an_executor_heartbeat_renews_its_lease_and_moves_the_progress_clock), so the tests that
     only need a live, heartbeating owner use the claim path, which writes the same two fields."""
-    return rt.engine.ledger.claim_cell(slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
+    return claim(rt.engine.ledger, slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
 
 
 def execute_only(rt, slot_id: str, target_id: str) -> None:

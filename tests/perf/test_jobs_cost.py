@@ -2,13 +2,12 @@
 the engine's own clients, on moto), and modelled DynamoDB write units.
 
 Measured:
-  POST /jobs, first admission, no callback   4 DynamoDB requests (PutItem request item, PutItem slot,
-                                             PutItem cell, TransactWriteItems job.requested + stream
-                                             head) + 1 SQS SendMessageBatch (the cell's execution);
-                                             8 modelled write units
-  POST /jobs, first admission, with callback  the same 4 DynamoDB requests (the transaction also puts
-                                             the event_callback row) + 2 SQS sends (execution, callback);
-                                             12 modelled write units
+  POST /jobs, first admission, no callback   3 DynamoDB requests (PutItem request item, PutItem slot,
+                                             TransactWriteItems job.requested + stream head; the cell's
+                                             item is written by its first claim) + 1 SQS
+                                             SendMessageBatch (the cell's execution)
+  POST /jobs, first admission, with callback  the same 3 DynamoDB requests (the transaction also puts
+                                             the event_callback row) + 2 SQS sends (execution, callback)
   POST /jobs, replay of a finished job        2 refused PutItem + 3 Query, no SQS
   GET /jobs/{id}/events, nothing new to write 2 DynamoDB Query (the slot partition for the job
                                              projection, the stream range EVT#) and nothing else
@@ -44,7 +43,7 @@ def test_what_one_admission_and_one_events_page_cost(make_runtime, downstream):
     meter = meter_for(rt)
     assert post_job(rt, task())[0] == 202
     report("POST /jobs (first admission)", meter)
-    assert dict(meter.requests) == {("dynamodb", "PutItem"): 3, ("dynamodb", "TransactWriteItems"): 1,
+    assert dict(meter.requests) == {("dynamodb", "PutItem"): 2, ("dynamodb", "TransactWriteItems"): 1,
                                     ("sqs", "SendMessageBatch"): 1}
 
     rt.settle()
@@ -66,6 +65,6 @@ def test_what_an_admission_with_a_callback_costs(make_runtime, downstream):
         meter = meter_for(rt)
         assert post_job(rt, task(callback_url=receiver.url))[0] == 202
         report("POST /jobs (first admission, callback declared)", meter)
-        assert dict(meter.requests) == {("dynamodb", "PutItem"): 3, ("dynamodb", "TransactWriteItems"): 1,
+        assert dict(meter.requests) == {("dynamodb", "PutItem"): 2, ("dynamodb", "TransactWriteItems"): 1,
                                         ("sqs", "SendMessageBatch"): 2}
         assert meter.sqs_messages == 2

@@ -253,12 +253,12 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
         def __getattr__(self, name):
             return getattr(ledger, name)
 
-        def claim_cell(self, slot_id, target_id, owner, now_ms, ttl_ms):
+        def claim_cell(self, slot_id, target_id, owner, now_ms, ttl_ms, **kwargs):
             # Taking a place in the sequence and claiming must be one step: otherwise a later
             # place can claim first and make an earlier one look like it arrived inside a live lease.
             with lock:
                 k = next(shift)
-                return ledger.claim_cell(slot_id, target_id, owner, now_ms + k * (ttl_ms + 1), ttl_ms)
+                return ledger.claim_cell(slot_id, target_id, owner, now_ms + k * (ttl_ms + 1), ttl_ms, **kwargs)
 
     rt.engine.source = PerThreadNewest()
     rt.engine.ledger = _Barrier(ExpiredLeases(), "bind_work", n)  # every executor binds at the same instant

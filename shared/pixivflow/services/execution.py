@@ -21,7 +21,7 @@ from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
                              TransientSourceError)
-from ..domain.model import Cell, Intent, Slot, cell_key
+from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
@@ -109,7 +109,15 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
                    event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
                    schedule_id=slot.schedule_id, reason=blocked)
         return ExecutionResult(slot_id, target_id, "refused")
-    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS)
+    if target_id not in slot.target_ids:
+        # Membership is frozen at admission (spec §13.7): a message naming another target (a
+        # forged or stale one) never creates a cell.
+        return ExecutionResult(slot_id, target_id, "missing")
+    configured = engine.config.target(target_id)
+    unwritten = unwritten_cell(slot, target_id)
+    unwritten.work_type = configured.type if configured else None
+    # The cell's first claim writes its item (admission wrote only the slot): one conditional write.
+    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
     if cell is None:
         current = engine.ledger.get_cell(slot_id, target_id)
         action = "missing" if current is None else "claimed_by_other"

@@ -81,8 +81,7 @@ def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str 
         return state.slot.status
     if converge_deliveries(engine, state):
         state = engine.ledger.load(slot_id) or state
-    cells = state.snapshot_cells()
-    statuses = [c.status for c in cells] + [CellStatus.PENDING] * len(state.missing_targets())
+    statuses = [c.status for c in state.snapshot_cells()]  # an unwritten cell counts as the pending cell it is
     status = derive_slot_status(statuses)
     if not is_terminal_slot(status):
         return state.slot.status

@@ -2,8 +2,10 @@
 
 Cost stays proportional to live work: slots are found through the sparse ActiveSlots index
 and outbox rows through DueOutbox; every hit is re-read strongly consistently before anything
-is decided. Per active slot, in order:
-  1. materialise missing snapshot cells (an interrupted admission);
+is decided. A snapshot cell whose item was never written (nobody claimed it yet) is a pending
+cell without a lease (``SlotState.cell``); re-dispatching or failing it writes its item. Per
+active slot, in order:
+  1. (nothing to materialise: admission writes the slot alone);
   2. settle lease-less in-delivery cells from the ledger and roll the slot up;
   3. fail cells running past their schedule's timeout (execution_timeout), except
      delivery_pending cells, which belong to the outbox;
@@ -107,10 +109,6 @@ def sweep(engine: Engine) -> SweepResult:
 def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
     now = engine.now()
     slot = state.slot
-    if state.missing_targets():
-        types = {t.id: t.type for t in engine.config.targets}
-        engine.ledger.ensure_cells(slot, types, now, existing=state.cells.keys())
-        state = engine.ledger.load(slot.slot_id) or state
     if converge_deliveries(engine, state):
         state = engine.ledger.load(slot.slot_id) or state
     if _all_terminal(state):
@@ -154,7 +152,7 @@ def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
 
 
 def _all_terminal(state: SlotState) -> bool:
-    return not state.missing_targets() and all(c.terminal for c in state.snapshot_cells())
+    return all(c.terminal for c in state.snapshot_cells())  # an unwritten cell is pending
 
 
 def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
@@ -207,13 +205,21 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
                    schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
                    correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
         return False
-    claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now)]
+    claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
+                                                               unwritten=_typed(engine, c) if c.virtual else None)]
     if not claimed:
         return False
     failed = engine.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
     engine.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
                targets=[c.target_id for c in claimed], failed=len(failed))
     return len(failed) < len(claimed)
+
+
+def _typed(engine: Engine, cell):
+    """An unwritten cell with its target's work type, as its item will carry it."""
+    target = engine.config.target(cell.target_id)
+    cell.work_type = target.type if target else None
+    return cell
 
 
 def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: int) -> bool:
