@@ -390,6 +390,7 @@ def test_settle_intent_requires_the_lease_owner(env: Env) -> None:
 def test_settle_retry_wait_moves_the_due_time(env: Env) -> None:
     slot = admitted(env)
     intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.index_due(intent)  # as its slot closes (rollup.rows_outlive_slot)
     env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
     row = env.ledger.settle_intent(intent, "dlv-a", T0 + 1, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
                                    error="503", next_attempt_at=T0 + 60_000)
@@ -400,12 +401,36 @@ def test_settle_retry_wait_moves_the_due_time(env: Env) -> None:
     assert env.ledger.claim_intent(intent, "dlv-b", T0 + 60_000, OUTBOX_LEASE_MS) is not None
 
 
+def test_a_new_row_is_not_indexed_its_open_slot_covers_it(env: Env) -> None:
+    """Two index writes less per delivery (issue 14): the sweep finds an open slot's rows through
+    the slot; a row enters DueOutbox only when its slot closes with the row still actionable."""
+    slot = admitted(env)
+    intent, created = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert created and "duePk" not in env.raw(slot.slot_id, "DLV#cats#review#illustration#1001")
+    assert env.ledger.due_intents(T0 + 10 ** 9) == []
+    assert env.ledger.index_due(intent)
+    assert env.ledger.due_intents(T0 + 10 ** 9) == [(slot_pk(slot.slot_id), "DLV#cats#review#illustration#1001")]
+
+
+def test_indexing_a_row_that_moved_since_it_was_read_is_refused(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.claim_intent(intent, "dlv-a", T0 + 5, OUTBOX_LEASE_MS) is not None
+    assert not env.ledger.index_due(intent)  # the stale read: pending, but it is processing now
+    assert env.ledger.due_intents(T0 + 10 ** 9) == []
+    fresh = env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001")
+    assert env.ledger.index_due(fresh)
+    done = env.ledger.settle_intent(fresh, "dlv-a", T0 + 6, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE)
+    assert done is not None and env.ledger.due_intents(T0 + 10 ** 9) == []  # a settled row leaves the index
+
+
 def test_due_intents_only_returns_rows_due_at_or_before_the_instant(env: Env) -> None:
     slot = admitted(env)
     sid = slot.slot_id
-    env.ledger.put_intent(make_intent(sid, "cats", "1", next_attempt_at=T0))
-    env.ledger.put_intent(make_intent(sid, "landscape", "2", next_attempt_at=T0 + 60_000))
-    env.ledger.put_intent(make_intent(sid, "cats", "3", next_attempt_at=T0 + 3_600_000))
+    for target, work, due in (("cats", "1", T0), ("landscape", "2", T0 + 60_000), ("cats", "3", T0 + 3_600_000)):
+        row, _ = env.ledger.put_intent(make_intent(sid, target, work, next_attempt_at=due))
+        assert env.ledger.index_due(row)
     sks = lambda at: sorted(sk for _, sk in env.ledger.due_intents(at))  # noqa: E731
     assert sks(T0 - 1) == []
     assert sks(T0) == ["DLV#cats#review#illustration#1"]

@@ -153,6 +153,16 @@ def unwritten_cell(slot: Slot, target_id: str) -> Cell:
                 updated_at=slot.created_at, dispatched_at=slot.created_at, virtual=True)
 
 
+def row_overdue(intent: Intent, now_ms: int, grace_ms: int = 0) -> bool:
+    """An outbox row to (re-)send now (DESIGN §5): pending or retry_wait and due ``grace_ms`` ago,
+    or processing under a claim that expired (spec §10.4: re-claimed with the same intent)."""
+    if not intent.actionable:
+        return False
+    if intent.outbox_status == OutboxStatus.PROCESSING:
+        return intent.lease_until is None or intent.lease_until <= now_ms
+    return intent.next_attempt_at <= now_ms - grace_ms
+
+
 @dataclass
 class SlotState:
     """One consistent read of a slot's partition."""

@@ -16,7 +16,7 @@ from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
-from .engine import Engine
+from .engine import LEASE_TTL_MS, Engine
 from .notifications import enqueue_terminal_notifications
 
 SUMMARY_EVENT = "execution.summary"
@@ -47,11 +47,12 @@ def delivery_states(engine: Engine, state: SlotState) -> dict[str, str | None]:
 
 
 def converge_deliveries(engine: Engine, state: SlotState) -> bool:
-    """Settle lease-less in-delivery cells from the ledger. Returns True when a cell moved."""
+    """Settle lease-less in-delivery cells (and delivered single-work selected ones) from the ledger.
+    Returns True when a cell moved."""
     now = engine.now()
     moved = False
     for cell in state.snapshot_cells():
-        if not cell.in_delivery or cell.lease_live(now):
+        if cell.lease_live(now) or not (cell.in_delivery or _delivered_while_selected(engine, state, cell)):
             continue
         verdict = cell_delivery_state(engine, state, cell.target_id)
         if verdict.state == "confirmed":
@@ -70,6 +71,19 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
             engine.log("info", "cell converged from the delivery ledger", event="cell.converged",
                        slot_id=cell.slot_id, target_id=cell.target_id, verdict=verdict.state)
     return moved
+
+
+def _delivered_while_selected(engine: Engine, state: SlotState, cell) -> bool:
+    """A single-work ``selected`` cell whose every route already confirmed its work: its executor
+    died after recording the intent and before handing the cell to the outbox, and the sweep's
+    re-drive delivered the row anyway. The ledger says submitted (spec §13.12: a confirmed cell is
+    healed from the ledger); a stall rule must not fail it first."""
+    if cell.status != CellStatus.SELECTED or not cell.work_id:
+        return False
+    target = engine.config.target(cell.target_id)
+    if target is None or not target.single_work:
+        return False
+    return cell_delivery_state(engine, state, cell.target_id).state == "confirmed"
 
 
 def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str | None:
@@ -96,6 +110,8 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
     """Record the one outcome, log it, and only then close the slot (terminal status and out of the
     active index in one write). A crash in between leaves the slot open, where the sweep finds it."""
     state.slot.status = status
+    if an_executor_may_still_run(state, engine.now()) or not rows_outlive_slot(engine, state):
+        return  # not yet: the next rollup (or the sweep) decides again
     if record_outcome(engine, state):
         _notify(engine, state)
         engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
@@ -104,13 +120,60 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
 
 def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
-    it leave the active index."""
+    it leave the active index.
+
+    The stall rules never fail a cell in delivery whose row is live (spec §13.16: they fail only
+    pending/selected cells); such a cell is the outbox's. Until it ends, the slot stays open, so the
+    sweep keeps healing it from the delivery ledger (spec §13.12: an ACK whose worker died before
+    settling the cell is found here), and its one outcome record waits for it."""
+    if converge_deliveries(engine, state):
+        state = engine.ledger.load(state.slot.slot_id) or state
+    if any(not c.terminal for c in state.snapshot_cells()) or an_executor_may_still_run(state, engine.now()):
+        return False
+    if not rows_outlive_slot(engine, state):
+        return False  # a row moved under us: the sweep's next tick closes it
     if record_outcome(engine, state):
         _notify(engine, state)
         left = engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
         return left
     return False
+
+
+# The rules that end a cell without waiting for its lease to die: its executor may still be
+# running and record a delivery row after the cell ended.
+ENDED_UNDER_A_LEASE = frozenset({"cancelled_by_consumer", "execution_timeout"})
+
+
+def an_executor_may_still_run(state: SlotState, now: int) -> bool:
+    """Whether some executor may still write a delivery row for this slot: a cell's lease is live
+    (a multi-work cell the outbox settled while its executor runs), or a cell was cancelled or
+    timed out under an executor that was alive (heartbeat) less than a lease TTL ago (an
+    invocation never outlives the lease). The slot then stays open a little longer, so such a row
+    lands where the sweep finds it; ``rows_outlive_slot`` indexes it when the slot closes."""
+    for cell in state.snapshot_cells():
+        if cell.lease_live(now):
+            return True
+        if cell.terminal_reason_code in ENDED_UNDER_A_LEASE and (cell.heartbeat_at or 0) > now - LEASE_TTL_MS:
+            return True
+    return False
+
+
+def rows_outlive_slot(engine: Engine, state: SlotState) -> bool:
+    """Before a slot leaves ActiveSlots, each of its still-actionable outbox rows enters DueOutbox.
+
+    While a slot is open the sweep finds its rows through the slot (a delivery row is written
+    without an index entry: two write units less per delivery, issue 14). A slot can close with a
+    row still actionable: another work of a multi-work cell, a row of a cell the timeout, a stall
+    or a cancel ended. From then on only the index finds it, and the sweep's re-drive goes on exactly
+    as for any indexed row (a row of an ended cell is dead-lettered unposted by the worker that
+    claims it). Done BEFORE the outcome record, so the record still means "closing now". Returns
+    False when a row moved since ``state`` was read (nothing is closed; the next pass reads again)."""
+    indexed = True
+    for intent in state.intents:
+        if intent.actionable and not engine.ledger.index_due(intent):
+            indexed = False
+    return indexed
 
 
 def _notify(engine: Engine, state: SlotState) -> None:
