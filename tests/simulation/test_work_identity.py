@@ -390,7 +390,10 @@ def test_deleted_locked_work_fails_the_cell_and_nothing_else_is_delivered(make_r
 
 def test_non_numeric_locked_id_fails_with_locked_work_unavailable(make_runtime, downstream):
     rt, steered = _runtime(make_runtime)
-    won, _ = rt.engine.ledger.bind_work(SLOT, TARGET, "abc", "illustration", rt.clock.now_ms())
+    # the cell as an earlier executor left it: written (by its claim) and bound to a malformed id
+    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    assert ledger.ensure_cells(ledger.get_slot(SLOT), {TARGET: "illustration"}, now) == [TARGET]
+    won, _ = ledger.bind_work(SLOT, TARGET, "abc", "illustration", now)
     assert won
     result = execute_cell(rt.engine, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED
