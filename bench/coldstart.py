@@ -56,32 +56,19 @@ spec.loader.exec_module(app)
 _FIRST = """
 import json, os, sys, time
 sys.path[:0] = {paths!r}
-for k, v in {env!r}.items():
-    os.environ[k] = v
 import importlib.util
 spec = importlib.util.spec_from_file_location("app", {path!r})
 app = importlib.util.module_from_spec(spec)
 t = time.perf_counter()
 spec.loader.exec_module(app)
 imported = (time.perf_counter() - t) * 1000
-from moto import mock_aws
-with mock_aws():
-    from pixivflow.local.provision import provision
-    env = provision(prefix="cold")
-    os.environ.update(env)
-    os.environ["PIXIVFLOW_CONFIG"] = {config!r}
-    from pixivflow.local.lambda_context import context_for
-    import io, contextlib
-    sink = io.StringIO()
-    from pixivflow.observability import logger
-    logger.registered_handler.stream = sink
-    with contextlib.redirect_stdout(sink):
-        t = time.perf_counter()
-        app.handler({event!r}, context_for({name!r}))
-        first = (time.perf_counter() - t) * 1000
-        t = time.perf_counter()
-        app.handler({event!r}, context_for({name!r}))
-        warm = (time.perf_counter() - t) * 1000
+from pixivflow.local.lambda_context import context_for
+t = time.perf_counter()
+app.handler({event!r}, context_for({name!r}))
+first = (time.perf_counter() - t) * 1000
+t = time.perf_counter()
+app.handler({event!r}, context_for({name!r}))
+warm = (time.perf_counter() - t) * 1000
 print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm}}))
 """
 
@@ -110,6 +97,38 @@ def _events() -> dict[str, Any]:
         "stall_sweep": {"source": "aws.scheduler"},
         "job_events": http,
     }
+
+
+_AWS_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1"}
+
+
+def _moto_server():
+    """moto in server mode on 127.0.0.1, in this process: the probe talks to it over HTTP, so its
+    first invocation imports boto3 and creates its clients itself, as on Lambda."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def _provision(endpoint: str, prefix: str) -> dict[str, str]:
+    saved = {k: os.environ.get(k) for k in (*_AWS_ENV, "AWS_ENDPOINT_URL")}
+    os.environ.update(_AWS_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    try:
+        sys.path.insert(0, str(ROOT / "shared"))
+        from pixivflow.local.provision import provision
+
+        return provision(prefix=prefix)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run(code: str, *, flags: tuple[str, ...] = (), env: dict[str, str] | None = None) -> str:
@@ -181,6 +200,7 @@ def measure(runs: int = 5) -> dict[str, Any]:
         bare_nopyc = _median_import(BARE, [layer["nopyc_dir"]], max(1, runs // 2), flags=("-S", "-B"))
     events = _events()
     config = str(ROOT / "events" / "demo" / "config.yaml")
+    server, endpoint = _moto_server()
     for name in FUNCTIONS:
         path = str(ROOT / "functions" / name / "app.py")
         body = _HANDLER.format(path=path)
@@ -190,13 +210,14 @@ def measure(runs: int = 5) -> dict[str, Any]:
             row["layer_ms"] = _median_import(body, [layer["dir"]], runs, flags=("-S",))
             row["layer_ratio"] = row["layer_ms"] / bare_layer
             row["layer_nopyc_ms"] = _median_import(body, [layer["nopyc_dir"]], max(1, runs // 2), flags=("-S", "-B"))
-        env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_REGION": "us-east-1", "JOBS_TOKEN": "cold-start-jobs-token", "TRIGGER_TOKEN": "cold-start-trigger",
-               "POWERTOOLS_METRICS_NAMESPACE": "Bench"}
-        first = json.loads(_run(_FIRST.format(paths=src_paths, env=env, path=path, config=config, event=events[name], name=name)))
+        env = {**_AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "JOBS_TOKEN": "cold-start-jobs-token",
+               "TRIGGER_TOKEN": "cold-start-trigger", "POWERTOOLS_METRICS_NAMESPACE": "Bench", "PIXIVFLOW_CONFIG": config,
+               **_provision(endpoint, f"cold-{name.replace('_', '-')}")}
+        first = json.loads(_run(_FIRST.format(paths=src_paths, path=path, event=events[name], name=name), env=env))
         row["first_invocation_ms"] = first["first_ms"]
         row["warm_invocation_ms"] = first["warm_ms"]
         handlers[name] = row
+    server.stop()
     ratios = [r.get("layer_ratio", r["source_ratio"]) for r in handlers.values()]
     return {"runs": runs, "bare_label": BARE_LABEL, "bare_source_ms": bare_source, "bare_layer_ms": bare_layer,
             "bare_layer_nopyc_ms": bare_nopyc, "layer": layer, "handlers": handlers, "worst_ratio": max(ratios)}
