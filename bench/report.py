@@ -28,12 +28,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "shared")]
 
-for _k, _v in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
-    os.environ[_k] = _v
-os.environ.pop("AWS_ENDPOINT_URL", None)
-os.environ.pop("AWS_PROFILE", None)
-
 import scenarios  # noqa: E402
 from meter import Call  # noqa: E402
 
@@ -546,7 +540,17 @@ def run(quick: bool = False) -> dict[str, Any]:
     return report
 
 
+def _offline_aws_env() -> None:
+    """Fake credentials and no endpoint or profile: every request goes to moto or the twins."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        os.environ[key] = value
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.pop("AWS_PROFILE", None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _offline_aws_env()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=str(HERE / "report.json"), help="where to write the JSON report")
     parser.add_argument("--quick", action="store_true", help="skip the 100,000-slot ledger; fewer cold-start runs")

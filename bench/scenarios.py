@@ -194,8 +194,9 @@ def bench_runtime(*, backend: str = "moto", mutate: Callable[[dict], None] | Non
 
     sink = LogSink()
     saved_stream = logger.registered_handler.stream
+    saved_metrics = os.environ.get("POWERTOOLS_METRICS_DISABLED")
     logger.registered_handler.stream = sink
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # EMF lines are log bytes CloudWatch bills
     try:
         with tempfile.TemporaryDirectory(prefix="pixivflow-bench-") as tmp, Downstream() as downstream, \
                 contextlib.redirect_stdout(sink):
@@ -207,6 +208,10 @@ def bench_runtime(*, backend: str = "moto", mutate: Callable[[dict], None] | Non
                 yield Bench(rt, meter, downstream, sink)
     finally:
         logger.registered_handler.stream = saved_stream
+        if saved_metrics is None:
+            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
+        else:
+            os.environ["POWERTOOLS_METRICS_DISABLED"] = saved_metrics
 
 
 # -- scenarios ------------------------------------------------------------------------------------
