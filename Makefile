@@ -33,8 +33,10 @@ test: $(STAMP)
 ui-check: $(STAMP)
 	$(PY) tests/browser/ui_check.py
 
+# One clean report of what a delivered cell costs (bench/report.py; issue 14), also written as
+# JSON to bench/report.json for comparison between runs.
 bench: $(STAMP)
-	$(PY) -m pytest tests/perf -q -s
+	$(PY) bench/report.py
 
 # Seeded fault runs on the in-memory twins (tests/simulation/sim.py): SEEDS=10000 by default,
 # SEED=n replays one seed with its trace.

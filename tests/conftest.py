@@ -21,6 +21,15 @@ TEST_BACKEND = __import__("os").environ.get("PIXIVFLOW_TEST_BACKEND", "twin")
 JOBS_TOKEN = "jobs-secret-9876543210"
 
 
+def claim(ledger, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int = 180_000):
+    """A live executor's claim of a cell, made the way ``execute_cell`` makes it: a cell nobody
+    claimed yet has no item (admission writes the slot alone), and its first claim writes it."""
+    state = ledger.load(slot_id)
+    cell = state.cell(target_id) if state is not None else None
+    return ledger.claim_cell(slot_id, target_id, owner, now_ms, ttl_ms,
+                             unwritten=cell if cell is not None and cell.virtual else None)
+
+
 def ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(timezone.utc).timestamp() * 1000)
 

@@ -1,9 +1,9 @@
 """Trigger: EventBridge Scheduler fires and the operator HTTP routes (admit slots, dispatch cells)."""
 
-from pixivflow import entry
+from pixivflow.handlers import trigger as entry
 from pixivflow.observability import logger
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event, context):
-    return entry.trigger(event, context)
+    return entry.handle(event, context)

@@ -111,7 +111,8 @@ class AwsTally:
         for cls, service in ((TwinDynamoDB, "dynamodb"), (TwinSQS, "sqs")):
             for op in ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item",
                        "send_message", "send_message_batch", "query", "get_item", "batch_get_item", "scan",
-                       "receive_message", "delete_message", "change_message_visibility", "get_queue_attributes"):
+                       "receive_message", "delete_message", "delete_message_batch", "change_message_visibility",
+                       "change_message_visibility_batch", "get_queue_attributes"):
                 if hasattr(cls, op):
                     monkeypatch.setattr(cls, op, _twin_op(tally, service, getattr(cls, op)))
         return self

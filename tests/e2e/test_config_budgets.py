@@ -13,7 +13,7 @@ import json
 from pixivflow import aws
 import pytest
 
-from conftest import TRIGGER_TOKEN, ms
+from conftest import claim, TRIGGER_TOKEN, ms
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo: a fire of "0 8 * * *"
 T0_MS = ms(T0)
@@ -79,7 +79,7 @@ def test_a_bad_stall_budget_warns_and_the_15_minute_default_applies(make_runtime
     assert "the default 900000 is used" in warnings_of(logs)["schedulerRuntime.stallTimeoutMs"]
     drop(rt)
     now = rt.clock.now_ms()
-    assert rt.engine.ledger.claim_cell(SLOT, "cats", "exec-died", now, 180_000) is not None  # claimed, then died
+    assert claim(rt.engine.ledger, SLOT, "cats", "exec-died", now, 180_000) is not None  # claimed, then died
     assert rt.engine.ledger.mark_slot_running(SLOT, now)
     assert sweep_at(rt, 14)["stalledNoHeartbeat"] == 0
     assert sweep_at(rt, 15)["stalledNoHeartbeat"] == 1

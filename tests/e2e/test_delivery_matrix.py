@@ -87,8 +87,10 @@ def drive(rt, *, limit_ms: int = 48 * HOUR, max_steps: int = 500) -> int:
         wake = []
         if rt.next_release() is not None:
             wake.append(rt.next_release())
-        for pk, sk in ledger.due_intents(now + 30 * 24 * HOUR, limit_per_shard=100):
-            row = ledger.get_intent_by_key(pk, sk)
+        # rows of open slots are found through their slot, the rest through DueOutbox (as the sweep does)
+        rows = [i for slot_id, _ in ledger.active_slots() for i in ledger.load(slot_id).intents]
+        rows += [ledger.get_intent_by_key(pk, sk) for pk, sk in ledger.due_intents(now + 30 * 24 * HOUR, limit_per_shard=100)]
+        for row in rows:
             if row is None or not row.actionable:
                 continue
             if row.outbox_status == "processing" and row.lease_until is not None:

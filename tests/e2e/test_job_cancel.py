@@ -276,8 +276,9 @@ def test_cancelling_an_occurrence_with_a_submitted_cell_leaves_the_slot_partial(
     execute_cell(rt.engine, slot_id, "cats")
     drain(rt.engine)
     state = rt.engine.ledger.load(slot_id)
-    assert {t: c.status for t, c in state.cells.items()} == {
-        "cats": "submitted", "landscape": "pending", "ranking-daily": "pending"}
+    # the two cells nobody claimed have no item yet: pending cells the snapshot stands for
+    assert {c.target_id: (c.status, c.virtual) for c in state.snapshot_cells()} == {
+        "cats": ("submitted", False), "landscape": ("pending", True), "ranking-daily": ("pending", True)}
     status, job = cancel(rt, slot_id)
     assert status == 200 and job["status"] == "succeeded"  # the job view is the first cell
     state = rt.engine.ledger.load(slot_id)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import JOBS_TOKEN
+from conftest import claim, JOBS_TOKEN
 from jobs_support import (
     PLAN, TARGET, both, call, get_job, job_path, jobs_runtime, manual_slots, post_job, single_target, task,
 )
@@ -413,7 +413,7 @@ def test_a_resumed_job_re_applies_its_params(make_runtime, downstream):
     dropped = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert len(dropped) == 1
     sqs.delete_message(QueueUrl=url, ReceiptHandle=dropped[0]["ReceiptHandle"])
-    assert rt.engine.ledger.claim_cell(SLOT, TARGET, "exec-ghost", rt.clock.now_ms(), 180_000) is not None
+    assert claim(rt.engine.ledger, SLOT, TARGET, "exec-ghost", rt.clock.now_ms(), 180_000) is not None
     rt.settle()
     assert [r.body["work_id"] for r in downstream.requests] == ["502"]
     assert get_job(rt, SLOT)[1]["attempt"] == 2  # the ghost's claim and the rescue

@@ -94,6 +94,14 @@ def fixture_bytes(fake, path):
     return fake.fixtures.files[path]
 
 
+def bind_before_any_claim(rt, target_id: str, work_id: str) -> None:
+    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    slot = ledger.get_slot(SLOT)
+    types = {t.id: t.type for t in rt.engine.config.targets}
+    assert target_id in ledger.ensure_cells(slot, types, now)  # the cells as admission once wrote them
+    assert ledger.bind_work(SLOT, target_id, work_id, "novel", now)[0]
+
+
 def token_pieces(*tokens: str, width: int = 8) -> set[str]:
     return {t[i:i + width] for t in tokens for i in range(0, len(t) - width + 1)}
 
@@ -102,8 +110,9 @@ def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_th
     rt = start(fake, ["cats", "daily", "pinned-novel"])
     assert rt.fire("pixiv-morning", iso=FIRE)["slot_id"] == SLOT
     # A pinned novelId cell continues its bound work (spec §5.6): bind it as the pinned-id
-    # selection would, so the execution takes the locked path (get_work by id, no search).
-    assert rt.engine.ledger.bind_work(SLOT, "pinned-novel", "93001", "novel", rt.clock.now_ms())[0]
+    # selection would, so the execution takes the locked path (get_work by id, no search). Its item
+    # is written first (a cell's first claim would write it; admission writes the slot alone).
+    bind_before_any_claim(rt, "pinned-novel", "93001")
     rt.settle()
 
     state = rt.engine.ledger.load(SLOT)
@@ -298,7 +307,7 @@ def test_pixiv_5xx_past_the_quick_retries_keeps_the_bound_work_for_a_later_run(s
 def test_a_locked_work_that_pixiv_no_longer_has_ends_locked_work_unavailable(start, fake, downstream):
     rt = start(fake, ["pinned-novel"])
     rt.fire("pixiv-morning", iso=FIRE)
-    assert rt.engine.ledger.bind_work(SLOT, "pinned-novel", "93999", "novel", rt.clock.now_ms())[0]
+    bind_before_any_claim(rt, "pinned-novel", "93999")
     rt.settle()
     c = cells(rt)["pinned-novel"]
     assert c.status == "failed" and c.last_error.startswith("LOCKED_WORK_UNAVAILABLE: locked work 93999 is no longer fetchable")

@@ -13,7 +13,7 @@ import json
 from pixivflow import aws
 import pytest
 
-from conftest import ms
+from conftest import claim, ms
 from pixivflow.ports import OutgoingMessage
 from pixivflow.services.messages import execution_body
 
@@ -87,7 +87,7 @@ def cells_by_target(rt, slot_id: str) -> dict:
 def die_mid_run(rt, slot_id: str, target_id: str, *, ttl_ms: int = 180_000):
     """An executor claims the cell (lease + heartbeat), moves the slot to running, then dies."""
     now = rt.clock.now_ms()
-    cell = rt.engine.ledger.claim_cell(slot_id, target_id, GHOST, now, ttl_ms)
+    cell = claim(rt.engine.ledger, slot_id, target_id, GHOST, now, ttl_ms)
     assert cell is not None
     assert rt.engine.ledger.mark_slot_running(slot_id, now)
     return cell
@@ -99,7 +99,7 @@ def renew_lease(rt, slot_id: str, target_id: str, owner: str = GHOST) -> bool:
     ``ledger.heartbeat_cell`` is the executor's own call for this, but it is broken (see
     test_an_executor_heartbeat_renews_its_lease_and_moves_the_progress_clock), so the tests that
     only need a live, heartbeating owner use the claim path, which writes the same two fields."""
-    return rt.engine.ledger.claim_cell(slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
+    return claim(rt.engine.ledger, slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
 
 
 def execute_only(rt, slot_id: str, target_id: str) -> None:
@@ -565,7 +565,12 @@ def test_a_cell_running_past_the_schedule_timeout_fails_execution_timeout(make_r
     state = rt.engine.ledger.load(slot_id)
     cell = state.cells["cats"]
     assert (cell.status, cell.terminal_reason_code, cell.terminal_reason_message) == ("failed", "execution_timeout", TIMEOUT_MESSAGE)
-    assert state.slot.status == "failed"
+    # The overrunning executor was alive a moment ago and may still record a delivery row: the slot
+    # stays open one lease TTL past its last heartbeat, where the sweep would find such a row.
+    assert state.slot.status == "running" and logs.outcomes(slot_id) == []
+    rt.clock.set(cell.heartbeat_at + 180_000 + 1)
+    rt.sweep()
+    assert rt.engine.ledger.get_slot(slot_id).status == "failed"
     [outcome] = logs.outcomes(slot_id)
     assert outcome["status"] == "failed" and outcome["cells"]["executor_failed"] == 1
     assert outcome["cells"]["targets"][0]["terminal_reason_code"] == "execution_timeout"
@@ -616,7 +621,7 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
         "stalledNoHeartbeat": 1,  # dead
         "recovered": 1,  # fresh
         "timedOut": 1,  # slow
-        "rolledUp": 1,  # slow, terminal after its timeout
+        "rolledUp": 1,  # slow, terminal after its timeout (it closes once its executor cannot be alive)
         "redriven": 1,  # outbox's row, due at 28 (120 s grace)
         "jobsRepaired": 0,  # no protocol job with a callback is open
         "errors": 0,
@@ -627,20 +632,25 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
     assert {k: finished[k] for k in result} == result
     assert rt.engine.ledger.get_slot(queued).status == "failed"
     assert rt.engine.ledger.get_slot(dead).status == "failed"
-    assert rt.engine.ledger.get_slot(slow).status == "failed"
+    assert rt.engine.ledger.get_slot(slow).status == "running"  # its executor heartbeated at 30: open till 33
     assert rt.engine.ledger.get_slot(fresh).status == "pending"
     assert rt.engine.ledger.get_slot(outbox).status == "running"
     assert [b["targetId"] for b in drop(rt)] == ["dogs"]
     assert len(drop(rt, "OUTBOX_QUEUE_URL")) == 1
+    assert {line["slot_id"] for line in logs.all() if line.get("message") == OUTCOME_MESSAGE} == {queued, dead}
+    at(rt, 33)
+    rt.clock.advance(1)
+    rt.sweep()
+    assert rt.engine.ledger.get_slot(slow).status == "failed"
     assert {line["slot_id"] for line in logs.all() if line.get("message") == OUTCOME_MESSAGE} == {queued, dead, slow}
 
     # A second sweep a minute later has nothing left to do and says so.
-    at(rt, 31)
+    at(rt, 34)
     again = rt.sweep()
     assert again["queuedTooLong"] == again["stalledNoHeartbeat"] == again["timedOut"] == again["rolledUp"] == 0
     assert again["activeSlots"] == 2  # only fresh and outbox are still active ...
     assert again["scanned"] == 0  # ... and neither is past its budget
-    assert len(logs.events("sweep.finished")) == 2
+    assert len(logs.events("sweep.finished")) == 3  # one line per sweep: at 30, at 33 (slow closed), at 34
 
 
 def test_a_single_bad_slot_never_aborts_the_sweep(make_runtime, monkeypatch, logs):

@@ -13,7 +13,7 @@ import json
 from pixivflow import aws
 import yaml
 
-from conftest import JOBS_TOKEN, ms
+from conftest import claim, JOBS_TOKEN, ms
 from pixivflow import runtime
 from pixivflow.adapters.sqs_queues import OutgoingMessage
 from pixivflow.services.messages import execution_body
@@ -71,7 +71,7 @@ def remove(schedule_id):
 
 def die_mid_run(rt, slot_id, target_id="cats"):
     now = rt.clock.now_ms()
-    assert rt.engine.ledger.claim_cell(slot_id, target_id, GHOST, now, 180_000) is not None
+    assert claim(rt.engine.ledger, slot_id, target_id, GHOST, now, 180_000) is not None
     assert rt.engine.ledger.mark_slot_running(slot_id, now)
 
 
@@ -135,8 +135,10 @@ def test_an_execution_message_for_a_disabled_schedules_cell_is_refused(make_runt
     reconfigure(rt, disable("solo"))  # ... when the operator disables the schedule
     assert rt.pumps["execute"].poll() == 1
     rt.pump()
-    cell = rt.engine.ledger.get_cell(SLOT, "cats")
-    # not claimed: no attempt, no heartbeat, so the stall rules still see it as never started
+    # not claimed: its item was never written (a cell's first claim writes it), so the stall
+    # rules still see a pending cell that never started: no attempt, no heartbeat, no lease
+    assert rt.engine.ledger.get_cell(SLOT, "cats") is None
+    cell = rt.engine.ledger.load(SLOT).cell("cats")
     assert (cell.status, cell.attempt_count, cell.heartbeat_at, cell.lease_owner) == ("pending", 0, None, None)
     [refused] = logs.events("cell.execution_refused")
     assert (refused["slot_id"], refused["target_id"], refused["reason"]) == (SLOT, "cats", "schedule_disabled")
@@ -146,7 +148,7 @@ def test_an_execution_message_for_a_disabled_schedules_cell_is_refused(make_runt
     reconfigure(rt, remove("solo"))
     rt.engine.queues.send_execution([OutgoingMessage(execution_body(SLOT, "cats"))])
     rt.pump()
-    assert rt.engine.ledger.get_cell(SLOT, "cats").status == "pending"
+    assert rt.engine.ledger.load(SLOT).cell("cats").status == "pending"  # still never claimed
     assert [line["reason"] for line in logs.events("cell.execution_refused")] == ["schedule_disabled", "schedule_removed"]
     at(rt, 30)
     assert rt.sweep()["queuedTooLong"] == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from conftest import JOBS_TOKEN, TRIGGER_TOKEN, ms
+from conftest import claim, JOBS_TOKEN, TRIGGER_TOKEN, ms
 
 import pixivflow
 from pixivflow.services import manual
@@ -148,7 +148,8 @@ def test_run_accepts_the_occurrence_due_now(make_runtime):
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "accepted", "status": "pending"}, "note": "queued"})
     state = rt.engine.ledger.load(SLOT)
     assert state.slot.trigger_source == "http" and state.slot.slot_name == "08:00"
-    assert sorted(state.cells) == ["cats", "landscape", "ranking-daily"]
+    # admission writes the slot alone: its targetIds are the frozen cells; each cell's first claim writes its item
+    assert [c.target_id for c in state.snapshot_cells()] == ["cats", "landscape", "ranking-daily"] and state.cells == {}
 
 
 def test_run_label_names_the_slot_and_is_cut_to_80_chars(make_runtime):
@@ -217,7 +218,7 @@ def test_a_second_trigger_while_every_cell_is_leased_is_202_running(make_runtime
     assert run(rt)[0] == 202
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        assert rt.engine.ledger.claim_cell(SLOT, target, "worker-elsewhere", now, 180_000) is not None
+        assert claim(rt.engine.ledger, SLOT, target, "worker-elsewhere", now, 180_000) is not None
     assert run(rt) == (202, {"status": "running", "schedule": {
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "already_running", "status": "pending"},
         "note": "already_running"})
@@ -243,7 +244,7 @@ def test_a_dispatch_failure_is_503_rejected_and_the_sweep_still_runs_the_slot(ma
     fail_sends(monkeypatch, rt)
     assert run(rt) == (503, {"status": "rejected", "schedule": {
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "rejected", "status": "pending"}, "note": "rejected"})
-    assert sorted(rt.engine.ledger.load(SLOT).cells) == ["cats", "landscape", "ranking-daily"]  # durable
+    assert rt.engine.ledger.load(SLOT).slot.target_ids == ["cats", "landscape", "ranking-daily"]  # durable
     monkeypatch.undo()
     rt.settle()
     assert rt.engine.ledger.get_slot(SLOT).status == "success"
@@ -338,7 +339,7 @@ def test_refetch_opens_one_manual_slot_with_only_that_target(make_runtime, downs
     assert (slot.trigger_source, slot.slot_name, slot.occurrence_label) == ("manual", "审核群重抓", "manual")
     assert (slot.occurrence_at, slot.created_at, slot.occurrence_date) == (now, now, "2026-12-01")  # Tokyo date
     assert (slot.manual_request_id, slot.correlation_id) == (RID, "review-42")
-    assert list(state.cells) == ["cats"]
+    assert [c.target_id for c in state.snapshot_cells()] == ["cats"] and state.cells == {}  # written by its first claim
     rt.settle()
     assert rt.engine.ledger.get_slot(slot_id).status == "success"
     assert len(downstream.requests) == 1
@@ -407,7 +408,7 @@ def test_concurrent_refetches_of_one_request_id_make_one_slot(make_runtime):
     assert errors == []
     assert answers == [f"morning-tokyo@manual-{RID}"] * 6
     assert manual_slot_ids(rt) == [f"morning-tokyo@manual-{RID}"]
-    assert list(engine.ledger.load(answers[0]).cells) == ["cats"]
+    assert engine.ledger.load(answers[0]).slot.target_ids == ["cats"]
     rt.settle()
     assert refetch_status(rt, RID)[1]["state"] == "submitted"
 
@@ -417,7 +418,7 @@ def test_refetch_is_queued_when_dispatch_fails_and_the_sweep_runs_it(make_runtim
     fail_sends(monkeypatch, rt)
     slot_id = f"morning-tokyo@manual-{RID}"
     assert refetch(rt, body={"requestId": RID}) == (202, {"status": "accepted", "slotId": slot_id, "disposition": "queued"})
-    assert list(rt.engine.ledger.load(slot_id).cells) == ["cats"]
+    assert rt.engine.ledger.load(slot_id).slot.target_ids == ["cats"]
     monkeypatch.undo()
     rt.settle()
     assert refetch_status(rt, RID)[1]["state"] == "submitted"
@@ -426,7 +427,7 @@ def test_refetch_is_queued_when_dispatch_fails_and_the_sweep_runs_it(make_runtim
 def test_refetch_answers_queued_while_its_cell_is_being_executed(make_runtime):
     rt = make_runtime()
     slot_id = refetch(rt, body={"requestId": RID})[1]["slotId"]
-    assert rt.engine.ledger.claim_cell(slot_id, "cats", "worker-elsewhere", rt.clock.now_ms(), 180_000) is not None
+    assert claim(rt.engine.ledger, slot_id, "cats", "worker-elsewhere", rt.clock.now_ms(), 180_000) is not None
     assert refetch(rt, body={"requestId": RID}) == (202, {"status": "accepted", "slotId": slot_id, "disposition": "queued"})
 
 
@@ -449,14 +450,18 @@ def test_a_crash_between_the_request_item_and_the_slot_converges_on_replay(make_
     assert manual_slot_ids(rt) == [f"morning-tokyo@manual-{RID}"]
 
 
-def test_a_crash_between_the_slot_and_its_cell_converges_on_replay(make_runtime, monkeypatch):
+def test_a_crash_right_after_the_slot_is_written_converges_on_replay(make_runtime, monkeypatch):
+    """Admission's one write is the slot (its cells are written by their first claim): a process
+    that dies right after it answered nothing, and the consumer's replay dispatches the cell."""
     rt = make_runtime()
     ledger = rt.engine.ledger
+    real = ledger.create_slot
 
     def crash(*args, **kwargs):
+        real(*args, **kwargs)
         raise RuntimeError("function timed out")
 
-    monkeypatch.setattr(ledger, "ensure_cells", crash)
+    monkeypatch.setattr(ledger, "create_slot", crash)
     assert refetch(rt, body={"requestId": RID}) == (500, {"status": "error", "error": "refetch admission failed"})
     slot_id = f"morning-tokyo@manual-{RID}"
     assert ledger.load(slot_id).cells == {}
@@ -464,7 +469,8 @@ def test_a_crash_between_the_slot_and_its_cell_converges_on_replay(make_runtime,
     assert (pending["state"], pending["slotStatus"], pending["attemptCount"]) == ("pending", "pending", 0)
     monkeypatch.undo()
     assert refetch(rt, body={"requestId": RID}) == (202, {"status": "accepted", "slotId": slot_id, "disposition": "accepted"})
-    assert list(ledger.load(slot_id).cells) == ["cats"]
+    rt.settle()
+    assert ledger.get_cell(slot_id, "cats").status == "submitted"
 
 
 # -- GET /internal/targets/{id}/refetch/{requestId} ------------------------------------------------------
@@ -498,7 +504,7 @@ def test_refetch_status_shows_a_live_lease_as_claimed(make_runtime):
     rt = make_runtime()
     slot_id = refetch(rt, body={"requestId": RID})[1]["slotId"]
     now = rt.clock.now_ms()
-    rt.engine.ledger.claim_cell(slot_id, "cats", "worker-1", now, 180_000)
+    claim(rt.engine.ledger, slot_id, "cats", "worker-1", now, 180_000)
     body = refetch_status(rt, RID)[1]
     assert (body["state"], body["slotStatus"], body["leaseActive"], body["claimed"]) == ("pending", "pending", True, True)
     assert (body["leaseExpiresAt"], body["heartbeatAt"], body["attemptCount"]) == (now + 180_000, now, 1)

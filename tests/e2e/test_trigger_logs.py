@@ -8,7 +8,7 @@ asserted here are exactly what the function prints.
 from __future__ import annotations
 
 
-from conftest import JOBS_TOKEN, TRIGGER_TOKEN
+from conftest import claim, JOBS_TOKEN, TRIGGER_TOKEN
 
 SLOT = "morning-tokyo@2026-12-01T0800"
 OCCURRENCE_AT = "2026-11-30T23:00:00.000Z"
@@ -70,7 +70,7 @@ def test_every_run_disposition_logs_one_outcome_line_with_the_status_sent(make_r
 
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        rt.engine.ledger.claim_cell(SLOT, target, "elsewhere", now, 180_000)
+        claim(rt.engine.ledger, SLOT, target, "elsewhere", now, 180_000)
     status, _, lines = call(rt, logs, "POST", RUN, token=TRIGGER_TOKEN)
     assert status == 202
     assert_outcome(202, lines, "schedule.trigger_already_running", "POST", RUN, slot_id=SLOT,

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from conftest import TRIGGER_TOKEN, ms
+from conftest import claim, TRIGGER_TOKEN, ms
 from pixivflow import __version__
 
 SLOT = "morning-tokyo@2026-12-01T0800"
@@ -139,7 +139,7 @@ def test_http_run_while_every_open_cell_is_leased_is_already_running(make_runtim
     rt.http("POST", RUN, {}, token=TRIGGER_TOKEN)
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        assert rt.engine.ledger.claim_cell(SLOT, target, f"busy-{target}", now, 180_000) is not None
+        assert claim(rt.engine.ledger, SLOT, target, f"busy-{target}", now, 180_000) is not None
     status, body = rt.http("POST", RUN, {}, token=TRIGGER_TOKEN)
     assert status == 202
     assert body == {"status": "running",

@@ -390,6 +390,7 @@ def test_settle_intent_requires_the_lease_owner(env: Env) -> None:
 def test_settle_retry_wait_moves_the_due_time(env: Env) -> None:
     slot = admitted(env)
     intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.index_due(intent)  # as its slot closes (rollup.rows_outlive_slot)
     env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
     row = env.ledger.settle_intent(intent, "dlv-a", T0 + 1, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
                                    error="503", next_attempt_at=T0 + 60_000)
@@ -400,12 +401,36 @@ def test_settle_retry_wait_moves_the_due_time(env: Env) -> None:
     assert env.ledger.claim_intent(intent, "dlv-b", T0 + 60_000, OUTBOX_LEASE_MS) is not None
 
 
+def test_a_new_row_is_not_indexed_its_open_slot_covers_it(env: Env) -> None:
+    """Two index writes less per delivery (issue 14): the sweep finds an open slot's rows through
+    the slot; a row enters DueOutbox only when its slot closes with the row still actionable."""
+    slot = admitted(env)
+    intent, created = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert created and "duePk" not in env.raw(slot.slot_id, "DLV#cats#review#illustration#1001")
+    assert env.ledger.due_intents(T0 + 10 ** 9) == []
+    assert env.ledger.index_due(intent)
+    assert env.ledger.due_intents(T0 + 10 ** 9) == [(slot_pk(slot.slot_id), "DLV#cats#review#illustration#1001")]
+
+
+def test_indexing_a_row_that_moved_since_it_was_read_is_refused(env: Env) -> None:
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.claim_intent(intent, "dlv-a", T0 + 5, OUTBOX_LEASE_MS) is not None
+    assert not env.ledger.index_due(intent)  # the stale read: pending, but it is processing now
+    assert env.ledger.due_intents(T0 + 10 ** 9) == []
+    fresh = env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001")
+    assert env.ledger.index_due(fresh)
+    done = env.ledger.settle_intent(fresh, "dlv-a", T0 + 6, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE)
+    assert done is not None and env.ledger.due_intents(T0 + 10 ** 9) == []  # a settled row leaves the index
+
+
 def test_due_intents_only_returns_rows_due_at_or_before_the_instant(env: Env) -> None:
     slot = admitted(env)
     sid = slot.slot_id
-    env.ledger.put_intent(make_intent(sid, "cats", "1", next_attempt_at=T0))
-    env.ledger.put_intent(make_intent(sid, "landscape", "2", next_attempt_at=T0 + 60_000))
-    env.ledger.put_intent(make_intent(sid, "cats", "3", next_attempt_at=T0 + 3_600_000))
+    for target, work, due in (("cats", "1", T0), ("landscape", "2", T0 + 60_000), ("cats", "3", T0 + 3_600_000)):
+        row, _ = env.ledger.put_intent(make_intent(sid, target, work, next_attempt_at=due))
+        assert env.ledger.index_due(row)
     sks = lambda at: sorted(sk for _, sk in env.ledger.due_intents(at))  # noqa: E731
     assert sks(T0 - 1) == []
     assert sks(T0) == ["DLV#cats#review#illustration#1"]
@@ -544,3 +569,106 @@ def test_redrive_intent_rearms_a_dead_row_once_and_refuses_any_other(env: Env) -
     assert env.ledger.redrive_intent(pending, T0 + 700) is None  # a pending row is never re-armed
     assert env.ledger.redrive_intent(make_intent(slot.slot_id, "novels", "9"), T0) is None  # nor a missing one
     assert env.raw(slot.slot_id, "DLV#novels#review#illustration#9") is None
+
+
+# -- cells written by their first claim (admission writes the slot alone; issue 14) -----------------
+
+
+def slot_only(env: Env, targets=("cats", "landscape", "novels")) -> Slot:
+    stored, created = env.ledger.create_slot(make_slot(targets=targets))
+    assert created
+    return stored
+
+
+def unwritten(env: Env, slot: Slot, target_id: str):
+    cell = env.ledger.load(slot.slot_id).cell(target_id)
+    assert cell is not None and cell.virtual
+    cell.work_type = TYPES[target_id]
+    return cell
+
+
+def test_an_unwritten_cell_is_a_pending_cell_dispatched_at_admission(env: Env) -> None:
+    slot = slot_only(env)
+    state = env.ledger.load(slot.slot_id)
+    assert state.cells == {} and state.missing_targets() == ["cats", "landscape", "novels"]
+    cats = state.cell("cats")
+    assert (cats.status, cats.virtual, cats.lease_owner, cats.attempt_count) == ("pending", True, None, 0)
+    assert (cats.created_at, cats.dispatched_at, cats.started_at) == (T0, T0, None)
+    assert [c.target_id for c in state.snapshot_cells()] == ["cats", "landscape", "novels"]
+    assert state.cell("nope") is None  # outside the frozen snapshot
+
+
+def test_the_first_claim_writes_the_cell_in_one_conditional_write(env: Env) -> None:
+    slot = slot_only(env)
+    claimed = env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0 + 5, LEASE_MS, unwritten=unwritten(env, slot, "cats"))
+    assert claimed is not None and (claimed.status, claimed.lease_owner, claimed.attempt_count) == ("pending", "exec-a", 1)
+    item = env.raw(slot.slot_id, cell_sk("cats"))
+    assert {k: list(v.values())[0] for k, v in item.items() if k in ("entity", "slotId", "targetId", "status", "workType",
+                                                                   "createdAt", "dispatchedAt", "startedAt")} == {
+        "entity": "cell", "slotId": slot.slot_id, "targetId": "cats", "status": "pending", "workType": "illustration",
+        "createdAt": str(T0), "dispatchedAt": str(T0), "startedAt": str(T0 + 5)}
+    # a second executor with the same stand-in is refused by the live lease, not by a second create
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + 6, LEASE_MS, unwritten=unwritten_again(slot, "cats")) is None
+    assert env.ledger.get_cell(slot.slot_id, "cats").lease_owner == "exec-a"
+    # without a stand-in a missing cell is never created
+    assert env.ledger.claim_cell(slot.slot_id, "landscape", "exec-a", T0, LEASE_MS) is None
+    assert env.raw(slot.slot_id, cell_sk("landscape")) is None
+
+
+def unwritten_again(slot: Slot, target_id: str):
+    from pixivflow.domain.model import unwritten_cell
+
+    return unwritten_cell(slot, target_id)
+
+
+def test_a_claim_never_resurrects_a_terminal_cell_written_meanwhile(env: Env) -> None:
+    slot = slot_only(env, targets=("cats",))
+    stand_in = unwritten(env, slot, "cats")
+    state = env.ledger.load(slot.slot_id)
+    assert env.ledger.terminalise_slot(state, fail_cells=["cats"], guard_cells=[], slot_status="failed",
+                                       reason_code="queued_too_long", reason_message="queued", now_ms=T0 + 1)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-late", T0 + 2, LEASE_MS, unwritten=stand_in) is None
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert (cell.status, cell.terminal_reason_code, cell.lease_owner) == ("failed", "queued_too_long", None)
+
+
+def test_terminalise_writes_never_claimed_cells_failed_and_refuses_if_one_was_claimed(env: Env) -> None:
+    slot = slot_only(env, targets=("cats", "landscape"))
+    stale = env.ledger.load(slot.slot_id)
+    # landscape is claimed (its item written) after the sweep read the slot: the whole step refuses
+    assert env.ledger.claim_cell(slot.slot_id, "landscape", "exec-a", T0, LEASE_MS, unwritten=unwritten(env, slot, "landscape"))
+    assert not env.ledger.terminalise_slot(stale, fail_cells=["cats", "landscape"], guard_cells=[], slot_status="failed",
+                                           reason_code="queued_too_long", reason_message="queued", now_ms=T0 + 1)
+    assert env.raw(slot.slot_id, cell_sk("cats")) is None and env.ledger.get_slot(slot.slot_id).status == "pending"
+    # read again (lease now dead): cats is born failed, landscape's item is failed in place
+    fresh = env.ledger.load(slot.slot_id)
+    assert env.ledger.terminalise_slot(fresh, fail_cells=["cats", "landscape"], guard_cells=[], slot_status="failed",
+                                       reason_code="queued_too_long", reason_message="queued", now_ms=T0 + LEASE_MS + 1)
+    after = env.ledger.load(slot.slot_id)
+    assert {t: (c.status, c.terminal_reason_code, c.virtual) for t, c in after.cells.items()} == {
+        "cats": ("failed", "queued_too_long", False), "landscape": ("failed", "queued_too_long", False)}
+    assert after.slot.status == "failed"
+
+
+def test_cancel_writes_never_claimed_cells_failed(env: Env) -> None:
+    slot = slot_only(env, targets=("cats", "landscape"))
+    state = env.ledger.load(slot.slot_id)
+    assert env.ledger.cancel_cells(state, cells=["cats", "landscape"], intents=[], slot_status="failed",
+                                   reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=T0 + 1)
+    after = env.ledger.load(slot.slot_id)
+    assert {t: (c.status, c.terminal_reason_code) for t, c in after.cells.items()} == {
+        "cats": ("failed", "cancelled_by_consumer"), "landscape": ("failed", "cancelled_by_consumer")}
+    # a second cancel from the same stale read finds the cells written and refuses
+    assert not env.ledger.cancel_cells(state, cells=["cats"], intents=[], slot_status=None,
+                                       reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=T0 + 2)
+
+
+def test_recovery_of_a_never_claimed_cell_writes_it_once(env: Env) -> None:
+    slot = slot_only(env, targets=("cats",))
+    stand_in = unwritten(env, slot, "cats")
+    now = T0 + 300_000
+    assert env.ledger.mark_dispatched(slot.slot_id, "cats", stand_in.dispatched_at, now, unwritten=stand_in)
+    # a concurrent sweep that read the same unwritten cell is refused: the cell exists now, re-dispatched
+    assert not env.ledger.mark_dispatched(slot.slot_id, "cats", stand_in.dispatched_at, now, unwritten=stand_in)
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert (cell.status, cell.dispatched_at, cell.created_at, cell.work_type) == ("pending", now, T0, "illustration")

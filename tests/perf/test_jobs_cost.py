@@ -2,13 +2,12 @@
 the engine's own clients, on moto), and modelled DynamoDB write units.
 
 Measured:
-  POST /jobs, first admission, no callback   4 DynamoDB requests (PutItem request item, PutItem slot,
-                                             PutItem cell, TransactWriteItems job.requested + stream
-                                             head) + 1 SQS SendMessageBatch (the cell's execution);
-                                             8 modelled write units
-  POST /jobs, first admission, with callback  the same 4 DynamoDB requests (the transaction also puts
-                                             the event_callback row) + 2 SQS sends (execution, callback);
-                                             12 modelled write units
+  POST /jobs, first admission, no callback   3 DynamoDB requests (PutItem request item, PutItem slot,
+                                             TransactWriteItems job.requested + stream head; the cell's
+                                             item is written by its first claim) + 1 SQS
+                                             SendMessageBatch (the cell's execution)
+  POST /jobs, first admission, with callback  the same 3 DynamoDB requests (the transaction also puts
+                                             the event_callback row) + 2 SQS sends (execution, callback)
   POST /jobs, replay of a finished job        2 refused PutItem + 3 Query, no SQS
   GET /jobs/{id}/events, nothing new to write 2 DynamoDB Query (the slot partition for the job
                                              projection, the stream range EVT#) and nothing else
@@ -17,24 +16,26 @@ The figures are printed (`make bench`); the asserts hold the line against regres
 
 from __future__ import annotations
 
-import boto3
+import sys
+from pathlib import Path
 
-from cost_model import CostMeter
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the bench's meter and scenarios
+
+from collections import Counter
+
 from jobs_support import Receiver, events, jobs_runtime, post_job, task
+from meter import Meter
 
 SLOT = "morning-tokyo@manual-job-key-1"
 
 
 def meter_for(rt):
-    meter = CostMeter(boto3.client("dynamodb"), rt.env["LEDGER_TABLE"])
-    meter.attach(rt.engine.ledger._client)
-    meter.attach(rt.engine.queues._client)
-    return meter
+    return Meter().attach(rt)
 
 
-def report(label, meter):
-    print(f"\n{label}: {dict(sorted(meter.requests.items()))}, {meter.write_units:.0f} modelled write units, "
-          f"{meter.sqs_messages} SQS messages")
+def requests(meter: Meter) -> dict:
+    """{(service, operation): count}, the listening queues' empty polls aside."""
+    return dict(Counter((c.service, c.op) for c in meter.calls if c.step != "idle"))
 
 
 def test_what_one_admission_and_one_events_page_cost(make_runtime, downstream):
@@ -43,21 +44,19 @@ def test_what_one_admission_and_one_events_page_cost(make_runtime, downstream):
 
     meter = meter_for(rt)
     assert post_job(rt, task())[0] == 202
-    report("POST /jobs (first admission)", meter)
-    assert dict(meter.requests) == {("dynamodb", "PutItem"): 3, ("dynamodb", "TransactWriteItems"): 1,
-                                    ("sqs", "SendMessageBatch"): 1}
+    assert requests(meter) == {("dynamodb", "PutItem"): 2, ("dynamodb", "TransactWriteItems"): 1,
+                               ("sqs", "SendMessageBatch"): 1}
 
     rt.settle()
-    meter = meter_for(rt)
+    meter.reset()
     assert len(events(rt, SLOT)[1]["events"]) == 3
-    report("GET /jobs/{id}/events (3 events, nothing new)", meter)
-    assert dict(meter.requests) == {("dynamodb", "Query"): 2}
+    assert requests(meter) == {("dynamodb", "Query"): 2}
 
-    meter = meter_for(rt)
+    meter.reset()
     assert post_job(rt, task())[0] == 200
-    report("POST /jobs (replay of a finished job)", meter)
-    assert meter.count("dynamodb", {"PutItem", "UpdateItem", "TransactWriteItems"}) == 2  # two refused inserts
-    assert meter.count("sqs") == 0
+    writes = [c for c in meter.calls if c.service == "dynamodb" and c.op in ("PutItem", "UpdateItem", "TransactWriteItems")]
+    assert len(writes) == 2 and all(c.error == "ConditionalCheckFailedException" for c in writes)  # two refused inserts
+    assert not [c for c in meter.calls if c.service == "sqs" and c.step != "idle"]
 
 
 def test_what_an_admission_with_a_callback_costs(make_runtime, downstream):
@@ -65,7 +64,6 @@ def test_what_an_admission_with_a_callback_costs(make_runtime, downstream):
         rt = jobs_runtime(make_runtime, backend="moto")
         meter = meter_for(rt)
         assert post_job(rt, task(callback_url=receiver.url))[0] == 202
-        report("POST /jobs (first admission, callback declared)", meter)
-        assert dict(meter.requests) == {("dynamodb", "PutItem"): 3, ("dynamodb", "TransactWriteItems"): 1,
-                                        ("sqs", "SendMessageBatch"): 2}
-        assert meter.sqs_messages == 2
+        assert requests(meter) == {("dynamodb", "PutItem"): 2, ("dynamodb", "TransactWriteItems"): 1,
+                                   ("sqs", "SendMessageBatch"): 2}
+        assert sum(c.messages for c in meter.calls if c.service == "sqs") == 2

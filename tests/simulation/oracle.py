@@ -163,7 +163,8 @@ def check_outcome_lines(rt: Any, chaos: Chaos, outcomes: Callable[[str], list[di
     """Spec §13.18: one logged schedule.outcome per terminal slot, across re-rolls. The one exception
     is a crash AFTER the line was written and BEFORE the slot was closed: a log write can never be
     atomic with a ledger write, and the engine chooses to repeat the line (identical, keyed by
-    slot_id) rather than lose it. Only that window may produce a second, identical line."""
+    slot_id) rather than lose it. Only that window may produce another, identical line: one per
+    crash in it (a second crash there, on the recovering close, repeats it once more)."""
     problems = []
     for slot_id in rt.engine.ledger.slot_ids():
         lines = outcomes(slot_id)

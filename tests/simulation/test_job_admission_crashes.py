@@ -1,7 +1,8 @@
 """POST /jobs dies between any two of its writes (spec §12.3, §13.3, §13.21, §13.23).
 
-Admission is an idempotent sequence: request item -> slot -> cell -> execution message -> the
-``job.requested`` event (with its callback row). Whichever prefix a crash leaves, the consumer's
+Admission is an idempotent sequence: request item -> slot (its snapshot is the cell; the cell's
+item is written by its first claim) -> execution message -> the ``job.requested`` event (with its
+callback row). Whichever prefix a crash leaves, the consumer's
 retry of the same Task, or the engine itself, completes it: one slot, one delivery, each event
 once, and a declared callback still reaches the consumer."""
 
@@ -16,12 +17,16 @@ INTERNAL = {"error": {"code": "internal_error", "message": "internal error", "re
 
 
 def crash_once(obj, name):
+    """``name`` dies once: before its write, or after it with ``name:after``."""
+    name, _, when = name.partition(":")
     real = getattr(obj, name)
     state = {"armed": True}
 
     def wrapper(*args, **kwargs):
         if state["armed"]:
             state["armed"] = False
+            if when == "after":
+                real(*args, **kwargs)
             raise RuntimeError(f"process died in {name}")
         return real(*args, **kwargs)
 
@@ -31,7 +36,7 @@ def crash_once(obj, name):
 
 @pytest.mark.parametrize("where,replay_status", [
     ("ledger.create_slot", 202),  # the request item exists, the slot does not: the retry creates it
-    ("ledger.ensure_cells", 200),  # the slot exists without its cell
+    ("ledger.create_slot:after", 200),  # the slot exists, nothing was dispatched
     ("queues.send_execution", 200),  # slot and cell exist, the execution message never left
     ("jobs.append", 200),  # dispatched, but job.requested (and its callback row) not written
 ])
@@ -54,9 +59,9 @@ def test_the_retried_task_converges_whatever_prefix_the_crash_left(make_runtime,
         assert sorted(receiver.event_types()) == ["job.accepted", "job.started", "job.succeeded"]
 
 
-@pytest.mark.parametrize("where", ["ledger.ensure_cells", "queues.send_execution", "jobs.append"])
+@pytest.mark.parametrize("where", ["ledger.create_slot:after", "queues.send_execution", "jobs.append"])
 def test_without_a_retry_the_engine_completes_the_job_and_its_callbacks(make_runtime, downstream, where):
-    """The consumer never retries: the sweep materialises and dispatches the cell, and the events
+    """The consumer never retries: the sweep dispatches the cell (and writes its item), and the events
     (with the callback the Task declared, kept on its request item) follow the job."""
     with Receiver() as receiver:
         rt = jobs_runtime(make_runtime)

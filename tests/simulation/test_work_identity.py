@@ -253,12 +253,12 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
         def __getattr__(self, name):
             return getattr(ledger, name)
 
-        def claim_cell(self, slot_id, target_id, owner, now_ms, ttl_ms):
+        def claim_cell(self, slot_id, target_id, owner, now_ms, ttl_ms, **kwargs):
             # Taking a place in the sequence and claiming must be one step: otherwise a later
             # place can claim first and make an earlier one look like it arrived inside a live lease.
             with lock:
                 k = next(shift)
-                return ledger.claim_cell(slot_id, target_id, owner, now_ms + k * (ttl_ms + 1), ttl_ms)
+                return ledger.claim_cell(slot_id, target_id, owner, now_ms + k * (ttl_ms + 1), ttl_ms, **kwargs)
 
     rt.engine.source = PerThreadNewest()
     rt.engine.ledger = _Barrier(ExpiredLeases(), "bind_work", n)  # every executor binds at the same instant
@@ -390,7 +390,10 @@ def test_deleted_locked_work_fails_the_cell_and_nothing_else_is_delivered(make_r
 
 def test_non_numeric_locked_id_fails_with_locked_work_unavailable(make_runtime, downstream):
     rt, steered = _runtime(make_runtime)
-    won, _ = rt.engine.ledger.bind_work(SLOT, TARGET, "abc", "illustration", rt.clock.now_ms())
+    # the cell as an earlier executor left it: written (by its claim) and bound to a malformed id
+    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    assert ledger.ensure_cells(ledger.get_slot(SLOT), {TARGET: "illustration"}, now) == [TARGET]
+    won, _ = ledger.bind_work(SLOT, TARGET, "abc", "illustration", now)
     assert won
     result = execute_cell(rt.engine, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED

@@ -97,3 +97,34 @@ def test_the_adapters_satisfy_the_ledger_and_queue_ports():
         assert len(members) >= 2
         for name in members:
             assert callable(getattr(adapter, name, None)), f"{adapter.__name__} lacks {port.__name__}.{name}"
+
+
+LEAN = r"""
+import importlib.util, os, sys
+name = sys.argv[1]
+spec = importlib.util.spec_from_file_location("app", os.path.join("functions", name, "app.py"))
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow", "aws_lambda_powertools", "boto3", "botocore", "pydantic", "httpx", "yaml", "croniter"))))
+"""
+
+# What no handler module imports (issue 14: each imports only what its own function needs; the
+# runtime graph, the config and the services come with the first invocation).
+NEVER_AT_IMPORT = {"boto3", "botocore.client", "httpx", "yaml", "croniter", "pydantic", "pixivflow.config", "pixivflow.runtime",
+                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser"}
+ONLY_FOR = {
+    "aws_lambda_powertools.utilities.batch": {"execute", "deliver"},
+    "aws_lambda_powertools.event_handler": set(),
+}
+
+
+def test_each_handler_imports_only_what_its_own_function_needs():
+    for name in FUNCTIONS:
+        done = subprocess.run([sys.executable, "-c", LEAN, name], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                              env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        loaded = set(done.stdout.strip().split(","))
+        assert f"pixivflow.handlers.{name}" in loaded and "pixivflow.entry" not in loaded, name
+        assert not loaded & NEVER_AT_IMPORT, (name, sorted(loaded & NEVER_AT_IMPORT))
+        for module, users in ONLY_FOR.items():
+            assert (module in loaded) == (name in users), (name, module)

@@ -205,9 +205,53 @@ def test_layer_builds_for_python313_arm64(resources: dict[str, Any]) -> None:
     assert layer["Properties"]["ContentUri"] == "shared/"
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
-    # without BuildArchitecture sam build produces an x86_64 layer (toolchain-facts §6)
-    assert layer["Metadata"] == {"BuildMethod": "python3.13", "BuildArchitecture": "arm64"}
+    # without BuildArchitecture sam build produces an x86_64 layer (toolchain-facts §6); the
+    # makefile method is ours (shared/Makefile), so it can ship bytecode (issue 14)
+    assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
     assert (REPO / "shared" / "requirements.txt").is_file()
+
+
+def test_the_layer_makefile_fetches_arm64_wheels_for_the_runtime_python() -> None:
+    import re
+
+    makefile = (REPO / "shared" / "Makefile").read_text()
+    rule = makefile[makefile.index("build-CoreLayer:"):]
+    assert re.search(r"^PIP_PLATFORM \?= manylinux2014_aarch64$", makefile, re.M)
+    assert re.search(r"^LAMBDA_PYTHON \?= 3\.13$", makefile, re.M)
+    assert re.search(r"^REQUIREMENTS \?= requirements\.txt$", makefile, re.M)
+    assert "--python-version $(LAMBDA_PYTHON) --only-binary=:all:" in rule
+
+
+def test_the_built_layer_carries_unchecked_hash_bytecode_for_every_module(tmp_path) -> None:
+    """Run the makefile's rule (no wheels: an empty requirements file) and read the bytecode
+    headers of every module it ships: hash-based and unchecked (PEP 552), so Lambda's read-only
+    /opt never makes an import compile."""
+    import subprocess
+    import sys
+
+    empty = tmp_path / "requirements.txt"
+    empty.write_text("")
+    version = "%d.%d" % sys.version_info[:2]
+    proc = subprocess.run(["make", "--no-print-directory", "-C", str(REPO / "shared"), "build-CoreLayer",
+                           f"ARTIFACTS_DIR={tmp_path / 'out'}", f"PYTHON={sys.executable}", "PIP_PLATFORM=",
+                           f"LAMBDA_PYTHON={version}", f"REQUIREMENTS={empty}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    sources = list((tmp_path / "out" / "python" / "pixivflow").rglob("*.py"))
+    assert len(sources) > 50
+    for src in sources:
+        pyc = src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, src  # hash-based, unchecked
+
+
+def test_the_layer_refuses_bytecode_from_another_python(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(["make", "--no-print-directory", "-C", str(REPO / "shared"), "build-CoreLayer",
+                           f"ARTIFACTS_DIR={tmp_path}", f"PYTHON={sys.executable}", "LAMBDA_PYTHON=2.7"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "bytecode must be compiled by Python 2.7" in proc.stderr
+    assert not (tmp_path / "python").exists()
 
 
 @pytest.mark.parametrize("logical_id,name", sorted(FUNCTIONS.items()))

@@ -92,6 +92,12 @@ class Cell:
     terminal_reason_code: str | None = None
     terminal_reason_message: str | None = None
     candidate_report: dict[str, Any] | None = None
+    # Not written yet: a snapshot target whose cell item the ledger does not hold. Admission writes
+    # the slot alone (its targetIds ARE the frozen membership, spec §13.7); a cell's item is created
+    # by its first claim, or by the sweep when it re-dispatches or fails it (issue 14: one request
+    # per admission, one write unit less per cell). Until then it is exactly a pending cell with no
+    # lease, dispatched when the slot was created.
+    virtual: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -141,6 +147,22 @@ class Intent:
         return self.outbox_status in ACTIONABLE_OUTBOX
 
 
+def unwritten_cell(slot: Slot, target_id: str) -> Cell:
+    """What a snapshot cell is before its item exists: pending, never claimed, dispatched at admission."""
+    return Cell(slot_id=slot.slot_id, target_id=target_id, status=CellStatus.PENDING, created_at=slot.created_at,
+                updated_at=slot.created_at, dispatched_at=slot.created_at, virtual=True)
+
+
+def row_overdue(intent: Intent, now_ms: int, grace_ms: int = 0) -> bool:
+    """An outbox row to (re-)send now (DESIGN §5): pending or retry_wait and due ``grace_ms`` ago,
+    or processing under a claim that expired (spec §10.4: re-claimed with the same intent)."""
+    if not intent.actionable:
+        return False
+    if intent.outbox_status == OutboxStatus.PROCESSING:
+        return intent.lease_until is None or intent.lease_until <= now_ms
+    return intent.next_attempt_at <= now_ms - grace_ms
+
+
 @dataclass
 class SlotState:
     """One consistent read of a slot's partition."""
@@ -150,10 +172,24 @@ class SlotState:
     intents: list[Intent] = field(default_factory=list)
     events: dict[str, dict[str, Any]] = field(default_factory=dict)  # lifecycle event kind -> {ts}
 
+    def cell(self, target_id: str) -> Cell | None:
+        """The target's cell: its item, or the pending cell it stands for while unwritten (None for a
+        target outside the snapshot)."""
+        found = self.cells.get(target_id)
+        if found is not None or target_id not in self.slot.target_ids:
+            return found
+        return unwritten_cell(self.slot, target_id)
+
+    def first_cell(self) -> Cell | None:
+        """The cell a job is projected from (spec §12.4): its first snapshot target's."""
+        return self.cell(self.slot.target_ids[0]) if self.slot.target_ids else None
+
     def snapshot_cells(self) -> list[Cell]:
-        return [self.cells[t] for t in self.slot.target_ids if t in self.cells]
+        """One cell per snapshot target, in snapshot order: written ones and unwritten (virtual) ones."""
+        return [self.cell(t) for t in self.slot.target_ids]  # type: ignore[misc]
 
     def missing_targets(self) -> list[str]:
+        """Snapshot targets whose cell item is not written yet."""
         return [t for t in self.slot.target_ids if t not in self.cells]
 
     def intents_for(self, target_id: str) -> list[Intent]:

@@ -299,6 +299,10 @@ class EmbeddedRuntime:
     def _busy(self) -> bool:
         if self.next_release() is not None or self._index_lag_until() is not None:
             return True
+        if self.cloud is not None and self.cloud.dynamodb.indexes_in_flight():
+            # A lagging index (DESIGN §4: GSIs are eventually consistent) may still hide a live slot
+            # or a due row from the looks below: time has to pass before "nothing pending" is true.
+            return True
         for pump in self.pumps.values():
             if pump.visible() > 0:
                 return True

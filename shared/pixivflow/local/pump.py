@@ -64,7 +64,11 @@ class QueuePump:
         return released
 
     def poll(self) -> int:
-        """Receive one batch and run the handler on it. Returns how many records were handed over."""
+        """Receive one batch and run the handler on it. Returns how many records were handed over.
+
+        Like Lambda's event source mapping: one ReceiveMessage per batch, then one
+        DeleteMessageBatch for the records that succeeded. Failed records are made visible again
+        at once (the ESM lets their visibility lapse; on the virtual clock that is the same)."""
         self.release_due()
         resp = self._sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=self._batch, VisibilityTimeout=30,
                                          MessageAttributeNames=["All"], AttributeNames=["All"])
@@ -74,9 +78,7 @@ class QueuePump:
         for m in messages:
             nb = m.get("MessageAttributes", {}).get("notBefore", {}).get("StringValue")
             if nb is not None and int(nb) > now:
-                heapq.heappush(self._held, _Held(int(nb), next(self._seq), m["Body"]))
-                self._sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
-                self.stats.held += 1
+                self._hold(m, int(nb))
             else:
                 ready.append(m)
         if not ready:
@@ -88,14 +90,24 @@ class QueuePump:
             failures = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         except Exception:
             failures = {m["MessageId"] for m in ready}  # a crashed invocation returns the whole batch
-        for m in ready:
-            if m["MessageId"] in failures:
-                self.stats.failed += 1
-                self._sqs.change_message_visibility(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
-            else:
-                self.stats.delivered += 1
-                self._sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
+        done = [m for m in ready if m["MessageId"] not in failures]
+        failed = [m for m in ready if m["MessageId"] in failures]
+        self.stats.delivered += len(done)
+        self.stats.failed += len(failed)
+        if done:
+            self._sqs.delete_message_batch(QueueUrl=self.url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)])
+        if failed:
+            self._sqs.change_message_visibility_batch(QueueUrl=self.url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for n, m in enumerate(failed)])
         return len(ready)
+
+    def _hold(self, m: dict[str, Any], not_before: int) -> None:
+        """A message whose virtual delay has not passed: kept here until the clock reaches it (the
+        emulation of DelaySeconds on a virtual clock, not a request Lambda would make)."""
+        heapq.heappush(self._held, _Held(not_before, next(self._seq), m["Body"]))
+        self._sqs.delete_message(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"])
+        self.stats.held += 1
 
     def _record(self, m: dict[str, Any]) -> dict[str, Any]:
         attrs = m.get("Attributes", {})

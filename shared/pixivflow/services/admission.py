@@ -1,7 +1,9 @@
 """Admission: a trigger makes an occurrence durable, then dispatches its cells (spec §2.3, §4.4).
 
-The slot item is the commit point; cells are materialised from its frozen snapshot (an
-interrupted admission is completed by the next trigger or the sweep). Only after the slot is
+The slot item is the commit point and the whole of admission's writes: its ``targetIds`` are the
+frozen membership (spec §13.7), and each cell's item is written by the cell's first claim (or by
+the sweep, when it re-dispatches or fails a cell nobody claimed). So an admission is one
+conditional put plus ⌈n/10⌉ SendMessageBatch, whatever n (issue 14). Only after the slot is
 durable does the trigger answer. Dispositions with per-cell leases follow DESIGN §4.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 from ..ports import OutgoingMessage
 from ..config import ScheduleConfig
 from ..domain.cells import COMPLETED_SLOT_STATES
-from ..domain.model import Cell, Slot
+from ..domain.model import Cell, Slot, unwritten_cell
 from ..domain.occurrence import Occurrence
 from .engine import Engine
 from .messages import execution_body
@@ -64,11 +66,9 @@ def admit(engine: Engine, slot: Slot) -> Admission:
     if not slot.target_ids:
         return Admission(slot, False, REJECTED, reason="schedule selects no targets")
     stored, created = engine.ledger.create_slot(slot)
-    types = {t.id: t.type for t in engine.config.targets if t.id in stored.target_ids}
     now = engine.now()
     if created:
-        engine.ledger.ensure_cells(stored, types, now)
-        cells = [Cell(stored.slot_id, t, "pending", work_type=types.get(t), created_at=now) for t in stored.target_ids]
+        cells = [unwritten_cell(stored, t) for t in stored.target_ids]
         engine.log("info", "slot admitted", event="slot.admitted", slot_id=stored.slot_id,
                    schedule_id=stored.schedule_id, cells=len(cells), trigger_source=stored.trigger_source)
         engine.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
@@ -79,11 +79,7 @@ def admit(engine: Engine, slot: Slot) -> Admission:
         return Admission(stored, False, REJECTED, reason="slot could not be read back")
     if state.slot.status in COMPLETED_SLOT_STATES:
         return Admission(state.slot, False, ALREADY_COMPLETED, cells=state.snapshot_cells())
-    missing = state.missing_targets()
-    if missing:
-        engine.ledger.ensure_cells(state.slot, types, now, existing=state.cells.keys())
-        state = engine.ledger.load(stored.slot_id) or state
-    cells = state.snapshot_cells()
+    cells = state.snapshot_cells()  # unwritten ones included: pending, never leased
     open_cells = [c for c in cells if not c.terminal]
     if not open_cells:
         status = rollup(engine, state.slot.slot_id, state) or state.slot.status

@@ -33,7 +33,7 @@ from ..domain.ack import (
 )
 from ..domain.cells import CellStatus
 from ..domain.errors import ConfigError, LedgerUnavailable
-from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key
+from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
 from ..ports import DeliveryRequest, DeliveryResponse, Work
 from . import notifications  # noqa: F401  (registers the ``notification`` row kind)
@@ -304,21 +304,32 @@ def _free_work(engine: Engine, intent: Intent) -> None:
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
     """Process due rows now (POST /internal/outbox/drain), bounded to ``max_rounds`` rounds.
-    A round stops early after a readiness deferral (spec §10.5 ``drainOnce``)."""
+    A round stops early after a readiness deferral (spec §10.5 ``drainOnce``). The due delivery
+    rows of open slots are found through their slot (they carry no index entry of their own);
+    every other row through DueOutbox."""
     result = DrainResult()
     for _ in range(max(1, max_rounds)):
-        keys = engine.ledger.due_intents(engine.now(), limit_per_shard=batch)
+        now = engine.now()
+        rows: list[Intent | tuple[str, str]] = list(_open_rows(engine, now))
+        seen = {(r.slot_id, r.idempotency_key) for r in rows if isinstance(r, Intent)}
+        rows += engine.ledger.due_intents(now, limit_per_shard=batch)
         progressed = deferred = False
-        for pk, sk in keys:
-            callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
-            if callback is not None:
-                from .callbacks import deliver_callback
+        for row in rows:
+            if isinstance(row, Intent):
+                intent: Intent | None = row
+            else:
+                pk, sk = row
+                callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
+                if callback is not None:
+                    from .callbacks import deliver_callback
 
-                outcome = deliver_callback(engine, callback)
-                result.add(outcome)
-                progressed = progressed or outcome.action != "skipped"
-                continue
-            intent = engine.ledger.get_intent_by_key(pk, sk)
+                    outcome = deliver_callback(engine, callback)
+                    result.add(outcome)
+                    progressed = progressed or outcome.action != "skipped"
+                    continue
+                intent = engine.ledger.get_intent_by_key(pk, sk)
+                if intent is not None and (intent.slot_id, intent.idempotency_key) in seen:
+                    continue  # found through its slot already
             if intent is None or not intent.actionable:
                 continue
             outcome = deliver_intent(engine, intent)
@@ -328,12 +339,22 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
                 break
             progressed = progressed or outcome.action != "skipped"
         if engine.outbox_rows is not None and not deferred:
-            for row in drain_rows(engine, limit_per_shard=batch):
-                result.add(DeliveryResult(row.key, row.action, detail=row.detail))
-                progressed = progressed or row.action not in ("skipped", "deferred")
+            for generic in drain_rows(engine, limit_per_shard=batch):
+                result.add(DeliveryResult(generic.key, generic.action, detail=generic.detail))
+                progressed = progressed or generic.action not in ("skipped", "deferred")
         if not progressed or deferred:
             break
     return result
+
+
+def _open_rows(engine: Engine, now: int) -> list[Intent]:
+    """The due delivery rows of every open slot."""
+    found: list[Intent] = []
+    for slot_id, _created in engine.ledger.active_slots():
+        state = engine.ledger.load(slot_id)
+        if state is not None:
+            found += [i for i in state.intents if row_overdue(i, now)]
+    return found
 
 
 # -- the frozen payload of an intent (spec §10.3; note §2.1) ---------------------------------------

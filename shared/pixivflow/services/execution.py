@@ -21,7 +21,7 @@ from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
                              TransientSourceError)
-from ..domain.model import Cell, Intent, Slot, cell_key
+from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
@@ -109,7 +109,15 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
                    event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
                    schedule_id=slot.schedule_id, reason=blocked)
         return ExecutionResult(slot_id, target_id, "refused")
-    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS)
+    if target_id not in slot.target_ids:
+        # Membership is frozen at admission (spec §13.7): a message naming another target (a
+        # forged or stale one) never creates a cell.
+        return ExecutionResult(slot_id, target_id, "missing")
+    configured = engine.config.target(target_id)
+    unwritten = unwritten_cell(slot, target_id)
+    unwritten.work_type = configured.type if configured else None
+    # The cell's first claim writes its item (admission wrote only the slot): one conditional write.
+    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
     if cell is None:
         current = engine.ledger.get_cell(slot_id, target_id)
         action = "missing" if current is None else "claimed_by_other"
@@ -326,12 +334,7 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     limit = 1 if target.single_work else target.effective_limit
     bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
     scan = CandidateScan(bound=bound, supply=selection.supply)
-    taken: dict[str, str] = {}
-    if routes:
-        for route in routes:
-            for work_id, owner in engine.ledger.work_owners(route, target.type, [w.work_id for w in candidates]).items():
-                if owner != run.owner_key:
-                    taken.setdefault(work_id, route)
+    taken = _RouteOwners(run, routes, candidates, limit)
     # A multi-work cell that already handed works to delivery (a re-run after a crash, or a
     # resumed delivery_pending cell) keeps them: they count toward its limit and are re-sent,
     # never re-selected, so the cell can never exceed its limit.
@@ -347,9 +350,10 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
         if work.work_id in run.excluded:
             scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, "excluded by the job's constraints"))
             continue
-        if work.work_id in taken:
+        holder = taken.route_holding(work.work_id)
+        if holder is not None:
             # Delivered or pending on a route already: excluded at selection time; advances the scan.
-            scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {taken[work.work_id]}"))
+            scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {holder}"))
             continue
         scan.attempted += 1
         result = _try_candidate(run, work, routes, scan)
@@ -372,6 +376,37 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     if run.lost_bind:
         return TargetOutcome.failed(run.lost_bind, retryable=True, scan=scan)
     return TargetOutcome.no_candidate(no_candidate_reason(scan, selection.note), scan)
+
+
+class _RouteOwners:
+    """Which candidates another cell already holds on one of the routes (spec §10.1), read in
+    chunks as the scan reaches them, not all at once: a limit-1 cell usually takes one of its first
+    few candidates, and each unread key would cost a read unit (issue 14). The reads are eventually
+    consistent: they only spare a doomed attempt; the conditional route reservation decides."""
+
+    def __init__(self, run: CellRun, routes: list[str], candidates: list[Work], limit: int) -> None:
+        self._run = run
+        self._routes = routes
+        self._order = [w.work_id for w in candidates]
+        self._chunk = max(4, 2 * limit)
+        self._read = 0
+        self._held: dict[str, str] = {}
+
+    def route_holding(self, work_id: str) -> str | None:
+        if not self._routes:
+            return None
+        if work_id not in self._order[: self._read]:
+            at = self._order.index(work_id) if work_id in self._order else len(self._order)
+            while self._read <= at and self._read < len(self._order):
+                ids = self._order[self._read : self._read + self._chunk]
+                self._read += len(ids)
+                self._chunk *= 2  # the top of the list was taken: read further ahead next time
+                for route in self._routes:
+                    owners = self._run.engine.ledger.work_owners(route, self._run.target.type, ids, consistent=False)
+                    for wid, owner in owners.items():
+                        if owner != self._run.owner_key:
+                            self._held.setdefault(wid, route)
+        return self._held.get(work_id)
 
 
 def _held_intents(run: CellRun) -> list[Intent]:

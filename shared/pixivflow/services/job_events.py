@@ -20,7 +20,7 @@ from ..domain.errors import LedgerUnavailable
 from ..domain.model import SlotState
 from ..domain.protocol import (
     EVENTS_PAGE_LIMIT, REQUESTED, TERMINAL_EVENT_KINDS, ImpliedEvent, after_position, build_event, count_after,
-    event_id, first_cell, implied_events, is_projected, parse_ack_body, parse_event_id, parse_event_query,
+    event_id, implied_events, is_projected, parse_ack_body, parse_event_id, parse_event_query,
     project_job, unknown_job,
 )
 from ..ports import AppendResult, CallbackRow, EventStream, OutgoingMessage, StoredEvent
@@ -42,7 +42,7 @@ def load_job(engine: Engine, job_id: str) -> tuple[SlotState, dict[str, Any]]:
     state = engine.ledger.load(job_id)
     if state is None:
         raise unknown_job(job_id)
-    return state, project_job(state.slot, first_cell(state.slot, state.cells), state.intents, engine.now())
+    return state, project_job(state.slot, state.first_cell(), state.intents, engine.now())
 
 
 UNKNOWN: Any = object()  # the caller does not know the declared callback: read it from the request item
@@ -128,7 +128,7 @@ def on_slot_terminal(engine: Engine, state: SlotState) -> None:
     if engine.jobs is None or not state.slot.manual_request_id:
         return
     try:
-        job = project_job(state.slot, first_cell(state.slot, state.cells), state.intents, engine.now())
+        job = project_job(state.slot, state.first_cell(), state.intents, engine.now())
         reconcile(engine, job)
     except Exception as exc:
         engine.log("warning", "job event reconcile failed; the next read or the sweep completes it",

@@ -22,7 +22,7 @@ from ..domain.callbacks import CallbackRefused, CallbackUnresolvable, vet_callba
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
 from ..domain.model import Intent, OutboxStatus, cell_key
-from ..domain.protocol import CANCELLED_REASON, ProtocolError, first_cell, invalid, project_job, unknown_job
+from ..domain.protocol import CANCELLED_REASON, ProtocolError, invalid, project_job, unknown_job
 from ..domain.reasons import reason_message
 from ..domain.task import Task, canonical_json, parse_task
 from .admission import admit
@@ -199,7 +199,7 @@ def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
     state = engine.ledger.load(str(record["slotRef"]))
     if state is None or state.slot.manual_request_id != key:
         return []
-    return [project_job(state.slot, first_cell(state.slot, state.cells), state.intents, engine.now())]
+    return [project_job(state.slot, state.first_cell(), state.intents, engine.now())]
 
 
 # -- cancel (spec §12.7) ------------------------------------------------------------------------------
@@ -226,11 +226,7 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         state = engine.ledger.load(job_id)
         if state is None:
             raise unknown_job(job_id)
-        if state.missing_targets():  # an interrupted admission: its cells must exist to be cancelled
-            types = {t.id: t.type for t in engine.config.targets}
-            engine.ledger.ensure_cells(state.slot, types, engine.now(), existing=state.cells.keys())
-            continue
-        cells = state.snapshot_cells()
+        cells = state.snapshot_cells()  # a never-claimed cell is cancelled by writing it failed
         open_cells = [c for c in cells if not c.terminal]
         if not open_cells:
             break

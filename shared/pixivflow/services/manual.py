@@ -181,7 +181,7 @@ def find_refetch(engine: Engine, target_id: str, request_id: str) -> tuple[Slot,
     state = engine.ledger.load(str(record["slotRef"]))
     if state is None:  # the request item outlived a crash before its slot: not admitted yet
         return None
-    return state.slot, state.cells.get(target_id)
+    return state.slot, state.cell(target_id)
 
 
 def status_projection(slot: Slot, cell: Cell | None, now_ms: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
-from .engine import Engine
+from .engine import LEASE_TTL_MS, Engine
 from .notifications import enqueue_terminal_notifications
 
 SUMMARY_EVENT = "execution.summary"
@@ -111,8 +111,7 @@ def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str 
         return state.slot.status
     if converge_deliveries(engine, state):
         state = engine.ledger.load(slot_id) or state
-    cells = state.snapshot_cells()
-    statuses = [c.status for c in cells] + [CellStatus.PENDING] * len(state.missing_targets())
+    statuses = [c.status for c in state.snapshot_cells()]  # an unwritten cell counts as the pending cell it is
     status = derive_slot_status(statuses)
     if not is_terminal_slot(status):
         return state.slot.status
@@ -127,6 +126,8 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
     """Record the one outcome, log it, and only then close the slot (terminal status and out of the
     active index in one write). A crash in between leaves the slot open, where the sweep finds it."""
     state.slot.status = status
+    if an_executor_may_still_run(state, engine.now()) or not rows_outlive_slot(engine, state):
+        return  # not yet: the next rollup (or the sweep) decides again
     if record_outcome(engine, state):
         _notify(engine, state)
         engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
@@ -137,21 +138,59 @@ def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
     it leave the active index.
 
-    The stall transaction leaves in-delivery cells as they are (spec §13.16: the slot stays failed
-    even if one is confirmed later), so they are first settled from the delivery ledger here, and
-    the slot stays in the active index, where every sweep comes back to it, until each of its cells
-    is terminal. Found by ``make sim``: a cell whose remote failure was recorded while an executor
-    re-run moved it to delivery_pending was left open forever once its slot had closed."""
+    The stall rules never fail a cell in delivery whose row is live (spec §13.16; ``owned_by_outbox``);
+    such a cell is the outbox's. Until every cell ends, the slot stays open, so the sweep keeps
+    settling it from the delivery ledger (spec §13.12: an ACK whose worker died before settling the
+    cell is found here), and its one outcome record waits for it. Found by ``make sim`` (seed 451:
+    a cell left delivery_pending forever once its slot had closed)."""
     if converge_deliveries(engine, state):
         state = engine.ledger.load(state.slot.slot_id) or state
-    if any(not c.terminal for c in state.snapshot_cells()):
+    if any(not c.terminal for c in state.snapshot_cells()) or an_executor_may_still_run(state, engine.now()):
         return False
+    if not rows_outlive_slot(engine, state):
+        return False  # a row moved under us: the sweep's next tick closes it
     if record_outcome(engine, state):
         _notify(engine, state)
         left = engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
         return left
     return False
+
+
+# The rules that end a cell without waiting for its lease to die: its executor may still be
+# running and record a delivery row after the cell ended.
+ENDED_UNDER_A_LEASE = frozenset({"cancelled_by_consumer", "execution_timeout"})
+
+
+def an_executor_may_still_run(state: SlotState, now: int) -> bool:
+    """Whether some executor may still write a delivery row for this slot: a cell's lease is live
+    (a multi-work cell the outbox settled while its executor runs), or a cell was cancelled or
+    timed out under an executor that was alive (heartbeat) less than a lease TTL ago (an
+    invocation never outlives the lease). The slot then stays open a little longer, so such a row
+    lands where the sweep finds it; ``rows_outlive_slot`` indexes it when the slot closes."""
+    for cell in state.snapshot_cells():
+        if cell.lease_live(now):
+            return True
+        if cell.terminal_reason_code in ENDED_UNDER_A_LEASE and (cell.heartbeat_at or 0) > now - LEASE_TTL_MS:
+            return True
+    return False
+
+
+def rows_outlive_slot(engine: Engine, state: SlotState) -> bool:
+    """Before a slot leaves ActiveSlots, each of its still-actionable outbox rows enters DueOutbox.
+
+    While a slot is open the sweep finds its rows through the slot (a delivery row is written
+    without an index entry: two write units less per delivery, issue 14). A slot can close with a
+    row still actionable: another work of a multi-work cell, a row of a cell the timeout, a stall
+    or a cancel ended. From then on only the index finds it, and the sweep's re-drive goes on exactly
+    as for any indexed row (a row of an ended cell is dead-lettered unposted by the worker that
+    claims it). Done BEFORE the outcome record, so the record still means "closing now". Returns
+    False when a row moved since ``state`` was read (nothing is closed; the next pass reads again)."""
+    indexed = True
+    for intent in state.intents:
+        if intent.actionable and not engine.ledger.index_due(intent):
+            indexed = False
+    return indexed
 
 
 def _notify(engine: Engine, state: SlotState) -> None:

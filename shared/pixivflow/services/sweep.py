@@ -1,9 +1,13 @@
 """The one-minute sweep (spec §7; DESIGN §4 "Recovery", "Stall terminalisation", §5 re-drive).
 
-Cost stays proportional to live work: slots are found through the sparse ActiveSlots index
-and outbox rows through DueOutbox; every hit is re-read strongly consistently before anything
-is decided. Per active slot, in order:
-  1. materialise missing snapshot cells (an interrupted admission);
+Cost stays proportional to live work: slots are found through the sparse ActiveSlots index,
+the delivery rows of open slots through their slot (read anyway: a row needs no index entry of
+its own while its slot is open), and every other outbox row through DueOutbox (rows of closed
+slots enter it as their slot closes, ``rollup.rows_outlive_slot``); every hit is re-read strongly
+consistently before anything is decided. A snapshot cell whose item was never written (nobody claimed it yet) is a pending
+cell without a lease (``SlotState.cell``); re-dispatching or failing it writes its item. Per
+active slot, in order:
+  1. (nothing to materialise: admission writes the slot alone);
   2. settle lease-less in-delivery cells from the ledger and roll the slot up;
   3. fail cells running past their schedule's timeout (execution_timeout), except
      delivery_pending cells, which belong to the outbox;
@@ -20,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import ScheduleConfig
-from ..domain.model import SlotState
+from ..domain.model import SlotState, row_overdue
 from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
@@ -81,12 +85,15 @@ def sweep(engine: Engine) -> SweepResult:
     runtime = engine.config.schedulerRuntime
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
+    overdue: list[str] = []  # delivery rows of open slots to re-send (DESIGN §5)
     for slot_id, _created in engine.ledger.active_slots(limit_per_shard=4 * BATCH_LIMIT):
         result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
             state = engine.ledger.load(slot_id)
             if state is None:
                 continue
+            now = engine.now()
+            overdue += [i.idempotency_key for i in state.intents if row_overdue(i, now, REDRIVE_GRACE_MS)]
             if is_terminal_slot(state.slot.status):
                 close(engine, state)  # terminal but its outcome record not yet logged: finish closing it
                 continue
@@ -94,7 +101,7 @@ def sweep(engine: Engine) -> SweepResult:
         except Exception as exc:  # one bad slot never aborts the sweep
             result.errors += 1
             engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
-    _redrive_outbox(engine, result)
+    _redrive_outbox(engine, result, overdue)
     _repair_outbox_rows(engine, result)
     _repair_job_events(engine, result)
     engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
@@ -107,10 +114,6 @@ def sweep(engine: Engine) -> SweepResult:
 def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
     now = engine.now()
     slot = state.slot
-    if state.missing_targets():
-        types = {t.id: t.type for t in engine.config.targets}
-        engine.ledger.ensure_cells(slot, types, now, existing=state.cells.keys())
-        state = engine.ledger.load(slot.slot_id) or state
     if converge_deliveries(engine, state):
         state = engine.ledger.load(slot.slot_id) or state
     if _all_terminal(state):
@@ -155,7 +158,7 @@ def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
 
 
 def _all_terminal(state: SlotState) -> bool:
-    return not state.missing_targets() and all(c.terminal for c in state.snapshot_cells())
+    return all(c.terminal for c in state.snapshot_cells())  # an unwritten cell is pending
 
 
 def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
@@ -209,13 +212,21 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
                    schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
                    correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
         return False
-    claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now)]
+    claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
+                                                               unwritten=_typed(engine, c) if c.virtual else None)]
     if not claimed:
         return False
     failed = engine.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
     engine.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
                targets=[c.target_id for c in claimed], failed=len(failed))
     return len(failed) < len(claimed)
+
+
+def _typed(engine: Engine, cell):
+    """An unwritten cell with its target's work type, as its item will carry it."""
+    target = engine.config.target(cell.target_id)
+    cell.work_type = target.type if target else None
+    return cell
 
 
 def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: int) -> bool:
@@ -240,10 +251,11 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
     return True
 
 
-def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
+def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> None:
+    """Re-send the overdue rows of open slots (``overdue``) and the indexed ones (DueOutbox)."""
     now = engine.now()
     keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
-    send: list[str] = []
+    send: list[str] = list(dict.fromkeys(overdue))
     callbacks: list[str] = []
     for pk, sk in keys:
         callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
@@ -257,12 +269,7 @@ def _redrive_outbox(engine: Engine, result: SweepResult) -> None:
             result.errors += 1
             engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
             continue
-        if intent is None or not intent.actionable:
-            continue
-        if intent.outbox_status == "processing":
-            if intent.lease_until is not None and intent.lease_until > now:
-                continue
-        elif intent.next_attempt_at > now - REDRIVE_GRACE_MS:
+        if intent is None or not row_overdue(intent, now, REDRIVE_GRACE_MS) or intent.idempotency_key in send:
             continue
         send.append(intent.idempotency_key)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]

@@ -12,7 +12,10 @@ from .codec import _JSON_ATTRS, _to_ddb
 class _Update:
     """Builds one UpdateExpression with named placeholders."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, or_absent: bool = False) -> None:
+        # or_absent: the write may also create the item (UpdateItem upserts): the conditions then
+        # read "attribute_not_exists(pk) OR (all of them)" instead of "attribute_exists(pk) AND ...".
+        self.or_absent = or_absent
         self.sets: list[str] = []
         self.removes: list[str] = []
         self.adds: list[str] = []
@@ -72,8 +75,11 @@ class _Update:
         if self.adds:
             parts.append("ADD " + ", ".join(self.adds))
         out: dict[str, Any] = {"UpdateExpression": " ".join(parts)}
-        conditions = ["attribute_exists(pk)"] + self.conditions
-        out["ConditionExpression"] = " AND ".join(conditions)
+        if self.or_absent:
+            out["ConditionExpression"] = "attribute_not_exists(pk)" + (
+                f" OR ({' AND '.join(self.conditions)})" if self.conditions else "")
+        else:
+            out["ConditionExpression"] = " AND ".join(["attribute_exists(pk)"] + self.conditions)
         if self.names:
             out["ExpressionAttributeNames"] = self.names
         if self.values:

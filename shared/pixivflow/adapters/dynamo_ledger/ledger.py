@@ -205,10 +205,18 @@ class DynamoLedger(DynamoItems):
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     # -- cells -------------------------------------------------------------------
-    def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> Cell | None:
-        """Take the cell's lease (spec §4.2 on the cell). None when terminal, missing or leased by another."""
-        upd = _Update().set("leaseOwner", owner).set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
+    def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int, *,
+                   unwritten: Cell | None = None) -> Cell | None:
+        """Take the cell's lease (spec §4.2 on the cell). None when terminal, missing or leased by another.
+
+        ``unwritten``: the pending cell the slot's snapshot stands for (``SlotState.cell``); when its
+        item does not exist yet, this same conditional write creates it, claimed (one write: the
+        cell's first claim is its materialisation). Without it a missing cell is never created."""
+        upd = _Update(or_absent=unwritten is not None)
+        upd.set("leaseOwner", owner).set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
         upd.set("startedAt", now_ms, if_not_exists=True).set("updatedAt", now_ms).add("attemptCount", 1)
+        if unwritten is not None:
+            self._materialise(upd, unwritten)
         upd.when(
             "attribute_not_exists(#leaseUntil) OR #leaseUntil <= :now OR #leaseOwner = :owner",
             now=now_ms,
@@ -217,6 +225,19 @@ class DynamoLedger(DynamoItems):
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         item = self._update(slot_pk(slot_id), cell_sk(target_id), upd, return_new=True)
         return cell_from_item(item) if item else None
+
+    @staticmethod
+    def _materialise(upd: _Update, cell: Cell) -> None:
+        """The attributes a cell item is born with, set only where absent (an existing item keeps its
+        own) and only where this write does not set them itself."""
+        for attr, value in (("entity", "cell"), ("slotId", cell.slot_id), ("targetId", cell.target_id),
+                            ("status", CellStatus.PENDING), ("workType", cell.work_type), ("createdAt", cell.created_at),
+                            ("dispatchedAt", cell.dispatched_at)):
+            if value is not None and f"#{attr}" not in upd.names:
+                upd.set(attr, value, if_not_exists=True)
+
+    def _unwritten_cell_item(self, cell: Cell) -> dict[str, Any]:
+        return {"pk": slot_pk(cell.slot_id), "sk": cell_sk(cell.target_id), "entity": "cell", **_item(_CELL_FIELDS, cell)}
 
     def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool:
         upd = _Update().set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
@@ -335,9 +356,13 @@ class DynamoLedger(DynamoItems):
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
-    def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int) -> bool:
-        """Claim the right to re-dispatch a cell (so concurrent sweeps send once)."""
-        upd = _Update().set("dispatchedAt", now_ms)
+    def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
+                        unwritten: Cell | None = None) -> bool:
+        """Claim the right to re-dispatch a cell (so concurrent sweeps send once). ``unwritten``: the
+        pending cell an unwritten snapshot target stands for; its item is created by this write."""
+        upd = _Update(or_absent=unwritten is not None).set("dispatchedAt", now_ms)
+        if unwritten is not None:
+            self._materialise(upd, unwritten)
         if previous is None:
             upd.when("attribute_not_exists(#dispatchedAt)")
         else:
@@ -398,13 +423,14 @@ class DynamoLedger(DynamoItems):
         except ClientError:
             return False
 
-    def work_owners(self, route: str, work_type: str, work_ids: Iterable[str]) -> dict[str, str]:
-        """Owner key of each work already held on the route (batch read)."""
+    def work_owners(self, route: str, work_type: str, work_ids: Iterable[str], *, consistent: bool = True) -> dict[str, str]:
+        """Owner key of each work already held on the route (batch read; ``consistent=False`` halves
+        its read units where a stale answer only costs a refused reservation)."""
         ids = list(dict.fromkeys(work_ids))
         owners: dict[str, str] = {}
         for start in range(0, len(ids), 100):
             keys = [self._key(work_pk(route, work_type, w), "OWNER") for w in ids[start : start + 100]]
-            request = {self._table: {"Keys": keys, "ConsistentRead": True, "ProjectionExpression": "workId, ownerKey"}}
+            request = {self._table: {"Keys": keys, "ConsistentRead": consistent, "ProjectionExpression": "workId, ownerKey"}}
             while request:
                 resp = self._call("batch_get_item", RequestItems=request)
                 for raw in resp.get("Responses", {}).get(self._table, []):
@@ -415,10 +441,11 @@ class DynamoLedger(DynamoItems):
 
     # -- intents and their outbox rows -------------------------------------------
     def put_intent(self, intent: Intent) -> tuple[Intent, bool]:
+        """Insert-if-absent. The row is NOT in DueOutbox: while its slot is open the sweep finds it
+        through the slot (ActiveSlots, which it reads anyway), and a slot never closes with an
+        actionable row outside the index (``index_due``). Two index writes less per delivery."""
         sk = intent_sk(intent.target_id, intent.route, intent.work_type, intent.work_id)
         item = {"pk": slot_pk(intent.slot_id), "sk": sk, "entity": "intent", **_item(_INTENT_FIELDS, intent)}
-        item["duePk"] = f"DUE#{shard_of(intent.idempotency_key):02d}"
-        item["dueSk"] = f"{_ms13(intent.next_attempt_at)}#{intent.idempotency_key}"
         created, existing = self._put_new(item)
         if created:
             return intent, True
@@ -503,6 +530,16 @@ class DynamoLedger(DynamoItems):
         upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
+
+    def index_due(self, intent: Intent) -> bool:
+        """Put an actionable row into DueOutbox, as its slot is about to close (then nothing else
+        would find it). Conditioned on the row being exactly as read (status and version): a row
+        that moved meanwhile is refused, and the caller reads again before closing."""
+        upd = _Update().set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
+        upd.set("dueSk", f"{_ms13(intent.next_attempt_at)}#{intent.idempotency_key}")
+        upd.when("#outboxStatus = :seen_ob AND #nextAttemptAt = :seen_next AND #updatedAt = :seen_at",
+                 seen_ob=intent.outbox_status, seen_next=intent.next_attempt_at, seen_at=intent.updated_at)
+        return self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd) is not None
 
     def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
         """(pk, sk) of outbox rows whose due time is at or before ``before_ms`` (sparse index)."""
@@ -598,6 +635,9 @@ class DynamoLedger(DynamoItems):
         actions: list[dict[str, Any]] = []
         pk = {"S": slot_pk(state.slot.slot_id)}
         for target_id in fail_cells:
+            if target_id not in state.cells:  # never written: it is born failed, if still absent
+                actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms))
+                continue
             cell = state.cells[target_id]
             upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
             upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
@@ -607,6 +647,8 @@ class DynamoLedger(DynamoItems):
             upd.when(_NO_LIVE_LEASE, now=now_ms)
             actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
         for target_id in guard_cells:
+            if target_id not in state.cells:
+                continue  # an unwritten cell has no lease to guard (and is failed above, or not at all)
             cond = _Update().when(_NO_LIVE_LEASE, now=now_ms)
             kw = self._marshal_update(cond)
             kw.pop("UpdateExpression", None)
@@ -643,6 +685,9 @@ class DynamoLedger(DynamoItems):
         actions: list[dict[str, Any]] = []
         pk = {"S": slot_pk(state.slot.slot_id)}
         for target_id in cells:
+            if target_id not in state.cells:  # never written: it is born failed, if still absent
+                actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms))
+                continue
             upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
             upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
             upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
@@ -670,6 +715,18 @@ class DynamoLedger(DynamoItems):
             if code == "TransactionCanceledException":
                 return False
             raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
+
+    def _put_failed_unwritten(self, state: SlotState, target_id: str, reason_code: str, reason_message: str,
+                              now_ms: int) -> dict[str, Any]:
+        """A transaction's Put of a cell that was never written, failed, on condition that it still is
+        not (a claim that creates it meanwhile makes the whole step refuse, like any changed cell)."""
+        cell = state.cell(target_id)
+        assert cell is not None and cell.virtual
+        cell.status, cell.updated_at, cell.completed_at = CellStatus.FAILED, now_ms, now_ms
+        cell.last_error, cell.terminal_reason_code, cell.terminal_reason_message = reason_message, reason_code, reason_message
+        item = self._unwritten_cell_item(cell)
+        item["expiresAt"] = self._expires(now_ms)
+        return {"Put": {"TableName": self._table, "Item": self._marshal(item), "ConditionExpression": "attribute_not_exists(pk)"}}
 
     def _marshal_update(self, upd: _Update) -> dict[str, Any]:
         kw = upd.kwargs()

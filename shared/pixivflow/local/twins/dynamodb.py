@@ -306,6 +306,11 @@ class TwinDynamoDB:
             dues = [t.pending[-1][0] for t in self._tables.values() if t.pending]
             return max(dues) if dues else None
 
+    def indexes_in_flight(self) -> bool:
+        """Whether some index write is not visible yet (it becomes visible once the clock passes its lag)."""
+        with self._lock:
+            return any(table.pending for table in self._tables.values())
+
     def settle_indexes(self) -> None:
         """Make every index see every write now (tests that want to look without lag)."""
         with self._lock:

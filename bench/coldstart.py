@@ -1,0 +1,227 @@
+"""Cold start, measured from outside (issue 14 item 5): each handler module imported in a fresh
+interpreter, median of several runs, as a ratio to importing the bare stack (boto3 + Powertools'
+Logger and Metrics + pydantic) the same way.
+
+Three ways to import it:
+
+* ``source``: the checkout (``shared/`` and the venv's site-packages), with whatever bytecode
+  caches this machine has written: a warm developer machine.
+* ``layer``: the layer directory SAM's makefile build produces (``shared/Makefile``
+  ``build-CoreLayer``: the requirements and ``pixivflow`` with bytecode compiled
+  ``--invalidation-mode unchecked-hash``), on ``sys.path`` alone (``python -S``: no site-packages).
+* ``layer w/o bytecode``: the same directory with its bytecode ignored and nothing written
+  (``-B`` and an empty ``PYTHONPYCACHEPREFIX``), as on Lambda's read-only ``/opt`` when a layer
+  ships only sources: every cold start compiles every module again.
+
+The first invocation is timed in a fresh interpreter too: import, then moto and the template's
+resources, then one invocation with a cheap event of that handler's kind (the runtime graph is
+built, clients are created and the config is read at that point, DESIGN §12).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+FUNCTIONS = ("trigger", "execute", "deliver", "stall_sweep", "job_events")
+LAYER_DIR = ROOT / "build" / "bench-layer"
+NOPYC_DIR = ROOT / "build" / "bench-layer-nopyc"  # the same layer without its bytecode
+BARE = "import boto3, pydantic\nfrom aws_lambda_powertools import Logger, Metrics"
+BARE_LABEL = "boto3 + pydantic + Powertools Logger/Metrics"
+
+_IMPORT = """
+import sys, time
+sys.path[:0] = {paths!r}
+t = time.perf_counter()
+{body}
+print((time.perf_counter() - t) * 1000)
+"""
+
+_HANDLER = """
+import importlib.util
+spec = importlib.util.spec_from_file_location("app", {path!r})
+app = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(app)
+"""
+
+_FIRST = """
+import json, os, sys, time
+sys.path[:0] = {paths!r}
+import importlib.util
+spec = importlib.util.spec_from_file_location("app", {path!r})
+app = importlib.util.module_from_spec(spec)
+t = time.perf_counter()
+spec.loader.exec_module(app)
+imported = (time.perf_counter() - t) * 1000
+from pixivflow.local.lambda_context import context_for
+t = time.perf_counter()
+app.handler({event!r}, context_for({name!r}))
+first = (time.perf_counter() - t) * 1000
+t = time.perf_counter()
+app.handler({event!r}, context_for({name!r}))
+warm = (time.perf_counter() - t) * 1000
+print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm}}))
+"""
+
+
+def _events() -> dict[str, Any]:
+    http = {"version": "2.0", "routeKey": "$default", "rawPath": "/capabilities", "rawQueryString": "",
+            "headers": {"authorization": "Bearer cold-start-jobs-token"},
+            "requestContext": {"http": {"method": "GET", "path": "/capabilities", "protocol": "HTTP/1.1",
+                                        "sourceIp": "127.0.0.1", "userAgent": "bench"}, "requestId": "cold",
+                               "routeKey": "$default", "stage": "$default", "accountId": "123456789012",
+                               "apiId": "local", "domainName": "localhost", "domainPrefix": "localhost",
+                               "time": "30/Nov/2026:00:00:00 +0000", "timeEpoch": 0},
+            "body": None, "isBase64Encoded": False}
+
+    def sqs(body: dict) -> dict:
+        return {"Records": [{"messageId": "m1", "receiptHandle": "r1", "body": json.dumps(body),
+                             "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0", "SenderId": "x",
+                                            "ApproximateFirstReceiveTimestamp": "0"},
+                             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}]}
+
+    return {
+        "trigger": {"scheduleId": "morning-tokyo", "scheduledTime": "2026-11-30T23:00:00Z"},
+        "execute": sqs({"slotId": "morning-tokyo@2026-12-01T0800", "targetId": "cats"}),
+        "deliver": sqs({"kind": "delivery", "key": "pixivflow:review:illustration:1:morning-tokyo@2026-12-01T0800:cats"}),
+        "stall_sweep": {"source": "aws.scheduler"},
+        "job_events": http,
+    }
+
+
+_AWS_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1"}
+
+
+def _moto_server():
+    """moto in server mode on 127.0.0.1, in this process: the probe talks to it over HTTP, so its
+    first invocation imports boto3 and creates its clients itself, as on Lambda."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def _provision(endpoint: str, prefix: str) -> dict[str, str]:
+    saved = {k: os.environ.get(k) for k in (*_AWS_ENV, "AWS_ENDPOINT_URL")}
+    os.environ.update(_AWS_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    try:
+        sys.path.insert(0, str(ROOT / "shared"))
+        from pixivflow.local.provision import provision
+
+        return provision(prefix=prefix)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(code: str, *, flags: tuple[str, ...] = (), env: dict[str, str] | None = None) -> str:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    full.update(env or {})
+    proc = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cold-start probe failed: {proc.stderr[-2000:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _median_import(body: str, paths: list[str], runs: int, *, flags: tuple[str, ...] = (), env: dict | None = None) -> float:
+    samples = [float(_run(_IMPORT.format(paths=paths, body=body), flags=flags, env=env)) for _ in range(runs)]
+    return statistics.median(samples)
+
+
+def _layer_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "shared").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".json", ".txt", "") :
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()
+
+
+def build_layer() -> dict[str, Any]:
+    """The layer exactly as SAM's makefile build makes it, for this interpreter (the bench imports it
+    with this Python, so its wheels and bytecode are this Python's; SAM builds for python3.13/arm64)."""
+    stamp = LAYER_DIR / ".fingerprint"
+    fingerprint = _layer_fingerprint()
+    if not (stamp.exists() and stamp.read_text() == fingerprint):
+        if LAYER_DIR.exists():
+            shutil.rmtree(LAYER_DIR)
+        LAYER_DIR.mkdir(parents=True)
+        version = "%d.%d" % sys.version_info[:2]
+        proc = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT / "shared"), "build-CoreLayer",
+                               f"ARTIFACTS_DIR={LAYER_DIR}", f"PYTHON={sys.executable}", "PIP_PLATFORM=",
+                               f"LAMBDA_PYTHON={version}"], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            return {"ok": False, "note": f"make build-CoreLayer failed: {(proc.stderr or proc.stdout)[-500:]}"}
+        if NOPYC_DIR.exists():
+            shutil.rmtree(NOPYC_DIR)
+        shutil.copytree(LAYER_DIR / "python", NOPYC_DIR / "python", ignore=shutil.ignore_patterns("__pycache__"))
+        stamp.write_text(fingerprint)
+    python = LAYER_DIR / "python"
+    sources = [p for p in python.rglob("*.py")]
+    compiled = 0
+    unchecked = 0
+    for src in sources:
+        cache = src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
+        if cache.exists():
+            compiled += 1
+            flags = int.from_bytes(cache.read_bytes()[4:8], "little")
+            unchecked += flags == 0b01  # PEP 552: hash-based, not checked against the source
+    return {"ok": True, "dir": str(python), "nopyc_dir": str(NOPYC_DIR / "python"), "modules": len(sources), "pyc": compiled, "unchecked_hash": unchecked,
+            "note": f"{python.relative_to(ROOT)}: {len(sources)} modules, {compiled} with bytecode, "
+                    f"{unchecked} of them unchecked-hash (shared/Makefile build-CoreLayer)"}
+
+
+def measure(runs: int = 5) -> dict[str, Any]:
+    src_paths = [str(ROOT / "shared")]
+    handlers: dict[str, dict[str, Any]] = {}
+    bare_source = _median_import(BARE, src_paths, runs)
+    layer = build_layer()
+    bare_layer = bare_nopyc = None
+    if layer["ok"]:
+        bare_layer = _median_import(BARE, [layer["dir"]], runs, flags=("-S",))
+        bare_nopyc = _median_import(BARE, [layer["nopyc_dir"]], max(1, runs // 2), flags=("-S", "-B"))
+    events = _events()
+    config = str(ROOT / "events" / "demo" / "config.yaml")
+    server, endpoint = _moto_server()
+    for name in FUNCTIONS:
+        path = str(ROOT / "functions" / name / "app.py")
+        body = _HANDLER.format(path=path)
+        row: dict[str, Any] = {"source_ms": _median_import(body, src_paths, runs)}
+        row["source_ratio"] = row["source_ms"] / bare_source
+        if layer["ok"]:
+            row["layer_ms"] = _median_import(body, [layer["dir"]], runs, flags=("-S",))
+            row["layer_ratio"] = row["layer_ms"] / bare_layer
+            row["layer_nopyc_ms"] = _median_import(body, [layer["nopyc_dir"]], max(1, runs // 2), flags=("-S", "-B"))
+        env = {**_AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "JOBS_TOKEN": "cold-start-jobs-token",
+               "TRIGGER_TOKEN": "cold-start-trigger", "POWERTOOLS_METRICS_NAMESPACE": "Bench", "PIXIVFLOW_CONFIG": config,
+               **_provision(endpoint, f"cold-{name.replace('_', '-')}")}
+        first = json.loads(_run(_FIRST.format(paths=src_paths, path=path, event=events[name], name=name), env=env))
+        row["first_invocation_ms"] = first["first_ms"]
+        row["warm_invocation_ms"] = first["warm_ms"]
+        handlers[name] = row
+    server.stop()
+    ratios = [r.get("layer_ratio", r["source_ratio"]) for r in handlers.values()]
+    return {"runs": runs, "bare_label": BARE_LABEL, "bare_source_ms": bare_source, "bare_layer_ms": bare_layer,
+            "bare_layer_nopyc_ms": bare_nopyc, "layer": layer, "handlers": handlers, "worst_ratio": max(ratios)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(runs=int(sys.argv[1]) if len(sys.argv) > 1 else 5), indent=1))

@@ -1,0 +1,567 @@
+"""``make bench``: what a delivered cell costs, priced the way AWS bills it (issue 14).
+
+    python bench/report.py [--json bench/report.json] [--quick]
+
+Runs the workloads of ``scenarios`` through the real handlers on the embedded runtime (moto, and
+the in-memory twins for the 100,000-slot ledger), meters every AWS request (``meter``), prices
+them from ``prices.json`` (copied, with sources, from the team kit), and prints one report: per
+delivered cell by slot size, the job API, the dollars per million delivered cells next to Step
+Functions, Lambda durable functions and Temporal Cloud, the write units by ledger step, trigger
+admission, the sweep against ledger size, the scale model and the cold start. Nothing is logged:
+Powertools' output is counted (CloudWatch ingests it) and discarded. ``--quick`` skips the
+100,000-slot ledger and runs fewer cold-start samples (the honesty tests use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "shared")]
+
+import scenarios  # noqa: E402
+from meter import Call  # noqa: E402
+
+PRICES = json.loads((HERE / "prices.json").read_text())
+P = {k: v["usd"] / v["per"] for k, v in PRICES["services"].items()}
+A = {k: v["value"] for k, v in PRICES["assumptions"].items() if not k.startswith("_")}
+MILLION = 1_000_000
+SQS_OPS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+           "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
+S3_PUT_TIER = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects", "DeleteObjects", "CreateMultipartUpload",
+               "UploadPart", "CompleteMultipartUpload", "PostObject"}
+S3_GET_TIER = {"GetObject", "HeadObject"}
+S3_FREE = {"DeleteObject"}
+STEP_ORDER = ("admit", "claim", "bind", "reserve", "intent", "outbox claim", "settle", "rollup", "outcome record",
+              "index maintenance")
+
+
+# -- template facts ---------------------------------------------------------------------------------
+
+
+def template_facts() -> dict[str, Any]:
+    from pixivflow.local.template import load_template
+
+    tpl = load_template(ROOT / "template.yaml")
+    glob = tpl.get("Globals", {}).get("Function", {})
+    functions: dict[str, dict[str, Any]] = {}
+    alarms = 0
+    for logical, res in tpl["Resources"].items():
+        if res["Type"] == "AWS::CloudWatch::Alarm":
+            alarms += 1
+        if res["Type"] != "AWS::Serverless::Function":
+            continue
+        props = res.get("Properties", {})
+        name = Path(str(props.get("CodeUri", ""))).name
+        esm = next((e["Properties"] for e in (props.get("Events") or {}).values() if e.get("Type") == "SQS"), {})
+        functions[name] = {
+            "logical_id": logical,
+            "memory_mb": int(props.get("MemorySize", glob.get("MemorySize", 128))),
+            "arch": (props.get("Architectures") or glob.get("Architectures") or ["x86_64"])[0],
+            "timeout_s": int(props.get("Timeout", glob.get("Timeout", 3))),
+            "max_concurrency": (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+            "batch_size": esm.get("BatchSize"),
+        }
+    return {"functions": functions, "alarms": alarms}
+
+
+# -- per-window figures -----------------------------------------------------------------------------
+
+
+def lambda_figures(window: scenarios.Window, facts: dict[str, Any]) -> dict[str, Any]:
+    """Invocations and GB-seconds: measured here (handler wall time on moto, an estimate) and
+    modelled (own compute measured here + every AWS request at an assumed in-Region latency + the
+    route's answer time), the latter priced."""
+    lat = A["latency_ms"]
+    by_fn: dict[str, list[Call]] = {}
+    for c in window.calls:
+        by_fn.setdefault(c.function or "", []).append(c)
+    invocations = Counter(i.function for i in window.invocations)
+    measured = modelled = 0.0
+    for inv in window.invocations:
+        memory_gb = facts["functions"].get(inv.function, {}).get("memory_mb", 512) / 1024
+        measured += math.ceil(inv.seconds * 1000) / 1000 * memory_gb
+    for fn, count in invocations.items():
+        memory_gb = facts["functions"].get(fn, {}).get("memory_mb", 512) / 1024
+        own = sum(max(0.0, i.seconds - i.aws_seconds) for i in window.invocations if i.function == fn)
+        wait_ms = 0.0
+        for c in by_fn.get(fn, []):
+            if c.service == "dynamodb":
+                wait_ms += lat["dynamodb"]
+            elif c.service == "sqs" and c.step != "esm":
+                wait_ms += lat["sqs"]  # ESM polling runs outside the function
+            elif c.service == "s3":
+                wait_ms += lat["s3_put"] if c.op in S3_PUT_TIER or c.op in S3_FREE else lat["s3_get"]
+        if fn == "deliver":
+            wait_ms += lat["route_post"] * window.posts
+        modelled += (own + wait_ms / 1000) * memory_gb
+    return {"invocations": dict(invocations), "gb_s_measured": measured, "gb_s_modelled": modelled}
+
+
+def figures(window: scenarios.Window, facts: dict[str, Any], *, per: int, scheduler_fires: int = 0,
+            api_requests: int = 0) -> dict[str, Any]:
+    """Everything a window asked of AWS, divided by ``per`` (delivered cells, or 1)."""
+    per = max(1, per)
+    ddb = [c for c in window.calls if c.service == "dynamodb"]
+    sqs = [c for c in window.calls if c.service == "sqs" and c.step != "idle"]
+    s3 = [c for c in window.calls if c.service == "s3"]
+    lam = lambda_figures(window, facts)
+    out = {
+        "dynamodb": {
+            "wru": sum(c.wru + c.index_wru for c in ddb) / per,
+            "rru": sum(c.rru for c in ddb) / per,
+            "requests": sum(1 for _ in ddb) / per,
+            "requests_by_op": {op: n / per for op, n in sorted(Counter(c.op for c in ddb).items())},
+            "wru_by_step": {k: v / per for k, v in _by_step(ddb).items()},
+        },
+        "sqs": {
+            "billed_requests": sum(c.chunks for c in sqs) / per,
+            "requests_by_op": {op: n / per for op, n in sorted(Counter(c.op for c in sqs).items())},
+            "messages_sent": sum(c.messages for c in sqs if c.op.startswith("Send")) / per,
+        },
+        "lambda": {
+            "invocations": sum(lam["invocations"].values()) / per,
+            "invocations_by_function": {k: v / per for k, v in sorted(lam["invocations"].items())},
+            "gb_s_measured": lam["gb_s_measured"] / per,
+            "gb_s_modelled": lam["gb_s_modelled"] / per,
+        },
+        "s3": {"requests_by_op": {op: n / per for op, n in sorted(Counter(c.op for c in s3).items())}},
+        "scheduler_fires": scheduler_fires / per,
+        "api_requests": api_requests / per,
+        "log_bytes": (window.log_bytes + A["platform_log_bytes_per_invocation"] * len(window.invocations)) / per,
+    }
+    return out
+
+
+def _by_step(calls: list[Call]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in calls:
+        if c.wru:
+            out[c.step] = out.get(c.step, 0) + c.wru
+        if c.index_wru:
+            out["index maintenance"] = out.get("index maintenance", 0) + c.index_wru
+    return out
+
+
+def dollars(f: dict[str, Any], arch: str = "arm64") -> dict[str, float]:
+    """Dollars per million of whatever ``f`` is per one of (cells, jobs, pages)."""
+    s3_ops = f["s3"]["requests_by_op"]
+    gb_s = P["lambda_gb_s_arm64" if arch == "arm64" else "lambda_gb_s_x86"]
+    return {
+        "DynamoDB writes": f["dynamodb"]["wru"] * P["dynamodb_wru"] * MILLION,
+        "DynamoDB reads": f["dynamodb"]["rru"] * P["dynamodb_rru"] * MILLION,
+        "SQS": f["sqs"]["billed_requests"] * P["sqs_request"] * MILLION,
+        "Lambda requests": f["lambda"]["invocations"] * P["lambda_request"] * MILLION,
+        "Lambda compute": f["lambda"]["gb_s_modelled"] * gb_s * MILLION,
+        "S3 requests": (sum(n for op, n in s3_ops.items() if op in S3_PUT_TIER) * P["s3_put"]
+                        + sum(n for op, n in s3_ops.items() if op in S3_GET_TIER) * P["s3_get"]) * MILLION,
+        "EventBridge Scheduler": f["scheduler_fires"] * P["scheduler_invocation"] * MILLION,
+        "API Gateway": f["api_requests"] * P["api_gateway_http_request"] * MILLION,
+        "CloudWatch Logs": f["log_bytes"] / 1e9 * P["cloudwatch_logs_ingest_gb"] * MILLION,
+    }
+
+
+def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, float], facts: dict[str, Any],
+                  metric_series: int) -> dict[str, float]:
+    """What the stack costs a month whatever it delivers."""
+    ticks = A["sweep_ticks_per_month"]
+    tick = dollars(idle)
+    polls = 2 * A["esm_pollers_per_queue"] * (30 * 86_400 / A["esm_poll_wait_s"])
+    init_gb_s = sum(first_invocation_s.get(fn, 1.0) * facts["functions"].get(fn, {}).get("memory_mb", 512) / 1024
+                    for fn in facts["functions"]) * A["cold_starts_per_function_per_month"]
+    return {
+        "sweep ticks (DynamoDB, Lambda, Scheduler)": sum(v for k, v in tick.items() if k != "CloudWatch Logs") / MILLION * ticks,
+        "sweep tick logs": tick["CloudWatch Logs"] / MILLION * ticks,
+        "idle queue polling (2 ESMs)": polls * P["sqs_request"],
+        "cold starts (INIT billed)": init_gb_s * P["lambda_gb_s_arm64"],
+        "CloudWatch custom metrics (EMF series seen)": metric_series * P["cloudwatch_custom_metric_month"],
+        "CloudWatch alarms (template)": facts["alarms"] * P["cloudwatch_alarm_month"],
+    }
+
+
+# -- comparisons ------------------------------------------------------------------------------------
+
+
+def alternatives(targets: int, ours: dict[str, float], work_lines: dict[str, float]) -> list[dict[str, Any]]:
+    """The same work (a ``targets``-target slot, one work per cell, one route) on the orchestrators an
+    operator would pick instead. Their orchestration charge, counted by each one's own rule, plus
+    what they need besides: a Lambda invocation per task, the Scheduler fire, one conditional
+    DynamoDB put per cell for the cross-slot route dedupe (spec §10.1 spans workflows) and the same
+    work itself (Lambda compute, S3, logs)."""
+    per_slot = 1 / targets
+    dedupe = 1 * P["dynamodb_wru"] * MILLION
+    fire = per_slot * P["scheduler_invocation"] * MILLION
+    work = sum(work_lines.values())
+
+    def row(name, rule, units, price, invocations):
+        orchestration = units * price * MILLION + invocations * P["lambda_request"] * MILLION + fire + dedupe
+        return {"name": name, "rule": rule, "units_per_cell": units, "orchestration": orchestration,
+                "all_in": orchestration + work}
+
+    sfn_units = 5 + 4 * per_slot
+    durable_units = 4 + 2 * per_slot
+    temporal_units = 4 + 3 * per_slot
+    return [
+        row("Step Functions Standard",
+            "state transitions: per cell 5 (select+bind+reserve, download+store, deliver, ACK choice, settle), "
+            f"per slot 4 (admit, map, rollup+record, succeed); each retry +1 (none here) = {sfn_units:.2f}/cell",
+            sfn_units, P["step_functions_standard_transition"], 4 + 2 * per_slot),
+        row("Lambda durable functions",
+            "durable operations: per cell 4 steps (select+bind+reserve, download+store, deliver, settle), per slot 2 "
+            f"(admit, rollup+record); waits and callbacks +1 each (none here) = {durable_units:.2f}/cell; "
+            "checkpoint data: price not in the kit",
+            durable_units, P["lambda_durable_operation"], per_slot),
+        row("Temporal Cloud",
+            "actions: per cell 4 activities, per slot workflow start + 2 activities; heartbeats, timers and retries "
+            f"+1 each (none here) = {temporal_units:.2f}/cell at the $50/M tier; workers' hosting: price not in the kit",
+            temporal_units, P["temporal_cloud_action"], 4 + 2 * per_slot),
+    ]
+
+
+# -- scale --------------------------------------------------------------------------------------
+
+
+def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any], facts: dict[str, Any],
+                targets: int) -> dict[str, Any]:
+    """1,000 slot admissions/s of 10-target slots = 10,000 cell executions/s, from the measured
+    request model of the 10-target slot. Computed, not load-tested."""
+    admissions, cells = 1_000, 10_000
+    lat = A["latency_ms"]
+    shards = 16
+    per_slot = {"by_pk": Counter(), "index": Counter()}
+    for c in ten_calls:
+        if c.service != "dynamodb":
+            continue
+        kind = c.method.split(":")[0]
+        if c.wru:
+            pk = "SLOT# (one slot's partition)" if kind not in ("reserve_work", "release_work_reservation") else "WORK# (one item per route and work)"
+            per_slot["by_pk"][pk] += c.wru
+        if c.index_wru:
+            index = "ActiveSlots" if kind in ("create_slot", "finish_slot", "leave_active_index", "terminalise_slot") else "DueOutbox"
+            per_slot["index"][index] += c.index_wru
+    rows = []
+    slot_partition_wru = per_slot["by_pk"]["SLOT# (one slot's partition)"]
+    # one slot's cells run in parallel: a 10-target slot's writes land on its partition within ~1 s
+    rows.append({"key": "SLOT#<slotId> (10-target slot, its cells in parallel, ~1 s)", "wcu_s": slot_partition_wru,
+                 "limit": 1000, "note": "per slot; a 90-target slot: ~9x, DynamoDB splits a hot item collection by sort key"})
+    rows.append({"key": "SLOT#<slotId> (90-target slot, ~1 s)", "wcu_s": slot_partition_wru / targets * 90 + 0.0,
+                 "limit": 1000, "note": "the largest slot the config allows (DESIGN §7: at most 90 targets)"})
+    for index, wru in sorted(per_slot["index"].items()):
+        rate = wru * admissions / shards
+        rows.append({"key": f"{index} shard (1 of {shards})", "wcu_s": rate, "limit": 1000,
+                     "note": f"{wru:.0f} index writes per slot x {admissions}/s / {shards} shards"})
+    if "DueOutbox" not in per_slot["index"]:
+        rows.append({"key": "DueOutbox shard (1 of 16)", "wcu_s": 0.0, "limit": 1000,
+                     "note": "delivery rows no longer enter it (found through their open slot); jobs' callback rows do"})
+    rows.append({"key": "WORK#<route>#<type>#<workId> (a work every slot wants)", "wcu_s": float(admissions), "limit": 1000,
+                 "note": "worst case: every admission's target picks the same top work; refused conditional puts are billed"})
+    rows.append({"key": "SWEEP#LEASE", "wcu_s": 2 / 60, "limit": 1000, "note": "taken and released once a minute"})
+    gate_reads = 0.0
+    exec_fn, deliver_fn = facts["functions"].get("execute", {}), facts["functions"].get("deliver", {})
+    exec_s = ten["lambda"]["gb_s_modelled"] / (exec_fn.get("memory_mb", 512) / 1024)  # seconds of Lambda per cell
+    concurrency = cells * exec_s
+    gate_reads = concurrency / 5  # each warm execute container re-reads the gate every 5 s
+    rows.append({"key": "PIXIV#<accountId>/GATE (one Pixiv account)", "wcu_s": 0.0, "rcu_s": gate_reads, "limit": 3000,
+                 "note": "a consistent GetItem per container per 5 s; writes only on a 429 (conditional, once per penalty)"})
+    for r in rows:
+        r["share"] = max(r.get("wcu_s", 0) / 1000, r.get("rcu_s", 0) / 3000)
+    sqs_rps = ten["sqs"]["billed_requests"] * cells
+    live_slots = admissions * 10  # ~10 s from admission to outcome (the modelled cell time, rounded up)
+    sweep_capacity = 16 * 400  # active_slots reads 400 per shard per tick
+    sweep_seconds = live_slots * (lat["dynamodb"] / 1000) * 1.2
+    limits = [
+        {"limit": "execute ESM MaximumConcurrency (template: 10)", "need": concurrency,
+         "have": exec_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency (up to 1,000 per ESM)"},
+        {"limit": "deliver ESM MaximumConcurrency (template: 10)", "need": cells * (lat["route_post"] / 1000 + 0.05),
+         "have": deliver_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency"},
+        {"limit": "Lambda regional concurrency (default quota 1,000)", "need": concurrency + cells * (lat["route_post"] / 1000 + 0.05) + admissions * 0.05,
+         "have": 1000, "raise": "Service Quotas request (tens of thousands are routine)"},
+        {"limit": "EventBridge Scheduler invocations (1,000/s default)", "need": admissions, "have": 1000,
+         "raise": "Service Quotas request; or fewer, larger slots (one fire admits up to 90 cells)"},
+        {"limit": "the sweep: live slots read per tick (one sweep, 16 x 400 per tick)", "need": live_slots, "have": sweep_capacity,
+         "raise": "one sweep per ActiveSlots shard (16 leases SWEEP#LEASE#<shard>), each reading its shard"},
+        {"limit": "the sweep: a tick's time (60 s lease and timeout)", "need": sweep_seconds, "have": 60,
+         "raise": "the same per-shard sweeps: 16 x the budget"},
+        {"limit": "SQS standard queue requests/s", "need": sqs_rps, "have": float("inf"), "raise": "none needed (no published limit)"},
+    ]
+    for lim in limits:
+        lim["share"] = lim["need"] / lim["have"] if lim["have"] else float("inf")
+    binding = max(limits + [{"limit": r["key"], "share": r["share"]} for r in rows], key=lambda x: x["share"])
+    return {"admissions_per_s": admissions, "cells_per_s": cells, "partitions": rows, "limits": limits,
+            "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "live_slots": live_slots}
+
+
+# -- cold start ---------------------------------------------------------------------------------------
+
+
+def cold_start(runs: int) -> dict[str, Any]:
+    import coldstart
+
+    return coldstart.measure(runs=runs)
+
+
+# -- printing -----------------------------------------------------------------------------------------
+
+
+def _fmt(x: float, nd: int = 2) -> str:
+    return f"{x:,.{nd}f}"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def render(report: dict[str, Any]) -> str:
+    out: list[str] = []
+    add = out.append
+    cells = report["cells"]
+    add("PixivFlow Serverless: what a delivered cell costs (make bench)")
+    add(f"prices: bench/prices.json ({PRICES['region']}, copied {PRICES['copied_on']}); moto in-process unless noted; "
+        f"{report['elapsed_s']:.0f} s")
+    add("")
+    add("1. Per delivered cell (scheduled slots on a kind: webhook route, no outcome notifications)")
+    names = list(cells)
+    rows = []
+    for label, key in (("DynamoDB WRU", ("dynamodb", "wru")), ("DynamoDB RRU", ("dynamodb", "rru")),
+                       ("DynamoDB requests", ("dynamodb", "requests"))):
+        rows.append([label] + [_fmt(cells[n]["per_cell"][key[0]][key[1]]) for n in names])
+    ops = sorted({op for n in names for op in cells[n]["per_cell"]["dynamodb"]["requests_by_op"]})
+    for op in ops:
+        rows.append([f"  {op}"] + [_fmt(cells[n]["per_cell"]["dynamodb"]["requests_by_op"].get(op, 0)) for n in names])
+    rows.append(["SQS requests (billed)"] + [_fmt(cells[n]["per_cell"]["sqs"]["billed_requests"]) for n in names])
+    sqs_ops = [op for op in SQS_OPS if any(op in cells[n]["per_cell"]["sqs"]["requests_by_op"] for n in names)]
+    for op in sqs_ops:
+        rows.append([f"  {op}"] + [_fmt(cells[n]["per_cell"]["sqs"]["requests_by_op"].get(op, 0)) for n in names])
+    rows.append(["  ChangeMessageVisibility"] + ["0.00" for _ in names]) if "ChangeMessageVisibilityBatch" not in sqs_ops else None
+    rows.append(["Lambda invocations"] + [_fmt(cells[n]["per_cell"]["lambda"]["invocations"]) for n in names])
+    rows.append(["Lambda GB-s, measured here"] + [_fmt(cells[n]["per_cell"]["lambda"]["gb_s_measured"], 4) for n in names])
+    rows.append(["Lambda GB-s, modelled (priced)"] + [_fmt(cells[n]["per_cell"]["lambda"]["gb_s_modelled"], 4) for n in names])
+    s3_ops = sorted({op for n in names for op in cells[n]["per_cell"]["s3"]["requests_by_op"]})
+    for op in s3_ops:
+        rows.append([f"S3 {op}"] + [_fmt(cells[n]["per_cell"]["s3"]["requests_by_op"].get(op, 0)) for n in names])
+    rows.append(["EventBridge Scheduler fires"] + [_fmt(cells[n]["per_cell"]["scheduler_fires"]) for n in names])
+    rows.append(["log bytes ingested"] + [_fmt(cells[n]["per_cell"]["log_bytes"], 0) for n in names])
+    rows.append(["$ per 1M cells, variable"] + [_fmt(sum(cells[n]["dollars"].values())) for n in names])
+    add(table(rows, ["per delivered cell"] + names))
+    add("  SQS as Lambda's event source mapping makes them: one ReceiveMessage per batch (BatchSize 10; a slot's")
+    add("  messages arrive together here), one DeleteMessageBatch per batch, no ChangeMessageVisibility on success;")
+    add("  empty polls are priced as a fixed cost below. 64 KB chunks: every message here is one chunk.")
+    add("  GB-s modelled = own compute measured here + each AWS request at an assumed in-Region latency")
+    add(f"  ({', '.join(f'{k} {v} ms' for k, v in A['latency_ms'].items())}) x configured memory: an estimate.")
+    add("")
+
+    add("2. The job API (Workflow Protocol v1)")
+    rows = []
+    for key, label in (("job", "POST /jobs, end to end (1 target)"), ("events", "GET events page + POST ack")):
+        f = report["jobs"][key]["figures"]
+        rows.append([label, _fmt(f["dynamodb"]["wru"]), _fmt(f["dynamodb"]["rru"]), _fmt(f["dynamodb"]["requests"], 0),
+                     _fmt(f["sqs"]["billed_requests"], 0), _fmt(f["lambda"]["invocations"], 0),
+                     _fmt(sum(v for v in f["s3"]["requests_by_op"].values()), 0), _fmt(f["api_requests"], 0),
+                     _fmt(sum(report["jobs"][key]["dollars"].values()))])
+    add(table(rows, ["per job / per page", "WRU", "RRU", "DDB req", "SQS req", "Lambda", "S3 req", "API GW", "$ per 1M"]))
+    for key in ("job", "events"):
+        ops = report["jobs"][key]["figures"]["dynamodb"]["requests_by_op"]
+        add(f"  {key}: DynamoDB {', '.join(f'{op} {n:g}' for op, n in ops.items())}")
+    add("")
+
+    ref = report["reference"]
+    add(f"3. Dollars per million delivered cells ({ref['name']}; 1M cells a month, free tiers excluded)")
+    rows = [[k, _fmt(v)] for k, v in ref["lines"].items()]
+    rows.append(["fixed costs spread over 1M cells:", ""])
+    rows += [[f"  {k}", _fmt(v)] for k, v in ref["fixed"].items()]
+    rows.append(["all in", _fmt(ref["all_in"])])
+    rows.append(["  of which the engine (no CloudWatch)", _fmt(ref["engine"])])
+    add(table(rows, ["service", "$ per 1M cells"]))
+    add(f"  goal <= $10 all in: {'met' if ref['all_in'] <= 10 else 'NOT met'}; {ref['floor']}")
+    add("")
+    add("   same work, other orchestrators ($ per 1M delivered cells; orchestration = their charge + Lambda requests")
+    add("   for their tasks + the Scheduler fire + 1 conditional DynamoDB put per cell for the route dedupe;")
+    add("   all in adds the same work: Lambda compute, S3 and logs as ours)")
+    rows = [["PixivFlow (this engine)", "-", _fmt(ref["orchestration"]), _fmt(ref["all_in"]),
+             "measured: DynamoDB + SQS + Lambda requests + Scheduler (+ fixed)"]]
+    for alt in report["alternatives"]:
+        rows.append([alt["name"], _fmt(alt["units_per_cell"]), _fmt(alt["orchestration"]), _fmt(alt["all_in"]), alt["rule"]])
+    add(table(rows, ["orchestrator", "units/cell", "orchestration", "all in", "counting rule"]))
+    add("")
+
+    add("4. Write units per delivered cell by ledger step")
+    steps = [s for s in STEP_ORDER if any(s in cells[n]["per_cell"]["dynamodb"]["wru_by_step"] for n in names)]
+    extra = sorted({s for n in names for s in cells[n]["per_cell"]["dynamodb"]["wru_by_step"]} - set(steps))
+    rows = [[s] + [_fmt(cells[n]["per_cell"]["dynamodb"]["wru_by_step"].get(s, 0)) for n in names] for s in steps + extra]
+    rows.append(["total"] + [_fmt(cells[n]["per_cell"]["dynamodb"]["wru"]) for n in names])
+    add(table(rows, ["step"] + names))
+    add("  claim: the cell lease (and the slot's pending->running once); intent: the intent row and the cell's")
+    add("  move to delivery_pending; settle: the ACK on the row and the cell's move to submitted; rollup: the slot's")
+    add("  close; index maintenance: every sparse-index entry written or removed.")
+    add("")
+
+    add("5. Trigger admission (one scheduled fire; the cells are not run)")
+    rows = []
+    for n, a in report["admission"].items():
+        rows.append([n, _fmt(a["dynamodb"], 0), _fmt(a["sqs"], 0), f"{a['goal_dynamodb']} + {a['goal_sqs']}",
+                     "yes" if a["dynamodb"] <= a["goal_dynamodb"] and a["sqs"] <= a["goal_sqs"] else "NO",
+                     ", ".join(f"{k} {v:g}" for k, v in a["ops"].items())])
+    add(table(rows, ["targets", "DynamoDB req", "SQS req", "goal (2 + ceil(n/10))", "met", "requests"]))
+    add("")
+
+    add("6. The sweep against ledger size (one tick; one live slot it terminalises; the in-memory twins)")
+    rows = []
+    for n, s in report["sweep"].items():
+        rows.append([f"{int(n):,}", _fmt(s["dynamodb"], 0), _fmt(s["rru"]), _fmt(s["wru"]), ", ".join(f"{k} {v}" for k, v in s["ops"].items())])
+    add(table(rows, ["finished slots", "DynamoDB req", "RRU", "WRU", "requests"]))
+    flat = len({(s["dynamodb"], s["rru"]) for s in report["sweep"].values()}) == 1
+    add(f"  flat: {'yes' if flat else 'NO'} (it reads the sparse indexes and the live slot only)")
+    add("")
+
+    sc = report["scale"]
+    add(f"7. Scale (computed from the 10-target request model, not load-tested): {sc['admissions_per_s']:,} slot "
+        f"admissions/s, {sc['cells_per_s']:,} cell executions/s")
+    rows = [[r["key"], _fmt(r.get("wcu_s", 0), 1), _fmt(r.get("rcu_s", 0), 1), f"{r['share']:.0%}", r["note"]]
+            for r in sc["partitions"]]
+    add(table(rows, ["hottest keys", "WCU/s", "RCU/s", "of 1,000 WCU / 3,000 RCU", "note"]))
+    rows = [[lim["limit"], _fmt(lim["need"], 0), "unlimited" if lim["have"] == float("inf") else _fmt(lim["have"], 0),
+             "-" if lim["share"] == 0 else f"{lim['share']:.0%}", lim["raise"]] for lim in sc["limits"]]
+    add(table(rows, ["limit", "needed", "have", "use", "how it is raised"]))
+    add(f"  binds first: {sc['binds_first']}. Lambda seconds per cell (modelled): {sc['lambda_s_per_cell']:.3f};"
+        f" live slots at once: ~{sc['live_slots']:,}.")
+    add("")
+
+    cs = report["cold_start"]
+    add(f"8. Cold start (fresh interpreter, median of {cs['runs']} runs; ratio to importing {cs['bare_label']} bare)")
+    rows = []
+    for name, m in cs["handlers"].items():
+        rows.append([name, _fmt(m["source_ms"], 0), f"{m['source_ratio']:.2f}x", _fmt(m.get("layer_ms", float("nan")), 0),
+                     f"{m.get('layer_ratio', float('nan')):.2f}x", _fmt(m.get("layer_nopyc_ms", float("nan")), 0),
+                     _fmt(m.get("first_invocation_ms", float("nan")), 0)])
+    rows.append(["(bare stack)", _fmt(cs["bare_source_ms"], 0), "1.00x", _fmt(cs.get("bare_layer_ms", float("nan")), 0), "1.00x",
+                 _fmt(cs.get("bare_layer_nopyc_ms", float("nan")), 0), "-"])
+    add(table(rows, ["handler", "import ms", "ratio", "built layer ms", "ratio", "layer w/o bytecode ms", "1st invocation ms"]))
+    add(f"  built layer: {cs.get('layer', {}).get('note', 'not built')}")
+    add(f"  goal <= 1.3x: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} (worst {cs['worst_ratio']:.2f}x)")
+    return "\n".join(out)
+
+
+# -- main -----------------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    began = time.monotonic()
+    facts = template_facts()
+    sinks_series: set = set()
+
+    def collect(m: scenarios.Measured) -> None:
+        sinks_series.update(m.window.series)
+
+    cells: dict[str, Any] = {}
+    cell_calls: dict[str, list[Call]] = {}
+    for label, schedule in (("1 target", "bench-1"), ("3 targets", "morning-tokyo"), ("10 targets", "bench-10"),
+                            ("2-route fan-out (3 targets)", "fanout")):
+        m = scenarios.scheduled_slot(schedule, name=label)
+        collect(m)
+        f = figures(m.window, facts, per=m.delivered, scheduler_fires=m.detail["scheduler_fires"])
+        cells[label] = {"schedule": schedule, "delivered": m.delivered, "per_cell": f, "dollars": dollars(f)}
+        cell_calls[label] = m.window.calls
+
+    job, page = scenarios.job_end_to_end()
+    collect(job)
+    collect(page)
+    jobs = {}
+    for key, m in (("job", job), ("events", page)):
+        f = figures(m.window, facts, per=1, api_requests=m.detail["api_requests"])
+        jobs[key] = {"figures": f, "dollars": dollars(f), "delivered": m.delivered}
+
+    admission = {}
+    for n in (1, 10, 90):
+        m = scenarios.admission(n)
+        ddb = [c for c in m.window.calls if c.service == "dynamodb"]
+        sqs = [c for c in m.window.calls if c.service == "sqs" and c.step != "idle"]
+        admission[str(n)] = {"dynamodb": len(ddb), "sqs": len(sqs), "goal_dynamodb": 2, "goal_sqs": math.ceil(n / 10),
+                             "ops": dict(Counter(f"{c.service}:{c.op}" for c in ddb + sqs))}
+
+    idle = scenarios.idle_tick()
+    collect(idle)
+    idle_f = figures(idle.window, facts, per=1, scheduler_fires=1)
+
+    sizes = [1_000, 10_000] + ([] if quick else [100_000])
+    sweep = {}
+    for n, m in scenarios.sweep_flatness(sizes).items():
+        ddb = [c for c in m.window.calls if c.service == "dynamodb"]
+        sweep[str(n)] = {"dynamodb": len(ddb), "rru": sum(c.rru for c in ddb), "wru": sum(c.wru + c.index_wru for c in ddb),
+                         "ops": dict(sorted(Counter(c.op for c in ddb).items()))}
+
+    cs = cold_start(runs=3 if quick else 5)
+    first = {k: v.get("first_invocation_ms", 1000) / 1000 for k, v in cs["handlers"].items()}
+
+    ref_name = "3 targets"
+    ref_cells = cells[ref_name]
+    fixed = fixed_monthly(idle_f, first, facts, len(sinks_series))
+    cells_month = A["cells_per_month"]
+    fixed_per_m = {k: v / cells_month * MILLION for k, v in fixed.items()}
+    lines = dict(ref_cells["dollars"])
+    lines = {k: v for k, v in lines.items() if k != "API Gateway"}
+    all_in = sum(lines.values()) + sum(fixed_per_m.values())
+    cloudwatch = lines["CloudWatch Logs"] + sum(v for k, v in fixed_per_m.items() if "CloudWatch" in k or "logs" in k)
+    orchestration = (lines["DynamoDB writes"] + lines["DynamoDB reads"] + lines["SQS"] + lines["Lambda requests"]
+                     + lines["EventBridge Scheduler"] + fixed_per_m["sweep ticks (DynamoDB, Lambda, Scheduler)"]
+                     + fixed_per_m["idle queue polling (2 ESMs)"])
+    work_lines = {k: lines[k] for k in ("Lambda compute", "S3 requests", "CloudWatch Logs")}
+    ranked = sorted(lines.items(), key=lambda kv: -kv[1])
+    floor = (f"the largest lines are {ranked[0][0]} (${ranked[0][1]:.2f}) and {ranked[1][0]} (${ranked[1][1]:.2f}): "
+             f"see the README for the floor they set")
+    reference = {"name": f"{ref_name}, demo plan morning-tokyo", "lines": lines, "fixed": fixed_per_m, "all_in": all_in,
+                 "engine": all_in - cloudwatch, "orchestration": orchestration, "floor": floor}
+    report = {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "prices": {"file": "bench/prices.json", "copied_on": PRICES["copied_on"], "assumptions": A},
+        "template": facts,
+        "cells": cells,
+        "jobs": jobs,
+        "reference": reference,
+        "alternatives": alternatives(3, lines, work_lines),
+        "admission": admission,
+        "idle_tick": idle_f,
+        "sweep": sweep,
+        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10),
+        "cold_start": cs,
+        "metric_series": len(sinks_series),
+    }
+    report["elapsed_s"] = time.monotonic() - began
+    return report
+
+
+def _offline_aws_env() -> None:
+    """Fake credentials and no endpoint or profile: every request goes to moto or the twins."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_SESSION_TOKEN": "bench",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+        os.environ[key] = value
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _offline_aws_env()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=str(HERE / "report.json"), help="where to write the JSON report")
+    parser.add_argument("--quick", action="store_true", help="skip the 100,000-slot ledger; fewer cold-start runs")
+    args = parser.parse_args(argv)
+    report = run(quick=args.quick)
+    text = render(report)
+    Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    print(text)
+    print(f"\n(JSON: {os.path.relpath(args.json)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

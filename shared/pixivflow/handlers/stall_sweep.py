@@ -1,0 +1,13 @@
+"""Stall sweep, every minute (DESIGN §4): the content of the event is ignored (DESIGN §12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def handle(event: Any, context: Any) -> dict[str, Any]:
+    """One tick: lease, sweep, missed fires."""
+    from .. import runtime
+    from ..services.sweep import tick
+
+    return tick(runtime.get().engine).as_dict()
