@@ -54,7 +54,7 @@ $(LINT_VENV)/.installed:
 # (../shared/notes/toolchain-facts.md §6): keep it pinned, with aws-sam-translator beside it.
 lint: $(LINT_VENV)/.installed
 	$(LINT_VENV)/bin/cfn-lint template.yaml
-	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests
+	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests bench
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV)

@@ -1,10 +1,14 @@
 """The ledger on one DynamoDB table (DESIGN §4).
 
 Items (pk / sk):
-  SLOT#<slotId> / META                        the slot; carries activePk/activeSk while pending|running
-  SLOT#<slotId> / CELL#<targetId>             one cell per snapshot target
+  SLOT#<slotId> / META                        the slot; carries activePk/activeSk until it closes; its
+                                              targetIds are the frozen cells (the admission's one write)
+  SLOT#<slotId> / CELL#<targetId>             one cell per snapshot target, written by its first claim (or
+                                              by the sweep when it re-dispatches or fails a never-claimed one)
   SLOT#<slotId> / DLV#<targetId>#<route>#<workType>#<workId>
-                                              a delivery intent and its outbox row (duePk/dueSk while actionable)
+                                              a delivery intent and its outbox row; found through its open
+                                              slot, in DueOutbox (duePk/dueSk) only if still actionable when
+                                              the slot closes
   SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
   WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
 
