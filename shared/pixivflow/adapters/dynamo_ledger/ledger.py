@@ -8,7 +8,6 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
-from ...domain.errors import LedgerUnavailable
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 from ..dynamodb_base import DynamoItems, is_conditional_failure
 from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
@@ -638,14 +637,9 @@ class DynamoLedger(DynamoItems):
             if target_id not in state.cells:  # never written: it is born failed, if still absent
                 actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms))
                 continue
-            cell = state.cells[target_id]
-            upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
-            upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
-            upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
-            upd.remove("leaseOwner", "leaseUntil")
-            upd.when("#status = :was", was=cell.status)
+            upd = self._fail_cell_update(state.cells[target_id].status, reason_code, reason_message, now_ms)
             upd.when(_NO_LIVE_LEASE, now=now_ms)
-            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
+            actions.append(self._action("Update", pk, cell_sk(target_id), upd))
         for target_id in guard_cells:
             if target_id not in state.cells:
                 continue  # an unwritten cell has no lease to guard (and is failed above, or not at all)
@@ -653,19 +647,9 @@ class DynamoLedger(DynamoItems):
             kw = self._marshal_update(cond)
             kw.pop("UpdateExpression", None)
             actions.append({"ConditionCheck": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **kw}})
-        upd = _Update().set("status", slot_status).set("completedAt", now_ms).set("updatedAt", now_ms)
-        # The slot stays in ActiveSlots until its outcome record is logged (leave_active_index).
-        upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms))
-        upd.status_in([state.slot.status])
-        actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": "META"}}, **self._marshal_update(upd)}})
-        try:
-            self._call("transact_write_items", TransactItems=actions)
-            return True
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code == "TransactionCanceledException":
-                return False
-            raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
+        actions.append(self._action("Update", pk, "META", self._slot_terminal_update(slot_status, reason_message, now_ms,
+                                                                             [state.slot.status])))
+        return self._transact(actions)
 
     def cancel_cells(
         self,
@@ -688,11 +672,8 @@ class DynamoLedger(DynamoItems):
             if target_id not in state.cells:  # never written: it is born failed, if still absent
                 actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms))
                 continue
-            upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
-            upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
-            upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
-            upd.remove("leaseOwner", "leaseUntil").when("#status = :was", was=state.cells[target_id].status)
-            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **self._marshal_update(upd)}})
+            upd = self._fail_cell_update(state.cells[target_id].status, reason_code, reason_message, now_ms)
+            actions.append(self._action("Update", pk, cell_sk(target_id), upd))
         for intent in intents:
             upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("updatedAt", now_ms).set("completedAt", now_ms)
             upd.set("lastError", "cancelled by consumer").remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
@@ -701,20 +682,35 @@ class DynamoLedger(DynamoItems):
                 upd.when("#leaseUntil = :lu_was", lu_was=intent.lease_until)  # only an expired claim, unchanged
             actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": self._intent_sk(intent)}}, **self._marshal_update(upd)}})
         if slot_status is not None:
-            upd = _Update().set("status", slot_status).set("completedAt", now_ms).set("updatedAt", now_ms)
-            # The slot stays in ActiveSlots until its outcome record is logged (leave_active_index).
-            upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms)).status_in(ACTIVE_SLOT_STATES)
-            actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": "META"}}, **self._marshal_update(upd)}})
-        if not actions:
-            return True
+            actions.append(self._action("Update", pk, "META", self._slot_terminal_update(slot_status, reason_message, now_ms,
+                                                                                 ACTIVE_SLOT_STATES)))
+        return self._transact(actions) if actions else True
+
+    # -- pieces of the multi-item steps (one shape each, shared by the stall and the cancel) --
+    def _fail_cell_update(self, was: str, reason_code: str, reason_message: str, now_ms: int) -> _Update:
+        """A cell failed with its reason, its lease released, conditioned on the status the caller read."""
+        upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
+        upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
+        upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
+        return upd.remove("leaseOwner", "leaseUntil").when("#status = :was", was=was)
+
+    def _slot_terminal_update(self, status: str, reason_message: str, now_ms: int, from_states: Iterable[str]) -> _Update:
+        """The slot made terminal. It stays in ActiveSlots until its outcome record is logged
+        (leave_active_index)."""
+        upd = _Update().set("status", status).set("completedAt", now_ms).set("updatedAt", now_ms)
+        return upd.set("lastError", reason_message).set("expiresAt", self._expires(now_ms)).status_in(from_states)
+
+    def _action(self, kind: str, pk: dict[str, Any], sk: str, upd: _Update) -> dict[str, Any]:
+        return {kind: {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": sk}}, **self._marshal_update(upd)}}
+
+    def _transact(self, actions: list[dict[str, Any]]) -> bool:
+        """One all-or-nothing write. False when a condition refused it (``_call`` maps every other
+        failure to LedgerUnavailable)."""
         try:
             self._call("transact_write_items", TransactItems=actions)
             return True
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code == "TransactionCanceledException":
-                return False
-            raise LedgerUnavailable(f"DynamoDB transact_write_items failed: {code}") from exc
+        except ClientError:  # only TransactionCanceledException gets past _call
+            return False
 
     def _put_failed_unwritten(self, state: SlotState, target_id: str, reason_code: str, reason_message: str,
                               now_ms: int) -> dict[str, Any]:
