@@ -1,0 +1,55 @@
+"""Configuration: PixivFlow's `schedules`, `targets`, `delivery`, `source`, `pixiv`, `network`,
+`download` and `schedulerRuntime` blocks.
+
+Field names keep PixivFlow's camelCase so an existing config loads unchanged. Unknown keys
+are tolerated (PixivFlow configs carry many blocks the core does not use). A bad config
+fails fast with a ``ConfigError`` naming the field path, e.g. ``schedules[1].cron: ...``.
+
+Location: env ``PIXIVFLOW_CONFIG`` = a file path (YAML or JSON) or ``ssm:<parameter name>``.
+Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``); the
+Pixiv refresh token is a ``${VAR}`` reference resolved at first use (``adapters/secret_refs.py``).
+A `pixiv` block without a `source` block selects the Pixiv source (issue 10).
+
+The package is split by PixivFlow's areas, so the next key has an obvious home:
+``plans`` (schedules), ``targets``, ``routes`` (delivery), ``pixiv`` (source, account, network,
+download), ``runtime`` (schedulerRuntime, jobs), ``warnings`` (what is repaired or ignored, and
+why), ``model`` (the whole document) and ``loader`` (path / SSM → a validated config).
+"""
+
+from __future__ import annotations
+
+from .base import (
+    DEFAULT_QUEUED_TIMEOUT_MS,
+    DEFAULT_SCHEDULE_TIMEOUT_MS,
+    DEFAULT_STALL_TIMEOUT_MS,
+    ID_PATTERN,
+    MAX_ROUTES_PER_TARGET,
+    MAX_TARGETS_PER_SCHEDULE,
+    STALL_MIN_TIMEOUT_MS,
+)
+from .loader import load_config, parse_config, parse_text, strip_comments
+from .model import PixivFlowConfig
+from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, ProxyConfig, SourceBaseUrls, SourceConfig
+from .plans import ScheduleConfig
+from .routes import (
+    DEPRECATED_ROUTE_KEYS,
+    ROUTE_TYPES,
+    DeliveryConfig,
+    FieldValue,
+    GatewayWebhookRoute,
+    HttpMultipartRoute,
+    Route,
+    WebhookRoute,
+)
+from .runtime import JobsConfig, SchedulerRuntimeConfig, TriggerConfig
+from .targets import TargetConfig, TargetDelivery
+from .warnings import IGNORED_TARGET_KEYS, LIMIT_WARN_ABOVE
+
+__all__ = [
+    "DEFAULT_QUEUED_TIMEOUT_MS", "DEFAULT_SCHEDULE_TIMEOUT_MS", "DEFAULT_STALL_TIMEOUT_MS", "DEPRECATED_ROUTE_KEYS",
+    "ID_PATTERN", "IGNORED_TARGET_KEYS", "LIMIT_WARN_ABOVE", "MAX_ROUTES_PER_TARGET", "MAX_TARGETS_PER_SCHEDULE",
+    "ROUTE_TYPES", "STALL_MIN_TIMEOUT_MS", "DeliveryConfig", "DownloadConfig", "FieldValue", "GatewayWebhookRoute",
+    "HttpMultipartRoute", "JobsConfig", "NetworkConfig", "PixivConfig", "PixivFlowConfig", "ProxyConfig", "Route",
+    "ScheduleConfig", "SchedulerRuntimeConfig", "SourceBaseUrls", "SourceConfig", "TargetConfig", "TargetDelivery",
+    "TriggerConfig", "WebhookRoute", "load_config", "parse_config", "parse_text", "strip_comments",
+]

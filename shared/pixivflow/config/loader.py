@@ -1,0 +1,95 @@
+"""Loading: a document from a path or SSM, parsed, softened, validated, with errors naming fields."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..domain.errors import ConfigError
+from .model import PixivFlowConfig
+from .routes import _ROUTE_TAGS
+from .warnings import _semantic_warnings, _soften
+
+def _format_error(exc: ValidationError) -> str:
+    return "invalid configuration: " + "; ".join(_error_lines(exc))
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors():
+        path = ""
+        loc = tuple(err.get("loc", ()))
+        if len(loc) > 3 and loc[:2] == ("delivery", "targets") and loc[3] in _ROUTE_TAGS:
+            loc = loc[:3] + loc[4:]  # the union member's tag is not a field of the document
+        for part in loc:
+            if isinstance(part, int):
+                path += f"[{part}]"
+            else:
+                path += ("." if path else "") + str(part)
+        msg = err.get("msg", "invalid")
+        msg = msg.removeprefix("Value error, ")
+        # A model-level rule names its field first ("cron: required ..."): fold it into the path.
+        match = re.match(r"^([A-Za-z_][\w\[\]-]*(?:\.[A-Za-z_][\w\[\]-]*)*): (.*)$", msg, re.S)
+        if match and path:
+            path, msg = f"{path}.{match.group(1)}", match.group(2)
+        lines.append(f"{path}: {msg}" if path else msg)
+    return lines
+
+
+
+def strip_comments(data: Any) -> Any:
+    """Drop every ``_``-prefixed key at any depth: PixivFlow configs use them as comments."""
+    if isinstance(data, dict):
+        return {k: strip_comments(v) for k, v in data.items() if not (isinstance(k, str) and k.startswith("_"))}
+    if isinstance(data, list):
+        return [strip_comments(v) for v in data]
+    return data
+
+
+def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
+    """Validate a config document. Relative catalogue paths resolve against ``base_dir``.
+
+    The warn-and-default findings are on ``config.warnings`` (and on a raised ConfigError's
+    ``warnings``, so ``pixivflow config check`` shows both)."""
+    if not isinstance(data, dict):
+        raise ConfigError("invalid configuration: the document must be a mapping")
+    data, warnings = _soften(data)
+    try:
+        config = PixivFlowConfig.model_validate(strip_comments(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc), warnings=tuple(warnings), errors=tuple(_error_lines(exc))) from None
+    if base_dir is not None and config.source.path and not os.path.isabs(config.source.path):
+        source = config.source.model_copy(update={"path": str((base_dir / config.source.path).resolve())})
+        config = config.model_copy(update={"source": source})
+    config._warnings = tuple(warnings + _semantic_warnings(config) + config._ignored_keys())
+    return config
+
+
+def parse_text(text: str, *, base_dir: Path | None = None) -> PixivFlowConfig:
+    try:
+        data = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid configuration: not YAML/JSON ({exc})") from None
+    return parse_config(data, base_dir=base_dir)
+
+
+def load_config(location: str | None = None, *, ssm_reader=None) -> PixivFlowConfig:
+    """Load from a path or ``ssm:<name>`` (``ssm_reader(name) -> str`` is injected by the runtime)."""
+    location = location or os.environ.get("PIXIVFLOW_CONFIG")
+    if not location:
+        raise ConfigError("PIXIVFLOW_CONFIG is not set (a file path or ssm:<parameter name>)")
+    if location.startswith("ssm:"):
+        if ssm_reader is None:
+            raise ConfigError("PIXIVFLOW_CONFIG names an SSM parameter but no SSM reader is available")
+        return parse_text(ssm_reader(location[4:]))
+    path = Path(location)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read PIXIVFLOW_CONFIG {location!r}: {exc.strerror}") from None
+    return parse_text(text, base_dir=path.resolve().parent)

@@ -1,0 +1,101 @@
+"""The whole document: every area's block, the cross-references between them, and the lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from .base import MAX_ROUTES_PER_TARGET, MAX_TARGETS_PER_SCHEDULE, _Model
+from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, SourceConfig
+from .plans import ScheduleConfig
+from .routes import DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, WebhookRoute
+from .runtime import JobsConfig, SchedulerRuntimeConfig
+from .targets import TargetConfig
+
+class PixivFlowConfig(_Model):
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+    schedules: list[ScheduleConfig] = Field(default_factory=list)
+    targets: list[TargetConfig] = Field(default_factory=list)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    # Absent source + a `pixiv` block = the Pixiv source (a PixivFlow config moves over unchanged).
+    source: SourceConfig
+    pixiv: PixivConfig | None = None
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
+    download: DownloadConfig = Field(default_factory=DownloadConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pixiv_source(cls, data: Any) -> Any:
+        """A PixivFlow config has a ``pixiv`` block and no ``source``: that IS the Pixiv source."""
+        if isinstance(data, dict) and data.get("source") is None and isinstance(data.get("pixiv"), dict):
+            return {**data, "source": {"kind": "pixiv"}}
+        return data
+
+    @model_validator(mode="after")
+    def _references(self) -> "PixivFlowConfig":
+        _unique("schedules", [s.id for s in self.schedules])
+        _unique("targets", [t.id for t in self.targets])
+        target_ids = {t.id for t in self.targets}
+        for i, schedule in enumerate(self.schedules):
+            for ref in schedule.targetIds or []:
+                if ref not in target_ids:
+                    raise ValueError(f"schedules[{i}].targetIds: unknown target {ref!r}")
+            count = len(schedule.targetIds) if schedule.targetIds else len(self.targets)
+            if count > MAX_TARGETS_PER_SCHEDULE:
+                raise ValueError(
+                    f"schedules[{i}].targetIds: {count} targets; at most {MAX_TARGETS_PER_SCHEDULE} per schedule"
+                )
+        for i, target in enumerate(self.targets):
+            routes = target.delivery.routes() if target.delivery else []
+            if target.storageMode == "cache" and not routes:
+                raise ValueError(f"targets[{i}].delivery: storageMode cache needs a delivery route")
+            if len(routes) > MAX_ROUTES_PER_TARGET:
+                raise ValueError(f"targets[{i}].delivery: at most {MAX_ROUTES_PER_TARGET} routes per target")
+            for name in routes:
+                if name not in self.delivery.targets:
+                    raise ValueError(f"targets[{i}].delivery: unknown route {name!r}")
+        return self
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What loading warned about (``<field path>: <what was used instead>``), in document order."""
+        return self._warnings
+
+    # -- lookups ---------------------------------------------------------------
+    def schedule(self, schedule_id: str) -> ScheduleConfig | None:
+        return next((s for s in self.schedules if s.id == schedule_id), None)
+
+    def target(self, target_id: str) -> TargetConfig | None:
+        return next((t for t in self.targets if t.id == target_id), None)
+
+    def targets_for(self, schedule: ScheduleConfig) -> list[TargetConfig]:
+        if schedule.targetIds:
+            return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
+        return list(self.targets)
+
+    def route(self, name: str) -> WebhookRoute | HttpMultipartRoute | GatewayWebhookRoute | None:
+        return self.delivery.targets.get(name)
+
+    def _ignored_keys(self) -> list[str]:
+        """What the load accepted but will not act on (deprecated PixivFlow route keys, TelePress)."""
+        out = []
+        for name, route in self.delivery.targets.items():
+            for key in getattr(route, "deprecated_keys", lambda: [])():
+                out.append(f"delivery.targets.{name}.{key}: deprecated by PixivFlow; accepted and ignored"
+                           + (" (maxAttempts is the outbox attempt budget)" if key == "retryDelayMs" else ""))
+        for i, target in enumerate(self.targets):
+            extra = target.delivery.model_extra if target.delivery is not None else None
+            if extra and "richNovelPreview" in extra:
+                out.append(f"targets[{i}].delivery.richNovelPreview: TelePress publishing is not supported; ignored")
+        return out
+
+
+def _unique(block: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i, value in enumerate(ids):
+        if value in seen:
+            raise ValueError(f"{block}[{i}].id: duplicate id {value!r}")
+        seen.add(value)

@@ -1,0 +1,54 @@
+"""The scheduler runtime (``schedulerRuntime``: liveness budgets, the trigger's grace) and ``jobs``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from .base import DEFAULT_QUEUED_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS, STALL_MIN_TIMEOUT_MS, _Model
+
+class TriggerConfig(_Model):
+    graceMinutes: int = Field(default=90, ge=1)
+
+
+class SchedulerRuntimeConfig(_Model):
+    mode: Literal["internal", "external"] = "external"
+    # Malformed budgets never reach here: ``_soften`` warns and drops them (spec §1.1, §7.2).
+    queuedTimeoutMs: float | int | None = None
+    stallTimeoutMs: float | int | None = None
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+
+    @property
+    def queued_timeout_ms(self) -> int:
+        return _budget(self.queuedTimeoutMs, DEFAULT_QUEUED_TIMEOUT_MS)
+
+    @property
+    def stall_timeout_ms(self) -> int:
+        return _budget(self.stallTimeoutMs, DEFAULT_STALL_TIMEOUT_MS)
+
+
+def _budget(value: Any, default: int) -> int:
+    """A liveness budget is used only when finite and >= 60 s (truncated); otherwise the default."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default
+    if value != value or value in (float("inf"), float("-inf")) or value < STALL_MIN_TIMEOUT_MS:
+        return default
+    return int(value)
+
+
+class JobsConfig(_Model):
+    """Workflow Protocol v1 (spec §12). ``callbackAllowHosts`` lists callback hosts exempt from the
+    HTTPS-only and public-address rules (local development only: a loopback receiver)."""
+
+    callbackAllowHosts: list[str] = Field(default_factory=list)
+
+    @field_validator("callbackAllowHosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        hosts = []
+        for host in value:
+            if not isinstance(host, str) or not host.strip() or "/" in host:
+                raise ValueError(f"{host!r} is not a host name")
+            hosts.append(host.strip().lower().rstrip("."))
+        return hosts
