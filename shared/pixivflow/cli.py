@@ -497,7 +497,10 @@ def main(argv: list[str] | None = None, *, now_ms: Callable[[], int] | None = No
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="pixivflow")
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="pixivflow", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"pixivflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="simulate several days of the demo schedules on the embedded runtime")
     demo.add_argument("--days", type=int, default=3)
@@ -543,7 +546,8 @@ def _main(argv: list[str] | None) -> int:
     sl = slsub.add_parser("list", help="the newest slots, filtered")
     _ledger_options(sl)
     sl.add_argument("--schedule", default=None, help="only this schedule's slots")
-    sl.add_argument("--status", default=None, help="only slots in this status (pending, running, success, partial, failed)")
+    sl.add_argument("--status", default=None, choices=("pending", "running", "success", "partial", "failed"),
+                    help="only slots in this status")
     sl.add_argument("--since", default=None, help="created at or after: an ISO 8601 time, or an age like 24h or 7d")
     sl.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sl.set_defaults(func=_slots_list)
@@ -580,12 +584,63 @@ def _main(argv: list[str] | None) -> int:
     check.set_defaults(func=_check)
 
     args = parser.parse_args(argv)
+    name = " ".join(str(v) for v in (args.command, getattr(args, "action", None)) if v)
     try:
         return args.func(args)
     except BrokenPipeError:  # `pixivflow slots show X | head`: the reader left; not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:  # an ordinary mistake is one line, never a traceback (EXIT CODES below)
+        failure = user_failure(exc, args)
+        if failure is None:
+            raise
+        code, lines = failure
+        for line in lines:
+            print(f"pixivflow {name}: {line}", file=sys.stderr)
+        return code
+
+
+EXIT_CODES = """exit codes:
+  0  done
+  1  not found, refused, or failed (a wrong id, a bad config, an endpoint that does not answer)
+  2  usage: a wrong argument, or nothing says where to look (no table, no config, no region)"""
+
+
+def user_failure(exc: BaseException, args: argparse.Namespace) -> tuple[int, list[str]] | None:
+    """The exit code and the lines for a mistake of the operator's or of their environment, or None
+    for a bug of ours (which keeps its traceback). botocore is imported lazily: ``config check``
+    and ``--help`` never load it."""
+    from .domain.errors import ConfigError
+
+    cause = exc.__cause__
+    while cause is not None:  # the adapters wrap AWS's answer (LedgerUnavailable from ClientError): use the answer
+        exc, cause = cause, cause.__cause__
+    if isinstance(exc, ConfigError):
+        return 1, [f"error: {line}" for line in exc.errors]
+    if isinstance(exc, UsageError):
+        return 2, [str(exc)]
+    try:
+        from botocore import exceptions as boto
+    except ImportError:  # pragma: no cover - botocore is a dependency
+        return None
+    endpoint = getattr(args, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
+    if isinstance(exc, boto.EndpointConnectionError):
+        where = getattr(exc, "kwargs", {}).get("endpoint_url") or endpoint or "AWS"
+        hint = ("is the dev server running? start it with `make dev` and use the export line its banner prints"
+                if endpoint else "check the network, AWS_REGION and AWS_ENDPOINT_URL")
+        return 1, [f"cannot connect to {where}: {hint}"]
+    if isinstance(exc, boto.NoRegionError):
+        return 2, ["no AWS region: set AWS_DEFAULT_REGION (the variable boto3 reads), or use the dev server's export line"]
+    if isinstance(exc, (boto.NoCredentialsError, boto.PartialCredentialsError)):
+        return 2, ["no AWS credentials: configure a profile, or use the dev server's export line (test credentials)"]
+    if isinstance(exc, boto.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "?"), error.get("Message", "")
+        if code == "ResourceNotFoundException":
+            return 1, [f"not found: {message or code} (is --table / LEDGER_TABLE right for this endpoint?)"]
+        return 1, [f"AWS answered {code}: {message}".rstrip(": ")]
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

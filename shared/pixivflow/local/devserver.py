@@ -652,6 +652,10 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if not speed > 0:
         print("pixivflow dev: --speed must be a positive number", file=sys.stderr)
         return 2
+    if config and not config.startswith("ssm:"):
+        from ..config import load_config
+
+        load_config(config)  # a bad config is named field by field before anything starts (a ConfigError)
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
                        out=out)
     try:
