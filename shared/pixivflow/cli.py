@@ -37,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port)
+                   moto_port=args.moto_port, env_file=args.env_file or None)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -408,6 +408,32 @@ def _run(name: str, body: Callable[[], int]) -> int:
     except UsageError as exc:
         print(f"pixivflow {name}: {exc}", file=sys.stderr)
         return 2
+    except _StillOpen as exc:
+        print(f"pixivflow {name}: {exc}", file=sys.stderr)
+        return 1
+
+
+_OPEN_SLOT = ("pending", "running")
+_OPEN_JOB = ("queued", "running")
+_sleep: Callable[[float], None] = time.sleep  # tests pass their own
+
+
+def _waiting(args: argparse.Namespace, read: Callable[[], Any], still_open: Callable[[Any], bool]) -> Any:
+    """``--wait N``: read again every half second until nothing is open or N seconds passed (exit 1
+    then, with the last view printed: the operator sees what is still open)."""
+    view = read()
+    deadline = time.monotonic() + max(0.0, float(getattr(args, "wait", 0) or 0))
+    while still_open(view) and time.monotonic() < deadline:
+        _sleep(0.5)
+        view = read()
+    if getattr(args, "wait", 0) and still_open(view):
+        _emit(args, view, args.render)
+        raise _StillOpen(f"still open after {args.wait:g} s")
+    return view
+
+
+class _StillOpen(Exception):
+    pass
 
 
 def _slots_list(args: argparse.Namespace) -> int:
@@ -416,9 +442,12 @@ def _slots_list(args: argparse.Namespace) -> int:
     def body() -> int:
         reads = _reads(args)
         since = parse_instant(args.since, _now_ms()) if args.since else None
-        rows = list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since, limit=args.limit)
+        rows = _waiting(args, lambda: list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since,
+                                                 limit=args.limit),
+                        lambda rows: not rows or any(r["status"] in _OPEN_SLOT for r in rows))
         return _emit(args, rows, render_slot_list)
 
+    args.render = render_slot_list
     return _run("slots list", body)
 
 
@@ -431,7 +460,13 @@ def _slots_show(args: argparse.Namespace) -> int:
 def _jobs_show(args: argparse.Namespace) -> int:
     from .services.inspection import show_job
 
-    return _run("jobs show", lambda: _emit(args, show_job(_reads(args), args.job_id), render_job))
+    def body() -> int:
+        reads = _reads(args)
+        view = _waiting(args, lambda: show_job(reads, args.job_id), lambda v: v["job"]["status"] in _OPEN_JOB)
+        return _emit(args, view, render_job)
+
+    args.render = render_job
+    return _run("jobs show", body)
 
 
 def _schedules_next(args: argparse.Namespace) -> int:
@@ -520,6 +555,8 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--source", choices=("fake-pixiv", "catalog"), default="fake-pixiv",
                      help="with --demo: the source the demo schedules use")
     dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
+    dev.add_argument("--env-file", default=".pixivflow-dev.env",
+                     help="write export lines for a second shell here (default .pixivflow-dev.env; '' for none)")
     dev.add_argument("--verbose", action="store_true", help="show every handler log line")
     dev.set_defaults(func=_dev)
 
@@ -550,6 +587,8 @@ def _main(argv: list[str] | None) -> int:
                     help="only slots in this status")
     sl.add_argument("--since", default=None, help="created at or after: an ISO 8601 time, or an age like 24h or 7d")
     sl.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    sl.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                    help="wait up to this long until a slot matches and none is pending or running (exit 1 if not)")
     sl.set_defaults(func=_slots_list)
     ss = slsub.add_parser("show", help="one slot: cells, deliveries, ACKs, events, as a timeline")
     _ledger_options(ss)
@@ -575,6 +614,8 @@ def _main(argv: list[str] | None) -> int:
     js = jsub.add_parser("show", help="one job: its projection, events and callbacks")
     _ledger_options(js)
     js.add_argument("job_id")
+    js.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                    help="wait up to this long until the job is succeeded, failed or cancelled (exit 1 if not)")
     js.set_defaults(func=_jobs_show)
 
     config = sub.add_parser("config", help="configuration")
