@@ -64,7 +64,9 @@ def test_a_table_that_is_not_there_is_not_found(monkeypatch):
     assert "is --table / LEDGER_TABLE right for this endpoint?" in run.err
 
 
-def test_a_bad_config_for_the_dev_server_names_every_field_then_exits_1(tmp_path):
+def test_a_bad_config_for_the_dev_server_names_every_field_then_exits_1(tmp_path, monkeypatch):
+    for quieted in ("POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):  # `pixivflow dev` sets them for itself
+        monkeypatch.delenv(quieted, raising=False)
     bad = tmp_path / "bad.yaml"
     bad.write_text("schedules:\n  - id: a\n    cron: 'bad cron'\n  - id: b\n    cron: '0 8 * * *'\n    timezone: Mars/Olympus\n"
                    "targets: []\nsource: {kind: catalog, path: c.json}\n")
