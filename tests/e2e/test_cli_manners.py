@@ -65,8 +65,10 @@ def test_a_table_that_is_not_there_is_not_found(monkeypatch):
 
 
 def test_a_bad_config_for_the_dev_server_names_every_field_then_exits_1(tmp_path, monkeypatch):
-    for quieted in ("POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED"):  # `pixivflow dev` sets them for itself
-        monkeypatch.delenv(quieted, raising=False)
+    # `pixivflow dev` quiets the logs and metrics of its own process (setdefault): pin what the rest of
+    # this test process runs with, so a Logger or Metrics first made during this call is made as usual
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO"))
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("schedules:\n  - id: a\n    cron: 'bad cron'\n  - id: b\n    cron: '0 8 * * *'\n    timezone: Mars/Olympus\n"
                    "targets: []\nsource: {kind: catalog, path: c.json}\n")
