@@ -296,6 +296,11 @@ class Queues(Protocol):
         """Send outbox messages. Returns the indexes of the messages that were NOT sent."""
         ...
 
+    def dead_letter_depth(self) -> int:
+        """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
+        deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
+        ...
+
 
 class Ledger(Protocol):
     # slots
