@@ -25,7 +25,7 @@ from route_receiver import Receiver
 from test_delivery_matrix import drive
 
 from pixivflow.adapters.catalog_source import artifact_bytes
-from pixivflow.http.auth import Secrets
+from pixivflow.adapters.secret_store import SecretStore
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "example-delivery.json").read_text())
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
@@ -297,7 +297,7 @@ def test_a_transient_ssm_error_then_success_sends_the_header_and_is_accepted(mak
             raise RuntimeError("ThrottlingException: Rate exceeded")
         return ssm_reader(name)
 
-    secrets = Secrets(reader=flaky, sleep=lambda s: None)
+    secrets = SecretStore(reader=flaky, sleep=lambda s: None)
     rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
                       backend="moto")  # SSM: moto only (the twins model DynamoDB, SQS and S3)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
