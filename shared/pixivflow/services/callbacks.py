@@ -69,7 +69,7 @@ def send_callback(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
     except (LedgerUnavailable, SecretStoreUnavailable):
         raise
     except Exception as exc:  # transport failures, the deadline, a host that stopped resolving: retry
-        raise OutboxAttemptError(f"transport: {type(exc).__name__}", code="transport", retryable=True) from None
+        raise OutboxAttemptError(type(exc).__name__, code="transport", retryable=True) from None
     status = response.status
     if 200 <= status < 300 or status == 409:
         return
