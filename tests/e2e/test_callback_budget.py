@@ -209,17 +209,21 @@ class FlakySsm:
         return self.values.get(name)
 
 
-def test_a_transient_secret_store_error_is_retried_never_dead_lettered_never_cached(make_runtime, downstream, logs):
+def ssm_runtime(make_runtime, ssm):
+    """A runtime whose callback signing secret is an SSM parameter read through ``ssm``."""
     from conftest import JOBS_TOKEN, TRIGGER_TOKEN
 
     from pixivflow.adapters.secret_store import SecretStore
 
-    ssm = FlakySsm({"/pixivflow/callback-signing-secret": CALLBACK_SECRET}, failures=3 * 3)  # three reads of 3 tries
     store = SecretStore(ssm, env={"CALLBACK_SIGNING_SECRET_PARAMETER": "/pixivflow/callback-signing-secret",
                                   "TRIGGER_TOKEN": TRIGGER_TOKEN, "JOBS_TOKEN": JOBS_TOKEN}, sleep=lambda s: None)
+    return jobs_runtime(make_runtime, tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN}, overrides={"secrets": store})
+
+
+def test_a_transient_secret_store_error_is_retried_never_dead_lettered_never_cached(make_runtime, downstream, logs):
+    ssm = FlakySsm({"/pixivflow/callback-signing-secret": CALLBACK_SECRET}, failures=3 * 3)  # three reads of 3 tries
     with Receiver() as receiver:
-        rt = jobs_runtime(make_runtime, tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN},
-                          overrides={"secrets": store})
+        rt = ssm_runtime(make_runtime, ssm)
         post_job(rt, task(callback_url=receiver.url))
         rt.pump()
         for kind in ("job.accepted", "job.started", "job.succeeded"):
@@ -236,16 +240,9 @@ def test_a_transient_secret_store_error_is_retried_never_dead_lettered_never_cac
 
 
 def test_a_callback_secret_that_does_not_exist_dead_letters_once(make_runtime, downstream):
-    from conftest import JOBS_TOKEN, TRIGGER_TOKEN
-
-    from pixivflow.adapters.secret_store import SecretStore
-
     ssm = FlakySsm({}, failures=0)
-    store = SecretStore(ssm, env={"CALLBACK_SIGNING_SECRET_PARAMETER": "/pixivflow/callback-signing-secret",
-                                  "TRIGGER_TOKEN": TRIGGER_TOKEN, "JOBS_TOKEN": JOBS_TOKEN}, sleep=lambda s: None)
     with Receiver() as receiver:
-        rt = jobs_runtime(make_runtime, tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN},
-                          overrides={"secrets": store})
+        rt = ssm_runtime(make_runtime, ssm)
         post_job(rt, task(callback_url=receiver.url))
         rt.settle()
         row = callback_row(rt, "job.accepted")
