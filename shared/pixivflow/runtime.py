@@ -97,7 +97,7 @@ def build() -> Runtime:
 def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
     """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
     Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
-    (an httpx transport factory), ``sleep_ms`` (how a cancel waits)."""
+    (an httpx transport factory)."""
     from .adapters.callback_http import HttpCallbackSender, system_resolver
     from .adapters.job_store import DynamoJobStore
 
@@ -108,7 +108,6 @@ def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets:
     engine.callbacks = HttpCallbackSender(lambda: config.jobs.callbackAllowHosts, resolver=resolver,
                                           transport=_overrides.get("callback_transport"))
     engine.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
-    engine.sleep_ms = _overrides.get("sleep_ms")
 
 
 def _build_source(config: PixivFlowConfig, engine: Engine):
