@@ -256,13 +256,7 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> 
     now = engine.now()
     keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
     send: list[str] = list(dict.fromkeys(overdue))
-    callbacks: list[str] = []
     for pk, sk in keys:
-        callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
-        if callback is not None:
-            if _callback_overdue(engine, callback, now, result):
-                callbacks.append(callback)
-            continue
         try:
             intent = engine.ledger.get_intent_by_key(pk, sk)
         except Exception as exc:
@@ -273,26 +267,10 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> 
             continue
         send.append(intent.idempotency_key)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
-    messages += [OutgoingMessage(outbox_body("event_callback", k)) for k in callbacks]
     if messages:
         failed = engine.queues.send_outbox(messages)
         result.redriven += len(messages) - len(failed)
         engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
-
-
-def _callback_overdue(engine: Engine, key: str, now: int, result: SweepResult) -> bool:
-    """An event_callback row whose message was lost, or whose worker died mid-send (spec §10.5)."""
-    try:
-        row = engine.jobs.get_callback_row(key)
-    except Exception as exc:
-        result.errors += 1
-        engine.log("error", "sweep failed on a callback row", event="sweep.outbox_error", key=key, error=repr(exc)[:300])
-        return False
-    if row is None or not row.actionable:
-        return False
-    if row.status == "processing":
-        return row.lease_until is None or row.lease_until <= now
-    return row.next_attempt_at <= now - REDRIVE_GRACE_MS
 
 
 def _repair_job_events(engine: Engine, result: SweepResult) -> None:
@@ -438,8 +416,8 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
 
 
 def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
-    """Notification (and later event-callback) rows whose message was lost or whose worker died
-    are re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
+    """Notification and event-callback rows whose message was lost or whose worker died are
+    re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
     rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
     if engine.outbox_rows is None:
         return
