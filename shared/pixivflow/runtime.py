@@ -154,6 +154,9 @@ def reset() -> None:
     with _lock:
         _runtime = None
         _overrides.clear()
+    from .adapters.http_pools import close_operator_clients
+
+    close_operator_clients()  # the routes' pooled connections go with the graph that used them
 
 
 def override(**values: Any) -> None:

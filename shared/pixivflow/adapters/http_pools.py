@@ -120,4 +120,14 @@ def operator_client(timeout_s: float, transport: httpx.BaseTransport | None = No
         return client
 
 
-__all__ = ["consumer_transport", "deadline", "operator_client"]
+def close_operator_clients() -> None:
+    """Close every pooled client (and its kept-alive connections): ``runtime.reset()`` calls it, so
+    a runtime that is torn down (tests, the dev server's stop) leaves no connection open behind it."""
+    with _operator_lock:
+        clients = list(_operator_clients.values())
+        _operator_clients.clear()
+    for client in clients:
+        client.close()
+
+
+__all__ = ["close_operator_clients", "consumer_transport", "deadline", "operator_client"]
