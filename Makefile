@@ -24,7 +24,7 @@ PORT ?= 8000
 SPEED ?= 1
 MOTO_PORT ?= 0
 dev: $(STAMP)
-	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(CONFIG),--config $(CONFIG),--demo)
+	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(STATE_DIR),--state-dir $(STATE_DIR)) $(if $(CONFIG),--config $(CONFIG),--demo)
 
 # Both cores (pytest-xdist): the suite is about 240 s on one core, about 150 s on two (issue 20).
 TEST_WORKERS ?= 2

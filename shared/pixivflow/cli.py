@@ -37,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port, env_file=args.env_file or None)
+                   moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -557,7 +557,9 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
     dev.add_argument("--env-file", default=".pixivflow-dev.env",
                      help="write export lines for a second shell here (default .pixivflow-dev.env; '' for none)")
-    dev.add_argument("--verbose", action="store_true", help="show every handler log line")
+    dev.add_argument("--state-dir", default=None, metavar="DIR",
+                     help="keep the local table, queues and bucket in DIR across restarts (and the moto port)")
+    dev.add_argument("--verbose", action="store_true", help="also print every handler's JSON log lines (INFO and up)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")
