@@ -8,16 +8,18 @@ import io
 import re
 import socket
 
+import pytest
 from conftest import TRIGGER_TOKEN, ms, write_config
-from test_dev_server import call, loopback_aws, until  # noqa: F401 (fixture)
+from test_dev_server import call, loopback_aws, until  # noqa: F401 (the fixture, used below)
 
 from pixivflow.clock import VirtualClock
 from pixivflow.local.devserver import DEV_FIRE_LABEL, DevServer
 
+pytestmark = pytest.mark.usefixtures("loopback_aws")
 T0 = "2026-12-01T09:00:00Z"  # 18:00 in Tokyo: morning-tokyo's 08:00 fire is 10 hours old, far past its grace
 
 
-def test_fire_now_admits_the_most_recent_fire_past_its_grace_and_names_the_slot(tmp_path, downstream, loopback_aws):
+def test_fire_now_admits_the_most_recent_fire_past_its_grace_and_names_the_slot(tmp_path, downstream):
     out = io.StringIO()
     with DevServer(write_config(tmp_path, downstream.url), port=0, clock=VirtualClock(ms(T0)), out=out, log_activity=True,
                    tokens={"trigger": TRIGGER_TOKEN, "jobs": "j" * 32}) as dev:
@@ -39,7 +41,7 @@ def test_fire_now_admits_the_most_recent_fire_past_its_grace_and_names_the_slot(
     assert any(re.fullmatch(r"  deliver \d+ record\(s\) \d+ ms", line) for line in lines), lines
 
 
-def test_the_port_is_bound_at_once_but_refuses_connections_until_the_backend_is_ready(tmp_path, downstream, loopback_aws):
+def test_the_port_is_bound_at_once_but_refuses_connections_until_the_backend_is_ready(tmp_path, downstream):
     dev = DevServer(write_config(tmp_path, downstream.url), port=0, clock=VirtualClock(ms(T0)))
     seen = {}
     real = dev._start_backend
@@ -56,7 +58,7 @@ def test_the_port_is_bound_at_once_but_refuses_connections_until_the_backend_is_
         assert call(f"{dev.url}/health")[0] == 200
 
 
-def test_state_dir_keeps_a_slot_and_its_files_across_a_restart(tmp_path, downstream, loopback_aws):
+def test_state_dir_keeps_a_slot_and_its_files_across_a_restart(tmp_path, downstream):
     from pixivflow import aws
 
     config, state = write_config(tmp_path, downstream.url), tmp_path / "state"
