@@ -502,7 +502,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         payload = delivery_payload(slot, run.target, work, config)
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
-            work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,
+            work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
             next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
         )
         stored, _ = engine.ledger.put_intent(intent)
