@@ -2,7 +2,8 @@
 
 * ``kind: webhook`` — this project's JSON route, unchanged (``adapters.webhook``; DESIGN §12);
 * ``type: httpMultipart`` — PixivFlow's submission route (``multipart``; note §2.2);
-* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``; note §2.5).
+* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``; note §2.5);
+* ``type: telegram`` — PixivFlow's Telegram review route (``telegram``; real-configs note §6).
 
 ``${VAR}`` references in URLs, headers, ``token`` and ``signingSecret`` are expanded here, at
 send time, through the injected lookup (env, then SSM below RouteSecretsPath). One attempt is
@@ -23,6 +24,7 @@ from ...ports import ArtifactStore, DeliveryRequest, DeliveryResponse, StoredFil
 from ..secret_refs import Expander
 from ..webhook import WebhookChannel
 from . import gateway, multipart
+from .telegram import TelegramReview
 from .http import Http, RouteTransportError, checked_url, expanded_headers
 
 READINESS_TIMEOUT_MS = 3_000  # PixivFlow's readiness probe budget
@@ -45,6 +47,7 @@ class RouteChannel:
         self._now_ms = now_ms
         self._legacy = WebhookChannel(routes, route_token, transport=transport)
         self._http = Http(transport, monotonic)
+        self._telegram = TelegramReview(self._http, lookup, self._stored, self._open, monotonic=monotonic)
 
     # -- the port ------------------------------------------------------------------------------
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
@@ -73,6 +76,8 @@ class RouteChannel:
             return self._multipart(request, config)
         if kind == "webhook":
             return self._gateway(request, config)
+        if kind == "telegram":
+            return self._telegram.deliver(request, config)
         return self._legacy.send(request.route, request.body, request.idempotency_key)
 
     def post_json(self, route: str, url_field: str, body: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
