@@ -174,6 +174,7 @@ class DeliveryResponse:
     status: int
     body: Any  # parsed JSON when the body was JSON, else the text
     text: str = ""
+    note: str | None = None  # what the route did differently (a rich preview it could not publish)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class DeliveryRequest:
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
     guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
+    preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ class DeliveryAck:
     retry_after_ms: int | None = None
     progress: Any = None
     clear_sending: bool = False
+    note: str | None = None  # kept on a settled row: what the route did differently (issue 23)
 
     @property
     def confirmed(self) -> bool:

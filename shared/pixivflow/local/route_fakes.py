@@ -82,7 +82,7 @@ class Request:
                 out.setdefault(part.name, []).append(part.text)
         return out
 
-    def files(self, name: str | None = None) -> list[Part]:
+    def files(self, name: str | None = "files") -> list[Part]:
         return [p for p in self.parts() if p.filename is not None and (name is None or p.name == name)]
 
 

@@ -137,6 +137,10 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
             request = replace(request, guard=_send_guard(engine, claimed, owner))
         response = engine.channel.deliver(request)
         ack = parse_route_ack(route, response)
+        if response.note:
+            ack = replace(ack, note=response.note)
+            engine.log("warning", response.note, event="delivery.route_note", key=key, route=claimed.route,
+                       slot_id=claimed.slot_id, target_id=claimed.target_id)
     except LedgerUnavailable:
         raise
     except Exception as exc:  # transport and configuration failures are classified, never raised
@@ -175,9 +179,11 @@ def _send_guard(engine: Engine, intent: Intent, owner: str) -> SendGuard:
 
 def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
     # The JSON body carries the stored files as protocol Assets, signed for this attempt (issue 10).
+    target = engine.config.target(intent.target_id) if intent.work_type == "novel" else None
+    preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
                            body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
-                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id))
+                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id), preview=preview)
 
 
 def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
@@ -241,7 +247,8 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         return _dead(engine, intent, owner, plan.ledger_error or ack.error or "permanent failure", ack, cancelled=cancelled)
     settled = engine.ledger.settle_intent(
         intent, owner, now, ledger_status=plan.ledger_status, outbox_status=OutboxStatus.DONE,
-        remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason, error=plan.ledger_error,
+        remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason,
+        error=plan.ledger_error or ack.note,
         ack_kind=str(ack.kind),
     )
     if settled is None:

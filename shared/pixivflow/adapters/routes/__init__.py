@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping
 
 import httpx
 
+from ...domain.assets import media_assets
 from ...domain.errors import ConfigError
 from ...domain.templates import form_fields, template_variables
 from ...ports import ArtifactStore, DeliveryRequest, DeliveryResponse, StoredFile
 from ..secret_refs import Expander
 from ..webhook import WebhookChannel
-from . import gateway, multipart
+from . import gateway, multipart, telepress
 from .telegram import TelegramReview
 from .http import Http, RouteTransportError, checked_url, expanded_headers
 
@@ -125,14 +127,28 @@ class RouteChannel:
         context = {**dict(request.payload.get("context") or {}), "idempotencyKey": request.idempotency_key}
         fields = form_fields(config.fields, request.payload.get("fields"), template_variables(context),
                              array_format=config.arrayFormat, auto_idempotency_key=config.autoIdempotencyKey)
-        files, previews = multipart.split_files(self._stored(request))
+        stored = self._stored(request)
+        files, previews = multipart.split_files(stored)
         if not files:
             raise MissingArtifacts(f"no deliverable file under {request.artifact_key} (invalid payload)")
+        assets = media_assets(str(context.get("pixivId") or ""), stored)
+        if assets:
+            fields.append(("media_assets", json.dumps(assets, ensure_ascii=False, separators=(",", ":"))))
+        note = None
+        if request.preview is not None and context.get("type") == "novel":
+            preview = telepress.publish(self._http, self._lookup, request.preview, stored, self._open, where=f"route {request.route}")
+            if preview.retry:
+                # The submission waits for its preview: the row is retried (5xx, 408, 429, network, timeout).
+                return DeliveryResponse(status=503, body={"error": preview.retry}, text=preview.retry)
+            if preview.url:
+                fields = [(n, v) for n, v in fields if n != request.preview.field] + [(request.preview.field, preview.url)]
+            note = preview.note
         parts = [(config.fileField, f) for f in files] + [(config.previewFileField, f) for f in previews]
         body = multipart.build(parts, fields, self._open)
         headers = {**headers, "Content-Type": body.content_type, "Content-Length": str(body.length)}
-        return self._http.exchange(config.method, url, headers=headers, content=body.chunks(), timeout_ms=config.timeoutMs,
-                                   scrub=expand.scrub)
+        answer = self._http.exchange(config.method, url, headers=headers, content=body.chunks(), timeout_ms=config.timeoutMs,
+                                     scrub=expand.scrub)
+        return replace(answer, note=note) if note else answer
 
     def _gateway(self, request: DeliveryRequest, config: Any) -> DeliveryResponse:
         expand = Expander(self._lookup, where=f"route {request.route}")
