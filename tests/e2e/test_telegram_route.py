@@ -139,6 +139,23 @@ def test_a_429_with_retry_after_37_is_the_next_attempt_37_s_later(make_runtime, 
     assert (row.status, row.attempts) == ("delivered", 2)
 
 
+def test_a_429_on_the_second_block_resumes_after_the_first_without_posting_it_again(make_runtime, fakes):
+    telegram, cp = fakes
+    telegram.script("sendMediaGroup", "ok", {"error_code": 429, "description": "Too Many Requests: retry after 5",
+                                             "parameters": {"retry_after": 5}})
+    rt = start(make_runtime)
+    rt.pump()
+    row = intent(rt)
+    assert row.outbox_status == "retry_wait" and row.next_attempt_at - row.updated_at == 5_000
+    assert len(row.send_progress["blocks"]) == 1 and row.sending_at is None
+    drive(rt)
+    groups = [c for c in telegram.sent("sendMediaGroup")]
+    assert [len(c.media) for c in groups] == [10, 10, 3]  # the first block once, then the rest
+    (record_doc,) = cp.reviews.values()
+    assert record_doc["media_message_ids"] == [i for c in groups for i in c.message_ids]
+    assert intent(rt).status == "delivered"
+
+
 @pytest.mark.parametrize("status", ["pending", "uncertain"])
 def test_a_pre_flight_hit_posts_nothing_and_acks_idempotent_replay(make_runtime, fakes, status):
     # An uncertain review (perhaps in the chat) is never posted again by a new row either: only
