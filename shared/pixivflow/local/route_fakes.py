@@ -29,6 +29,7 @@ import email.policy
 import itertools
 import json
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -98,6 +99,7 @@ class LoopbackServer:
     def __init__(self) -> None:
         self.requests: list[Request] = []
         self.lock = threading.RLock()
+        self._connections: set[Any] = set()  # open keep-alive connections, closed on exit
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,6 +109,16 @@ class LoopbackServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server.lock:
+                    server._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with server.lock:
+                    server._connections.discard(self.connection)
+                super().finish()
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -143,6 +155,14 @@ class LoopbackServer:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
+        with self.lock:
+            open_connections = list(self._connections)
+        for connection in open_connections:  # a client's idle keep-alive connection ends its thread
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(timeout=5)
 
     def handle(self, req: Request) -> tuple[int, Any]:  # pragma: no cover - every fake overrides it
         raise NotImplementedError
