@@ -137,6 +137,11 @@ class Intent:
     updated_at: int = 0
     delivered_at: int | None = None
     payload: dict[str, Any] = field(default_factory=dict)
+    # A route that posts in several calls (Telegram review; issue 23): when an attempt began
+    # posting without saving what it posted, and what earlier attempts posted and saved.
+    sending_at: int | None = None
+    send_progress: dict[str, Any] | None = None
+    redrive_count: int = 0
 
     @property
     def confirmed(self) -> bool:

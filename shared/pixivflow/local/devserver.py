@@ -51,6 +51,10 @@ DEMO_DIR = Path(__file__).resolve().parents[3] / "events" / "demo"
 DEMO_SCHEDULE = "dev-every-5-min"
 DEMO_TARGET = "dev-sample"
 DEV_FIRE_LABEL = "dev fire"  # the name of a slot POST /dev/schedules/{id}/fire admitted
+# The Telegram review route of pixivflow.production.json, on the local fakes (issue 23): a person
+# can watch a review post (media groups, the control card, the control-plane record) in /ui.
+TELEGRAM_SCHEDULE, TELEGRAM_TARGET, TELEGRAM_ROUTE = "dev-telegram-every-5-min", "dev-telegram", "dev-review"
+DEV_BOT_TOKEN = "1000000001:DEVFAKEtelegramBotTokenForLoopbackOnly"
 _FUNCTION_OF_CODE = re.compile(r"functions/([a-z_]+)/?$")
 
 
@@ -250,6 +254,8 @@ class DevServer:
         self.rt: Any = None
         self.downstream: Any = None
         self.fake_pixiv: Any = None
+        self.fake_telegram: Any = None
+        self.control_plane: Any = None
         self.aws_endpoint = ""
         self._stack = ExitStack()
         self._http: ThreadingHTTPServer | None = None
@@ -306,11 +312,32 @@ class DevServer:
                                  "timezone": "UTC", "targetIds": [DEMO_TARGET]})
         cfg["targets"].append({"id": DEMO_TARGET, "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
                                "storageMode": "cache", "delivery": {"target": "review"}})
+        self._demo_telegram(cfg)
         cfg.setdefault("jobs", {})["callbackAllowHosts"] = ["127.0.0.1", "localhost"]  # local callback receivers
         tmp = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="pixivflow-dev-"))
         path = Path(tmp) / "config.yaml"
         path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
         return str(path)
+
+    def _demo_telegram(self, cfg: dict[str, Any]) -> None:
+        """A ``type: telegram`` route on the fake Bot API and the fake control plane, its secrets
+        as ``${VAR}``s in the environment as in a deployment (issue 23)."""
+        from .route_fakes import FakeControlPlane, FakeTelegram
+
+        self.fake_telegram = self._stack.enter_context(FakeTelegram())
+        self.control_plane = self._stack.enter_context(FakeControlPlane(token="dev-control-plane-secret"))
+        self._set_env({"TELEGRAM_API_BASE": self.fake_telegram.base, "PIXIVFLOW_DEV_BOT_TOKEN": DEV_BOT_TOKEN,
+                       "PIXIVFLOW_DEV_CONTROL_PLANE": self.control_plane.url,
+                       "PIXIVFLOW_DEV_CONTROL_PLANE_TOKEN": "dev-control-plane-secret"})
+        cfg["delivery"]["targets"][TELEGRAM_ROUTE] = {
+            "type": "telegram", "botId": "dev-bot", "botToken": "${PIXIVFLOW_DEV_BOT_TOKEN}", "chatId": "-1000000000001",
+            "publishChatId": "@pixivflowDev", "controlPlaneUrl": "${PIXIVFLOW_DEV_CONTROL_PLANE}",
+            "controlPlaneToken": "${PIXIVFLOW_DEV_CONTROL_PLANE_TOKEN}",
+            "caption": "{{title}}\n⭐ {{bookmarkCount}} · 👁 {{viewCount}}\n🔗 {{link}}"}
+        cfg["schedules"].append({"id": TELEGRAM_SCHEDULE, "name": "Telegram review every 5 minutes (dev)",
+                                 "cron": "*/5 * * * *", "timezone": "UTC", "targetIds": [TELEGRAM_TARGET]})
+        cfg["targets"].append({"id": TELEGRAM_TARGET, "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
+                               "storageMode": "cache", "delivery": {"target": TELEGRAM_ROUTE}})
 
     def _set_env(self, values: dict[str, str]) -> None:
         for key, value in values.items():
@@ -728,6 +755,8 @@ class DevServer:
             lines.append(f"  demo downstream            {self.downstream.url}")
         if self.fake_pixiv is not None:
             lines.append(f"  fake Pixiv                 {self.fake_pixiv.url}")
+        if self.fake_telegram is not None:
+            lines.append(f"  fake Telegram Bot API      {self.fake_telegram.base}  (control plane {self.control_plane.url})")
         from ..domain.occurrence import next_fire
 
         now = self.clock.now_ms()

@@ -163,6 +163,19 @@ class Fixtures:
     # What a search matches a work on: its tags, or for a restricted placeholder (which Pixiv
     # lists with no tags at all) the tags it had before it became restricted.
     listed: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    # A novel's inline images as the webview payload gives them (issue 23): id -> {images, illusts}
+    inline: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def add_inline_images(self, novel_id: int, uploaded: list[str] = (), illusts: list[str] = ()) -> None:  # type: ignore[assignment]
+        """Images the novel's text refers to: ``[uploadedimage:<id>]`` and ``[pixivimage:<id>[-n]]``,
+        each served by the image host (a small JPEG)."""
+        day = "2026/11/29/00/00/00"
+        images = {i: {"urls": {"original": f"{IMAGE}/novel-cover-original/img/{day}/ci{novel_id}_{i}.jpg"}} for i in uploaded}
+        works = {k: {"illust": {"images": {"original": f"{IMAGE}/img-original/img/{day}/{k.split('-')[0]}_p0.jpg"}}} for k in illusts}
+        self.inline[novel_id] = {"images": images, "illusts": works}
+        for n, url in enumerate([v["urls"]["original"] for v in images.values()] +
+                                [v["illust"]["images"]["original"] for v in works.values()]):
+            self.files[urlsplit(url).path] = jpeg(64, 48, novel_id + n)
 
     def add_illust(self, raw: dict[str, Any], *, missing_originals: bool = False,
                    listed_under: list[str] | None = None) -> dict[str, Any]:
@@ -457,7 +470,8 @@ class FakePixiv:
                 return 404, "<html><body>not found</body></html>"
             payload = {"id": str(wid), "title": work["title"], "text": self.fixtures.texts.get(wid, ""),
                        "userId": str(work["user"]["id"]), "coverUrl": work["image_urls"]["large"],
-                       "marker": None, "illusts": [], "images": [], "seriesNavigation": None}
+                       "marker": None, "illusts": [], "images": [], "seriesNavigation": None,
+                       **self.fixtures.inline.get(wid, {})}
             page = ("<!DOCTYPE html><html><head><script>\n    Object.defineProperty(window, 'pixiv', {value: {\n"
                     f"        novel: {json.dumps(payload, ensure_ascii=False)},\n        isOwnWork: false,\n"
                     "    }});\n</script></head><body></body></html>")

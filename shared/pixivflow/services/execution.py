@@ -27,6 +27,7 @@ from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_m
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, StoredFile, Work
+from .assets import previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
@@ -466,10 +467,15 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         return "skipped"
     # From here an artifact exists: the binding is never released, whatever fails next.
     if not stored:
-        engine.artifacts.put(prefix, files)
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
+    elif engine.config.dry_run(target):
+        # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
+        engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
+                   event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
+                   work_type=work.work_type, artifact_key=prefix)
     return "taken"
 
 
@@ -502,7 +508,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         payload = delivery_payload(slot, run.target, work, config)
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
-            work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,
+            work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
             next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
         )
         stored, _ = engine.ledger.put_intent(intent)
@@ -532,7 +538,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
             return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
         return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
     if not stored:
-        engine.artifacts.put(prefix, files)
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

@@ -126,6 +126,8 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     body: dict[str, Any] = {
         "request_id": slot.manual_request_id,
         "disposition": disposition,
+        # PixivFlow's newest body (note §8): the closed-vocabulary code beside the human reason
+        "reason_code": cell.terminal_reason_code,
         "reason": cell.terminal_reason_message or cell.last_error or cell.terminal_reason_code,
         "skipped": {"total": len(skips), "duplicate": duplicate, "invalid": len(skips) - duplicate - unavailable,
                     "unavailable": unavailable},

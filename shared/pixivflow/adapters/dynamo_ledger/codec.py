@@ -72,8 +72,11 @@ _INTENT_FIELDS = {
     "updated_at": "updatedAt",
     "delivered_at": "deliveredAt",
     "payload": "payload",
+    "sending_at": "sendingAt",
+    "send_progress": "sendProgress",
+    "redrive_count": "redriveCount",
 }
-_JSON_ATTRS = {"candidateReport", "params", "payload"}
+_JSON_ATTRS = {"candidateReport", "params", "payload", "sendProgress"}
 
 
 

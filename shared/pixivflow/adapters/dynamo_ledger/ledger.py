@@ -496,10 +496,18 @@ class DynamoLedger(DynamoItems):
         error: str | None = None,
         next_attempt_at: int | None = None,
         ack_kind: str | None = None,
+        send_progress: Mapping[str, Any] | None = None,
+        clear_sending: bool = False,
     ) -> Intent | None:
-        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
+        """Record one attempt's result on the intent and its outbox row, as the lease holder.
+        ``send_progress`` saves what a multi-call route posted; ``clear_sending`` drops the row's
+        ``sending`` marker, which only the attempt that saved its posts may do (issue 23)."""
         upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
         upd.remove("leaseOwner", "leaseUntil")
+        if send_progress is not None:
+            upd.set("sendProgress", dict(send_progress))
+        if clear_sending:
+            upd.remove("sendingAt")
         if ledger_status is not None:
             upd.set("status", ledger_status)
             if ledger_status in (LedgerStatus.DELIVERED, LedgerStatus.DUPLICATE):
@@ -524,6 +532,16 @@ class DynamoLedger(DynamoItems):
             upd.remove("duePk", "dueSk")
             upd.set("completedAt", now_ms)
         upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
+    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
+        """The ``sending`` marker (issue 23), written before a multi-call route's first post: as
+        the lease holder, and only when no earlier attempt left one. A re-claimed row that still
+        carries it began posting and saved nothing: it is never posted again by itself."""
+        upd = _Update().set("sendingAt", now_ms).set("updatedAt", now_ms)
+        upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner AND attribute_not_exists(#sendingAt)",
+                 ob_proc=OutboxStatus.PROCESSING, owner=owner)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
 
@@ -620,7 +638,9 @@ class DynamoLedger(DynamoItems):
         upd.set("attempts", 0).set("nextAttemptAt", now_ms).set("updatedAt", now_ms).set("redrivenAt", now_ms)
         upd.set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
         upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
-        upd.remove("completedAt", "leaseOwner", "leaseUntil").add("redriveCount", 1)
+        # A redrive re-sends on purpose (issue 23): the Telegram route's sending marker and saved
+        # progress go, so the operator's choice posts the work again from the start.
+        upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress").add("redriveCount", 1)
         upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
