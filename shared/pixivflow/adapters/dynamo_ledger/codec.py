@@ -48,6 +48,7 @@ _CELL_FIELDS = {
     "terminal_reason_code": "terminalReasonCode",
     "terminal_reason_message": "terminalReasonMessage",
     "candidate_report": "candidateReport",
+    "selection_checkpoint": "selectionCheckpoint",
 }
 _INTENT_FIELDS = {
     "slot_id": "slotId",
@@ -73,7 +74,7 @@ _INTENT_FIELDS = {
     "delivered_at": "deliveredAt",
     "payload": "payload",
 }
-_JSON_ATTRS = {"candidateReport", "params", "payload"}
+_JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload"}
 
 
 
