@@ -59,13 +59,13 @@ def start(make_runtime, monkeypatch, receiver, fake):
     monkeypatch.setenv("ROUTE_SECRETS_PATH", SECRETS)
     monkeypatch.delenv("PIXIV_REFRESH_TOKEN", raising=False)
 
-    def factory(name: str):
+    def factory(name: str, pacing_ms: int = 1000):
         cfg_in = published(name)
 
         def mutate(cfg):
             cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
             cfg["pixiv"] = {"refreshToken": "${PIXIV_E2E_TOKEN}", "accountId": "main"}
-            cfg["network"] = {"requestPacingMs": 1000, "timeoutMs": 5000}
+            cfg["network"] = {"requestPacingMs": pacing_ms, "timeoutMs": 5000}
             targets = copy.deepcopy(cfg_in["targets"])
             for t in targets:
                 t.get("delivery", {}).pop("richNovelPreview", None)
@@ -192,3 +192,24 @@ def test_the_tag_space_is_cached_in_the_ledger_for_the_next_occurrence(start, re
     fire(rt, "evening", "2026-12-01T10:00:00Z")  # 18:00 Shanghai: the evening plan, same targets
     # cacheDays 7: no second discovery for any (type, topic)
     assert len([r for r in fake.requests if r.path == "/v2/search/autocomplete"]) == 4
+
+
+def test_a_selection_longer_than_one_invocation_checkpoints_and_resumes_at_the_next_tag(start, receiver, fake, logs):
+    """Rule "checkpoint per (day, tag)": with Pixiv paced at 6 s a request, bot2's lookback walk
+    (4 days x the space's tags) outlasts the 30 s selection budget of one invocation. It hands over
+    and the next invocation resumes at the next (day, tag): every day search is sent once, and the
+    cell chooses what an uninterrupted run chooses."""
+    rt = start("production.json", pacing_ms=6000)
+    state = fire(rt, "bot2-daily", "2026-12-01T02:10:00Z")
+    suspended = logs.events("topic.suspended")
+    assert suspended, "the walk should not fit one invocation at 6 s a request"
+    assert {e["target_id"] for e in suspended} >= {"bot2-illust-marunomi"}
+    sent = submissions(receiver, 2)
+    assert sent["bot2-illust-marunomi"]["pixiv_id"] == ["95101"]  # the lookback day, as without a break
+    assert sent["bot2-novel-marunomi"]["pixiv_id"] == ["96101"]
+    day_searches = [(r.path, r.query["word"], r.query["start_date"], r.query.get("offset"))
+                    for r in fake.requests if r.path.startswith("/v1/search/") and r.query.get("start_date")]
+    assert len(day_searches) == len(set(day_searches))  # no (day, tag) page was searched twice
+    assert {day for path, word, day, _ in day_searches if word == "丸呑み" and path == "/v1/search/illust"} == {
+        "2026-11-30", "2026-11-29", "2026-11-28"}
+    assert {c.status for c in state.cells.values()} == {"submitted"}

@@ -75,6 +75,7 @@ class TopicRun:
         self.days = topic_days(self.target, occurrence_ms(run))
         self.fingerprint = checkpoint_fingerprint(self.target.type, self.topic, self.days[0])
         self.works: dict[str, Work] = {}  # collected in THIS invocation: no second fetch needed
+        self.space: list[Any] | None = None
 
     # -- checkpoint -------------------------------------------------------------------------
     def _restore(self) -> tuple[int, DayProgress | None, dict[str, Any]]:
@@ -189,7 +190,9 @@ class TopicRun:
     # -- one day ------------------------------------------------------------------------------
     def _collect(self, index: int, progress: DayProgress, done: dict[str, Any]) -> None:
         if progress.space is None:
-            progress.space = self._discover()
+            # One space for every day of the walk (resolved, or read from the cache, once per run).
+            self.space = self.space if self.space is not None else self._discover()
+            progress.space = self.space
         tags = [s.tag for s in progress.space]
         while progress.next_tag < len(tags):
             if len(progress.entries) >= self.collect.maxCandidates:

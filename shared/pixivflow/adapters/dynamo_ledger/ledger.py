@@ -245,11 +245,11 @@ class DynamoLedger(DynamoItems):
 
     def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
                                   checkpoint: Mapping[str, Any]) -> bool:
-        """Record how far a topic selection got (issue 22), only while ``owner`` holds the lease
-        and the cell is still selecting: a zombie executor cannot overwrite its successor's."""
+        """Record how far a topic selection got (issue 22), only while ``owner`` holds the lease:
+        a zombie executor cannot overwrite its successor's, and a cell that moved on (every move
+        drops the lease) takes no checkpoint."""
         upd = _Update().set("selectionCheckpoint", dict(checkpoint)).set("heartbeatAt", now_ms)
-        upd.when("#leaseOwner = :owner", owner=owner)
-        upd.status_in([CellStatus.PENDING, CellStatus.SELECTED])
+        upd.when("#leaseOwner = :checkpointOwner", checkpointOwner=owner)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
     # -- topic tag spaces (cached per (type, topic) for cacheDays; issue 22, note §1) ----------
