@@ -123,6 +123,8 @@ def test_production_bot1_picks_by_the_whole_japan_day_popularity_and_the_languag
     assert illust["pixiv_id"] == ["95001"]
     assert illust["note"][0].startswith(f"📅 {TOPIC_DAY} · ⭐ 900")  # rankingDate = the topic day
     assert "R-18" in illust["note"][0]
+    supply = state.cells["bot1-illust-botefuku"].candidate_report["supply"]
+    assert {"code": "ai_generated", "count": 1} in supply["reasons"]  # 95002, counted once across tags
     # Novel: rule "language verdict". 96001 (800, Japanese) is skipped as filtered; 96002 (400,
     # Chinese with Pixiv markup) is submitted.
     novel = sent["bot1-novel-botefuku"]

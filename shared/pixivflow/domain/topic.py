@@ -39,6 +39,11 @@ SUGGESTED_ONLY_SCORE = 0.27
 RELATED_WEIGHT_CAP = 0.6
 ILLUST_POOL_MIN, POOL_MAX = 20, 100
 
+# Candidate report codes of topic mode, beside the selection rules' own (spec §6.3 supply reasons).
+DUPLICATE_ACROSS_TAGS = "duplicate_across_tags"  # a work two space tags both returned
+BELOW_METADATA_SCORE = "below_metadata_score"  # failed the metadata gate
+BEYOND_POOL = "beyond_pool"  # ranked below the selected pool (note §1 "How many candidates")
+
 # PixivFlow's generic / stop list (TopicTagScorer + the resolver's own extra entry).
 STOP_TAGS = frozenset(
     "r-18 r-18g r-15 original オリジナル 創作 女の子 男の子 イラスト 漫画 manga illustration artwork 落書き らくがき "
@@ -296,13 +301,21 @@ class DayProgress:
     entries: dict[str, Entry] = field(default_factory=dict)
     raw: int = 0  # works the day searches returned (before de-duplication and the day filter)
     off_day: int = 0
-    ai_excluded: int = 0
-    r18: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)  # selection rule code -> works it rejected
+    passed_over: set[str] = field(default_factory=set)  # ids rejected already (counted once per day)
+
+    def seen(self, work_id: str) -> bool:
+        return work_id in self.entries or work_id in self.passed_over
+
+    def reject(self, work_id: str, code: str) -> None:
+        self.passed_over.add(work_id)
+        self.rejected[code] = self.rejected.get(code, 0) + 1
 
     def to_doc(self) -> dict[str, Any]:
         return {"day": self.day, "space": space_to_doc(self.space) if self.space is not None else None,
                 "nextTag": self.next_tag, "entries": [e.to_doc() for e in self.entries.values()],
-                "raw": self.raw, "offDay": self.off_day, "aiExcluded": self.ai_excluded, "r18": self.r18}
+                "raw": self.raw, "offDay": self.off_day, "rejected": dict(self.rejected),
+                "passedOver": sorted(self.passed_over)}
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> "DayProgress":
@@ -311,7 +324,8 @@ class DayProgress:
         return cls(day=str(doc["day"]), space=space_from_doc(space) if space is not None else None,
                    next_tag=int(doc.get("nextTag") or 0), entries={e.work_id: e for e in entries},
                    raw=int(doc.get("raw") or 0), off_day=int(doc.get("offDay") or 0),
-                   ai_excluded=int(doc.get("aiExcluded") or 0), r18=int(doc.get("r18") or 0))
+                   rejected={str(k): int(v) for k, v in (doc.get("rejected") or {}).items()},
+                   passed_over={str(i) for i in doc.get("passedOver") or ()})
 
 
 def checkpoint_fingerprint(work_type: str, topic: str, base_day: str) -> str:

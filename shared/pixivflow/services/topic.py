@@ -27,8 +27,9 @@ from typing import Any, Callable
 from ..domain.errors import FatalSourceError, PaginationError, SourceError
 from ..domain.outcomes import CandidateScan, CandidateSupply, TargetOutcome
 from ..domain.scan import merge_scans, no_candidate_reason
-from ..domain.selection import AI_GENERATED, DATE_OUT_OF_RANGE, R18, Selection, rejection
-from ..domain.topic import (BACKGROUND_SAMPLE, BACKGROUND_WORD, DAY_SEARCH_MAX_COLLECT, DayProgress, Entry,
+from ..domain.selection import AI_GENERATED, DATE_OUT_OF_RANGE, Selection, rejection
+from ..domain.topic import (BACKGROUND_SAMPLE, BACKGROUND_WORD, BELOW_METADATA_SCORE, BEYOND_POOL, DAY_SEARCH_MAX_COLLECT,
+                            DUPLICATE_ACROSS_TAGS, DayProgress, Entry,
                             before_day, cache_key, checkpoint_fingerprint, lookback_days, metadata_score, on_day,
                             pool_size, popularity, rank, score_tags, space_from_doc, space_to_doc,
                             tag_space, topic_day)
@@ -211,16 +212,11 @@ class TopicRun:
             progress.off_day += len(works) - len(day_works)
             day_works.sort(key=lambda w: (w.create_date or "", w.work_id), reverse=True)
             for work in day_works[: self.collect.maxPerTag]:
-                if work.work_id in progress.entries or len(progress.entries) >= self.collect.maxCandidates:
+                if progress.seen(work.work_id) or len(progress.entries) >= self.collect.maxCandidates:
                     continue
-                code = rejection(work, self.criteria)
-                if code == AI_GENERATED:
-                    progress.ai_excluded += 1
-                    continue
-                if code == R18:
-                    progress.r18 += 1
-                    continue
+                code = rejection(work, self.criteria)  # restricted, R-18, AI, bookmarks, page count
                 if code is not None:
+                    progress.reject(work.work_id, code)
                     continue
                 meta = metadata_score(work, progress.space, translated=self.options.matchTranslatedNames)
                 progress.entries[work.work_id] = Entry(work.work_id, popularity(work), meta, work.create_date or "")
@@ -229,7 +225,8 @@ class TopicRun:
             self._step_done(index, progress, done)
         self.engine.log("info", "topic day collected", event="topic.collected", topic=self.topic, day=progress.day,
                         tags=tags[: progress.next_tag], raw=progress.raw, deduped=len(progress.entries),
-                        ai_excluded=progress.ai_excluded, off_day=progress.off_day)
+                        ai_excluded=progress.rejected.get(AI_GENERATED, 0), off_day=progress.off_day,
+                        rejected=progress.rejected)
 
     def _candidates(self, progress: DayProgress) -> Selection:
         limit = max(1, self.target.effective_limit)
@@ -239,12 +236,12 @@ class TopicRun:
         chosen = ranked[:pool]
         supply = CandidateSupply(fetched=progress.raw, selected=len(chosen))
         supply.reject(DATE_OUT_OF_RANGE, progress.off_day)
-        supply.reject(AI_GENERATED, progress.ai_excluded)
-        supply.reject(R18, progress.r18)
-        duplicates_across_tags = progress.raw - progress.off_day - progress.ai_excluded - progress.r18 - len(progress.entries)
-        supply.reject("duplicate_across_tags", max(0, duplicates_across_tags))
-        supply.reject("below_metadata_score", len(progress.entries) - len(ranked))
-        supply.reject("beyond_pool", len(ranked) - len(chosen))
+        for code, count in progress.rejected.items():
+            supply.reject(code, count)
+        repeated = progress.raw - progress.off_day - sum(progress.rejected.values()) - len(progress.entries)
+        supply.reject(DUPLICATE_ACROSS_TAGS, max(0, repeated))
+        supply.reject(BELOW_METADATA_SCORE, len(progress.entries) - len(ranked))
+        supply.reject(BEYOND_POOL, len(ranked) - len(chosen))
         works = []
         for entry in chosen:
             work = self.works.get(entry.work_id) or Work(work_id=entry.work_id, work_type=self.target.type,
