@@ -59,7 +59,7 @@ def start(make_runtime, monkeypatch, receiver, fake):
     monkeypatch.setenv("ROUTE_SECRETS_PATH", SECRETS)
     monkeypatch.delenv("PIXIV_REFRESH_TOKEN", raising=False)
 
-    def factory(name: str, pacing_ms: int = 1000):
+    def factory(name: str, pacing_ms: int = 1000, edit=None):
         cfg_in = published(name)
 
         def mutate(cfg):
@@ -70,6 +70,8 @@ def start(make_runtime, monkeypatch, receiver, fake):
             for t in targets:
                 t.get("delivery", {}).pop("richNovelPreview", None)
             cfg["targets"] = targets
+            if edit:
+                edit(targets)
             cfg["schedules"] = [{k: v for k, v in s.items() if k in ("id", "name", "enabled", "cron", "timezone", "targetIds")}
                                 for s in cfg_in["schedules"]]
             cfg["delivery"] = copy.deepcopy(cfg_in["delivery"])
@@ -215,3 +217,36 @@ def test_a_selection_longer_than_one_invocation_checkpoints_and_resumes_at_the_n
     assert {day for path, word, day, _ in day_searches if word == "丸呑み" and path == "/v1/search/illust"} == {
         "2026-11-30", "2026-11-29", "2026-11-28"}
     assert {c.status for c in state.cells.values()} == {"submitted"}
+
+
+def test_a_novel_target_asks_the_lookback_days_for_the_remaining_count(start, receiver):
+    """Rule "lookback day, remaining count": with limit 2 the Chinese novel of the topic day (96002)
+    is one; the walk goes on and the day before supplies the second (96003). The Japanese 96001 is
+    never taken (the language rule is not relaxed)."""
+
+    def limit_two(targets):
+        for t in targets:
+            if t["id"] == "bot1-novel-botefuku":
+                t["limit"] = 2
+
+    rt = start("production.json", edit=limit_two)
+    state = fire(rt, "bot1-daily")
+    posts = [p.fields() for p in receiver.at("/api/bot1/v1/submissions", "POST")]
+    novels = sorted((f["pixiv_id"][0], f["note"][0].split(" · ")[0]) for f in posts if f["target_id"] == ["bot1-novel-botefuku"])
+    assert novels == [("96002", f"📅 {TOPIC_DAY}"), ("96003", "📅 2026-11-29")]
+    assert state.cells["bot1-novel-botefuku"].status == "submitted"
+
+
+def test_a_non_retryable_failure_sends_the_failure_notice_to_notification_url(start, receiver, fake):
+    """Pixiv refuses the refresh token: every topic cell ends failed (auth_failed, not retried) and
+    each target's primary route gets the failure notice at its notificationUrl, once per key."""
+    rt = start("fly-two-bots.example.json")
+    fake.revoke()
+    state = fire(rt, "morning")
+    assert {c.status for c in state.cells.values()} == {"failed"}
+    notices = {n.json["idempotency_key"]: n.json["text"] for bot in (1, 2)
+               for n in receiver.at(f"/api/bot{bot}/v1/notifications", "POST")}
+    slot = state.slot.slot_id
+    assert set(notices) == {f"notification:{slot}:{t}:failed" for t in state.cells}
+    assert all(text.startswith("❌ PixivFlow 本次处理失败") for text in notices.values())
+    assert not receiver.at("/api/bot1/v1/submissions", "POST") and not receiver.at("/api/bot2/v1/submissions", "POST")

@@ -284,6 +284,8 @@ def topic_fixtures() -> Fixtures:
                        user=writer), NOVEL_JA)
     fx.add_novel(novel(96002, "夜市的猫", ["ボテ腹", "中文"], "2026-11-30T21:00:00+09:00", NOVEL_ZH, bookmarks=400,
                        x_restrict=1, user=writer), NOVEL_ZH)
+    fx.add_novel(novel(96003, "前一天的夜市", ["ボテ腹"], "2026-11-29T21:00:00+09:00", NOVEL_ZH, bookmarks=30, x_restrict=1,
+                       user=writer), NOVEL_ZH)
     # 丸呑み (production bot2): no illustration on the topic day; one two days before it.
     fx.add_illust(illust(95101, "丸呑み", ["丸呑み"], "2026-11-28T18:00:00+09:00", bookmarks=120, x_restrict=1, user=artist))
     fx.add_illust(illust(95102, "丸呑み 古い", ["丸呑み"], "2026-11-20T18:00:00+09:00", bookmarks=9000, user=artist))

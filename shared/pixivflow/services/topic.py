@@ -252,6 +252,12 @@ class TopicRun:
         return Selection(works, supply)
 
     # -- the walk ----------------------------------------------------------------------------------
+    def _wants_more(self, outcome: TargetOutcome) -> bool:
+        """Illustrations stop at the first day that delivers; a multi-work novel cell with routes
+        goes on until it holds ``limit`` works (PixivFlow's NovelTargetHandler)."""
+        return (self.target.type == "novel" and outcome.kind == "delivery_pending" and not self.target.single_work
+                and len(outcome.work_ids) < self.target.effective_limit)
+
     def run_days(self) -> TargetOutcome:
         start, restored, done = self._restore()
         total: CandidateScan | None = None
@@ -271,7 +277,13 @@ class TopicRun:
             if outcome.kind != "no_candidate":
                 if total is not None and outcome.scan is not total:
                     outcome = replace(outcome, scan=total)
-                return outcome
+                if not self._wants_more(outcome) or index + 1 == len(self.days):
+                    return outcome
+                # Novels ask the next day for the remaining count (note §4); the works handed to
+                # delivery so far are the cell's held intents, which the next scan counts.
+                self.engine.log("info", "fewer novels than the limit; checking fallback day for the rest",
+                                event="topic.lookback_remaining", target_id=self.target.id,
+                                delivered=len(outcome.work_ids), limit=self.target.effective_limit)
             if index + 1 < len(self.days):
                 self._save(index + 1, None, {"checked": checked})
         scan = total or CandidateScan(supply=CandidateSupply())
