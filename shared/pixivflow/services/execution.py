@@ -44,7 +44,7 @@ class LeaseLost(Exception):
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | continued (topic checkpoint)
     cell_status: str | None = None
     outcome: str | None = None
 
