@@ -362,13 +362,21 @@ def test_a_limit_above_1000_warns_and_is_kept(cfg: dict) -> None:
     assert config.warnings == ("targets[0].limit: 1500 is above 1000; one run may page and scan for a long time",)
 
 
-def test_pixivflow_keys_that_change_no_selection_are_accepted_with_a_warning(cfg: dict) -> None:
+def test_topic_language_and_no_match_keys_are_typed_with_pixivflows_defaults(cfg: dict) -> None:
     cfg["targets"][4]["noMatchPolicy"] = {"lookbackDays": 3}
-    cfg["targets"][4]["topicDiscovery"] = {"maxTags": 5}
-    assert parse_config(cfg).warnings == (
-        "targets[4].noMatchPolicy: not supported by this deployment; ignored",
-        "targets[4].topicDiscovery: not supported by this deployment; ignored",
-    )
+    cfg["targets"][4]["topicDiscovery"] = {"maxTags": 5, "includeR18": True}
+    cfg["targets"][5].update(languageFilter="chinese", strictLanguageFilter=True)
+    config = parse_config(cfg)
+    assert config.warnings == ()
+    topic, novel = config.targets[4], config.targets[5]
+    assert (topic.noMatchPolicy.lookbackDays, topic.noMatchPolicy.notify) == (3, False)
+    assert (topic.topicDiscovery.maxTags, topic.topicDiscovery.includeR18, topic.topicDiscovery.sampleWorks,
+            topic.topicDiscovery.cacheDays, topic.topicDiscovery.minScore, topic.topicDiscovery.relatedTags) == (
+        5, True, 100, 7, 0.22, "always")
+    assert (topic.candidateCollection.maxPerTag, topic.candidateCollection.maxCandidates,
+            topic.candidateCollection.minMetadataScore) == (40, 250, 0.35)
+    assert (novel.languageFilter, novel.languageCandidateLimit, novel.strictLanguageFilter, novel.detectLanguage) == (
+        "chinese", 20, True, True)
 
 
 def test_an_inverted_date_window_is_a_warning(cfg: dict) -> None:
@@ -409,7 +417,12 @@ def test_warnings_gathered_before_a_fatal_error_travel_with_it(cfg: dict) -> Non
     (0, {"novelId": 5}, "targets[0].novelId: only for novel targets"),
     (5, {"illustId": 5}, "targets[5].illustId: only for illustration targets"),
     (5, {"seriesId": 14690617}, "targets[5].seriesId: novel series targets are not supported"),
-    (5, {"languageFilter": "chinese"}, "targets[5].languageFilter: not supported"),
+    (5, {"languageFilter": "japanese"}, "targets[5].languageFilter: "),
+    (5, {"languageCandidateLimit": 101}, "targets[5].languageCandidateLimit: "),
+    (4, {"noMatchPolicy": {"lookbackDays": 8}}, "targets[4].noMatchPolicy.lookbackDays: "),
+    (4, {"topicDiscovery": {"maxTags": 41}}, "targets[4].topicDiscovery.maxTags: "),
+    (4, {"topicDiscovery": {"minScore": 1.5}}, "targets[4].topicDiscovery.minScore: "),
+    (4, {"candidateCollection": {"maxPerTag": 4}}, "targets[4].candidateCollection.maxPerTag: "),
     (0, {"limit": 0}, "targets[0].limit: "),
 ])
 def test_bad_selection_keys_are_fatal_and_name_their_field(cfg: dict, index, edit, expected) -> None:

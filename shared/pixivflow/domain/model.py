@@ -92,6 +92,9 @@ class Cell:
     terminal_reason_code: str | None = None
     terminal_reason_message: str | None = None
     candidate_report: dict[str, Any] | None = None
+    # A topic selection's progress (day, tag, collected works), written by the lease owner after
+    # each (day, tag) step so the next invocation resumes there (issue 22; domain/topic.DayProgress).
+    selection_checkpoint: dict[str, Any] | None = None
     # Not written yet: a snapshot target whose cell item the ledger does not hold. Admission writes
     # the slot alone (its targetIds ARE the frozen membership, spec §13.7); a cell's item is created
     # by its first claim, or by the sweep when it re-dispatches or fails it (issue 14: one request

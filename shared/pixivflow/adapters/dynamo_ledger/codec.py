@@ -48,6 +48,7 @@ _CELL_FIELDS = {
     "terminal_reason_code": "terminalReasonCode",
     "terminal_reason_message": "terminalReasonMessage",
     "candidate_report": "candidateReport",
+    "selection_checkpoint": "selectionCheckpoint",
 }
 _INTENT_FIELDS = {
     "slot_id": "slotId",
@@ -76,7 +77,7 @@ _INTENT_FIELDS = {
     "send_progress": "sendProgress",
     "redrive_count": "redriveCount",
 }
-_JSON_ATTRS = {"candidateReport", "params", "payload", "sendProgress"}
+_JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload", "sendProgress"}
 
 
 

@@ -247,6 +247,41 @@ class DynamoLedger(DynamoItems):
         upd.when("#leaseOwner = :owner", owner=owner)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
+    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
+                                  checkpoint: Mapping[str, Any]) -> bool:
+        """Record how far a topic selection got (issue 22), only while ``owner`` holds the lease:
+        a zombie executor cannot overwrite its successor's, and a cell that moved on (every move
+        drops the lease) takes no checkpoint."""
+        upd = _Update().set("selectionCheckpoint", dict(checkpoint)).set("heartbeatAt", now_ms)
+        upd.when("#leaseOwner = :checkpointOwner", checkpointOwner=owner)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    # -- topic tag spaces (cached per (type, topic) for cacheDays; issue 22, note §1) ----------
+    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None:
+        """The cached space of ``key`` with its age, fresh or stale (the caller decides); None when absent."""
+        item = self._get(f"TOPIC#{key}", "META")
+        if not item:
+            return None
+        return {"space": json.loads(item.get("space") or "[]"), "resolvedAt": _from_ddb(item.get("resolvedAt")),
+                "freshUntil": _from_ddb(item.get("freshUntil")), "topic": item.get("topic")}
+
+    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
+                        fresh_until_ms: int) -> bool:
+        """Store a resolved space unless a fresh one is already there (two executors resolving the same
+        topic keep the first). The item expires by TTL a retention period after it goes stale."""
+        item = {"pk": f"TOPIC#{key}", "sk": "META", "entity": "topicSpace", "topic": topic, "workType": work_type,
+                "space": json.dumps(space, separators=(",", ":"), ensure_ascii=False), "resolvedAt": now_ms,
+                "freshUntil": fresh_until_ms, "expiresAt": self._expires(fresh_until_ms)}
+        try:
+            self._call("put_item", TableName=self._table, Item=self._marshal(item),
+                       ConditionExpression="attribute_not_exists(pk) OR freshUntil <= :now",
+                       ExpressionAttributeValues={":now": {"N": str(now_ms)}})
+            return True
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool:
         """Drop the lease; keep heartbeatAt (the slot's progress clock)."""
         upd = _Update().remove("leaseOwner", "leaseUntil").set("updatedAt", now_ms)

@@ -97,7 +97,9 @@ class PixivSource:
                                                              "filter": "for_ios"})
         if request.mode not in ("search", "topic"):
             raise SourceError(f"unsupported search mode {request.mode!r}", retryable=False)
-        words = (request.topic or request.tag) if request.mode == "topic" else request.tag
+        if request.mode == "topic":
+            return self._topic_url(request)
+        words = request.tag
         if not words or not words.strip():
             raise SourceError("configuration_error: a search needs query words (tag)", retryable=False)
         params = {"word": words.strip(), "search_target": request.search_target, "sort": request.sort}
@@ -110,6 +112,34 @@ class PixivSource:
         if request.exclude_ai:
             params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
         return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
+
+    def _topic_url(self, request: SearchRequest) -> str:
+        """A topic search as PixivFlow sends it (note §2): one tag, ``partial_match_for_tags``,
+        newest first, ``filter=for_ios`` unless ``topicDiscovery.includeR18``. A day search also
+        names the day (Pixiv's dates are Japan days), so the whole day comes back, its morning too."""
+        word = (request.tag or request.topic or "").strip()
+        if not word:
+            raise SourceError("configuration_error: a topic search needs a tag", retryable=False)
+        novel = request.work_type == "novel"
+        params: dict[str, Any] = {"word": word, "search_target": "partial_match_for_tags"}
+        if not novel:
+            params["include_translated_tag_results"] = "true"
+        params["sort"] = request.sort
+        params["start_date"] = request.start_date
+        params["end_date"] = request.end_date
+        if not request.include_r18:
+            params["filter"] = "for_ios"
+        return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
+
+    def autocomplete(self, word: str) -> list[str]:
+        """Pixiv's tag suggestions for ``word`` (note §1 step 1): ``tags[].name``, else the older
+        ``search_auto_complete_keywords``."""
+        data = self._client.get("/v2/search/autocomplete", {"word": word, "merge_plain_keyword_results": "true"})
+        tags = data.get("tags") if isinstance(data, Mapping) else None
+        if isinstance(tags, list) and tags:
+            return [str(t["name"]) for t in tags if isinstance(t, Mapping) and t.get("name")]
+        words = data.get("search_auto_complete_keywords") if isinstance(data, Mapping) else None
+        return [str(w) for w in words if isinstance(w, str) and w] if isinstance(words, list) else []
 
     def search_page(self, request: SearchRequest, cursor: str | None) -> Page:
         if cursor is None:
