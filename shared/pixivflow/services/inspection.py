@@ -21,7 +21,7 @@ from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
-from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, first_cell, project_job
+from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from ..ports import OutgoingMessage
 from .job_events import callback_key
 from .messages import outbox_body
@@ -367,8 +367,9 @@ def show_job(reads: Reads, job_id: str) -> dict[str, Any]:
     state = reads.ledger.load(job_id)
     if state is None or not state.slot.manual_request_id:
         raise InspectionError("not_found", f"no job {job_id!r} in the ledger")
-    cell = first_cell(state.slot, state.cells)
-    job = project_job(state.slot, cell, state.intents, reads.now_ms())
+    # The one first-cell rule (SlotState.first_cell): a queued job's cell is not written until its
+    # first claim, and the pending cell it stands for is what GET /jobs/{jobId} projects too.
+    job = project_job(state.slot, state.first_cell(), state.intents, reads.now_ms())
     view = show_slot(reads, job_id)
     return {"job": job, "events": view["events"], "timeline": view["timeline"]}
 
