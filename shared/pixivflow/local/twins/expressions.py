@@ -18,6 +18,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Mapping
 
+from .reserved import RESERVED_WORDS
+
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+)|(?P<name>#[A-Za-z0-9_]+)|(?P<value>:[A-Za-z0-9_]+)|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op><>|<=|>=|[=<>(),.\[\]+\-]))"
@@ -90,6 +92,9 @@ class _Parser:
         kind, tok = self.take()
         if kind not in ("name", "ident"):
             raise ExpressionError(f"Invalid expression: {tok!r} is not an attribute name")
+        if kind == "ident" and tok.upper() in RESERVED_WORDS:
+            # DynamoDB refuses a reserved word named bare anywhere in a document path (reserved.py)
+            raise ExpressionError(f"Attribute name is a reserved keyword; reserved keyword: {tok}")
         return (kind, tok)
 
     # conditions
@@ -228,28 +233,35 @@ class _Parser:
         return paths
 
 
+def _parse(text: str, kind: str, rule: str) -> Any:
+    """Parse ``text`` by one grammar rule; a refusal names the parameter as DynamoDB does
+    ("Invalid UpdateExpression: ...")."""
+    try:
+        p = _Parser(text)
+        out = getattr(p, rule)()
+        p.done()
+    except ExpressionError as exc:
+        detail = str(exc)
+        for prefix in ("Invalid expression: ", f"Invalid {kind}: "):
+            detail = detail.removeprefix(prefix)
+        raise ExpressionError(f"Invalid {kind}: {detail}") from None
+    return out
+
+
 @lru_cache(maxsize=4096)
-def parse_condition(text: str) -> tuple:
-    p = _Parser(text)
-    tree = p.condition()
-    p.done()
-    return tree
+def parse_condition(text: str, kind: str = "ConditionExpression") -> tuple:
+    """A ConditionExpression, FilterExpression or KeyConditionExpression (``kind`` names it in errors)."""
+    return _parse(text, kind, "condition")
 
 
 @lru_cache(maxsize=4096)
 def parse_update(text: str) -> tuple:
-    p = _Parser(text)
-    clauses = p.update()
-    p.done()
-    return tuple(clauses)
+    return tuple(_parse(text, "UpdateExpression", "update"))
 
 
 @lru_cache(maxsize=1024)
 def parse_projection(text: str) -> tuple:
-    p = _Parser(text)
-    paths = p.projection()
-    p.done()
-    return tuple(paths)
+    return tuple(_parse(text, "ProjectionExpression", "projection"))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -295,6 +307,10 @@ class Context:
     def __init__(self, names: Mapping[str, str] | None, values: Mapping[str, Any] | None, *trees: Any) -> None:
         self.names = dict(names or {})
         self.values = dict(values or {})
+        if not trees:  # placeholders without any expression: refused before any "unused" check
+            for label, given in (("ExpressionAttributeNames", self.names), ("ExpressionAttributeValues", self.values)):
+                if given:
+                    raise ExpressionError(f"{label} can only be specified when using expressions")
         used_n: set[str] = set()
         used_v: set[str] = set()
         for tree in trees:
@@ -512,6 +528,11 @@ def _remove(item: dict[str, Any], path: tuple, ctx: Context) -> None:
             del lst[last]
     else:
         node.get("M", {}).pop(ctx.name(last), None)
+
+
+def updated_roots(clauses: tuple, ctx: Context) -> set[str]:
+    """The top-level attribute names an update expression writes (found statically, before any read)."""
+    return {ctx.name(c[1][1][0]) for c in clauses if not isinstance(c[1][1][0], int)}
 
 
 def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[dict[str, Any], set[str]]:
