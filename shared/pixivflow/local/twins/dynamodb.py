@@ -462,13 +462,11 @@ class TwinDynamoDB:
                             op, CancellationReasons=reasons)
 
     # -- single-item writes --------------------------------------------------------------------
-    def _check_size(self, item: Mapping[str, Any], operation: str) -> None:
-        if item_size(item) > MAX_ITEM_BYTES:
-            raise client_error("ValidationException", "Item size has exceeded the maximum allowed size", operation)
-
     def _check_item(self, table: _Table, item: Mapping[str, Any], operation: str, *, updated: bool = False) -> None:
         _refusal(lambda: rules.item_keys(item, table.key_roles, table.index_roles, updated=updated), operation)
-        self._check_size(item, operation)
+        if item_size(item) > MAX_ITEM_BYTES:
+            raise client_error("ValidationException", f"Item size {'to update ' if updated else ''}has exceeded the maximum "
+                               "allowed size", operation)
 
     def _key(self, table: _Table, key_item: Any, operation: str) -> tuple[Any, Any]:
         _refusal(lambda: rules.key(key_item, table.key_roles), operation)
@@ -608,8 +606,7 @@ class TwinDynamoDB:
         with self._lock:
             table = self._table(kw["TableName"], "GetItem")
             key = self._key(table, kw["Key"], "GetItem")
-            proj = [parse_projection(kw["ProjectionExpression"])] if kw.get("ProjectionExpression") else []
-            ctx = self._ctx_or_error(lambda: Context(kw.get("ExpressionAttributeNames"), None, *proj), "GetItem")
+            ctx = self._ctx_or_error(lambda: Context(kw.get("ExpressionAttributeNames"), None, *_projection(kw)), "GetItem")
             item = self._seen(table, key, bool(kw.get("ConsistentRead")))
             return {"Item": self._projected(item, kw, ctx)} if item is not None else {}
 
@@ -622,8 +619,8 @@ class TwinDynamoDB:
             plans = []
             for name, request in kw["RequestItems"].items():
                 table = self._table(name, "BatchGetItem")
-                proj = [parse_projection(request["ProjectionExpression"])] if request.get("ProjectionExpression") else []
-                ctx = self._ctx_or_error(lambda: Context(request.get("ExpressionAttributeNames"), None, *proj), "BatchGetItem")
+                ctx = self._ctx_or_error(lambda: Context(request.get("ExpressionAttributeNames"), None, *_projection(request)),
+                                         "BatchGetItem")
                 keys = [self._key(table, k, "BatchGetItem") for k in request["Keys"]]
                 if len(set(keys)) != len(keys):
                     raise client_error("ValidationException", "Provided list of item keys contains duplicates", "BatchGetItem")
@@ -904,6 +901,10 @@ class TwinDynamoDB:
     def items(self, table: str) -> list[dict[str, Any]]:
         t = self._table(table, "Scan")
         return [clone(i) for part in t.items.values() for i in part.values()]
+
+
+def _projection(kw: Mapping[str, Any]) -> list[tuple]:
+    return [parse_projection(kw["ProjectionExpression"])] if kw.get("ProjectionExpression") else []
 
 
 _FIVE_YEARS_MS = 5 * 365 * 24 * 3600 * 1000

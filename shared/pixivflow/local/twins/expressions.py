@@ -31,7 +31,8 @@ class ExpressionError(ValueError):
     """A malformed expression, a missing placeholder or a type error: DynamoDB's ValidationException."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def _tokens(text: str, raw: list[str] | None = None) -> list[tuple[str, str]]:
+    """The tokens of ``text`` (keywords upper-cased); ``raw`` collects each token as written."""
     out: list[tuple[str, str]] = []
     pos = 0
     text = text.strip()
@@ -44,6 +45,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if kind == "ident" and tok.upper() in _KEYWORDS:
             kind, tok = "kw", tok.upper()
         out.append((kind, tok))
+        if raw is not None:
+            raw.append(m.group(m.lastgroup or ""))
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
@@ -52,7 +55,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
+        self.raw: list[str] = []
+        self.toks = _tokens(text, self.raw)
         self.i = 0
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
@@ -90,6 +94,8 @@ class _Parser:
 
     def _segment(self) -> tuple[str, str]:
         kind, tok = self.take()
+        if kind == "kw":  # AND, SET, ... are reserved words too
+            raise ExpressionError(f"Attribute name is a reserved keyword; reserved keyword: {self.raw[self.i - 1]}")
         if kind not in ("name", "ident"):
             raise ExpressionError(f"Invalid expression: {tok!r} is not an attribute name")
         if kind == "ident" and tok.upper() in RESERVED_WORDS:

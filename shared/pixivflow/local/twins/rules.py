@@ -39,12 +39,12 @@ def number(raw: Any) -> Decimal:
         raise Refusal(f"The parameter cannot be converted to a numeric value: {raw}") from exc
     if value == 0:
         return value
-    digits = value.normalize().as_tuple().digits
+    digits = "".join(map(str, value.as_tuple().digits)).strip("0")  # significant digits (normalize() would round to 28)
     if len(digits) > 38:
         raise Refusal("Attempting to store more than 38 significant digits in a Number")
-    if abs(value) > _MAX_MAGNITUDE:
+    if value.copy_abs() > _MAX_MAGNITUDE:  # copy_abs: abs() would round to 28 digits
         raise Refusal("Number overflow. Attempting to store a number with magnitude larger than supported range")
-    if abs(value) < _MIN_MAGNITUDE:
+    if value.copy_abs() < _MIN_MAGNITUDE:
         raise Refusal("Number underflow. Attempting to store a number with magnitude smaller than supported range")
     return value
 
