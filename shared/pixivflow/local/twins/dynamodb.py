@@ -124,6 +124,7 @@ class _Index:
         self.non_key = list(projection.get("NonKeyAttributes") or [])
         self.partitions: dict[Any, dict[Any, dict[str, Any]]] = {}
         self.located: dict[Any, Any] = {}  # base key -> index hash value where it currently sits
+        self.sizes: dict[Any, int] = {}  # base key -> size of its index entry (for 1 MB pages; filled on first read)
 
     def describe(self) -> dict[str, Any]:
         schema = [{"AttributeName": self.hash_key, "KeyType": "HASH"}]
@@ -151,6 +152,7 @@ class _Table:
         self.index_roles = tuple(r for i in self.indexes.values() for r in (i.hash_role, i.range_role) if r is not None)
         self.lsis = list(spec.get("LocalSecondaryIndexes") or [])
         self.items: dict[Any, dict[Any, dict[str, Any]]] = {}  # hash kv -> range kv -> item
+        self.sizes: dict[Any, int] = {}  # base key -> item size (for 1 MB pages; filled on first read)
         # index writes not yet visible: a heap of (due ms, seq, base key, item or None); per item in order
         self.pending: list[tuple[int, int, Any, dict[str, Any] | None]] = []
         self.pending_due: dict[Any, int] = {}  # base key -> due of its newest pending index write
@@ -307,6 +309,7 @@ class TwinDynamoDB:
         """Make ``new`` (None: nothing) the item under ``key``: the table, the stale-read history, the
         indexes (eventually) and the TTL schedule all see the same change."""
         old = table.get(key)
+        table.sizes.pop(key, None)
         if self.faults.stale_reads:
             table.history[key] = (self._now(), old)
         if new is None:
@@ -352,6 +355,7 @@ class TwinDynamoDB:
 
     def _index_apply(self, table: _Table, key: tuple[Any, Any], item: dict[str, Any] | None) -> None:
         for index in table.indexes.values():
+            index.sizes.pop(key, None)
             old_hash = index.located.pop(key, None)
             if old_hash is not None:
                 part = index.partitions.get(old_hash)
@@ -697,18 +701,19 @@ class TwinDynamoDB:
                 proj = parse_projection(kw["ProjectionExpression"]) if kw.get("ProjectionExpression") else None
                 ctx = Context(kw.get("ExpressionAttributeNames"), canon_item(kw.get("ExpressionAttributeValues")), key_tree,
                               *[t for t in (filt, proj) if t is not None])
-                hash_value, range_tree = rules.key_condition(key_tree, hash_role, range_role, ctx.name, ctx.value)
+                hash_value, range_tree = rules.key_condition(key_tree, hash_role, range_role, ctx.names, ctx.value)
                 return _kv(hash_value), range_tree, filt, ctx
 
             hv, range_tree, filt, ctx = self._ctx_or_error(parse, "Query")
             if index is not None:
                 self._index_catch_up(table)
                 rows = list(index.partitions.get(hv, {}).items())
-                range_key = index.range_key
+                range_key, sizes = index.range_key, index.sizes
             else:
                 rows = [((hv, rv), item) for rv, item in table.items.get(hv, {}).items()]
+                fresh = bool(kw.get("ConsistentRead")) or not table.history
                 rows = self._stale_rows(table, rows, bool(kw.get("ConsistentRead")), lambda k: k[0] == hv)
-                range_key = table.range_key
+                range_key, sizes = table.range_key, (table.sizes if fresh else None)
             rows = self._sorted_partition(rows, range_key)
             if range_tree is not None:
                 rows = [r for r in rows if evaluate(r[1], range_tree, ctx)]
@@ -718,7 +723,7 @@ class TwinDynamoDB:
             start = kw.get("ExclusiveStartKey")
             if start:
                 rows = self._after(table, index, start, rows, range_key, forward, "Query", hv)
-            return self._page(table, rows, kw, filt, ctx, index_name)
+            return self._page(table, rows, kw, filt, ctx, index_name, sizes)
 
     def _after(self, table: _Table, index: _Index | None, start: Mapping[str, Any], rows: list[tuple[Any, dict[str, Any]]],
                range_key: str | None, forward: bool, operation: str, hv: Any = None) -> list[tuple[Any, dict[str, Any]]]:
@@ -740,14 +745,20 @@ class TwinDynamoDB:
         return [r for r in rows if _order(r[0], r[1], range_key) < mark]
 
     def _page(self, table: _Table, rows: list[tuple[Any, dict[str, Any]]], kw: Mapping[str, Any], filt: tuple | None,
-              ctx: Context, index_name: str | None) -> dict[str, Any]:
+              ctx: Context, index_name: str | None, sizes: dict[Any, int] | None = None) -> dict[str, Any]:
+        """One page: at most ``Limit`` rows and 1 MB read. ``sizes`` caches the sizes of current rows by
+        base key (None when a row may be a stale version)."""
         limit = kw.get("Limit")
         taken: list[tuple[Any, dict[str, Any]]] = []
         read = 0
         for row in rows:
             if limit is not None and len(taken) >= limit:
                 break
-            size = item_size(row[1])
+            size = sizes.get(row[0]) if sizes is not None else None
+            if size is None:
+                size = item_size(row[1])
+                if sizes is not None:
+                    sizes[row[0]] = size
             if taken and read + size > MAX_PAGE_BYTES:  # 1 MB read per page, before any filter (DynamoDB)
                 break
             taken.append(row)
@@ -792,14 +803,16 @@ class TwinDynamoDB:
                 self._index_catch_up(table)
                 index = table.indexes[kw["IndexName"]]
                 rows = [r for part in index.partitions.values() for r in part.items()]
+                sizes: dict[Any, int] | None = index.sizes
             else:
                 rows = [((hv, rv), item) for hv, part in table.items.items() for rv, item in part.items()]
+                sizes = table.sizes if (kw.get("ConsistentRead") or not table.history) else None
                 rows = self._stale_rows(table, rows, bool(kw.get("ConsistentRead")), lambda k: True)
             rows.sort(key=lambda r: str(r[0]))
             start = kw.get("ExclusiveStartKey")
             if start:
                 rows = self._after(table, index, start, rows, None, True, "Scan")
-            return self._page(table, rows, kw, filt, ctx, kw.get("IndexName"))
+            return self._page(table, rows, kw, filt, ctx, kw.get("IndexName"), sizes)
 
     # -- transactions ------------------------------------------------------------------------------
     def transact_write_items(self, **kw: Any) -> dict[str, Any]:

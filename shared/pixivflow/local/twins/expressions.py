@@ -283,7 +283,13 @@ def tree_placeholders(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
 
 def clone(value: Any) -> Any:
     """A copy of an attribute value or item (dicts, lists and immutable leaves only): copy.deepcopy
-    was the twin's hottest function."""
+    was the twin's hottest function, and this one recursing into every leaf the next (leaves are
+    copied by reference, so only containers cost a call)."""
+    t = type(value)
+    if t is dict:
+        return {k: (clone(v) if type(v) is dict or type(v) is list else v) for k, v in value.items()}
+    if t is list:
+        return [(clone(v) if type(v) is dict or type(v) is list else v) for v in value]
     if isinstance(value, dict):
         return {k: clone(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -306,6 +312,36 @@ def placeholders(tree: Any, names: set[str] | None = None, values: set[str] | No
     return names, values
 
 
+@lru_cache(maxsize=4096)
+def _check_placeholders(trees: tuple, names: frozenset[str], values: frozenset[str]) -> None:
+    """DynamoDB's placeholder rules for one request's expressions and placeholder keys (cached: the same
+    few combinations come back on every call; a refusal is not cached and is recomputed)."""
+    if not trees:  # placeholders without any expression: refused before any "unused" check
+        for label, given in (("ExpressionAttributeNames", names), ("ExpressionAttributeValues", values)):
+            if given:
+                raise ExpressionError(f"{label} can only be specified when using expressions")
+    used_n: set[str] = set()
+    used_v: set[str] = set()
+    for tree in trees:
+        n, v = tree_placeholders(tree)
+        used_n |= n
+        used_v |= v
+    missing_n = used_n - names
+    if missing_n:
+        raise ExpressionError("An expression attribute name used in the document path is not defined; "
+                              f"attribute name: {sorted(missing_n)[0]}")
+    missing_v = used_v - values
+    if missing_v:
+        raise ExpressionError("An expression attribute value used in expression is not defined; "
+                              f"attribute value: {sorted(missing_v)[0]}")
+    unused_n = names - used_n
+    if unused_n:
+        raise ExpressionError(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(sorted(unused_n))}}}")
+    unused_v = values - used_v
+    if unused_v:
+        raise ExpressionError(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(sorted(unused_v))}}}")
+
+
 class Context:
     """The placeholders of one request. Like DynamoDB, every placeholder an expression uses must be
     defined, and every one defined must be used by one of the request's expressions."""
@@ -313,30 +349,7 @@ class Context:
     def __init__(self, names: Mapping[str, str] | None, values: Mapping[str, Any] | None, *trees: Any) -> None:
         self.names = dict(names or {})
         self.values = dict(values or {})
-        if not trees:  # placeholders without any expression: refused before any "unused" check
-            for label, given in (("ExpressionAttributeNames", self.names), ("ExpressionAttributeValues", self.values)):
-                if given:
-                    raise ExpressionError(f"{label} can only be specified when using expressions")
-        used_n: set[str] = set()
-        used_v: set[str] = set()
-        for tree in trees:
-            n, v = tree_placeholders(tree)
-            used_n |= n
-            used_v |= v
-        missing_n = used_n - set(self.names)
-        if missing_n:
-            raise ExpressionError("An expression attribute name used in the document path is not defined; "
-                                  f"attribute name: {sorted(missing_n)[0]}")
-        missing_v = used_v - set(self.values)
-        if missing_v:
-            raise ExpressionError("An expression attribute value used in expression is not defined; "
-                                  f"attribute value: {sorted(missing_v)[0]}")
-        unused_n = set(self.names) - used_n
-        if unused_n:
-            raise ExpressionError(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(sorted(unused_n))}}}")
-        unused_v = set(self.values) - used_v
-        if unused_v:
-            raise ExpressionError(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(sorted(unused_v))}}}")
+        _check_placeholders(trees, frozenset(self.names), frozenset(self.values))
 
     def name(self, seg: tuple[str, str]) -> str:
         kind, tok = seg

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any, Mapping
 
 #: partition key value at most 2048 bytes, sort key value at most 1024 bytes (table and index keys alike)
@@ -52,7 +53,7 @@ def number(raw: Any) -> Decimal:
 def value(v: Any) -> None:
     """One attribute value, recursively: exactly one data type, well-formed scalars, non-empty sets without
     duplicates."""
-    if not isinstance(v, Mapping) or not v:
+    if not v or not (type(v) is dict or isinstance(v, Mapping)):  # type() first: isinstance on Mapping is slow
         raise Refusal("Supplied AttributeValue is empty, must contain exactly one of the supported datatypes")
     if len(v) != 1:
         raise Refusal("Supplied AttributeValue has more than one datatypes set, must contain exactly one of the supported datatypes")
@@ -138,7 +139,7 @@ class KeyRole:
 
 
 def _type_of(v: Any) -> str | None:
-    return next(iter(v)) if isinstance(v, Mapping) and len(v) == 1 else None
+    return next(iter(v)) if (type(v) is dict or isinstance(v, Mapping)) and len(v) == 1 else None
 
 
 def item_keys(item: Mapping[str, Any], table_keys: tuple[KeyRole, ...], index_keys: tuple[KeyRole, ...], *,
@@ -190,9 +191,6 @@ def key(key_item: Mapping[str, Any], table_keys: tuple[KeyRole, ...]) -> None:
 
 # -- key conditions (Query) --------------------------------------------------------------------------
 
-_SORT_OPERATORS = frozenset({"=", "<", "<=", ">", ">="})
-
-
 def _parts(node: tuple) -> tuple[tuple, tuple]:
     """(the attribute operand, the other operands) of one comparison, BETWEEN or begins_with."""
     if node[0] == "fn":
@@ -202,16 +200,17 @@ def _parts(node: tuple) -> tuple[tuple, tuple]:
     return node[2], (node[3],)
 
 
-def key_condition(tree: tuple, hash_role: KeyRole, range_role: KeyRole | None, name_of: Any, value_of: Any) -> tuple[Any, tuple | None]:
-    """The partition key value a KeyConditionExpression selects and its sort-key condition (a subtree or None).
+@lru_cache(maxsize=1024)
+def _key_condition_shape(tree: tuple, hash_role: KeyRole, range_role: KeyRole | None,
+                         names: tuple[tuple[str, str], ...]) -> tuple[tuple, tuple | None]:
+    """The structural half of :func:`key_condition` (no values): the same few expressions come back on
+    every query, so it is cached by expression, key schema and placeholder names."""
+    aliases = dict(names)
 
-    DynamoDB's rules: one equality on the partition key, at most one condition on the sort key (``=``,
-    ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN`` or ``begins_with``), joined by AND; no OR, NOT, IN or ``<>``,
-    no other function, no nested path, no attribute that is not a key of the table (or of the index
-    queried); values typed as the key is declared, non-empty and within the key size limits.
-    """
+    def name_of(seg: tuple[str, str]) -> str:
+        return seg[1] if seg[0] == "ident" else aliases[seg[1]]
+
     conditions: list[tuple] = []
-
     def flatten(node: tuple) -> None:
         kind = node[0]
         if kind == "and":
@@ -251,13 +250,21 @@ def key_condition(tree: tuple, hash_role: KeyRole, range_role: KeyRole | None, n
     hash_node = by_name[hash_role.name]
     if hash_node[0] != "cmp" or hash_node[1] != "=":
         raise Refusal("Query key condition not supported")
-    roles = [(hash_role, hash_node)]
     range_node = by_name.get(range_role.name) if range_role is not None else None
-    if range_node is not None:
-        assert range_role is not None
-        if range_node[0] == "cmp" and range_node[1] not in _SORT_OPERATORS:  # pragma: no cover - <> refused above
-            raise Refusal(f"Invalid operator used in KeyConditionExpression: {range_node[1]}")
-        roles.append((range_role, range_node))
+    return hash_node, range_node
+
+
+def key_condition(tree: tuple, hash_role: KeyRole, range_role: KeyRole | None, names: Mapping[str, str],
+                  value_of: Any) -> tuple[Any, tuple | None]:
+    """The partition key value a KeyConditionExpression selects and its sort-key condition (a subtree or None).
+
+    DynamoDB's rules: one equality on the partition key, at most one condition on the sort key (``=``,
+    ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN`` or ``begins_with``), joined by AND; no OR, NOT, IN or ``<>``,
+    no other function, no nested path, no attribute that is not a key of the table (or of the index
+    queried); values typed as the key is declared, non-empty and within the key size limits.
+    """
+    hash_node, range_node = _key_condition_shape(tree, hash_role, range_role, tuple(sorted(names.items())))
+    roles = [(hash_role, hash_node)] + ([(range_role, range_node)] if range_node is not None and range_role is not None else [])
     for role, node in roles:
         for operand in _parts(node)[1]:
             v = value_of(operand[1])
