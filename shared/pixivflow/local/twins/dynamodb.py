@@ -425,8 +425,11 @@ class TwinDynamoDB:
         while self._ttl_due and self._ttl_due[0][0] <= now:
             _, _, name, key, written = heapq.heappop(self._ttl_due)
             table = self._tables.get(name)
-            item = table.get(key) if table is not None else None
-            attr = table.ttl_attribute() if table is not None else None
+            if table is None:
+                continue
+            item = table.get(key)
+            attr = table.ttl_attribute()
+            # still the expiry this entry was scheduled for (a later write reschedules), and still expired
             if item is not None and attr and item.get(attr, {}).get("N") == written and self._expired(table, item, now):
                 self._store(table, key, None)
 
@@ -503,7 +506,8 @@ class TwinDynamoDB:
         self._enter("PutItem")
         with self._lock:
             table = self._table(kw["TableName"], "PutItem")
-            _refusal(lambda: (rules.values(kw["Item"]), rules.values(kw.get("ExpressionAttributeValues"))), "PutItem")
+            _refusal(lambda: rules.values(kw["Item"]), "PutItem")
+            _refusal(lambda: rules.values(kw.get("ExpressionAttributeValues")), "PutItem")
             item = canon_item(kw["Item"])
             assert item is not None
             self._check_item(table, item, "PutItem")
@@ -534,7 +538,7 @@ class TwinDynamoDB:
                 self._no_key_update(table, clauses, ctx)
                 if cond is not None and not evaluate(old, cond, ctx):
                     return False, {}, set()
-                base = dict(old) if old is not None else canon_item(key_item)
+                base = dict(old) if old is not None else canon_item(key_item) or {}
                 new, touched = apply_update(base, clauses, ctx)
                 return True, new, touched
 
@@ -705,6 +709,7 @@ class TwinDynamoDB:
                 return _kv(hash_value), range_tree, filt, ctx
 
             hv, range_tree, filt, ctx = self._ctx_or_error(parse, "Query")
+            sizes: dict[Any, int] | None
             if index is not None:
                 self._index_catch_up(table)
                 rows = list(index.partitions.get(hv, {}).items())
@@ -875,7 +880,7 @@ class TwinDynamoDB:
                         return True, None
                     if kind == "ConditionCheck":
                         return True, old
-                    base = dict(old) if old is not None else canon_item(body["Key"])
+                    base = dict(old) if old is not None else canon_item(body["Key"]) or {}
                     new, _ = apply_update(base, clauses, ctx)
                     return True, new
 

@@ -572,7 +572,8 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
             planned.append(("remove", path, None))
         else:
             planned.append((kind, path, ctx.value(clause[2][1])))
-        touched.add(path[1][0] if isinstance(path[1][0], int) else ctx.name(path[1][0]))
+        root = path[1][0]
+        touched.add(str(root) if isinstance(root, int) else ctx.name(root))
     for kind, path, value in planned:
         if kind == "set":
             _assign(new, path, value, ctx)
