@@ -1,17 +1,19 @@
-"""``make sim``: ten thousand seeded fault runs on the in-memory twins (DESIGN §10; spec §13).
+"""``make sim``: ten thousand seeded CONCURRENT fault runs on the in-memory twins (issue 20; DESIGN
+§10; spec §13).
 
-Each seed is one simulated day of the demo's three schedules, starting on a day picked by the seed
-(so DST days and month ends come round), driven through the real handlers while
-``chaos_support.Chaos`` loses, duplicates, delays and reorders SQS records, crashes any Ledger-port
-call before or after its write, lags the indexes, jumps the clock, fails and drops downstream
-answers and fires occurrences twice; then the faults stop, the run converges and
+Each seed is ``world.run_world``: four schedules firing within minutes of each other on a day picked
+by the seed (so DST days and month ends come round), their trigger fires, executors, deliverers and
+sweeps running as interleaved Lambda invocations under ``baton.Baton`` (every AWS call a step at
+which the seeded scheduler may switch, pass time or kill the invocation for good), lost, duplicated
+and delayed SQS records, downstream faults; then the faults stop, the run converges and
 ``oracle.check_invariants`` holds the ledger and the downstream to spec §13.
 
     python tests/simulation/sim.py --seeds 10000 [--jobs N]   # one summary line
     python tests/simulation/sim.py --seed 4711                # replay one seed, with its trace
+    python tests/simulation/sim.py --seeds 100 --double no-reservation-condition --stop-at-first
 
 A seed replays exactly: every decision comes from random streams derived from it, the clock is
-virtual and the run is single-threaded. Exit status 1 when any invariant was violated.
+virtual and only one invocation thread runs at a time. Exit status 1 when any invariant was violated.
 """
 
 from __future__ import annotations
