@@ -672,3 +672,18 @@ def test_recovery_of_a_never_claimed_cell_writes_it_once(env: Env) -> None:
     assert not env.ledger.mark_dispatched(slot.slot_id, "cats", stand_in.dispatched_at, now, unwritten=stand_in)
     cell = env.ledger.get_cell(slot.slot_id, "cats")
     assert (cell.status, cell.dispatched_at, cell.created_at, cell.work_type) == ("pending", now, T0, "illustration")
+
+
+def test_a_zombie_executor_cannot_release_the_reservation_its_cells_newer_executor_holds(env):
+    """reserve_work/release_work_reservation (spec §5): a cell's re-run re-claims its work and records
+    the executor now holding it; the old executor, still running after its lease lapsed, then fails
+    and releases "its" reservation. That release must be refused, or a rival cell could take the work
+    the new executor is about to deliver (issue 20: make mutants found no test of this guard)."""
+    ledger, route, kind = env.ledger, "review", "illustration"
+    cell_a, cell_b = "pixivflow:review:a@2026-12-01T0800:cats", "pixivflow:review:b@2026-12-01T0800:cats"
+    assert ledger.reserve_work(route, kind, "501", cell_a, 1_000, executor="exe-old") == (True, cell_a)
+    assert ledger.reserve_work(route, kind, "501", cell_a, 2_000, executor="exe-new") == (True, cell_a)  # the re-run
+    assert ledger.release_work_reservation(route, kind, "501", cell_a, executor="exe-old") is False  # the zombie
+    assert ledger.reserve_work(route, kind, "501", cell_b, 3_000, executor="exe-b") == (False, cell_a)  # still A's
+    assert ledger.release_work_reservation(route, kind, "501", cell_a, executor="exe-new") is True  # its holder may
+    assert ledger.reserve_work(route, kind, "501", cell_b, 4_000, executor="exe-b") == (True, cell_b)
