@@ -716,3 +716,18 @@ def test_a_zombie_executor_cannot_release_the_reservation_its_cells_newer_execut
     assert ledger.reserve_work(route, kind, "501", cell_b, 3_000, executor="exe-b") == (False, cell_a)  # still A's
     assert ledger.release_work_reservation(route, kind, "501", cell_a, executor="exe-new") is True  # its holder may
     assert ledger.reserve_work(route, kind, "501", cell_b, 4_000, executor="exe-b") == (True, cell_b)
+
+
+def test_a_zombie_executors_error_neither_lands_on_the_cell_nor_drops_the_new_owners_lease(env: Env) -> None:
+    """record_cell_error with an owner (spec §4.2): executor A's lease lapsed and B claimed the cell;
+    A's late retryable error must be refused, or it would strip B's lease and let a third executor
+    run the cell beside B (issue 20: make mutants found no test of this guard)."""
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + LEASE_MS, LEASE_MS) is not None
+    assert env.ledger.record_cell_error(slot.slot_id, "cats", "late error from a", T0 + LEASE_MS + 5, owner="exec-a") is False
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert (cell.lease_owner, cell.lease_until, cell.last_error) == ("exec-b", T0 + 2 * LEASE_MS, None)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-c", T0 + LEASE_MS + 10, LEASE_MS) is None
+    assert env.ledger.record_cell_error(slot.slot_id, "cats", "b's error", T0 + LEASE_MS + 20, owner="exec-b") is True
+    assert env.ledger.get_cell(slot.slot_id, "cats").last_error == "b's error"
