@@ -731,3 +731,15 @@ def test_a_zombie_executors_error_neither_lands_on_the_cell_nor_drops_the_new_ow
     assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-c", T0 + LEASE_MS + 10, LEASE_MS) is None
     assert env.ledger.record_cell_error(slot.slot_id, "cats", "b's error", T0 + LEASE_MS + 20, owner="exec-b") is True
     assert env.ledger.get_cell(slot.slot_id, "cats").last_error == "b's error"
+
+
+def test_a_cell_whose_lease_is_live_is_not_re_dispatched(env: Env) -> None:
+    """mark_dispatched (DESIGN §4 "Recovery"): the sweep re-sends a cell's message only while nobody
+    holds its lease; a cell being run right now must not get a second executor beside its own
+    (issue 20: make mutants found no test of this guard)."""
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    seen = env.ledger.get_cell(slot.slot_id, "cats").dispatched_at
+    assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS - 1) is False  # lease still live
+    assert env.ledger.get_cell(slot.slot_id, "cats").dispatched_at == seen
+    assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS) is True  # lapsed: the sweep may

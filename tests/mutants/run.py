@@ -28,6 +28,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutants: {len(mutants)} listed")
         return 0
 
+    # A stopped run (kill, Ctrl-C) still removes its copies: SIGTERM unwinds like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     began = time.monotonic()
     jobs = max(1, min(args.jobs, len(mutants)))
     boxes = [Sandbox() for _ in range(jobs)]
