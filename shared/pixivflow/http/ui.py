@@ -28,7 +28,7 @@ import hmac
 import html
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import parse_qs, quote, unquote
+from urllib.parse import parse_qs, quote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
@@ -424,7 +424,7 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        slot_id = unquote(slotId)
+        slot_id = slotId  # percent-decoded and text-checked by the shell
         try:
             view = inspection.show_slot(_reads(), slot_id)
         except InspectionError:
