@@ -261,9 +261,9 @@ def test_every_route_of_both_surfaces_reaches_its_function_as_deployed():
             path = spec.rule.replace("<scheduleId>", "morning-tokyo").replace("<targetId>", "cats") \
                 .replace("<requestId>", "3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab").replace("<jobId>", "p%40manual-k") \
                 .replace("<slotId>", "morning-tokyo@2026-12-01T0800")
-            matched = [r.function for r in routes if r.method == spec.method and r.regex.match(path)]
+            matched = [r.function for r in routes if r.method in (spec.method, "ANY") and r.regex.match(path)]
             assert matched == [function], (spec.method, spec.rule, matched)
-    assert not [r for r in routes if r.method == "GET" and r.regex.match("/jobs/a/b")]  # {jobId} is one segment
+    assert not [r for r in routes if r.regex.match("/jobs/a/b")]  # {jobId} is one segment
 
 
 def test_requests_become_payload_2_0_events():
@@ -294,3 +294,54 @@ def test_speed_runs_a_virtual_clock_faster_than_the_wall():
     assert fast.real_seconds(60_000) == 1.0  # a virtual minute (the sweep) every real second
     with pytest.raises(ValueError):
         ScaledClock(0)
+
+
+def _raw(url: str, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One request with any method (http.client: urllib refuses CONNECT to a path)."""
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        conn.putheader("Content-Length", "0")
+        conn.endheaders()
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def test_a_wrong_method_on_every_known_path_is_405_with_allow_through_the_dev_server(tmp_path, downstream, loopback_aws):
+    """Issue 21 item 4: routed like API Gateway (template.yaml: ANY per path), every known path
+    answers a method it does not serve with 405 + Allow in its surface's shape -- TRACE and CONNECT
+    too, never the stdlib's 501 -- and an unknown path keeps API Gateway's 404."""
+    from pixivflow.http import jobs_api, trigger_api
+
+    config = write_config(tmp_path, downstream.url)
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN}) as dev:
+        checked = 0
+        for shell in (trigger_api.shell, jobs_api.shell):
+            rules: dict[str, set[str]] = {}
+            for spec in shell.routes:
+                rules.setdefault(spec.rule, set()).add(spec.method)
+            for rule, served in rules.items():
+                path = rule.replace("<scheduleId>", "morning-tokyo").replace("<targetId>", "cats") \
+                    .replace("<requestId>", "3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab").replace("<jobId>", "p%40manual-k") \
+                    .replace("<slotId>", "morning-tokyo@2026-12-01T0800")
+                allow = ", ".join(sorted(served))
+                for method in sorted({"GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"} - served):
+                    status, headers, body = _raw(dev.url, method, path)
+                    assert (status, headers.get("allow")) == (405, allow), (method, path, status, body)
+                    if shell is jobs_api.shell:
+                        assert json.loads(body) == {"error": {
+                            "code": "invalid_params", "message": "method not allowed", "retryable": False,
+                            "detail": {"reason": "method_not_allowed", "allow": sorted(served)}}}, (method, path)
+                    else:
+                        assert json.loads(body) == {"status": "error", "error": "method not allowed"}, (method, path)
+                    checked += 1
+        assert checked >= 18 * 5
+        assert _raw(dev.url, "DELETE", "/health")[0] == 405
+        assert _raw(dev.url, "GET", "/internal/outbox/drain")[:2][0] == 405
+        status, _, body = _raw(dev.url, "TRACE", "/no/such/path")
+        assert (status, json.loads(body)) == (404, NOT_FOUND)

@@ -94,6 +94,7 @@ class TextRules:
                     # them); named by its parent, never echoed: the key itself is the bad text.
                     problem = self.default.problem(str(key), f"{where or 'body'} (an object key)")
                     if problem is not None:
+                        problem.field = where or "body"
                         raise problem
                     children.append((path, child))
                 stack.extend(reversed(children))

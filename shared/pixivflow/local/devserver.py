@@ -6,9 +6,10 @@ One process plays the whole stack on the loopback interface:
   reach the local table and queues with ``--endpoint-url``; the resources are provisioned from
   template.yaml (``local.provision``);
 * both HTTP functions on one port (``--port``, default 8000) as API Gateway HTTP API (payload 2.0)
-  events: requests are routed by template.yaml's own ``HttpApi`` events, so every route of both
-  surfaces answers what it answers deployed, and a request no route matches gets API Gateway's
-  own ``404 {"message":"Not Found"}``;
+  events: requests are routed by template.yaml's own ``HttpApi`` events (``ANY`` per path), so every
+  route of both surfaces answers what it answers deployed -- a wrong method on a known path the
+  function's 405 + ``Allow``, whatever the method -- and a request no route matches gets API
+  Gateway's own ``404 {"message":"Not Found"}``;
 * ``/docs`` (Swagger UI from Powertools' own bundled assets: no CDN) and ``/openapi.json`` for both
   surfaces, generated from the code (``http.openapi``); ``/ui`` is the trigger function's page;
 * a background thread that plays what AWS would do around the functions: the SQS event source
@@ -410,9 +411,12 @@ class DevServer:
         return response
 
     def route(self, method: str, path: str) -> Route | None:
-        for route in self._routes:
-            if route.method == method and route.regex.match(path):
-                return route
+        """The template route API Gateway would pick: an exact method first, then ``ANY`` (the
+        template's choice for every path, so a wrong method reaches the shell's 405)."""
+        for wanted in (method, "ANY"):
+            for route in self._routes:
+                if route.method == wanted and route.regex.match(path):
+                    return route
         return None
 
     # -- the background thread: event source mappings, schedules, the sweep -----------------------
@@ -498,6 +502,14 @@ class DevServer:
 
             def do_HEAD(self) -> None:  # noqa: N802
                 self._handle("HEAD")
+
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (TRACE, CONNECT, an invented one) goes to the route like the
+                # rest -- the function answers 405 + Allow on a known path -- never the stdlib's
+                # 501 HTML page (issue 21 item 4).
+                if name.startswith("do_") and name[3:].isupper():
+                    return lambda: self._handle(name[3:])
+                raise AttributeError(name)
 
             def _handle(self, method: str) -> None:
                 server.stats.requests += 1
