@@ -37,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port)
+                   moto_port=args.moto_port, allow_egress=args.allow_egress)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -518,6 +518,8 @@ def _main(argv: list[str] | None) -> int:
                      help="with --demo: the source the demo schedules use")
     dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
     dev.add_argument("--verbose", action="store_true", help="show every handler log line")
+    dev.add_argument("--allow-egress", action="store_true",
+                     help="let the server connect beyond loopback (default: 127.0.0.0/8 and ::1 only, issue 21)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")

@@ -150,7 +150,8 @@ def test_the_dev_server_serves_both_functions_moto_the_clock_and_docs(tmp_path, 
 
         # what API Gateway answers for a route the template does not declare
         assert call(f"{url}/nowhere") == (404, call(f"{url}/nowhere")[1], json.dumps(NOT_FOUND).encode())
-        assert call(f"{url}/health", "DELETE")[0] == 404
+        status, headers, _ = call(f"{url}/health", "DELETE")  # a known path: ANY routes it to the shell's 405
+        assert (status, headers["Allow"]) == (405, "GET")
 
         # the AWS CLI's view: `aws --endpoint-url <moto> dynamodb list-tables` / `scan`
         ddb = aws.client("dynamodb", endpoint_url=dev.aws_endpoint)
@@ -345,3 +346,35 @@ def test_a_wrong_method_on_every_known_path_is_405_with_allow_through_the_dev_se
         assert _raw(dev.url, "GET", "/internal/outbox/drain")[:2][0] == 405
         status, _, body = _raw(dev.url, "TRACE", "/no/such/path")
         assert (status, json.loads(body)) == (404, NOT_FOUND)
+
+
+def test_the_dev_server_refuses_egress_beyond_loopback_unless_allowed(tmp_path, downstream, loopback_aws):
+    """Issue 21 item 8: while `pixivflow dev` runs, this process connects to 127.0.0.0/8 and ::1
+    only and looks up no outside name; the refusal happens before the socket's real connect, so no
+    packet leaves. The guard lifts when the server stops; ``allow_egress`` never installs it."""
+    from pixivflow.local import egress
+
+    original = socket.socket.connect
+    config = write_config(tmp_path, downstream.url)
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN}) as dev:
+        assert egress.active()
+        for address in (("10.255.255.1", 9), ("8.8.8.8", 53), ("::ffff:127.0.0.1", 9)):
+            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as sock, pytest.raises(egress.EgressRefused):
+                sock.connect(address)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock, pytest.raises(egress.EgressRefused):
+            sock.sendto(b"x", ("192.0.2.1", 53))
+        with pytest.raises(socket.gaierror):
+            socket.getaddrinfo("consumer.example", 443)
+        assert socket.getaddrinfo("127.0.0.1", 9)  # literals and localhost still resolve
+        # a request that would make the server call out: the callback host cannot even be looked up
+        task = {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": "egress-1",
+                "callback_url": "https://consumer.example/cb", "params": {"query": {"tags": ["dogs"]}, "target_id": "dogs"}}
+        status, _, body = call(f"{dev.url}/jobs", "POST", task, token=JOBS_TOKEN)
+        assert (status, json.loads(body)["error"]["detail"]) == (400, {"field": "callback_url", "reason": "unresolvable_host"})
+        assert call(f"{dev.url}/health")[0] == 200  # loopback still works
+    assert not egress.active() and socket.socket.connect is original
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN},
+                   allow_egress=True) as dev:
+        assert not egress.active() and socket.socket.connect is original
+        assert "  egress                     unrestricted (--allow-egress)" in dev.banner()

@@ -213,7 +213,7 @@ class DevServer:
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, *, port: int = 8000, speed: float = 1.0,
                  tokens: dict[str, str] | None = None, moto_port: int = 0, demo: bool = False, source: str = "fake-pixiv",
-                 clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5) -> None:
+                 clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5, allow_egress: bool = False) -> None:
         if config_path is None and not demo:
             raise ValueError("a config path (or demo=True) is required")
         self.config_path = str(config_path) if config_path is not None else None
@@ -225,6 +225,8 @@ class DevServer:
         self.clock = clock or ScaledClock(speed)
         self.out = out or sys.stdout
         self.idle_s = idle_s
+        self.allow_egress = allow_egress  # False: the egress guard (local/egress.py) is on while it runs
+        self._guarded = False
         self.tokens, self.generated = self._tokens(tokens)
         self.stats = DevStats()
         self.rt: Any = None
@@ -319,7 +321,8 @@ class DevServer:
 
     def start(self) -> "DevServer":
         """Bind the HTTP port first (a busy port fails before anything else starts), then moto,
-        the provisioned resources and the runtime, then the HTTP and background threads."""
+        the provisioned resources and the runtime, then the HTTP and background threads. Unless
+        ``allow_egress``, the egress guard goes on first: nothing it runs reaches beyond loopback."""
         try:
             self._http = ThreadingHTTPServer((HOST, self.requested_port), self._handler_class())
         except OSError as exc:
@@ -327,6 +330,11 @@ class DevServer:
                 raise PortInUse(exc.errno, f"{HOST}:{self.requested_port} is already in use") from None
             raise
         self._http.daemon_threads = False  # server_close() joins every request thread
+        if not self.allow_egress and not self._guarded:  # lifted by _teardown, whatever fails below
+            from . import egress
+
+            egress.install()
+            self._guarded = True
         try:
             self._start_backend()
         except BaseException:
@@ -396,6 +404,11 @@ class DevServer:
             self._stack = ExitStack()
             self.rt = None
             self._restore_env()
+            if self._guarded:
+                from . import egress
+
+                egress.uninstall()
+                self._guarded = False
 
     def wake(self) -> None:
         """Make the background thread look at the clock, the queues and the schedules now."""
@@ -608,6 +621,8 @@ class DevServer:
             f"  execution / outbox queues  {env['EXECUTION_QUEUE_URL']}",
             f"                             {env['OUTBOX_QUEUE_URL']}",
             f"  clock                      {clock}; schedules fire on it, the sweep runs every minute",
+            "  egress                     " + ("unrestricted (--allow-egress)" if self.allow_egress else
+                                               "loopback only: 127.0.0.0/8 and ::1 (--allow-egress lifts it)"),
         ]
         for kind, var in (("trigger", "TRIGGER_TOKEN"), ("jobs", "JOBS_TOKEN")):
             source = "generated: set " + var + " to choose it" if kind in self.generated else "from " + var
@@ -651,7 +666,8 @@ def _swagger_asset(name: str) -> bytes:
 
 
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
-            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None) -> int:
+            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
+            allow_egress: bool = False) -> int:
     """`pixivflow dev`: start, print the URLs, serve until Ctrl-C (SIGINT) or SIGTERM, stop cleanly."""
     out = out or sys.stdout
     if demo and config:
@@ -665,7 +681,7 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         print("pixivflow dev: --speed must be a positive number", file=sys.stderr)
         return 2
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
-                       out=out)
+                       out=out, allow_egress=allow_egress)
     try:
         server.start()
     except PortInUse as exc:
