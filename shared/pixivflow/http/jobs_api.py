@@ -63,7 +63,7 @@ def capabilities(req: Request) -> Response:
     return _answer(req, jobs_routes.capabilities)
 
 
-@shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="Task"), stage="admission", text=TASK_TEXT,
+@shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="CandidateSearchTask"), stage="admission", text=TASK_TEXT,
              summary="Submit a Task (spec §12.3)",
              ok={202: ("admitted: {\"job\": Job}", JOB), 200: ("replayed: {\"job\": Job}", JOB)},
              errors={400: "invalid_params / unsupported_protocol_version", 409: "idempotency_conflict / ambiguous_target"})
