@@ -9,12 +9,17 @@
    auth, so a refused clock still leaves a trace (spec §11.3).
 3. **Auth** (spec §11.1): fail closed (503 when no token is configured), else 401; on every
    surface with the legacy ``{"status":"error","error":…}`` body.
-4. **Precheck**: a route's own resource check that answers before body rules (the run route's
+4. **Parameters**: path parameters (percent-decoded once, here: handlers get the decoded value)
+   and the query parameters the route declares (``req.query``; no others are handed on) pass the
+   one text rule (``text.py``; issue 21): no lone surrogate, no C0/C1 control, a byte cap (ids
+   1,024 bytes, inside DynamoDB's key limits). A failure is 400 naming the parameter.
+5. **Precheck**: a route's own resource check that answers before body rules (the run route's
    unknown schedule is a 404 whatever the body says).
-5. **Body** (``BodySpec``): Content-Type, size, depth, integer size, JSON shape, then the route's
-   model or hand check (``bodies.py``). Nothing of the body is read before step 3 passed, so an
+6. **Body** (``BodySpec``): Content-Type, size, depth, integer size, JSON shape, the text rule on
+   every string at any depth (``text=`` declares per-field rules beside the route), then the
+   route's model or hand check (``bodies.py``). Nothing of the body is read before step 3 passed, so an
    unauthenticated caller learns nothing about body rules and costs no parsing.
-6. **Handler**: ``handler(req, **path_params)`` returns ``req.finish(...)``.
+7. **Handler**: ``handler(req, **path_params)`` returns ``req.finish(...)``.
 
 Whatever a step raises is mapped in ONE place (the resolver's ``exception_handler``):
 ``Rejection``, ``BodyProblem`` and the domain's ``StatusError`` answer their status in the
