@@ -429,6 +429,17 @@ class Ledger(Protocol):
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
 
+    # the operator page's session epoch (issue 21 item 10): a /ui cookie names the epoch it was
+    # issued under and works only while that epoch is current.
+    def ui_session_epoch(self) -> int:
+        """The current epoch (0 before any logout)."""
+        ...
+
+    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
+        """Advance the epoch past ``seen_epoch`` (conditional: only from ``seen_epoch``, so two
+        logouts racing advance it once); returns the epoch now current."""
+        ...
+
     # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
                    since_ms: int | None = None) -> list[Slot]:

@@ -168,6 +168,15 @@ class _Table:
             rv = _kv(item[self.range_key]) if self.range_key else None
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise client_error("ValidationException", "The provided key element does not match the schema", operation) from exc
+        # DynamoDB's key size limits hold on every operation, reads included (issue 21 item 3): a
+        # partition key of at most 2,048 bytes, a sort key of at most 1,024.
+        for key, limit, what in ((hv, 2048, "Size of hashkey has exceeded the maximum size limit of 2048 bytes"),
+                                 (rv, 1024, "Aggregated size of all range keys has exceeded the size limit "
+                                            "of 1024 bytes")):
+            kind, value = key or (None, None)
+            if kind == "S" and len(str(value).encode("utf-8", "surrogatepass")) > limit or \
+                    kind == "B" and len(value) > limit:
+                raise client_error("ValidationException", f"One or more parameter values were invalid: {what}", operation)
         return hv, rv
 
     def get(self, key: tuple[Any, Any]) -> dict[str, Any] | None:
