@@ -151,6 +151,42 @@ class AccountGate:
     version: int = 0  # 0: the item does not exist yet
 
 
+@dataclass(frozen=True)
+class AccountPermit:
+    """One of an account's ``maxConcurrency`` permits (ledger item ``PIXIV#<accountId>`` / ``PERMIT#<n>``)."""
+
+    index: int
+    holder: str | None = None  # the executor (cell run) holding it; None when free
+    lease_until: int = 0  # epoch ms; a holder that stops renewing loses it then
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What an account's governor answers a cell about to start its Pixiv work (issue 24)."""
+
+    granted: bool
+    wait_until: int = 0  # epoch ms: when to try again (a holder's lease end, or the cooldown's end)
+    reason: str = ""  # pixiv_account_busy | rate_limit_cooldown
+
+
+class SourceGovernor(Protocol):
+    """Bounds the cells working against one outside account at once, across containers (issue 24).
+    A work source that has one exposes it as ``source.governor``; the execution service holds a
+    permit for a cell's whole source work."""
+
+    def admit(self, holder: str) -> Admission: ...
+
+    def renew(self, holder: str) -> bool:
+        """Extend the holder's permit lease; False when it was lost (expired and taken)."""
+        ...
+
+    def release(self, holder: str) -> None: ...
+
+    def cooldown_until(self) -> int:
+        """When the account's rate-limit cooldown ends (epoch ms; 0 or past: none)."""
+        ...
+
+
 class PixivAccountStore(Protocol):
     """Per-account Pixiv state shared by every container (issue 10). Every write is conditional."""
 
@@ -166,6 +202,27 @@ class PixivAccountStore(Protocol):
 
     def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
         """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
+        ...
+
+    def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
+        """(fingerprint of the token the guard holds current, fingerprint of the one it replaced)."""
+        ...
+
+    def permits(self, account_id: str, count: int) -> list[AccountPermit]:
+        """The account's first ``count`` permits as stored (absent ones free)."""
+        ...
+
+    def take_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        """Take permit ``index`` if it is free, expired or already ``holder``'s (conditional)."""
+        ...
+
+    def renew_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool: ...
+
+    def release_permit(self, account_id: str, index: int, holder: str) -> bool: ...
+
+    def pace(self, account_id: str, now_ms: int, gap_ms: int) -> int:
+        """Take the account's next request turn: 0 when this request may go now (the turn after it
+        is then ``now + gap``), else the ms to wait before asking again (conditional on the item)."""
         ...
 
 
@@ -346,6 +403,10 @@ class Ledger(Protocol):
     def fail_cell_if_unchanged(self, slot_id: str, target_id: str, seen_status: str, now_ms: int, **fields: Any) -> bool: ...
     def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
                           candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
+    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
+                   candidate_report: Mapping[str, Any]) -> bool:
+        """Give the lease and the claim's attempt back; the cell is due again at ``due_at`` (issue 24)."""
+        ...
     def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
                         unwritten: Cell | None = None) -> bool: ...
 

@@ -114,8 +114,12 @@ class Rig:
         self.store = store or MemoryPixivAccounts()
         config = parse_config({"source": {"kind": "pixiv"}, "pixiv": {"refreshToken": "${PIXIV_TOKEN}"},
                                "network": {"requestPacingMs": 0}, "download": {"requestDelay": 0}, **(cfg or {})})
+        def sleep(seconds: float) -> None:  # waiting passes virtual time (the account's pacing turn reads it)
+            self.sleeps.append(seconds)
+            clock.advance(int(seconds * 1000))
+
         self.source = build_source(
-            config, now_ms=clock.now_ms, uniform=Entropy(3).uniform, store=self.store, sleep=self.sleeps.append,
+            config, now_ms=clock.now_ms, uniform=Entropy(3).uniform, store=self.store, sleep=sleep,
             resolver=resolver or SecretResolver(env={"PIXIV_TOKEN": REFRESH} if env is None else env),
             env=env if env is not None else {"PIXIV_TOKEN": REFRESH},
             log=lambda level, message, **fields: self.logs.append((level, message, fields)),
@@ -622,7 +626,7 @@ def test_pacing_waits_between_api_requests_with_jitter_but_not_before_the_first(
     for _ in range(3):
         rig.source.get_work("illustration", "5")
     uniform = Entropy(3)
-    jitter = [uniform.uniform() for _ in range(2)]
+    jitter = [uniform.uniform() for _ in range(2)]  # each request's gap is the one its predecessor set
     assert rig.sleeps == [int(1000 * (1 + 0.25 * j)) / 1000 for j in jitter]
     assert all(1.0 <= s <= 1.25 for s in rig.sleeps)
 

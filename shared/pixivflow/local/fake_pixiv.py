@@ -261,6 +261,32 @@ class FakeRequest:
         return "image" if not (self.path.startswith("/v") or self.path.startswith("/webview")) else "api"
 
 
+class InFlight:
+    """How many requests the fake is answering at once, and the most it ever did (issue 24: an
+    account's requests in flight). ``latency_s`` holds each answer that long, standing in for
+    Pixiv's own response time so that overlapping requests actually overlap."""
+
+    def __init__(self) -> None:
+        self.latency_s = 0.0
+        self.current = 0
+        self.peak = 0
+        self.total = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "InFlight":
+        with self._lock:
+            self.current += 1
+            self.total += 1
+            self.peak = max(self.peak, self.current)
+        if self.latency_s:
+            threading.Event().wait(self.latency_s)  # the server thread's answer time, not the test's
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self.current -= 1
+
+
 @dataclass
 class _Fault:
     prefix: str
@@ -287,6 +313,7 @@ class FakePixiv:
         self._issued = 0
         self.issued_refresh_tokens: list[str] = []
         self.issued_access_tokens: list[str] = []
+        self.in_flight = InFlight()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -296,10 +323,12 @@ class FakePixiv:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
-                fake._handle(self, "GET")
+                with fake.in_flight:
+                    fake._handle(self, "GET")
 
             def do_POST(self) -> None:  # noqa: N802
-                fake._handle(self, "POST")
+                with fake.in_flight:
+                    fake._handle(self, "POST")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

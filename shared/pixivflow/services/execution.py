@@ -26,7 +26,7 @@ from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, Skip
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SearchRequest, StoredFile, Work
+from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
@@ -38,11 +38,18 @@ class LeaseLost(Exception):
     """This executor no longer holds the cell's lease: stop, touch nothing, leave it to the holder."""
 
 
+class PermitLost(Exception):
+    """The cell's permit on its source account expired and was taken (issue 24): stop its source work."""
+
+
+MAX_QUEUE_DELAY_S = 900  # SQS's DelaySeconds cap; a later due time is re-deferred, never run early
+
+
 @dataclass
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | deferred
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -60,6 +67,7 @@ class CellRun:
     outbox_keys: list[str] = field(default_factory=list)
     lost_bind: str | None = None  # set when another executor bound a different work first
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
+    governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -75,6 +83,8 @@ class CellRun:
         if now - self.last_beat >= HEARTBEAT_MS:
             if not self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
                 raise LeaseLost(f"lease on {self.slot.slot_id}/{self.target.id} was lost")
+            if self.governor is not None and not self.governor.renew(self.owner):
+                raise PermitLost(f"permit on the source account lapsed during {self.slot.slot_id}/{self.target.id}")
             self.last_beat = now
 
     def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
@@ -140,7 +150,20 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
             settled = _settle_from_ledger(engine, run)
             if settled is not None:
                 return settled
-        outcome = run_target(run)
+        governor: SourceGovernor | None = getattr(engine.source, "governor", None)
+        if governor is not None:
+            # Issue 24: the account's maxConcurrency permits, held for the cell's whole source work.
+            admission = governor.admit(owner)
+            if not admission.granted:
+                return _defer(engine, run.cell, owner, admission)
+            run.governor = governor
+        try:
+            outcome = run_target(run)
+        except PermitLost:
+            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "pixiv_account_busy"))
+        finally:
+            if governor is not None:
+                governor.release(owner)
         return _apply(engine, slot, run.cell, owner, outcome, run)
     except LeaseLost as exc:
         engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
@@ -153,6 +176,26 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         except LedgerUnavailable:
             pass
         raise
+
+
+def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission) -> ExecutionResult:
+    """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
+    the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
+    report says what it waited for."""
+    now = engine.now()
+    due = max(admission.wait_until, now + 1000)
+    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
+    report = dict(cell.candidate_report or {})
+    waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
+    report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1}
+    slot_id, target_id = cell.slot_id, cell.target_id
+    if not engine.ledger.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
+        return ExecutionResult(slot_id, target_id, "no_change", cell.status)
+    send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
+                event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
+    engine.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
+               reason=admission.reason, due_at=due, delay_s=delay_s)
+    return ExecutionResult(slot_id, target_id, "deferred", cell.status)
 
 
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
@@ -179,9 +222,17 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     effect = decide(outcome, cell.work_id)
     now = engine.now()
     report = bounded_report(outcome.scan) if outcome.scan is not None else None
+    waited = (cell.candidate_report or {}).get("waited")
+    if waited:
+        report = {**(report or {}), "waited": waited}  # issue 24: the report keeps that the cell waited
     slot_id, target_id = slot.slot_id, cell.target_id
     if effect.retry:
         delay = retry_delay_s(cell.attempt_count)
+        cooling = run.governor.cooldown_until() - now if run is not None and run.governor is not None else 0
+        if cooling > 0:
+            # Issue 24: a cell blocked by its account's cooldown is retried once, when it ends,
+            # not every 30 s meanwhile (each early retry would only be refused again).
+            delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
         recorded = engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
                                                    owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)

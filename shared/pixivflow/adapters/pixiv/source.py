@@ -64,8 +64,9 @@ def _int_id(work_id: str) -> int:
 
 class PixivSource:
     def __init__(self, client: PixivClient, *, now_ms: Callable[[], int], sleep: Callable[[float], None],
-                 request_delay_ms: int = 500, log: Callable[..., None] | None = None) -> None:
+                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: Any = None) -> None:
         self._client = client
+        self.governor = governor  # the account's permits (issue 24); None: unbounded (unit tests)
         self._now = now_ms
         self._sleep = sleep
         self._request_delay_ms = max(0, int(request_delay_ms))
