@@ -287,6 +287,41 @@ class InFlight:
             self.current -= 1
 
 
+class Interruptions:
+    """Answers that never come (issue 24's OAuth schedule): ``stall(prefix, seconds)`` holds the
+    next matching request past the client's timeout, ``drop(prefix)`` closes its connection
+    unanswered. Consumed in the order they were added, like ``FakePixiv.fail``."""
+
+    def __init__(self) -> None:
+        self._planned: list[list] = []  # [prefix, kind, seconds, times left]
+        self._lock = threading.Lock()
+        self.stop = threading.Event()  # set on shutdown: a stalled answer ends at once
+
+    def stall(self, prefix: str, seconds: float, times: int = 1) -> None:
+        with self._lock:
+            self._planned.append([prefix, "stall", seconds, times])
+
+    def drop(self, prefix: str, times: int = 1) -> None:
+        with self._lock:
+            self._planned.append([prefix, "drop", 0.0, times])
+
+    def interrupt(self, handler: BaseHTTPRequestHandler, path: str) -> bool:
+        """True when this request was interrupted (the caller answers nothing)."""
+        with self._lock:
+            plan = next((p for p in self._planned if path.startswith(p[0]) and p[3] > 0), None)
+            if plan is None:
+                return False
+            plan[3] -= 1
+        if plan[1] == "stall":
+            self.stop.wait(plan[2])
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(2)
+        except OSError:
+            pass
+        return True
+
+
 @dataclass
 class _Fault:
     prefix: str
@@ -314,6 +349,7 @@ class FakePixiv:
         self.issued_refresh_tokens: list[str] = []
         self.issued_access_tokens: list[str] = []
         self.in_flight = InFlight()
+        self.interruptions = Interruptions()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -340,6 +376,7 @@ class FakePixiv:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.interruptions.stop.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -390,6 +427,9 @@ class FakePixiv:
                               {k.lower(): v for k, v in handler.headers.items()}, form)
         with self._lock:
             self._log.append(request)
+        if self.interruptions.interrupt(handler, request.path):
+            return None
+        with self._lock:
             fault = next((f for f in self._faults if request.path.startswith(f.prefix) and f.times > 0), None)
             if fault is not None:
                 fault.times -= 1

@@ -11,9 +11,12 @@
   ledger item ``PIXIV#<accountId>/TOKEN`` (a conditional update on the old token's fingerprint)
   elects ONE container per rotation, and only that one calls ``PutParameter(Overwrite=True)``:
   SSM has no conditional put, so without the guard two containers could overwrite each other.
-* **Rejected token.** ``invalid_grant`` (or any other 4xx of the token endpoint) first re-reads
-  the SSM parameter, in case another container rotated it; if that gives nothing new, it is an
+* **Rejected token.** An answer whose OAuth ``error`` is ``invalid_grant`` first re-reads the
+  SSM parameter, in case another container rotated it; if that gives nothing new, it is an
   ``AuthenticationError``: terminal ``auth_failed``, logged once per container, never retried.
+  ``invalid_client`` is terminal too. Every other failure of the token endpoint (a 400 without
+  the field such as the 1508 time/hash answer, Cloudflare's HTML 403, 5xx, a timeout) is retried
+  with backoff and then counted in the account's cooldown (issue 24): never terminal alone.
 
 No token, and no part of one, is ever logged or put in an exception message.
 """
@@ -149,6 +152,24 @@ class RefreshToken:
         return value.strip()
 
 
+# The OAuth ``error`` values that only an operator can fix (issue 24), with what to tell them.
+TERMINAL_OAUTH_ERRORS = {
+    "invalid_grant": "the refresh token is invalid, expired or revoked; paste a new one",
+    "invalid_client": "the app's client id/secret were refused (pixiv.clientId / pixiv.clientSecret, "
+                      "PIXIV_CLIENT_ID / PIXIV_CLIENT_SECRET)",
+}
+
+
+def _transient_cause(status: int, body: Any) -> str:
+    """What a retryable token-endpoint answer was, in words free of any token."""
+    if body is None:
+        return "an HTML page, as Cloudflare's challenge" if status == 403 else "no JSON body"
+    system = (body.get("errors") or {}).get("system") if isinstance(body, dict) and isinstance(body.get("errors"), dict) else None
+    if isinstance(system, dict) and system.get("code") is not None:
+        return f"error code {system.get('code')} without an OAuth error, as Pixiv's time/hash refusal"
+    return "no OAuth error field" if status < 500 else "a server error"
+
+
 def _field(body: Any, name: str) -> Any:
     if not isinstance(body, dict):
         return None
@@ -243,42 +264,57 @@ class PixivAuth:
                     "grant_type": "refresh_token", "refresh_token": refresh,
                     "get_secure_url": "1", "include_policy": "true"}
             self.refreshes += 1
+            status = None
             try:
                 response = self._http.post(self._url, data=form, headers=headers)
             except httpx.TimeoutException:
-                problem = "network_error: the Pixiv OAuth endpoint timed out"
+                problem = "network_error: the Pixiv OAuth endpoint did not answer in time"
             except httpx.TransportError as exc:
                 problem = f"network_error: the Pixiv OAuth endpoint could not be reached ({type(exc).__name__})"
             else:
+                status = response.status_code
                 problem = self._answer(response, refresh)
                 if problem is None:
                     return
             attempt += 1
             if attempt > self._retries:
-                raise SourceOutage(f"{problem} after {attempt} attempt(s)", reason=problem.split(":", 1)[0])
-            self._sleep(float(attempt))  # quick retries: 1 s, 2 s, ...
+                # Issue 24: a blip of the token endpoint is never terminal on its own. It counts in
+                # the account's cooldown (60 s doubling, shared by every container), and the cell
+                # is retried when that ends.
+                wait = self._gate.penalize(None, status=status, where="oauth") if self._gate else None
+                tail = f"; account cooling down {-(-wait // 1000)} s" if wait else ""
+                raise SourceOutage(f"{problem} after {attempt} attempt(s){tail}", status=status,
+                                   reason=problem.split(":", 1)[0], retry_after_ms=wait)
+            self._log("info", "Pixiv token request failed; retrying", event="pixiv.oauth_retry", status=status,
+                      attempt=attempt, problem=problem.split(":", 1)[0])
+            self._sleep(float(attempt))  # quick retries with backoff: 1 s, 2 s, ...
 
     def _answer(self, response: httpx.Response, refresh: str) -> str | None:
-        """None on success; a retryable problem's description; raises for the final answers."""
+        """None on success; a retryable problem's description; raises for the final answers.
+
+        Decided by the answer's OAuth ``error`` field (issue 24; notes/pixivflow-real-configs.md
+        §10): ``invalid_grant`` (the refresh token) and ``invalid_client`` (the app's id/secret)
+        are terminal ``auth_failed`` naming that cause. Everything else is retryable: a 400
+        without the field (Pixiv's 1508 time/hash answer carries the same ``errors.system.code``
+        as a bad token, but no ``error``), Cloudflare's HTML 403 challenge, other 4xx, 5xx."""
         status = response.status_code
         try:
             body = response.json()
         except ValueError:
             body = None
         text = "" if body is not None else response.text
-        message = _error_text(body, text)
+        message = redact(_error_text(body, text), [refresh])
         if status == 429 or "rate limit" in message.lower():
             retry_after = _retry_after_ms(response, self._now())
             wait = self._gate.penalize(retry_after, status=status, where="oauth") if self._gate else retry_after
             raise RateLimitedError(f"rate_limited: the Pixiv OAuth endpoint answered HTTP {status} (Rate Limit)",
                                    status=status, retry_after_ms=wait)
-        if status >= 500:
-            return f"remote_http_error: the Pixiv OAuth endpoint answered HTTP {status}"
-        if status >= 400:
-            message = redact(message, [refresh])
-            hint = "the refresh token is invalid or revoked" if "invalid" in message.lower() or "grant" in message.lower() \
-                else "the token request was refused"
-            raise AuthenticationError(f"auth_failed: Pixiv OAuth answered HTTP {status} ({message}): {hint}", status=status)
+        if status >= 300 or not isinstance(body, dict):
+            code = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), str) else None
+            if code in TERMINAL_OAUTH_ERRORS:
+                raise AuthenticationError(f"auth_failed: Pixiv OAuth answered HTTP {status} {code} ({message}): "
+                                          f"{TERMINAL_OAUTH_ERRORS[code]}", status=status)
+            return f"remote_http_error: the Pixiv OAuth endpoint answered HTTP {status} ({_transient_cause(status, body)})"
         access = _field(body, "access_token")
         if not isinstance(access, str) or not access:
             return "remote_http_error: the Pixiv OAuth endpoint answered without an access token"
@@ -290,6 +326,8 @@ class PixivAuth:
         self._expires_at = self._now() + max(0, expires_s) * 1000
         self._log("info", "Pixiv access token refreshed", event="pixiv.token_refreshed", account_id=self._account,
                   expires_in_s=expires_s)
+        if self._gate is not None:
+            self._gate.succeeded()
         rotated = _field(body, "refresh_token")
         if isinstance(rotated, str) and rotated and rotated != refresh:
             self._rotate(refresh, rotated)
