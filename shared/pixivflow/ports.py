@@ -204,6 +204,10 @@ class PixivAccountStore(Protocol):
         """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
         ...
 
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        """Record a token no rotation produced (pasted by hand into SSM) if the guard is still ``seen``."""
+        ...
+
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         """(fingerprint of the token the guard holds current, fingerprint of the one it replaced)."""
         ...

@@ -111,6 +111,22 @@ class DynamoPixivAccounts:
         except ClientError:
             return False
 
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        # A hand-pasted token becomes the guard's current one, only if the guard is still as read.
+        condition = "attribute_not_exists(fingerprint)" if seen_fingerprint is None else "fingerprint = :seen"
+        values: dict[str, Any] = {":new": {"S": new_fingerprint}, ":now": {"N": str(int(now_ms))}, ":one": {"N": "1"},
+                                  ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}}
+        update = "SET fingerprint = :new, rotatedAt = :now, entity = :entity, accountId = :acct ADD ver :one"
+        if seen_fingerprint is not None:
+            values[":seen"] = {"S": seen_fingerprint}
+            update = "SET fingerprint = :new, previous = :seen, rotatedAt = :now, entity = :entity, accountId = :acct ADD ver :one"
+        try:
+            self._call("update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": TOKEN_SK}},
+                       UpdateExpression=update, ConditionExpression=condition, ExpressionAttributeValues=values)
+            return True
+        except ClientError:
+            return False
+
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         item = self._get(account_id, TOKEN_SK)
         return item.get("fingerprint", {}).get("S"), item.get("previous", {}).get("S")
@@ -199,6 +215,15 @@ class MemoryPixivAccounts:
             self._tokens[account_id] = new_fingerprint
             self._previous[account_id] = old_fingerprint
             self.rotations += 1
+            return True
+
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        with self._lock:
+            if self._tokens.get(account_id) != seen_fingerprint:
+                return False
+            if seen_fingerprint is not None:
+                self._previous[account_id] = seen_fingerprint
+            self._tokens[account_id] = new_fingerprint
             return True
 
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:

@@ -81,7 +81,7 @@ class RefreshToken:
 
     @property
     def ssm_reference(self) -> str | None:
-        """The ``${NAME}`` whose SSM parameter holds the token (None: env, literal, or no SSM path)."""
+        """The ``${NAME}`` the token was SEEDED from SSM with (None: env, literal, or no SSM path)."""
         if (self._env.get(ENV_REFRESH_TOKEN) or "").strip() or not is_reference(self._configured):
             return None
         name = references(self._configured)[0]
@@ -89,26 +89,29 @@ class RefreshToken:
             return None
         return name
 
+    @property
+    def ssm_name(self) -> str | None:
+        """The SSM parameter (below ``ROUTE_SECRETS_PATH``) that holds the account's CURRENT token
+        once one was rotated (issue 24): the config's ``${NAME}``, else ``PIXIV_REFRESH_TOKEN``
+        (the stack may write ``PIXIV_*`` names). The environment and the config only seed it."""
+        name = references(self._configured)[0] if is_reference(self._configured) else ENV_REFRESH_TOKEN
+        return name if self._resolver.parameter_name(name) is not None else None
+
+    def stored(self) -> str | None:
+        """The SSM parameter's value right now (None: no parameter, or the store did not answer)."""
+        name = self.ssm_name
+        if name is None:
+            return None
+        try:
+            return self._resolver.read_stored(name)
+        except (SecretUnavailable, SecretMissing):
+            return None  # compared again at the next refresh
+
     def current(self) -> str:
         with self._lock:
             if self._value is None:
                 self._value = self._resolve(fresh=False)
             return self._value
-
-    def reload(self) -> str | None:
-        """Re-read an SSM-held token, bypassing every cache; the new value when it differs, else None."""
-        name = self.ssm_reference
-        if name is None:
-            return None
-        try:
-            value = self._resolver.lookup(name, fresh=True)
-        except (SecretUnavailable, SecretMissing):
-            return None
-        with self._lock:
-            if value and value != self._value:
-                self._value = value
-                return value
-        return None
 
     def replace(self, value: str) -> None:
         with self._lock:
@@ -118,9 +121,9 @@ class RefreshToken:
             self._resolver.remember(name, value)
 
     def persist(self, value: str) -> None:
-        name = self.ssm_reference
+        name = self.ssm_name
         if name is None:
-            raise SecretMissing("refreshToken", "it did not come from SSM")
+            raise SecretMissing("refreshToken", "no ROUTE_SECRETS_PATH to keep it below")
         self._resolver.put(name, value)
 
     def known(self) -> list[str]:
@@ -238,16 +241,66 @@ class PixivAuth:
 
     # -- the grant --------------------------------------------------------------------------
     def _refresh(self) -> None:
-        refresh = self._token.current()
+        refresh = self._heal(self._token.current())
         try:
             self._grant(refresh)
         except AuthenticationError:
             # Another container may have rotated the token (and persisted it to SSM) meanwhile.
-            fresh = self._token.reload()
+            fresh = self._token.stored()
             if fresh is None or fresh == refresh:
                 self._fail_once()
                 raise
+            self._token.replace(fresh)
             self._grant(fresh)
+
+    def _heal(self, mine: str) -> str:
+        """The refresh token to use, after comparing the guard with SSM's value NOW (issue 24).
+
+        The guard (``PIXIV#<account>/TOKEN``) holds the fingerprint of the account's current token
+        and of the one it replaced. On every refresh:
+
+        * SSM holds the guard's current token: it wins over the environment, the config and a
+          stale copy in memory (they only seed it);
+        * SSM still holds the token the guard replaced while this container holds the current
+          one: this container's PutParameter failed; it writes it again now;
+        * SSM holds a token no rotation produced: pasted by hand. It is used, and recorded as
+          the guard's current one (conditional on the guard as read).
+
+        A container that holds neither (it started from a stale SSM value) changes nothing: the
+        container that holds the current token heals SSM at its own next refresh."""
+        if self._store is None:
+            return mine
+        stored = self._token.stored()
+        if stored is None:
+            return mine  # no SSM parameter (or SSM did not answer: compared again next time)
+        guard, previous = self._store.token_guard(self._account)
+        held, seen = fingerprint(mine), fingerprint(stored)
+        if guard is None and stored == mine:
+            return mine  # nothing rotated yet, and SSM holds the token this container uses
+        if seen == guard:
+            if stored != mine:
+                self._token.replace(stored)
+            return stored
+        if guard is not None and seen == previous:
+            if held == guard:
+                try:
+                    self._token.persist(mine)
+                except Exception as exc:  # noqa: BLE001 - tried again at the next refresh
+                    self._log("warning", "rotated Pixiv refresh token still missing from SSM; writing it failed again",
+                              event="pixiv.token_persist_failed", account_id=self._account, error_type=type(exc).__name__)
+                else:
+                    self._log("warning", "Pixiv refresh token healed: SSM still held the token a rotation had replaced "
+                              "(its PutParameter had failed); the current one was written again",
+                              event="pixiv.token_healed", account_id=self._account, cause="put_parameter_failed")
+            return mine
+        if guard is None and self._token.ssm_reference is None:
+            return mine  # seeded from the environment or the config: SSM wins only once a rotation is recorded
+        if self._store.adopt_token(self._account, guard, seen, self._now()):
+            self._log("warning", "Pixiv refresh token healed: SSM holds a token no rotation produced (pasted by hand); "
+                      "it is used and recorded from now on", event="pixiv.token_healed", account_id=self._account,
+                      cause="pasted_by_hand")
+        self._token.replace(stored)
+        return stored
 
     def _fail_once(self) -> None:
         if not self._failure_logged:
@@ -336,7 +389,7 @@ class PixivAuth:
     def _rotate(self, old: str, new: str) -> None:
         self._token.replace(new)  # this container uses the newest token from now on
         persisted = False
-        if self._token.ssm_reference is not None and self._store is not None:
+        if self._token.ssm_name is not None and self._store is not None:
             if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now()):
                 try:
                     self._token.persist(new)
