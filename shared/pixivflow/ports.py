@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 
@@ -87,6 +87,21 @@ class ArtifactFile:
     width: int | None = None
     height: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)  # e.g. ugoira frame delays
+
+
+@dataclass(frozen=True)
+class FileDownload:
+    """One file of a work, fetched only when opened (issue 24: a work is stored file by file, each
+    streamed from the source to the store). ``open()`` is a context manager giving the file's
+    chunks (each bounded) and the content type the source announced."""
+
+    stem: str  # the stored name without its extension: "<id>_p<n>"
+    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]]
+    role: str = "original"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
+    # (first bytes, announced content type) -> (stored name, content type, width, height)
+    describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]] | None = None
 
 
 @dataclass(frozen=True)

@@ -287,6 +287,60 @@ class InFlight:
             self.current -= 1
 
 
+class GeneratedFiles:
+    """Image-host files made on the fly, never held whole (issue 24's big works): ``add(path, size,
+    seed)`` serves a JPEG of ``size`` bytes (a real header, then deterministic filler) in chunks of
+    ``CHUNK``; ``content(path)`` yields the same bytes for a test to hash. With ``bill(clock,
+    bytes_per_s)`` each file served passes the virtual time its size takes at that bandwidth."""
+
+    CHUNK = 1024 * 1024
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[int, int]] = {}
+        self.served: list[str] = []
+        self._clock: Any = None
+        self._bytes_per_s = 0
+
+    def add(self, path: str, size: int, seed: int) -> None:
+        self._files[path] = (size, seed)
+
+    def bill(self, clock: Any, bytes_per_s: int) -> None:
+        self._clock, self._bytes_per_s = clock, bytes_per_s
+
+    def content(self, path: str):
+        size, seed = self._files[path]
+        head = jpeg(1200, 1700, seed)[:-2]  # SOI .. SOF0: sniffable; the rest is filler, then EOI
+        block = hashlib.sha256(str(seed).encode()).digest() * (self.CHUNK // 32)
+        sent = len(head)
+        yield head
+        while sent < size - 2:
+            piece = block[: min(self.CHUNK, size - 2 - sent)]
+            sent += len(piece)
+            yield piece
+        yield b"\xff\xd9"
+
+    def serve(self, handler: BaseHTTPRequestHandler, path: str) -> bool:
+        if path not in self._files:
+            return False
+        size, _ = self._files[path]
+        handler.send_response(200)
+        handler.send_header("Content-Type", "image/jpeg")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        last = None
+        for piece in self.content(path):
+            if last is not None:
+                handler.wfile.write(last)
+            last = piece
+        self.served.append(path)
+        if self._clock is not None and self._bytes_per_s:
+            # Billed before the last piece leaves: the client cannot have read the whole file first.
+            self._clock.advance(size * 1000 // self._bytes_per_s)
+        if last is not None:
+            handler.wfile.write(last)
+        return True
+
+
 class Interruptions:
     """Answers that never come (issue 24's OAuth schedule): ``stall(prefix, seconds)`` holds the
     next matching request past the client's timeout, ``drop(prefix)`` closes its connection
@@ -350,6 +404,7 @@ class FakePixiv:
         self.issued_access_tokens: list[str] = []
         self.in_flight = InFlight()
         self.interruptions = Interruptions()
+        self.generated = GeneratedFiles()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -575,6 +630,8 @@ class FakePixiv:
     def _image(self, handler: BaseHTTPRequestHandler, request: FakeRequest) -> None:
         if request.headers.get("referer") not in ("https://app-api.pixiv.net/", "https://www.pixiv.net/"):
             return self._send(handler, 403, b"<html>403 Forbidden</html>", content_type="text/html")
+        if self.generated.serve(handler, request.path):
+            return None
         if request.path in self.fixtures.missing or request.path not in self.fixtures.files:
             return self._send(handler, 404, b"<html>404 Not Found</html>", content_type="text/html")
         data = self.fixtures.files[request.path]

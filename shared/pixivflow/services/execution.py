@@ -11,6 +11,7 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -68,6 +69,7 @@ class CellRun:
     lost_bind: str | None = None  # set when another executor bound a different work first
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
     governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
+    time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -103,7 +105,8 @@ class CellRun:
         return ok
 
 
-def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResult:
+def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
+                 time_left: Callable[[], int] | None = None) -> ExecutionResult:
     now = engine.now()
     owner = engine.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
@@ -141,7 +144,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
         target, excluded = job_target(target, slot.params)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded) if target else None
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
@@ -161,6 +164,14 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
             outcome = run_target(run)
         except PermitLost:
             return _defer(engine, run.cell, owner, Admission(False, engine.now(), "pixiv_account_busy"))
+        except DownloadIncomplete as exc:
+            # Issue 24: not an attempt-burning failure; the next invocation resumes at the first
+            # missing file, on the same binding.
+            engine.log("info", "work partly stored; the cell resumes it in the next invocation",
+                       event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
+                       work_id=run.cell.work_id, files_stored=exc.stored, files=exc.total)
+            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "download_incomplete"),
+                          progress={"files_stored": exc.stored, "files": exc.total})
         finally:
             if governor is not None:
                 governor.release(owner)
@@ -178,7 +189,8 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         raise
 
 
-def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission) -> ExecutionResult:
+def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
+           progress: dict[str, int] | None = None) -> ExecutionResult:
     """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
     the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
     report says what it waited for."""
@@ -187,7 +199,8 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission) -> Exec
     delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report = dict(cell.candidate_report or {})
     waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
-    report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1}
+    report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
+                        **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
     if not engine.ledger.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
@@ -485,14 +498,18 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             return "skipped"
         reserved.append(route)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work.work_id)
-    stored = _stored(engine, prefix)  # a re-run after a crash re-uses what is already stored
     try:
-        files = [] if stored else engine.source.download(work)
-        if not files and not stored:
-            raise SourceError("no files produced")
+        _store_work(run, work, prefix, resumed=False)
     except FatalSourceError:
         _undo(run, work, reserved)
         raise
+    except _AiMarked:
+        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
+        # committed, so the candidate is given back like a failed download and the scan goes on.
+        _undo(run, work, reserved)
+        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
+                                          "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
+        return "skipped"
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         if verdict.outage or isinstance(exc, SourceOutage):
@@ -508,20 +525,87 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         _undo(run, work, reserved)
         scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
         return "skipped"
-    if target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
-        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
-        # stored yet, so the candidate is given back like a failed download and the scan goes on.
-        _undo(run, work, reserved)
-        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
-                                          "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
-        return "skipped"
     # From here an artifact exists: the binding is never released, whatever fails next.
-    if not stored:
-        engine.artifacts.put(prefix, files)
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
     return "taken"
+
+
+class _AiMarked(Exception):
+    """The first page carries AI generator metadata (aiMetadataCheck)."""
+
+
+class DownloadIncomplete(Exception):
+    """Issue 24: the invocation has no time left for the next file's worst case; the files stored so
+    far stay, the cell keeps its binding and is handed back to its queue to resume there."""
+
+    def __init__(self, stored: int, total: int) -> None:
+        super().__init__(f"download_incomplete: {stored} of {total} files stored; the rest in the next invocation")
+        self.stored = stored
+        self.total = total
+
+
+GUARD_SLACK_MS = 1_000  # what storing one file and recording it takes beyond its fetch
+AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image for generator markers
+INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
+
+
+def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool) -> list[StoredFile]:
+    """The work's files in the store, committed (DESIGN §12: before any intent is recorded).
+
+    A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
+    one at a time, a resumed work starting at its first missing file; each starts only when the
+    invocation's time left covers its worst case. Other sources hand over the whole work."""
+    engine = run.engine
+    stored = _stored(engine, prefix)  # committed before a crash: never downloaded twice
+    if stored:
+        return stored
+    planner = getattr(engine.source, "plan", None)
+    planned = planner(work) if planner is not None and hasattr(engine.artifacts, "put_stream") else None
+    if planned is None:
+        files = engine.source.download(work)
+        if not files:
+            raise SourceError("no files produced")
+        if run.target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
+            raise _AiMarked()
+        engine.artifacts.put(prefix, files)
+        return list(engine.artifacts.stored(prefix))
+    have = engine.artifacts.partial(prefix) if resumed else {}
+    out: list[StoredFile] = []
+    for index, planned_file in enumerate(planned):
+        if planned_file.stem in have:
+            out.append(have[planned_file.stem])  # stored by an earlier invocation: resume after it
+            continue
+        if not _file_fits(run, planned_file.worst_case_ms):
+            raise DownloadIncomplete(len(out), len(planned))
+        check = run.target.aiMetadataCheck and index == 0
+        head = bytearray()
+        with planned_file.open() as (chunks, header_type):
+            out.append(engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
+                                                   header_type=header_type, role=planned_file.role, meta=planned_file.meta))
+        if check and has_ai_file_markers(bytes(head)):
+            engine.artifacts.delete(prefix)
+            raise _AiMarked()
+        run.heartbeat()
+    engine.artifacts.commit(prefix, out)
+    return out
+
+
+def _watched(chunks, head: bytearray | None):
+    for chunk in chunks:
+        if head is not None and len(head) < AI_CHECK_BYTES:
+            head += chunk[: AI_CHECK_BYTES - len(head)]
+        yield chunk
+
+
+def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
+    """Start a file only when the time left covers its worst case plus a second (issue 24). A file
+    whose worst case no invocation could cover is started anyway: waiting would never help."""
+    if run.time_left is None:
+        return True
+    need = worst_case_ms + GUARD_SLACK_MS
+    return need > INVOCATION_BUDGET_MS or run.time_left() >= need
 
 
 def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
@@ -569,21 +653,20 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         kind = "novel" if work_type == "novel" else "illustration"
         return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
-    stored = _stored(engine, prefix)  # stored before a crash: never downloaded twice
     try:
         work = engine.source.get_work(work_type, work_id)
-        files = [] if stored else engine.source.download(work)
+        _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+    except _AiMarked:
+        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is excluded by aiMetadataCheck", retryable=False)
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
             return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
         return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
-    if not stored:
-        engine.artifacts.put(prefix, files)
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

@@ -84,5 +84,7 @@ def build_source(config: Any, *, now_ms: Callable[[], int], uniform: Callable[[]
     # held by a cell for its whole Pixiv work (the execution service asks source.governor).
     governance = config.schedulerRuntime.resourceGovernance.account(account)
     governor = AccountGovernor(store, account, governance.maxConcurrency, now_ms=now_ms)
+    # A page's worst case (issue 24): every try of it running into the timeout.
+    worst_case_ms = network.timeoutMs * (network.retries + 1)
     return PixivSource(client, now_ms=now_ms, sleep=sleep, request_delay_ms=config.download.requestDelay, log=log,
-                       governor=governor)
+                       governor=governor, fetch_worst_case_ms=worst_case_ms)

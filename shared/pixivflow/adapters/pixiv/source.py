@@ -16,13 +16,14 @@ carries that mark after ``#``, which is never sent). Any other walk stops there,
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 from ...domain.errors import SourceError, WorkGoneError, WorkRestrictedError
-from ...ports import ArtifactFile, Page, SearchRequest, Work
+from ...ports import ArtifactFile, FileDownload, Page, SearchRequest, Work
 from .client import ImageNotFound, OffsetCapError, PixivClient
 from .mapping import is_restricted, master_variant, page_urls, to_work
 from .media import extension_for, mime_of_name, sniff
@@ -64,7 +65,9 @@ def _int_id(work_id: str) -> int:
 
 class PixivSource:
     def __init__(self, client: PixivClient, *, now_ms: Callable[[], int], sleep: Callable[[float], None],
-                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: Any = None) -> None:
+                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: Any = None,
+                 fetch_worst_case_ms: int = 0) -> None:
+        self._fetch_worst_case_ms = fetch_worst_case_ms
         self._client = client
         self.governor = governor  # the account's permits (issue 24); None: unbounded (unit tests)
         self._now = now_ms
@@ -209,6 +212,49 @@ class PixivSource:
             return [self._ugoira(work.work_id, raw)]
         return self._pages(work.work_id, raw)
 
+    def plan(self, work: Work) -> list[FileDownload] | None:
+        """An illustration's pages as files fetched one at a time, streamed (issue 24); None for a
+        novel or a ugoira, whose files ``download`` builds whole (text + cover, one zip)."""
+        raw: Mapping[str, Any] = work.raw or {}
+        if not raw.get("id"):
+            raw = self.get_work(work.work_type, work.work_id).raw
+        if work.restricted or is_restricted(raw):
+            raise WorkRestrictedError(
+                f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
+                "(limit_* image or visible=false)")
+        if work.work_type != "illustration" or raw.get("type") == "ugoira":
+            return None
+        pages = page_urls(raw)
+        single = (raw.get("width"), raw.get("height")) if len(pages) == 1 else (None, None)
+        files = []
+        for n, (original, large) in enumerate(pages):
+            candidates = [u for u in (original, master_variant(original) if original else None, large) if u]
+            if not candidates:
+                raise SourceError(f"missing image: page {n} of work {work.work_id} has no URL", retryable=False)
+            meta: dict[str, Any] = {"page": n}
+            files.append(FileDownload(
+                stem=f"{work.work_id}_p{n}", role="original", meta=meta, worst_case_ms=self._fetch_worst_case_ms,
+                open=lambda urls=candidates, n=n, meta=meta: self._open_first(urls, work.work_id, n, meta),
+                describe=lambda head, header_type, stem=f"{work.work_id}_p{n}", meta=meta: _describe(
+                    stem, head, header_type, meta.get("source_url") or "", single)))
+        return files
+
+    @contextmanager
+    def _open_first(self, urls: list[str], work_id: str, page: int, meta: dict[str, Any]):
+        last: ImageNotFound | None = None
+        for url in urls:
+            try:
+                with self._client.image_stream(url) as (chunks, header_type):
+                    meta["source_url"] = url
+                    yield chunks, header_type
+                    return
+            except ImageNotFound as exc:
+                last = exc
+                self._log("info", "Pixiv image not found; trying the next variant", event="pixiv.image_fallback",
+                          work_id=work_id, page=page)
+        assert last is not None
+        raise last
+
     def _pages(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
         files = []
         pages = page_urls(raw)
@@ -273,6 +319,16 @@ class PixivSource:
                 files.append(ArtifactFile(name=f"{work_id}_cover{extension_for(mime)}", content=content, content_type=mime,
                                           role="cover", width=width, height=height, meta={"source_url": cover}))
         return files
+
+
+def _describe(stem: str, head: bytes, header_type: str, url: str,
+              single: tuple[Any, Any]) -> tuple[str, str, int | None, int | None]:
+    """A streamed page's name, type and size in pixels, from its first bytes (as ``_pages`` does)."""
+    mime, width, height = sniff(head)
+    mime = mime or mime_of_name(url) or (header_type.split(";")[0].strip() or "application/octet-stream")
+    if width is None:
+        width, height = single
+    return f"{stem}{extension_for(mime)}", mime, width, height
 
 
 def _webview_text(page: Any, work_id: str) -> str:
