@@ -70,6 +70,7 @@ class SearchRequest:
     end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
     exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
     user_id: str | None = None  # mode "user": the user's works
+    duration: str | None = None  # hint: Pixiv's within_last_day|week|month search window
 
 
 @dataclass(frozen=True)

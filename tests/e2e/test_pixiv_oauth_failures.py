@@ -133,3 +133,4 @@ def test_a_429_from_the_token_endpoint_honours_retry_after_and_is_retried_once(r
     cell = rt.engine.ledger.get_cell(SLOT, "daily")
     assert (cell.status, cell.attempt_count) == ("submitted", 2)
     assert len(grants(fake)) == 2  # a rate limit is not hammered with quick retries
+

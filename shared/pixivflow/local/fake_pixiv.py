@@ -574,6 +574,9 @@ class FakePixiv:
         if path == "/v1/ugoira/metadata":
             meta = self.fixtures.ugoira.get(_int(q.get("illust_id")))
             return (200, {"ugoira_metadata": meta}) if meta else _not_found()
+        if path == "/v1/novel/text":  # the App API's text endpoint (the webview's fallback)
+            wid = _int(q.get("novel_id"))
+            return (200, {"novel_text": self.fixtures.texts.get(wid, "")}) if wid in self.fixtures.novels else _not_found()
         if path == "/webview/v2/novel":
             wid = _int(q.get("id"))
             work = self.fixtures.novels.get(wid)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from ...domain.errors import SourceError, WorkGoneError, WorkRestrictedError
+from ...domain.errors import FatalSourceError, RateLimitedError, SourceError, WorkGoneError, WorkRestrictedError
 from ...ports import ArtifactFile, FileDownload, Page, SearchRequest, Work
 from .client import ImageNotFound, OffsetCapError, PixivClient
 from .mapping import is_restricted, master_variant, page_urls, to_work
@@ -109,6 +109,7 @@ class PixivSource:
         params["include_translated_tag_results"] = "true"
         params["start_date"] = request.start_date
         params["end_date"] = request.end_date
+        params["duration"] = request.duration  # None: not sent (urlencode drops None)
         params["filter"] = "for_ios"
         if request.exclude_ai:
             params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
@@ -255,6 +256,20 @@ class PixivSource:
         assert last is not None
         raise last
 
+    def _novel_text(self, work_id: str) -> str:
+        """The webview page's text; when that page fails (an error answer, or no parsable novel
+        object), the App API's ``/v1/novel/text`` (issue 24; PixivFlow tries both in this order).
+        A rate limit or an auth failure is the account's, not the page's: it stops here."""
+        try:
+            page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
+            return _webview_text(page, work_id)
+        except (RateLimitedError, FatalSourceError):
+            raise
+        except SourceError as exc:
+            self._log("info", "novel webview page failed; reading the text endpoint", event="pixiv.novel_text_fallback",
+                      work_id=work_id, error=str(exc)[:120])
+        return _text_of(self._client.get("/v1/novel/text", {"novel_id": work_id}), work_id)
+
     def _pages(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
         files = []
         pages = page_urls(raw)
@@ -300,8 +315,7 @@ class PixivSource:
                             meta={"frames": frames, "source_url": used})
 
     def _novel(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
-        page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
-        text = _webview_text(page, work_id)
+        text = self._novel_text(work_id)
         files = [ArtifactFile(name=f"{work_id}.txt", content=text.encode("utf-8"),
                               content_type="text/plain; charset=utf-8", role="text",
                               meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)})]
@@ -319,6 +333,13 @@ class PixivSource:
                 files.append(ArtifactFile(name=f"{work_id}_cover{extension_for(mime)}", content=content, content_type=mime,
                                           role="cover", width=width, height=height, meta={"source_url": cover}))
         return files
+
+
+def _text_of(answer: Any, work_id: str) -> str:
+    text = answer.get("novel_text") if isinstance(answer, Mapping) else None
+    if not isinstance(text, str):
+        raise SourceError(f"metadata_failed: novel {work_id}: the text endpoint answered without novel_text", retryable=True)
+    return text
 
 
 def _describe(stem: str, head: bytes, header_type: str, url: str,
