@@ -25,7 +25,7 @@ from route_receiver import Receiver
 from test_delivery_matrix import drive
 
 from pixivflow.adapters.catalog_source import artifact_bytes
-from pixivflow.http.auth import Secrets
+from pixivflow.adapters.secret_store import SecretStore
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "example-delivery.json").read_text())
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
@@ -297,7 +297,7 @@ def test_a_transient_ssm_error_then_success_sends_the_header_and_is_accepted(mak
             raise RuntimeError("ThrottlingException: Rate exceeded")
         return ssm_reader(name)
 
-    secrets = Secrets(reader=flaky, sleep=lambda s: None)
+    secrets = SecretStore(reader=flaky, sleep=lambda s: None)
     rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
                       backend="moto")  # SSM: moto only (the twins model DynamoDB, SQS and S3)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
@@ -505,3 +505,49 @@ def test_a_manual_slot_that_delivered_sends_no_verdict(make_runtime, receiver):
     assert post.fields()["refetch_request_id"] == [RID]
     assert receiver.at(REFETCH_OUTCOMES) == [] and receiver.at(SCHEDULE_OUTCOMES) == []
     assert rt.engine.outbox_rows.due(rt.clock.now_ms() + 10**9) == []
+
+
+def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_never_cached(make_runtime, receiver,
+                                                                                              monkeypatch, logs):
+    """Issue 21: the notification row is released unsent (its attempt given back) while SSM does
+    not answer, and sent once it does; nothing of the outage is remembered."""
+    import itertools
+
+    from pixivflow.adapters.secret_refs import ssm_reader
+
+    monkeypatch.delenv("TELEPOST_BOT1_SUBMIT_TOKEN")
+    monkeypatch.setenv("ROUTE_SECRETS_PATH", "/pixivflow/routes")
+    outage = {"on": False, "left": 2}
+    calls = []
+
+    def flaky(name):
+        calls.append(outage["on"])
+        if outage["on"]:
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        return ssm_reader(name)
+
+    tick = itertools.count(step=1_000)  # every look is 1,000 s after the last: no value stays cached
+    secrets = SecretStore(reader=flaky, sleep=lambda s: None, monotonic=lambda: float(next(tick)))
+    rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
+                      backend="moto")
+    aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
+                                      Type="SecureString")
+    rows = rt.engine.outbox_rows
+    real_claim = rows.claim
+
+    def claim(row, *args, **kwargs):  # SSM stops answering exactly while the notification is claimed, twice
+        got = real_claim(row, *args, **kwargs)
+        outage["on"] = bool(got is not None and got.kind == "notification" and outage["left"] > 0)
+        outage["left"] -= outage["on"]
+        return got
+
+    monkeypatch.setattr(rows, "claim", claim)
+    rt.fire("morning-tokyo", iso=FIRE)
+    rt.settle()
+    (post,) = receiver.at(SCHEDULE_OUTCOMES, "POST")
+    assert post.headers["authorization"] == "Bearer from-ssm-token"
+    row = rows.get("notification", f"notification:{SLOT}:summary")
+    assert (row.status, row.attempts) == ("done", 1)  # two releases used no attempt
+    assert len(logs.events("outbox.secret_unavailable")) == 2
+    assert logs.events("outbox.dead") == []
+    assert calls.count(True) == 2 * 3  # two outages of three quick tries each, then read again

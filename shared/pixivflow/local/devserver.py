@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -240,6 +241,8 @@ class DevServer:
         self._saved_env: dict[str, str | None] = {}
         self._openapi: bytes | None = None
         self._started = False
+        self.config_in_use: str | None = None
+        self.env_file: str | None = None  # set by run_dev once written
 
     # -- configuration -------------------------------------------------------------------------
     @staticmethod
@@ -355,6 +358,7 @@ class DevServer:
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
         config = self._demo_config() if self.demo else self.config_path
+        self.config_in_use = str(Path(config).resolve()) if config and not config.startswith("ssm:") else config
         self.rt = EmbeddedRuntime(config, self.clock, tokens=self.tokens, start_moto=False, backend="moto",
                                   seed=secrets.randbits(32))
         self.rt.__enter__()
@@ -581,6 +585,21 @@ class DevServer:
         return generate_swagger_html(spec, "/docs/swagger-ui-bundle.min.js", "/docs/swagger-ui.min.css", "/docs",
                                      None).encode("utf-8")
 
+    # -- the second shell ------------------------------------------------------------------------
+    def shell_env(self) -> dict[str, str]:
+        """What a second shell needs to use the CLI and the AWS CLI against this server: the moto
+        endpoint with test credentials, the table and queues, the config in use, both tokens and
+        the URL (``source``-able through :func:`write_env_file`)."""
+        env = self.rt.env
+        values = {"PIXIVFLOW_URL": self.url, "AWS_ENDPOINT_URL": self.aws_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                  "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                  "LEDGER_TABLE": env["LEDGER_TABLE"], "EXECUTION_QUEUE_URL": env["EXECUTION_QUEUE_URL"],
+                  "OUTBOX_QUEUE_URL": env["OUTBOX_QUEUE_URL"], "TRIGGER_TOKEN": self.tokens["trigger"],
+                  "JOBS_TOKEN": self.tokens["jobs"]}
+        if self.config_in_use:
+            values["PIXIVFLOW_CONFIG"] = self.config_in_use
+        return values
+
     # -- the banner ------------------------------------------------------------------------------
     def banner(self) -> list[str]:
         env = self.rt.env
@@ -617,6 +636,10 @@ class DevServer:
 
                 lines.append(f"  schedule {schedule.id:<17} {schedule.cron} {schedule.timezone}: next fire "
                              f"{iso(next_fire(schedule.cron, schedule.timezone, now))}")
+        if self.env_file is not None:
+            lines += [f"  in a second shell:         source {self.env_file}",
+                      "                             (puts pixivflow on PATH; the CLI, the AWS CLI and curl's $TRIGGER_TOKEN "
+                      "/ $JOBS_TOKEN / $PIXIVFLOW_URL then point here)"]
         lines += [
             "  the operator CLI and the AWS CLI against it:",
             f"    export AWS_ENDPOINT_URL={self.aws_endpoint} AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
@@ -638,8 +661,22 @@ def _swagger_asset(name: str) -> bytes:
     return _ASSETS[name]
 
 
+def write_env_file(server: DevServer, path: Path) -> str:
+    """Write ``export`` lines for a second shell (owner-only: it holds the dev tokens); the venv's
+    bin directory first on PATH, so ``pixivflow`` is the command of the interpreter running this."""
+    bindir = str(Path(sys.executable).parent)
+    lines = ["# written by `pixivflow dev`; removed when it stops. Use it in another shell: source " + str(path),
+             f'export PATH="{bindir}:$PATH"']
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in server.shell_env().items()]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return str(path)
+
+
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
-            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None) -> int:
+            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
+            env_file: str | os.PathLike[str] | None = None) -> int:
     """`pixivflow dev`: start, print the URLs, serve until Ctrl-C (SIGINT) or SIGTERM, stop cleanly."""
     out = out or sys.stdout
     if demo and config:
@@ -652,6 +689,10 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if not speed > 0:
         print("pixivflow dev: --speed must be a positive number", file=sys.stderr)
         return 2
+    if config and not config.startswith("ssm:"):
+        from ..config import load_config
+
+        load_config(config)  # a bad config is named field by field before anything starts (a ConfigError)
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
                        out=out)
     try:
@@ -668,6 +709,8 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    if env_file:
+        server.env_file = write_env_file(server, Path(env_file))
     try:
         for line in server.banner():
             print(line, file=out, flush=True)
@@ -675,6 +718,8 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         print("pixivflow dev: stopping", file=out, flush=True)
     finally:
         server.stop()
+        if server.env_file:
+            Path(server.env_file).unlink(missing_ok=True)  # its endpoint and tokens are gone with the server
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print("pixivflow dev: stopped", file=out, flush=True)

@@ -36,7 +36,7 @@ from ..domain.errors import ConfigError, LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
 from ..ports import DeliveryRequest, DeliveryResponse, Work
-from . import notifications  # noqa: F401  (registers the ``notification`` row kind)
+from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
 from .assets import with_assets
@@ -79,13 +79,8 @@ class DrainResult:
 
 
 def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
-    """Dispatch one outbox message by its kind: delivery intents here, job event callbacks to
-    ``services.callbacks`` (their own rows), every other kind to its registered sender
-    (``services.outbox``)."""
-    if kind == "event_callback":
-        from .callbacks import deliver_callback
-
-        return deliver_callback(engine, key)
+    """Dispatch one outbox message by its kind: delivery intents here, every other kind (job
+    event callbacks, notifications) to the generic rows' worker (``services.outbox``)."""
     if kind != "delivery":
         if engine.outbox_rows is None:
             return DeliveryResult(key, "skipped", detail="no outbox rows store")
@@ -319,14 +314,6 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
                 intent: Intent | None = row
             else:
                 pk, sk = row
-                callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
-                if callback is not None:
-                    from .callbacks import deliver_callback
-
-                    outcome = deliver_callback(engine, callback)
-                    result.add(outcome)
-                    progressed = progressed or outcome.action != "skipped"
-                    continue
                 intent = engine.ledger.get_intent_by_key(pk, sk)
                 if intent is not None and (intent.slot_id, intent.idempotency_key) in seen:
                     continue  # found through its slot already

@@ -197,9 +197,10 @@ def enqueue_terminal_notifications(engine: Engine, slot: Slot, cells: list[Cell]
     return created
 
 
-def send_notification(engine: Engine, row: OutboxRow) -> None:
+def send_notification(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
     """One attempt of a notification row (note §3 ``notifyOnce``): 2xx is done, any other answer
-    raises with its status (4xx dead-letters, 429/5xx retries)."""
+    raises with its status (4xx dead-letters, 429/5xx retries). The route's own ``timeoutMs``
+    bounds the request; ``timeout_s`` only decided that the attempt could start."""
     payload = row.payload or {}
     if payload.get("refetchOutcome") is not None:
         field, body = "refetchOutcomeUrl", payload["refetchOutcome"]
@@ -214,4 +215,6 @@ def send_notification(engine: Engine, row: OutboxRow) -> None:
         raise OutboxAttemptError(f"notification endpoint returned HTTP {answer.status}", status=answer.status)
 
 
-register_row_kind(KIND, send_notification)
+# 30 s: the routes' default timeoutMs (config.routes); a record with less time left than that
+# plus the settle margin goes back to its queue unclaimed.
+register_row_kind(KIND, send_notification, timeout_s=30.0)

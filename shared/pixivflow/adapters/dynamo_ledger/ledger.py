@@ -18,6 +18,10 @@ from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, sh
 _is_conditional_failure = is_conditional_failure
 
 
+# How long after its creation a delivery row may still be retried (DESIGN §5), on top of the retention.
+INTENT_RETRY_HORIZON_S = 7 * 86_400
+
+
 class DynamoLedger(DynamoItems):
     """The ledger port on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
 
@@ -457,6 +461,9 @@ class DynamoLedger(DynamoItems):
         actionable row outside the index (``index_due``). Two index writes less per delivery."""
         sk = intent_sk(intent.target_id, intent.route, intent.work_type, intent.work_id)
         item = {"pk": slot_pk(intent.slot_id), "sk": sk, "entity": "intent", **_item(_INTENT_FIELDS, intent)}
+        # A delivery row outlives its send by the retention, like its slot: set once, at creation,
+        # past any retry (12 attempts at most 6 h apart end within 3 days), so no settle pays for it.
+        item["expiresAt"] = self._expires(intent.created_at) + INTENT_RETRY_HORIZON_S
         created, existing = self._put_new(item)
         if created:
             return intent, True
@@ -752,6 +759,8 @@ class DynamoLedger(DynamoItems):
         """Insert the request item if absent. Returns (created, the stored record)."""
         item = {"pk": f"REQUEST#{key.lower()}", "sk": "META", "entity": "request",
                 **{k: _to_ddb(v) for k, v in record.items() if v is not None}}
+        if isinstance(record.get("createdAt"), int):  # the identity lives as long as the slot it names can
+            item["expiresAt"] = _to_ddb(self._expires(record["createdAt"]) + INTENT_RETRY_HORIZON_S)
         created, existing = self._put_new(item)
         if created:
             return True, {k: _from_ddb(v) for k, v in item.items()}
