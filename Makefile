@@ -24,7 +24,7 @@ PORT ?= 8000
 SPEED ?= 1
 MOTO_PORT ?= 0
 dev: $(STAMP)
-	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(CONFIG),--config $(CONFIG),--demo)
+	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(STATE_DIR),--state-dir $(STATE_DIR)) $(if $(CONFIG),--config $(CONFIG),--demo)
 
 # Both cores (pytest-xdist): the suite is about 240 s on one core, about 150 s on two (issue 20).
 TEST_WORKERS ?= 2
@@ -50,14 +50,17 @@ sim: $(STAMP)
 $(LINT_VENV)/.installed:
 	@test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LINT_VENV)/bin/python -m pip install --quiet 'cfn-lint==1.53.3' aws-sam-translator 'ruff==0.17.6'
+	$(LINT_VENV)/bin/python -m pip install --quiet 'cfn-lint==1.53.3' aws-sam-translator 'ruff==0.17.6' 'checkov==3.3.30'
 	@touch $(LINT_VENV)/.installed
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
 # (../shared/notes/toolchain-facts.md §6): keep it pinned, with aws-sam-translator beside it.
+# checkov (issue 21: least privilege): the template's IAM and resource checks; every suppression is
+# a `checkov:skip=<id>:<why>` comment on its resource in template.yaml.
 lint: $(LINT_VENV)/.installed
 	$(LINT_VENV)/bin/cfn-lint template.yaml
 	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests bench
+	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 clean:
 	rm -rf $(VENV) $(LINT_VENV)

@@ -37,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port, env_file=args.env_file or None)
+                   moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -55,7 +55,7 @@ def _sync(args: argparse.Namespace) -> int:
     client = aws.client("scheduler")
     plan = plan_sync(desired, read_existing(client, args.group), target)
     for line in plan.describe():
-        print(line)
+        print(shown(line))
     if plan.empty:
         print("schedules are in sync")
         return 0
@@ -161,7 +161,7 @@ def _config(args: argparse.Namespace, *, required: bool):
     except Exception as exc:
         if required:
             raise UsageError(f"cannot load the config: {exc}") from None
-        print(f"warning: config not loaded ({exc}); notification keys of second routes are not looked up", file=sys.stderr)
+        print(shown(f"warning: config not loaded ({exc}); notification keys of second routes are not looked up"), file=sys.stderr)
         return None
 
 
@@ -184,19 +184,46 @@ def parse_instant(text: str, now_ms: int) -> int:
     return int(dt.timestamp() * 1000)
 
 
+# Characters a terminal may act on, never printed raw (issue 21 item 9): C0 and C1 controls (ESC,
+# BEL, CSI U+009B, NEL U+0085, ...), DEL, lone surrogates (which would also crash the print), the
+# line and paragraph separators, and the bidirectional overrides that reorder what is shown. Ids,
+# keys, URLs and error texts come from consumers and remote servers: they are shown escaped.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _unsafe(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF or ch in "\u2028\u2029" or ch in _BIDI
+
+
+def shown(value: Any) -> str:
+    """``value`` as text a terminal shows literally: every unsafe character as ``\\xNN`` / ``\\uNNNN``."""
+    text = str(value)
+    if not any(_unsafe(ch) for ch in text):
+        return text
+    return "".join((f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") if _unsafe(ch) else ch
+                   for ch in text)
+
+
+def json_text(view: Any, indent: int | None = 2) -> str:
+    """JSON output: readable UTF-8, with every unsafe character as a JSON ``\\uNNNN`` escape."""
+    text = json.dumps(view, indent=indent, ensure_ascii=False, sort_keys=True)
+    return "".join(f"\\u{ord(ch):04x}" if _unsafe(ch) and ch != "\n" else ch for ch in text)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
-    """Left-aligned columns, two spaces apart, no trailing blanks."""
-    cells = [[str(h) for h in headers]] + [["-" if v in (None, "") else str(v) for v in row] for row in rows]
+    """Left-aligned columns, two spaces apart, no trailing blanks; every cell :func:`shown`."""
+    cells = [[shown(h) for h in headers]] + [["-" if v in (None, "") else shown(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     return [(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths))).rstrip() for r in cells]
 
 
 def _emit(args: argparse.Namespace, view: Any, render: Callable[[Any], list[str]]) -> int:
     if args.json:
-        print(json.dumps(view, indent=2, ensure_ascii=False, sort_keys=True))
+        print(json_text(view))
     else:
         for line in render(view):
-            print(line)
+            print(shown(line))  # table cells are shown already; this catches the free-text lines
     return 0
 
 
@@ -403,10 +430,10 @@ def _run(name: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except InspectionError as exc:
-        print(f"pixivflow {name}: {exc.message}", file=sys.stderr)
+        print(shown(f"pixivflow {name}: {exc.message}"), file=sys.stderr)
         return 1
     except UsageError as exc:
-        print(f"pixivflow {name}: {exc}", file=sys.stderr)
+        print(shown(f"pixivflow {name}: {exc}"), file=sys.stderr)
         return 2
     except _StillOpen as exc:
         print(f"pixivflow {name}: {exc}", file=sys.stderr)
@@ -509,7 +536,7 @@ def _audit(event: str, **fields: Any) -> None:
     line = {"level": "INFO" if event == "outbox.redriven" else "WARNING", "event": event, "timestamp": _iso(_now_ms()),
             "operator": os.environ.get("USER") or os.environ.get("USERNAME") or None,
             **{k: v for k, v in fields.items() if v is not None}}
-    print(json.dumps(line, ensure_ascii=False, sort_keys=True), file=sys.stderr)
+    print(json_text(line, indent=None), file=sys.stderr)
 
 
 def _ledger_options(parser: argparse.ArgumentParser) -> None:
@@ -557,7 +584,9 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
     dev.add_argument("--env-file", default=".pixivflow-dev.env",
                      help="write export lines for a second shell here (default .pixivflow-dev.env; '' for none)")
-    dev.add_argument("--verbose", action="store_true", help="show every handler log line")
+    dev.add_argument("--state-dir", default=None, metavar="DIR",
+                     help="keep the local table, queues and bucket in DIR across restarts (and the moto port)")
+    dev.add_argument("--verbose", action="store_true", help="also print every handler's JSON log lines (INFO and up)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")

@@ -124,7 +124,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine):
         from .adapters.pixiv.secrets import SecretResolver
 
         # Issue 10: the account's shared gate and rotation guard live on the ledger table; the
-        # refresh token's ${VAR} resolves like route secrets (env, then SSM below ROUTE_SECRETS_PATH).
+        # refresh token's ${VAR} resolves from env, then SSM below PIXIV_SECRETS_PATH (ROUTE_SECRETS_PATH when unset).
         return build_source(
             config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,
             store=DynamoPixivAccounts(aws.client("dynamodb"), _env("LEDGER_TABLE")),
@@ -154,9 +154,6 @@ def reset() -> None:
     with _lock:
         _runtime = None
         _overrides.clear()
-    from .adapters.http_pools import close_operator_clients
-
-    close_operator_clients()  # the routes' pooled connections go with the graph that used them
 
 
 def override(**values: Any) -> None:

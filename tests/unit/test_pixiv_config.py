@@ -182,6 +182,29 @@ def test_runtime_builds_the_pixiv_source_without_any_request(tmp_path, monkeypat
             runtime.reset()
 
 
+def test_pixiv_secrets_live_below_their_own_path_and_fall_back_to_the_routes_path(monkeypatch):
+    """DESIGN §12 / issue 21: PIXIV_SECRETS_PATH (execute's alone), else ROUTE_SECRETS_PATH as before."""
+    asked = []
+
+    class Ssm:
+        def get_parameter(self, Name, WithDecryption):
+            asked.append(Name)
+            return {"Parameter": {"Value": "v"}}
+
+    monkeypatch.setenv("ROUTE_SECRETS_PATH", "/pixivflow/routes")
+    monkeypatch.setenv("PIXIV_SECRETS_PATH", "/pixivflow/pixiv/")
+    assert SecretResolver(env={}, ssm=Ssm()).lookup("PIXIV_REFRESH_TOKEN") == "v"
+    monkeypatch.delenv("PIXIV_SECRETS_PATH")
+    assert SecretResolver(env={}, ssm=Ssm()).lookup("PIXIV_REFRESH_TOKEN") == "v"
+    assert asked == ["/pixivflow/pixiv/PIXIV_REFRESH_TOKEN", "/pixivflow/routes/PIXIV_REFRESH_TOKEN"]
+
+
+def test_a_pixiv_secret_store_outage_is_the_one_unavailable_every_reader_shares():
+    from pixivflow.domain.errors import SecretStoreUnavailable
+
+    assert issubclass(SecretUnavailable, SecretStoreUnavailable)
+
+
 # -- issue 24: account governance, SOCKS, PIXIV_CANDIDATE_SCAN_LIMIT ----------------------------
 
 

@@ -186,9 +186,8 @@ def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -
     assert env["EXECUTION_QUEUE_URL"] == {"Ref": "ExecutionQueue"}
     assert env["OUTBOX_QUEUE_URL"] == {"Ref": "OutboxQueue"}
     assert env["PIXIVFLOW_CONFIG"] == {"Fn::Sub": "ssm:${ConfigParameterName}"}
-    assert env["TRIGGER_TOKEN_PARAMETER"] == {"Ref": "TriggerTokenParameterName"}
-    assert env["JOBS_TOKEN_PARAMETER"] == {"Ref": "JobsTokenParameterName"}
-    assert env["CALLBACK_SIGNING_SECRET_PARAMETER"] == {"Ref": "CallbackSigningSecretParameterName"}
+    # no secret is named globally: each function is told only the secrets it reads (issue 21)
+    assert not {k for k in env if k.endswith(("_PARAMETER", "_SECRETS_PATH"))}
     assert env["RETENTION_DAYS"] == {"Ref": "RetentionDays"}
     assert tpl["Parameters"]["RetentionDays"]["Default"] == 30
 
@@ -540,17 +539,17 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
     # Route tokens (a route's tokenParameter) are read only where deliveries are sent:
     # deliver, and trigger's drain route. They live below one path, never account-wide.
     # The job event callback signing secret likewise: deliver, and the drain route that may send them.
+    # The Pixiv account secrets have a path of their own, read by execute alone (issue 21).
     assert _ssm_parameters(resources, "TriggerFunction") == {
         "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*",
         "CallbackSigningSecretParameterName"}
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*",
                                                             "CallbackSigningSecretParameterName"}
-    # execute reads the Pixiv refresh token's ${VAR} below the same path (issue 10)
-    assert _ssm_parameters(resources, "ExecuteFunction") == {"ConfigParameterName", "RouteSecretsPath}/*"}
+    assert _ssm_parameters(resources, "ExecuteFunction") == {"ConfigParameterName", "PixivSecretsPath}/*"}
     assert _ssm_parameters(resources, "StallSweepFunction") == {"ConfigParameterName"}
     for name in ("ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath",
-                 "CallbackSigningSecretParameterName"):
+                 "PixivSecretsPath", "CallbackSigningSecretParameterName"):
         # the ARN is built as parameter${Name}: names must start with "/"
         assert tpl["Parameters"][name]["AllowedPattern"].startswith("^/"), name
         assert tpl["Parameters"][name]["Default"].startswith("/"), name
@@ -569,9 +568,43 @@ def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
 
 
-def test_route_secrets_path_reaches_the_functions(tpl: dict[str, Any]) -> None:
-    env = tpl["Globals"]["Function"]["Environment"]["Variables"]
-    assert env["ROUTE_SECRETS_PATH"] == {"Ref": "RouteSecretsPath"}
+# What each function is told about secrets (DESIGN §12 names) and what its policy lets it read
+# are the same list: a name in its environment is granted, and nothing else is.
+SECRET_ENV = {
+    "TRIGGER_TOKEN_PARAMETER": "TriggerTokenParameterName", "JOBS_TOKEN_PARAMETER": "JobsTokenParameterName",
+    "CALLBACK_SIGNING_SECRET_PARAMETER": "CallbackSigningSecretParameterName",
+    "ROUTE_SECRETS_PATH": "RouteSecretsPath}/*", "PIXIV_SECRETS_PATH": "PixivSecretsPath}/*",
+}
+
+
+@pytest.mark.parametrize("logical_id, names", [
+    ("TriggerFunction", {"TRIGGER_TOKEN_PARAMETER", "JOBS_TOKEN_PARAMETER", "ROUTE_SECRETS_PATH",
+                         "CALLBACK_SIGNING_SECRET_PARAMETER"}),
+    ("ExecuteFunction", {"PIXIV_SECRETS_PATH"}),
+    ("DeliverFunction", {"ROUTE_SECRETS_PATH", "CALLBACK_SIGNING_SECRET_PARAMETER"}),
+    ("StallSweepFunction", set()),
+    ("JobEventsFunction", {"JOBS_TOKEN_PARAMETER"}),
+])
+def test_each_function_is_told_exactly_the_secrets_it_may_read(resources: dict[str, Any], logical_id: str,
+                                                               names: set[str]) -> None:
+    env = resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+    told = {k for k in env if k in SECRET_ENV}
+    assert told == names
+    for name in told:
+        expected = SECRET_ENV[name].removesuffix("}/*")
+        assert env[name] == {"Ref": expected}, name
+    assert _ssm_parameters(resources, logical_id) - {"ConfigParameterName"} == {SECRET_ENV[n] for n in names}
+
+
+def test_only_execute_writes_a_parameter_and_only_pixiv_ones(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    assert allowed(resources, "ExecuteFunction", "ssm:PutParameter") == [
+        {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${PixivSecretsPath}/PIXIV_*"}]
+    for lid in set(FUNCTIONS) - {"ExecuteFunction"}:
+        assert "ssm:PutParameter" not in json.dumps(inline_statements(resources, lid)), lid
+    # the two secret paths may not be one (a CloudFormation rule refuses the stack)
+    [assertion] = tpl["Rules"]["SecretPathsApart"]["Assertions"]
+    assert assertion["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "RouteSecretsPath"}, {"Ref": "PixivSecretsPath"}]}]}
+    assert tpl["Parameters"]["PixivSecretsPath"]["Default"] != tpl["Parameters"]["RouteSecretsPath"]["Default"]
 
 
 # ------------------------------------------------------------------ operable in production (issue 16)

@@ -1,8 +1,9 @@
 """The two trust classes of outgoing HTTP, one connection policy each (issue 21; DESIGN §11).
 
-* **Operator routes** (``delivery.targets`` / PixivFlow routes the operator configured): one
-  shared ``httpx.Client`` per timeout for the container's life (:func:`operator_client`), so
-  warm invocations reuse their connections to the operator's own endpoints.
+* **Operator routes** (``delivery.targets`` / PixivFlow routes the operator configured): the
+  route channel's own pool, one ``httpx.Client`` per timeout for the channel's life
+  (``adapters.routes.http.Http``, ``adapters.webhook``), so warm invocations reuse their
+  connections to the operator's own endpoints; a dropped channel closes them.
 * **Consumer callbacks** (a ``callback_url`` a client of the jobs API supplied: untrusted): every
   request gets a transport of its own (:func:`consumer_transport`) that keeps NO connection
   alive. The callback sender connects to the vetted IP address with the URL's host in ``Host``
@@ -22,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ssl
-import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -104,30 +104,4 @@ def consumer_transport() -> httpx.BaseTransport:
     return transport
 
 
-_operator_clients: dict[tuple[float, int], httpx.Client] = {}
-_operator_lock = threading.Lock()
-
-
-def operator_client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    """The shared client of the operator's routes for this timeout (and injected transport)."""
-    key = (float(timeout_s), id(transport) if transport is not None else 0)
-    with _operator_lock:
-        client = _operator_clients.get(key)
-        if client is None:
-            timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
-            client = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
-            _operator_clients[key] = client
-        return client
-
-
-def close_operator_clients() -> None:
-    """Close every pooled client (and its kept-alive connections): ``runtime.reset()`` calls it, so
-    a runtime that is torn down (tests, the dev server's stop) leaves no connection open behind it."""
-    with _operator_lock:
-        clients = list(_operator_clients.values())
-        _operator_clients.clear()
-    for client in clients:
-        client.close()
-
-
-__all__ = ["close_operator_clients", "consumer_transport", "deadline", "operator_client"]
+__all__ = ["consumer_transport", "deadline"]

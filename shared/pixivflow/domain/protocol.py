@@ -105,10 +105,6 @@ def events_url(job_id: str) -> str:
     return f"/jobs/{quote(job_id, safe='')}/events"
 
 
-def first_cell(slot: Slot, cells: Mapping[str, Cell]) -> Cell | None:
-    return cells.get(slot.target_ids[0]) if slot.target_ids else None
-
-
 def project_job(slot: Slot, cell: Cell | None, intents: Sequence[Intent], now_ms: int) -> dict[str, Any]:
     """``$defs/Job`` for a slot and its first snapshot cell. Optional string fields are omitted
     rather than null; timestamp fields the schema allows to be null are null when unknown."""
@@ -295,7 +291,7 @@ __all__ = [
     "CANCELLED", "EVENTS_PAGE_LIMIT", "EVENT_TYPE_FOR_KIND", "EXPIRED", "FAILED", "ImpliedEvent", "JOB_TYPE",
     "ONCE_KINDS", "PROGRESSED", "PROTOCOL_VERSION", "ProtocolError", "QUEUED", "REQUESTED", "RUNNING", "STARTED",
     "SUCCEEDED", "SUPPORTED_VERSIONS", "TERMINAL_EVENT_KINDS", "TERMINAL_JOB_STATUSES", "TERMINAL_KINDS",
-    "after_position", "build_event", "count_after", "event_id", "events_url", "first_cell", "implied_events",
+    "after_position", "build_event", "count_after", "event_id", "events_url", "implied_events",
     "invalid", "is_projected", "job_result", "job_status", "parse_ack_body", "parse_event_id", "parse_event_query",
     "progress_stage", "project_job", "unknown_job",
 ]

@@ -178,6 +178,7 @@ class Query:
     exclude_ai: bool = False
     user_id: str | None = None
     duration: str | None = None
+    include_r18: bool = False
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)

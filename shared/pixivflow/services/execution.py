@@ -10,7 +10,7 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..ports import OutgoingMessage
@@ -22,17 +22,20 @@ from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
                              TransientSourceError)
+from ..domain.language import verdict as language_verdict
 from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
+from .assets import PREVIEW_ROUTES, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
 from .rollup import cell_delivery_state, rollup
+from .topic import LIGHT, SelectionSuspended, run_topic
 
 
 class LeaseLost(Exception):
@@ -50,7 +53,7 @@ MAX_QUEUE_DELAY_S = 900  # SQS's DelaySeconds cap; a later due time is re-deferr
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | deferred
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | deferred | continued (topic checkpoint)
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -180,6 +183,14 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
                    slot_id=slot_id, target_id=target_id, error=str(exc))
         return ExecutionResult(slot_id, target_id, "claimed_by_other")
+    except SelectionSuspended:
+        # The selection's progress is on the cell (services/topic.py): give the lease back and
+        # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
+        # the sweep re-dispatches; the checkpoint is read again either way.
+        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
+                    event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
+        return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
         try:
@@ -330,6 +341,9 @@ def _run_target(run: CellRun) -> TargetOutcome:
     if plan.pinned_id is not None:
         return _run_pinned(run, plan)
     try:
+        if target.mode == "topic":
+            # Topic mode's own walk (services/topic.py): Japan day, tag space, lookback days.
+            return run_topic(run, _select)
         selection = _search(run, plan)
     except PaginationError as exc:
         # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
@@ -499,16 +513,20 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         reserved.append(route)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work.work_id)
     try:
-        _store_work(run, work, prefix, resumed=False)
+        if (work.raw or {}).get(LIGHT):
+            # Restored from a topic checkpoint: only its id and rank were kept; fetch it whole.
+            extra = {k: v for k, v in work.raw.items() if k != LIGHT}
+            full = engine.source.get_work(work.work_type, work.work_id)
+            work = replace(full, raw={**dict(full.raw or {}), **extra})
+        work = _store_work(run, work, prefix, resumed=False, filters=True)
     except FatalSourceError:
         _undo(run, work, reserved)
         raise
-    except _AiMarked:
-        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
-        # committed, so the candidate is given back like a failed download and the scan goes on.
+    except _Filtered as exc:
+        # A content-side rule (aiMetadataCheck, the novel language filter): nothing was committed,
+        # so the candidate is given back like a failed download and the scan goes on.
         _undo(run, work, reserved)
-        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
-                                          "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
+        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(exc)[:200]))
         return "skipped"
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
@@ -529,11 +547,20 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
+    elif engine.config.dry_run(target):
+        # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
+        engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
+                   event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
+                   work_type=work.work_type, artifact_key=prefix)
     return "taken"
 
 
-class _AiMarked(Exception):
-    """The first page carries AI generator metadata (aiMetadataCheck)."""
+class _Filtered(Exception):
+    """A content-side rule excludes the work once its files are fetched (aiMetadataCheck, the
+    novel language filter); the message is the skip's reason."""
+
+
+AI_MARKED = "excluded by aiMetadataCheck: the first page carries AI generator metadata"
 
 
 class DownloadIncomplete(Exception):
@@ -551,26 +578,31 @@ AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image 
 INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
 
 
-def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool) -> list[StoredFile]:
-    """The work's files in the store, committed (DESIGN §12: before any intent is recorded).
+def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> Work:
+    """The work's files in the store, committed (DESIGN §12: before any intent is recorded); the
+    work as the content rules left it (a detected language). ``filters``: apply the content-side
+    rules (a fresh candidate; raises ``_Filtered``).
 
     A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
     one at a time, a resumed work starting at its first missing file; each starts only when the
-    invocation's time left covers its worst case. Other sources hand over the whole work."""
-    engine = run.engine
+    invocation's time left covers its worst case. Other sources, and works whose routes also send
+    previews (made from the whole files), hand over the whole work."""
+    engine, target = run.engine, run.target
     stored = _stored(engine, prefix)  # committed before a crash: never downloaded twice
     if stored:
-        return stored
+        return _content_rules(run, work, [], stored) if filters else work
     planner = getattr(engine.source, "plan", None)
-    planned = planner(work) if planner is not None and hasattr(engine.artifacts, "put_stream") else None
+    previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
+    streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
+    planned = planner(work) if streamable else None
     if planned is None:
         files = engine.source.download(work)
         if not files:
             raise SourceError("no files produced")
-        if run.target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
-            raise _AiMarked()
-        engine.artifacts.put(prefix, files)
-        return list(engine.artifacts.stored(prefix))
+        if filters:
+            work = _content_rules(run, work, files, [])
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
+        return work
     have = engine.artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
     for index, planned_file in enumerate(planned):
@@ -579,17 +611,33 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool) -> list
             continue
         if not _file_fits(run, planned_file.worst_case_ms):
             raise DownloadIncomplete(len(out), len(planned))
-        check = run.target.aiMetadataCheck and index == 0
+        check = filters and run.target.aiMetadataCheck and index == 0
         head = bytearray()
         with planned_file.open() as (chunks, header_type):
             out.append(engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
                                                    header_type=header_type, role=planned_file.role, meta=planned_file.meta))
         if check and has_ai_file_markers(bytes(head)):
             engine.artifacts.delete(prefix)
-            raise _AiMarked()
+            raise _Filtered(AI_MARKED)
         run.heartbeat()
     engine.artifacts.commit(prefix, out)
-    return out
+    return work
+
+
+def _content_rules(run: CellRun, work: Work, files: list, stored: list[StoredFile]) -> Work:
+    """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
+    engine, target = run.engine, run.target
+    if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
+        raise _Filtered(AI_MARKED)
+    if target.languageFilter and work.work_type == "novel":
+        text = _novel_text(engine, files, stored)
+        verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
+                                   strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
+        if not verdict.keep:
+            raise _Filtered(str(verdict.reason))
+        if verdict.detected is not None:
+            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
+    return work
 
 
 def _watched(chunks, head: bytearray | None):
@@ -606,6 +654,17 @@ def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
         return True
     need = worst_case_ms + GUARD_SLACK_MS
     return need > INVOCATION_BUDGET_MS or run.time_left() >= need
+
+
+def _novel_text(engine: Engine, files: list, stored: list[StoredFile]) -> str:
+    """The novel's body: the fetched text file, or the stored one on a re-run after a crash."""
+    for file in files:
+        if getattr(file, "role", None) == "text":
+            return bytes(file.content).decode("utf-8", "replace")
+    for file in stored:
+        if getattr(file, "role", None) == "text" or str(getattr(file, "name", "")).endswith(".txt"):
+            return engine.artifacts.read(file).decode("utf-8", "replace")
+    return ""
 
 
 def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
@@ -637,7 +696,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         payload = delivery_payload(slot, run.target, work, config)
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
-            work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,
+            work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
             next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
         )
         stored, _ = engine.ledger.put_intent(intent)
@@ -660,8 +719,6 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         raise
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
-    except _AiMarked:
-        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is excluded by aiMetadataCheck", retryable=False)
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):

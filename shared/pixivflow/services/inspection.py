@@ -21,7 +21,7 @@ from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
-from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, first_cell, project_job
+from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from ..ports import OutgoingMessage
 from .job_events import callback_key
 from .messages import outbox_body
@@ -367,8 +367,9 @@ def show_job(reads: Reads, job_id: str) -> dict[str, Any]:
     state = reads.ledger.load(job_id)
     if state is None or not state.slot.manual_request_id:
         raise InspectionError("not_found", f"no job {job_id!r} in the ledger")
-    cell = first_cell(state.slot, state.cells)
-    job = project_job(state.slot, cell, state.intents, reads.now_ms())
+    # The one first-cell rule (SlotState.first_cell): a queued job's cell is not written until its
+    # first claim, and the pending cell it stands for is what GET /jobs/{jobId} projects too.
+    job = project_job(state.slot, state.first_cell(), state.intents, reads.now_ms())
     view = show_slot(reads, job_id)
     return {"job": job, "events": view["events"], "timeline": view["timeline"]}
 
@@ -421,7 +422,9 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
         if intent.outbox_status != "dead":
             raise InspectionError("refused", f"outbox row {key} is {intent.outbox_status}, not dead: nothing to redrive")
         cell = reads.ledger.get_cell(slot_id, target_id)
-        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+        # A Telegram review recorded uncertain is the exception (issue 23): its dead-letter hint
+        # says a redrive re-sends it on purpose; the cell's outcome stays as it ended.
+        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and intent.remote_status != "uncertain":
             reason = f" ({cell.terminal_reason_code})" if cell.terminal_reason_code else ""
             raise InspectionError("refused", f"cell {target_id} of {slot_id} ended {cell.status}{reason}: its outcome is final, "
                                              "so this delivery is not re-armed; request a refetch to deliver a new work")

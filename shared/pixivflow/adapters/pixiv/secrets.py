@@ -1,5 +1,5 @@
 """The Pixiv refresh token's store (issue 10): ``${VAR}`` resolved like every secret (DESIGN §7:
-environment first, then SSM below ``RouteSecretsPath``), plus what only a rotating token needs:
+environment first, then SSM below ``PIXIV_SECRETS_PATH``, or ``ROUTE_SECRETS_PATH`` when unset), plus what only a rotating token needs:
 a fresh re-read, remembering a rotated value and writing it back (``put``).
 
 The ``${VAR}`` syntax itself (``expand``, ``references``) lives in ``adapters.secret_refs``.
@@ -7,7 +7,7 @@ The ``${VAR}`` syntax itself (``expand``, ``references``) lives in ``adapters.se
 A PixivFlow config writes its secrets as ``${NAME}`` (the Pixiv refresh token, a proxy password,
 route tokens). ``expand(text, lookup)`` replaces each reference with ``lookup(NAME)``;
 ``SecretResolver.lookup`` is the lookup every secret shares: the environment variable ``NAME``
-when set, else the SSM SecureString ``<ROUTE_SECRETS_PATH>/<NAME>``.
+when set, else the SSM SecureString ``<PIXIV_SECRETS_PATH>/<NAME>``.
 
 Two failure kinds are kept apart on purpose:
 
@@ -27,18 +27,22 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from ...domain.errors import PixivFlowError
+from ...domain.errors import SecretStoreUnavailable
 from ..secret_refs import REFERENCE, UnresolvedSecret, expand, is_reference, references  # noqa: F401 - re-exported
 
-SECRETS_PATH_ENV = "ROUTE_SECRETS_PATH"
+# DESIGN §12: the Pixiv account secrets live below their own path (execute alone reads and writes
+# it, issue 21); a stack that never set one keeps them below the routes' path, as before.
+SECRETS_PATH_ENV = "PIXIV_SECRETS_PATH"
+FALLBACK_PATH_ENV = "ROUTE_SECRETS_PATH"
 _TRANSIENT_ATTEMPTS = 3
 
 # One ``${VAR}`` syntax for every secret (routes and Pixiv alike): parsed by secret_refs.
 SecretMissing = UnresolvedSecret
 
 
-class SecretUnavailable(PixivFlowError):
-    """The secret store could not answer (after retries). Retryable; never read as "no secret"."""
+class SecretUnavailable(SecretStoreUnavailable):
+    """The secret store could not answer (after retries). Retryable; never read as "no secret".
+    The one "unavailable" of every secret reader (domain.errors.SecretStoreUnavailable)."""
 
     def __init__(self, name: str, detail: str) -> None:
         super().__init__(f"secret store unavailable while reading ${{{name}}}: {detail}")
@@ -61,7 +65,9 @@ class SecretResolver:
 
     def __init__(self, path: str | None = None, *, env: Mapping[str, str] | None = None,
                  ssm: Any = None, sleep: Callable[[float], None] = time.sleep, attempts: int = _TRANSIENT_ATTEMPTS) -> None:
-        self._path = (path if path is not None else os.environ.get(SECRETS_PATH_ENV) or "").rstrip("/") or None
+        if path is None:
+            path = os.environ.get(SECRETS_PATH_ENV) or os.environ.get(FALLBACK_PATH_ENV) or ""
+        self._path = path.rstrip("/") or None
         self._env = env if env is not None else os.environ
         self._ssm_arg = ssm
         self._ssm_client: Any = None
