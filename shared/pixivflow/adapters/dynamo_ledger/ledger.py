@@ -394,6 +394,18 @@ class DynamoLedger(DynamoItems):
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
+    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
+                   candidate_report: Mapping[str, Any]) -> bool:
+        """Hand a claimed cell back to its queue until ``due_at`` without using an attempt (issue 24:
+        its account had no free permit, or was cooling down). The claim's attempt is given back,
+        the lease dropped, and ``dispatchedAt`` set to the due time so the sweep's recovery waits
+        for the delayed message instead of re-dispatching it earlier. Only the lease holder may."""
+        upd = _Update().remove("leaseOwner", "leaseUntil").set("dispatchedAt", int(due_at)).set("updatedAt", now_ms)
+        upd.add("attemptCount", -1).set("candidateReport", dict(candidate_report))
+        upd.when("#leaseOwner = :owner", owner=owner)
+        upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
     def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
                         unwritten: Cell | None = None) -> bool:
         """Claim the right to re-dispatch a cell (so concurrent sweeps send once). ``unwritten``: the
