@@ -37,9 +37,14 @@ def granted(tpl: dict[str, Any], logical_id: str, action: str) -> list[Any]:
     return found
 
 
-def test_functions_know_the_secrets_path(tpl):
-    env = tpl["Globals"]["Function"]["Environment"]["Variables"]
-    assert env["ROUTE_SECRETS_PATH"] == {"Ref": "RouteSecretsPath"}
+def test_execute_knows_the_pixiv_secrets_path(tpl):
+    """Issue 21: the Pixiv account secrets have their own path, told to execute alone."""
+    env = tpl["Resources"]["ExecuteFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["PIXIV_SECRETS_PATH"] == {"Ref": "PixivSecretsPath"}
+    assert "ROUTE_SECRETS_PATH" not in env
+    for lid, resource in tpl["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::Function" and lid != "ExecuteFunction":
+            assert "PIXIV_SECRETS_PATH" not in json.dumps(resource["Properties"].get("Environment", {})), lid
 
 
 def test_execute_reads_and_finds_stored_artifacts(tpl):
@@ -56,8 +61,9 @@ def test_deliver_reads_artifacts_to_sign_asset_urls_and_never_writes_them(tpl):
 
 
 def test_execute_reads_secrets_below_the_path_and_writes_only_pixiv_tokens(tpl):
-    assert {"Fn::Sub": f"{PARAMETER}${{RouteSecretsPath}}/*"} in granted(tpl, "ExecuteFunction", "ssm:GetParameter")
-    assert granted(tpl, "ExecuteFunction", "ssm:PutParameter") == [{"Fn::Sub": f"{PARAMETER}${{RouteSecretsPath}}/PIXIV_*"}]
+    assert {"Fn::Sub": f"{PARAMETER}${{PixivSecretsPath}}/*"} in granted(tpl, "ExecuteFunction", "ssm:GetParameter")
+    assert {"Fn::Sub": f"{PARAMETER}${{RouteSecretsPath}}/*"} not in granted(tpl, "ExecuteFunction", "ssm:GetParameter")
+    assert granted(tpl, "ExecuteFunction", "ssm:PutParameter") == [{"Fn::Sub": f"{PARAMETER}${{PixivSecretsPath}}/PIXIV_*"}]
     for lid, resource in tpl["Resources"].items():
         if resource["Type"] == "AWS::Serverless::Function" and lid != "ExecuteFunction":
             assert "ssm:PutParameter" not in json.dumps(statements(tpl, lid)), lid
