@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 
@@ -70,6 +70,7 @@ class SearchRequest:
     end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
     exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
     user_id: str | None = None  # mode "user": the user's works
+    include_r18: bool = False  # topic mode: topicDiscovery.includeR18 drops filter=for_ios (note §2)
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ class DeliveryResponse:
     status: int
     body: Any  # parsed JSON when the body was JSON, else the text
     text: str = ""
+    note: str | None = None  # what the route did differently (a rich preview it could not publish)
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,21 @@ class DeliveryRequest:
     body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
+    guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
+    preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
+
+
+@dataclass(frozen=True)
+class SendGuard:
+    """What a route that posts in several calls needs from the ledger so it never posts twice
+    silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
+    write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
+    saved, and whether an operator re-armed the row on purpose (``pixivflow outbox redrive``)."""
+
+    started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
+    progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
+    redriven: bool
+    mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
 
 
 class DeliveryChannel(Protocol):
@@ -307,6 +324,11 @@ class Queues(Protocol):
         """Send outbox messages. Returns the indexes of the messages that were NOT sent."""
         ...
 
+    def dead_letter_depth(self) -> int:
+        """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
+        deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
+        ...
+
 
 class Ledger(Protocol):
     # slots
@@ -342,6 +364,14 @@ class Ledger(Protocol):
 
     def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
+    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
+                                  checkpoint: Mapping[str, Any]) -> bool:
+        """A topic selection's progress on its cell, conditional on the lease owner (issue 22)."""
+        ...
+
+    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None: ...
+    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
+                        fresh_until_ms: int) -> bool: ...
     def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]: ...
     def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool: ...
     def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **options: Any) -> bool:
@@ -372,6 +402,9 @@ class Ledger(Protocol):
     def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
     def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
     def settle_intent(self, intent: Intent, owner: str, now_ms: int, **result: Any) -> Intent | None: ...
+    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
+        """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
+        ...
     def index_due(self, intent: Intent) -> bool:
         """Put an actionable row its slot no longer covers into DueOutbox (refused if the row moved)."""
         ...

@@ -76,6 +76,7 @@ def build() -> Runtime:
         _env("OUTBOX_QUEUE_URL"),
         now_ms=clock.now_ms,
         virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
+        dead_letter_urls=[u.strip() for u in os.environ.get("DEAD_LETTER_QUEUE_URLS", "").split(",") if u.strip()],
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).

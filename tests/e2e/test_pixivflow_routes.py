@@ -24,7 +24,7 @@ from conftest import JOBS_TOKEN, ms
 from route_receiver import Receiver
 from test_delivery_matrix import drive
 
-from pixivflow.adapters.catalog_source import artifact_bytes
+from pixivflow.adapters.catalog_source import artifact_bytes, preview_bytes
 from pixivflow.adapters.secret_store import SecretStore
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "example-delivery.json").read_text())
@@ -122,13 +122,17 @@ def test_multipart_submission_carries_the_stored_files_the_fields_and_one_key(ma
     assert int(post.headers["content-length"]) == len(post.raw)
     assert "idempotency-key" not in post.headers  # the key travels only as the form field
     parts = post.parts()
-    # files first (one part per page), then the text fields
-    assert [p.name for p in parts[:2]] == ["files", "files"] and all(p.filename is None for p in parts[2:])
+    # files first (one part per page), then their previews one-to-one (issue 23), then the text fields
+    assert [p.name for p in parts[:4]] == ["files", "files", "previews", "previews"]
+    assert all(p.filename is None for p in parts[4:])
     stored = bucket_files(rt, f"{SLOT}/cats/{i.work_id}")
     assert [(f.filename, f.content_type) for f in post.files()] == [(f"{i.work_id}_p0.png", "application/octet-stream"),
                                                                     (f"{i.work_id}_p1.png", "application/octet-stream")]
     assert [f.data for f in post.files()] == [stored[f"{i.work_id}_p0.png"], stored[f"{i.work_id}_p1.png"]]
     assert [f.data for f in post.files()] == [artifact_bytes(i.work_id, 0), artifact_bytes(i.work_id, 1)]
+    assert [(f.filename, f.data) for f in post.files("previews")] == [
+        (f"{i.work_id}_p{n}.png.preview.jpg", preview_bytes(i.work_id, n)) for n in (0, 1)]
+    assert [f.data for f in post.files("previews")] == [stored[f"{i.work_id}_p{n}.png.preview.jpg"] for n in (0, 1)]
     fields = post.fields()
     assert fields["idempotency_key"] == [i.idempotency_key]
     assert set(fields) == set(EXAMPLE["delivery"]["targets"]["bot1-submit"]["fields"])
@@ -223,7 +227,7 @@ def test_ack_hints_of_the_route_read_a_terminal_remote_status(make_runtime, rece
     assert (i.status, i.outbox_status, i.remote_id, i.remote_status, i.attempts) == ("failed", "done", "77", "rejected", 1)
     assert state(rt).cells["cats"].status == "failed" and len(receiver.at(SUBMIT)) == 1
     # files are kept for a failure
-    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 2
+    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 4  # two pages and their previews
 
 
 def test_ack_hints_of_the_route_read_a_historical_duplicate(make_runtime, receiver):
@@ -234,7 +238,7 @@ def test_ack_hints_of_the_route_read_a_historical_duplicate(make_runtime, receiv
     i = intents(rt)["bot1-submit"]
     assert (i.status, i.remote_id, i.reuse_reason) == ("duplicate", "old-9", "historical_duplicate")
     assert state(rt).cells["cats"].status == "duplicate"
-    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 2  # kept for a duplicate
+    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 4  # kept for a duplicate (pages and previews)
 
 
 def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
@@ -244,7 +248,7 @@ def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
     i = intents(rt)["bot1-submit"]
     assert i.status == "delivered" and bucket_files(rt, f"{SLOT}/cats/{i.work_id}") == {}
     (deleted,) = logs.events("artifacts.deleted")
-    assert deleted["count"] == 2
+    assert deleted["count"] == 4  # the pages and their previews
 
 
 def test_our_kind_webhook_route_keeps_its_stored_files_as_before(make_runtime, downstream):

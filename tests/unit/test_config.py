@@ -143,9 +143,14 @@ def test_a_schedule_without_target_ids_counts_every_target(cfg: dict) -> None:
 # -- targets and routes ----------------------------------------------------------------------------
 
 
-def test_cache_mode_without_a_route(cfg: dict) -> None:
+def test_cache_mode_without_a_route_is_a_dry_run(cfg: dict) -> None:
+    # pixivflow.shadow.json (issue 23): accepted, and the load says what it means.
     del cfg["targets"][2]["delivery"]
-    assert error_of(cfg) == "invalid configuration: targets[2].delivery: storageMode cache needs a delivery route"
+    config = parse_config(cfg)
+    assert config.targets[2].routes() == [] and config.dry_run(config.targets[2])
+    assert [w for w in config.warnings if "DRY RUN" in w] == [
+        "targets[2].delivery: storageMode cache with no delivery route: DRY RUN (selects and stores each work and "
+        "records what it would deliver; posts nothing, sends no notification)"]
 
 
 def test_unknown_route_name(cfg: dict) -> None:
@@ -357,13 +362,21 @@ def test_a_limit_above_1000_warns_and_is_kept(cfg: dict) -> None:
     assert config.warnings == ("targets[0].limit: 1500 is above 1000; one run may page and scan for a long time",)
 
 
-def test_pixivflow_keys_that_change_no_selection_are_accepted_with_a_warning(cfg: dict) -> None:
+def test_topic_language_and_no_match_keys_are_typed_with_pixivflows_defaults(cfg: dict) -> None:
     cfg["targets"][4]["noMatchPolicy"] = {"lookbackDays": 3}
-    cfg["targets"][4]["topicDiscovery"] = {"maxTags": 5}
-    assert parse_config(cfg).warnings == (
-        "targets[4].noMatchPolicy: not supported by this deployment; ignored",
-        "targets[4].topicDiscovery: not supported by this deployment; ignored",
-    )
+    cfg["targets"][4]["topicDiscovery"] = {"maxTags": 5, "includeR18": True}
+    cfg["targets"][5].update(languageFilter="chinese", strictLanguageFilter=True)
+    config = parse_config(cfg)
+    assert config.warnings == ()
+    topic, novel = config.targets[4], config.targets[5]
+    assert (topic.noMatchPolicy.lookbackDays, topic.noMatchPolicy.notify) == (3, False)
+    assert (topic.topicDiscovery.maxTags, topic.topicDiscovery.includeR18, topic.topicDiscovery.sampleWorks,
+            topic.topicDiscovery.cacheDays, topic.topicDiscovery.minScore, topic.topicDiscovery.relatedTags) == (
+        5, True, 100, 7, 0.22, "always")
+    assert (topic.candidateCollection.maxPerTag, topic.candidateCollection.maxCandidates,
+            topic.candidateCollection.minMetadataScore) == (40, 250, 0.35)
+    assert (novel.languageFilter, novel.languageCandidateLimit, novel.strictLanguageFilter, novel.detectLanguage) == (
+        "chinese", 20, True, True)
 
 
 def test_an_inverted_date_window_is_a_warning(cfg: dict) -> None:
@@ -404,7 +417,12 @@ def test_warnings_gathered_before_a_fatal_error_travel_with_it(cfg: dict) -> Non
     (0, {"novelId": 5}, "targets[0].novelId: only for novel targets"),
     (5, {"illustId": 5}, "targets[5].illustId: only for illustration targets"),
     (5, {"seriesId": 14690617}, "targets[5].seriesId: novel series targets are not supported"),
-    (5, {"languageFilter": "chinese"}, "targets[5].languageFilter: not supported"),
+    (5, {"languageFilter": "japanese"}, "targets[5].languageFilter: "),
+    (5, {"languageCandidateLimit": 101}, "targets[5].languageCandidateLimit: "),
+    (4, {"noMatchPolicy": {"lookbackDays": 8}}, "targets[4].noMatchPolicy.lookbackDays: "),
+    (4, {"topicDiscovery": {"maxTags": 41}}, "targets[4].topicDiscovery.maxTags: "),
+    (4, {"topicDiscovery": {"minScore": 1.5}}, "targets[4].topicDiscovery.minScore: "),
+    (4, {"candidateCollection": {"maxPerTag": 4}}, "targets[4].candidateCollection.maxPerTag: "),
     (0, {"limit": 0}, "targets[0].limit: "),
 ])
 def test_bad_selection_keys_are_fatal_and_name_their_field(cfg: dict, index, edit, expected) -> None:

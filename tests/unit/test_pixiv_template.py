@@ -37,14 +37,16 @@ def granted(tpl: dict[str, Any], logical_id: str, action: str) -> list[Any]:
     return found
 
 
-def test_execute_knows_the_pixiv_secrets_path(tpl):
-    """Issue 21: the Pixiv account secrets have their own path, told to execute alone."""
+def test_only_execute_knows_the_pixiv_secrets_path(tpl):
+    """Least privilege (issue 21): the Pixiv account tokens have their own path, named to execute alone."""
+    assert "PIXIV_SECRETS_PATH" not in tpl["Globals"]["Function"]["Environment"]["Variables"]
+    for lid, resource in tpl["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        env = (resource["Properties"].get("Environment") or {}).get("Variables") or {}
+        assert ("PIXIV_SECRETS_PATH" in env) == (lid == "ExecuteFunction"), lid
     env = tpl["Resources"]["ExecuteFunction"]["Properties"]["Environment"]["Variables"]
     assert env["PIXIV_SECRETS_PATH"] == {"Ref": "PixivSecretsPath"}
-    assert "ROUTE_SECRETS_PATH" not in env
-    for lid, resource in tpl["Resources"].items():
-        if resource["Type"] == "AWS::Serverless::Function" and lid != "ExecuteFunction":
-            assert "PIXIV_SECRETS_PATH" not in json.dumps(resource["Properties"].get("Environment", {})), lid
 
 
 def test_execute_reads_and_finds_stored_artifacts(tpl):
@@ -61,8 +63,9 @@ def test_deliver_reads_artifacts_to_sign_asset_urls_and_never_writes_them(tpl):
 
 
 def test_execute_reads_secrets_below_the_path_and_writes_only_pixiv_tokens(tpl):
-    assert {"Fn::Sub": f"{PARAMETER}${{PixivSecretsPath}}/*"} in granted(tpl, "ExecuteFunction", "ssm:GetParameter")
-    assert {"Fn::Sub": f"{PARAMETER}${{RouteSecretsPath}}/*"} not in granted(tpl, "ExecuteFunction", "ssm:GetParameter")
+    reads = granted(tpl, "ExecuteFunction", "ssm:GetParameter")
+    assert {"Fn::Sub": f"{PARAMETER}${{PixivSecretsPath}}/*"} in reads
+    assert {"Fn::Sub": f"{PARAMETER}${{RouteSecretsPath}}/*"} not in reads  # the routes' tokens are deliver's
     assert granted(tpl, "ExecuteFunction", "ssm:PutParameter") == [{"Fn::Sub": f"{PARAMETER}${{PixivSecretsPath}}/PIXIV_*"}]
     for lid, resource in tpl["Resources"].items():
         if resource["Type"] == "AWS::Serverless::Function" and lid != "ExecuteFunction":

@@ -100,10 +100,12 @@ class DynamoJobStore(DynamoItems):
         head = {
             "Update": {
                 "TableName": self._table, "Key": self._key(job_id, HEAD_SK),
-                "UpdateExpression": "SET #seq = :seq, #ts = :ts, #e = :entity, #slot = :slot",
+                # the head expires with the stream's newest event (retention from it)
+                "UpdateExpression": "SET #seq = :seq, #ts = :ts, #e = :entity, #slot = :slot, #x = :x",
                 "ConditionExpression": "attribute_not_exists(pk)" if expected_head == 0 else "#seq = :prev",
-                "ExpressionAttributeNames": {"#seq": "seq", "#ts": "ts", "#e": "entity", "#slot": "slotId"},
+                "ExpressionAttributeNames": {"#seq": "seq", "#ts": "ts", "#e": "entity", "#slot": "slotId", "#x": "expiresAt"},
                 "ExpressionAttributeValues": {":seq": {"N": str(event.seq)}, ":ts": {"N": str(event.ts)},
+                                              ":x": {"N": str(self._expires(event.ts))},
                                               ":entity": {"S": "stream"}, ":slot": {"S": job_id},
                                               **({":prev": {"N": str(expected_head)}} if expected_head else {})},
             }

@@ -9,11 +9,62 @@ from pydantic import Field, field_validator, model_validator
 from ..domain.cells import is_single_work_cell
 from ..domain.selection import RELATIVE_DAYS, Criteria, is_day, ranking_modes, search_targets
 from .base import ID_PATTERN, _Model
+from .routes import RichNovelPreview
+
+# -- topic, language and no-match keys (pixivflow-real-configs note §1, §3, §4) ---------------------
+#
+# Typed with PixivFlow's defaults and bounds so a published config loads unchanged and a bad value
+# is refused naming its field. What they do is in ``domain/topic.py`` / ``domain/language.py``.
+
+TagSource = Literal["seed", "cooccurrence", "autocomplete", "cooccurrence+autocomplete"]
+
+
+class TopicTagRelations(_Model):
+    """Which resolved tags may become search channels (note §1): deny beats allow; only deny can
+    drop the seed."""
+
+    allowSources: list[TagSource] | None = None
+    allow: list[str] | None = None
+    deny: list[str] | None = None
+
+
+class TopicDiscovery(_Model):
+    """``topicDiscovery`` (note §1 tag-space resolution; PixivFlow's TopicDiscoveryOptions)."""
+
+    includeR18: bool = False  # the R-18 switch of topic mode (note §2); `r18` is ignored there
+    maxTags: int = Field(default=12, ge=1, le=40)
+    sampleWorks: int = Field(default=100, ge=10, le=200)
+    cacheDays: int = Field(default=7, ge=1, le=90)
+    # The validator allows 0..1; the code default is 0.22 (types.ts' comment says 0.18; note §1).
+    minScore: float = Field(default=0.22, ge=0, le=1)
+    refresh: bool = False
+    # Unknown values act as `always` in PixivFlow; here they are refused, naming the key.
+    relatedTags: Literal["always", "when_seed_insufficient", "never"] = "always"
+    tagRelations: TopicTagRelations | None = None
+    seedTier: Literal["off", "on"] = "off"
+    matchTranslatedNames: bool = False
+
+
+class CandidateCollection(_Model):
+    """``candidateCollection`` (note §1 collecting the day's works; PixivFlow's COLLECT_DEFAULTS)."""
+
+    maxPerTag: int = Field(default=40, ge=5, le=100)
+    maxCandidates: int = Field(default=250, ge=20, le=500)
+    minMetadataScore: float = Field(default=0.35, ge=0, le=3)
+
+
+class NoMatchPolicy(_Model):
+    """``noMatchPolicy`` (note §4): only these two keys exist in PixivFlow."""
+
+    lookbackDays: int = Field(default=0, ge=0, le=7)
+    notify: bool = False
+
 
 class TargetDelivery(_Model):
     target: str | None = None
     targets: list[str] | None = None
     fields: dict[str, Any] | None = None
+    richNovelPreview: RichNovelPreview | None = None  # novels only (note §7; model in config.routes)
 
     def routes(self) -> list[str]:
         """Route names, fan-out list first (trimmed, de-duplicated in order; PixivFlow's
@@ -57,7 +108,14 @@ class TargetConfig(_Model):
     userId: int | str | None = None
     limit: int | None = Field(default=None, ge=1)
     candidateScanLimit: int | None = None
-    languageFilter: str | None = None
+    # Novels only (note §3): checked on each candidate's title and text after it is fetched.
+    languageFilter: Literal["chinese", "non-chinese"] | None = None
+    languageCandidateLimit: int = Field(default=20, ge=1, le=100)
+    strictLanguageFilter: bool = False
+    detectLanguage: bool = True
+    topicDiscovery: TopicDiscovery = Field(default_factory=TopicDiscovery)
+    candidateCollection: CandidateCollection = Field(default_factory=CandidateCollection)
+    noMatchPolicy: NoMatchPolicy = Field(default_factory=NoMatchPolicy)
     storageMode: Literal["persistent", "cache"] = "persistent"
     delivery: TargetDelivery | None = None
 
@@ -89,8 +147,6 @@ class TargetConfig(_Model):
     def _needs_query(self) -> "TargetConfig":
         if self.seriesId is not None:
             raise ValueError("seriesId: novel series targets are not supported (pin one novel with novelId, or search by tag)")
-        if self.languageFilter is not None:
-            raise ValueError("languageFilter: not supported (novel language detection needs each novel's full text)")
         if self.type == "novel" and self.illustId is not None:
             raise ValueError("illustId: only for illustration targets (a novel target pins novelId)")
         if self.type != "novel" and self.novelId is not None:

@@ -23,9 +23,8 @@ if TYPE_CHECKING:
 _BUDGETS = (("queuedTimeoutMs", DEFAULT_QUEUED_TIMEOUT_MS), ("stallTimeoutMs", DEFAULT_STALL_TIMEOUT_MS))
 LIMIT_WARN_ABOVE = 1000
 # PixivFlow target keys this deployment does not act on; they change no selection, so they are
-# accepted with a warning (seriesId and languageFilter do change what is selected: fatal).
-IGNORED_TARGET_KEYS = ("noMatchPolicy", "topicDiscovery", "candidateCollection", "languageCandidateLimit",
-                       "strictLanguageFilter", "detectLanguage", "restrict")
+# accepted with a warning (seriesId does change what is selected: fatal).
+IGNORED_TARGET_KEYS = ("restrict",)
 
 
 def _integral(value: Any) -> int | None:

@@ -176,6 +176,7 @@ class Query:
     end_date: str | None = None
     exclude_ai: bool = False
     user_id: str | None = None
+    include_r18: bool = False
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)

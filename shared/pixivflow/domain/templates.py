@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
+from .errors import ConfigError
+
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 ARRAY_FORMATS = ("comma", "repeat", "json")
 
@@ -121,8 +123,9 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-class TemplateError(ValueError):
-    """A rendered field would carry an unresolved placeholder where that is never acceptable."""
+class TemplateError(ConfigError, ValueError):
+    """A rendered field would carry an unresolved placeholder where that is never acceptable: the
+    route's fields are wrong, a configuration error (dead at once, issue 23), never a retry."""
 
 
 def form_fields(route_fields: Mapping[str, Any], target_fields: Mapping[str, Any] | None, variables: Mapping[str, str],

@@ -184,14 +184,16 @@ class EmbeddedRuntime:
     def engine(self):
         return runtime.get().engine
 
-    def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None) -> dict[str, Any]:
-        """Invoke the trigger function with EventBridge Scheduler's input for one fire."""
+    def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None, label: str | None = None) -> dict[str, Any]:
+        """Invoke the trigger function with EventBridge Scheduler's input for one fire (``label``: the
+        dev server's fire-now names its slot so; a deployed schedule's input never carries one)."""
         if iso is None:
             from datetime import datetime, timezone
 
             at = self.clock.now_ms() if at_ms is None else at_ms
             iso = datetime.fromtimestamp(at / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self.handlers["trigger"]({"scheduleId": schedule_id, "scheduledTime": iso}, context_for("trigger"))
+        event = {"scheduleId": schedule_id, "scheduledTime": iso, **({"label": label} if label else {})}
+        return self.handlers["trigger"](event, context_for("trigger"))
 
     def http(self, method: str, path: str, body: Any = None, *, token: str | None = None, function: str = "trigger",
              headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None) -> tuple[int, Any]:

@@ -12,6 +12,8 @@ from ..config import PixivFlowConfig
 from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, OutboxRows, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+# The one metric of the default alarm profile: the sweep's count of what needs an operator.
+HEALTH_METRIC = "Health"
 
 LEASE_TTL_MS = 180_000  # spec §4.1
 HEARTBEAT_MS = 30_000
@@ -62,6 +64,8 @@ class Engine:
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is None:
             return
+        if name != HEALTH_METRIC and os.environ.get("PIXIVFLOW_METRICS", "full").strip().lower() == "health":
+            return  # the health profile publishes one series (template AlarmProfile; DESIGN §11)
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
         # One blob per metric, flushed at once: no handler decorator has to remember to flush, and

@@ -422,7 +422,9 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
         if intent.outbox_status != "dead":
             raise InspectionError("refused", f"outbox row {key} is {intent.outbox_status}, not dead: nothing to redrive")
         cell = reads.ledger.get_cell(slot_id, target_id)
-        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+        # A Telegram review recorded uncertain is the exception (issue 23): its dead-letter hint
+        # says a redrive re-sends it on purpose; the cell's outcome stays as it ended.
+        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and intent.remote_status != "uncertain":
             reason = f" ({cell.terminal_reason_code})" if cell.terminal_reason_code else ""
             raise InspectionError("refused", f"cell {target_id} of {slot_id} ended {cell.status}{reason}: its outcome is final, "
                                              "so this delivery is not re-armed; request a refetch to deliver a new work")

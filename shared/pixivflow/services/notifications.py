@@ -126,6 +126,8 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     body: dict[str, Any] = {
         "request_id": slot.manual_request_id,
         "disposition": disposition,
+        # PixivFlow's newest body (note §8): the closed-vocabulary code beside the human reason
+        "reason_code": cell.terminal_reason_code,
         "reason": cell.terminal_reason_message or cell.last_error or cell.terminal_reason_code,
         "skipped": {"total": len(skips), "duplicate": duplicate, "invalid": len(skips) - duplicate - unavailable,
                     "unavailable": unavailable},
@@ -171,8 +173,8 @@ def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: in
         target = engine.config.target(cell.target_id)
         label = f"{slot.schedule_id} · {slot.occurrence_label or slot.slot_id}"
         kind = "小说" if cell.work_type == "novel" else "插画"
-        policy = (target.model_extra or {}).get("noMatchPolicy") if target is not None else None
-        if cell.status == CellStatus.NO_CANDIDATE and isinstance(policy, dict) and policy.get("notify") is True:
+        notify = target is not None and target.noMatchPolicy.notify
+        if cell.status == CellStatus.NO_CANDIDATE and notify:
             reason = (cell.terminal_reason_message or cell.last_error or "")[:160]
             text = "\n".join(["⚠️ PixivFlow 本次没有可投稿内容", f"计划：{label}", f"目标：{cell.target_id}（{kind}）",
                               f"原因：{reason}", "处理结果：未创建空投稿；下次定时任务继续执行。"])

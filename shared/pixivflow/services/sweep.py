@@ -31,7 +31,7 @@ from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from ..ports import ScheduleWatch
-from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
+from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .outbox import redrive_rows
@@ -326,13 +326,33 @@ def tick(engine: Engine) -> SweepResult:
         return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
     try:
         result = sweep(engine)
-        detect_missed_fires(engine)
+        missed = detect_missed_fires(engine)
+        publish_health(engine, result, missed)
         return result
     finally:
         try:
             state.release_lease(owner, engine.now())
         except Exception as exc:  # the lease expires on its own
             engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
+
+
+def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
+    """The Health metric, every tick, 0 included (a tick that publishes nothing is what the alarm
+    reads as "the sweep stopped"): occurrences ended by the stall rules, fires missed, slots the
+    sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
+    problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
+    close (services.rollup). Returns the value published."""
+    value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
+    try:
+        depth = engine.queues.dead_letter_depth()
+    except Exception as exc:
+        depth = 1
+        engine.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
+                   error=repr(exc)[:300])
+    value += depth
+    engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed)
+    engine.metric(HEALTH_METRIC, value)
+    return value
 
 
 def schedule_fingerprint(cron: str, timezone: str) -> str:
