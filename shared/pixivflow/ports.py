@@ -631,8 +631,9 @@ class SecretStore(Protocol):
 
 class CallbackSender(Protocol):
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> DeliveryResponse:
-        """POST to a vetted address of ``url``. Raises ``CallbackRefused`` when the URL may not be
-        called (nothing is sent), other exceptions for transport failures; any HTTP answer is returned."""
+        """POST to a vetted address of ``url`` within ``timeout_s`` in TOTAL (connect to the last
+        byte of the answer). Raises ``CallbackRefused`` when the URL may not be called (nothing is
+        sent), other exceptions for transport failures and the deadline; any HTTP answer is returned."""
         ...
 
 
