@@ -143,9 +143,12 @@ def test_a_schedule_without_target_ids_counts_every_target(cfg: dict) -> None:
 # -- targets and routes ----------------------------------------------------------------------------
 
 
-def test_cache_mode_without_a_route(cfg: dict) -> None:
+def test_cache_mode_without_a_route_is_a_dry_run_with_a_warning(cfg: dict) -> None:
     del cfg["targets"][2]["delivery"]
-    assert error_of(cfg) == "invalid configuration: targets[2].delivery: storageMode cache needs a delivery route"
+    config = parse_config(cfg)
+    assert config.targets[2].routes() == []
+    assert config.warnings == ("targets[2].delivery: storageMode cache without a delivery route; the target selects "
+                               "and stores works but never delivers them (a dry run)",)
 
 
 def test_unknown_route_name(cfg: dict) -> None:
