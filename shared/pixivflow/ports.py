@@ -70,6 +70,9 @@ class SearchRequest:
     end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
     exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
     user_id: str | None = None  # mode "user": the user's works
+    # The target includes R-18 (search: ``r18``; topic: ``topicDiscovery.includeR18``): a search
+    # is then sent without ``filter=for_ios`` (note §2). Rankings and user works ignore it.
+    include_r18: bool = False
 
 
 @dataclass(frozen=True)

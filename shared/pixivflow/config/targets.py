@@ -242,7 +242,9 @@ class TargetConfig(_Model):
         return Criteria(
             work_type=self.type, mode=self.mode, tag=self.tag, tag_relation=self.tagRelation,
             sort=self.sort, search_target=self.searchTarget, start_date=self.startDate, end_date=self.endDate,
-            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, r18=self.r18,
+            # Topic mode's R-18 switch is topicDiscovery.includeR18; `r18` is ignored there (note §1, §2).
+            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI,
+            r18=self.topicDiscovery.includeR18 if self.mode == "topic" else self.r18,
             max_page_count=self.maxPageCount or None, ranking_mode=ranking_mode, ranking_date=self.rankingDate,
             filter_tag=self.filterTag if self.mode == "ranking" else None, topic=self.topic, topic_date=self.date,
             user_id=None if self.userId is None else str(self.userId), pinned_id=self.pinned_id,

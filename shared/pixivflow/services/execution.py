@@ -23,7 +23,17 @@ from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationErro
                              TransientSourceError)
 from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
-from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
+from ..domain.selection import (
+    RESTRICTED,
+    Plan,
+    Query,
+    Selection,
+    has_ai_file_markers,
+    page_cap_decline,
+    plan_selection,
+    select,
+    select_pinned,
+)
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, StoredFile, Work
@@ -334,6 +344,7 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     limit = 1 if target.single_work else target.effective_limit
     bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
     scan = CandidateScan(bound=bound, supply=selection.supply)
+    criteria = target.criteria()
     taken = _RouteOwners(run, routes, candidates, limit)
     # A multi-work cell that already handed works to delivery (a re-run after a crash, or a
     # resumed delivery_pending cell) keeps them: they count toward its limit and are re-sent,
@@ -356,6 +367,10 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {holder}"))
             continue
         scan.attempted += 1
+        declined = page_cap_decline(work, criteria)
+        if declined:
+            scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, declined))
+            continue
         result = _try_candidate(run, work, routes, scan)
         if result == "taken":
             chosen.append(work)
@@ -457,10 +472,12 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         _undo(run, work, reserved)
         scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
         return "skipped"
-    if target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
-        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
-        # stored yet, so the candidate is given back like a failed download and the scan goes on.
-        _undo(run, work, reserved)
+    if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
+        # PixivFlow's content-side AI check (note §5): nothing is stored or delivered, but the work
+        # is remembered as seen so it is never fetched again. Its route reservations stay (that is
+        # what "seen" is here: a later cell finds it held and skips it as a duplicate without a
+        # download); only a single-work cell's binding is given back, so the scan can go on.
+        _undo(run, work, [])
         scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
                                           "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
         return "skipped"
