@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "shared")]
 
+import monthly  # noqa: E402
 import scenarios  # noqa: E402
 from meter import Call  # noqa: E402
 
@@ -55,9 +56,11 @@ def template_facts() -> dict[str, Any]:
     glob = tpl.get("Globals", {}).get("Function", {})
     functions: dict[str, dict[str, Any]] = {}
     alarms = 0
+    full_only = 0  # alarms that exist only with AlarmProfile=full
     for logical, res in tpl["Resources"].items():
         if res["Type"] == "AWS::CloudWatch::Alarm":
             alarms += 1
+            full_only += res.get("Condition") == "FullAlarms"
         if res["Type"] != "AWS::Serverless::Function":
             continue
         props = res.get("Properties", {})
@@ -71,7 +74,9 @@ def template_facts() -> dict[str, Any]:
             "max_concurrency": (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"),
             "batch_size": esm.get("BatchSize"),
         }
-    return {"functions": functions, "alarms": alarms}
+    return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
+            "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
+            "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
 
 
 # -- per-window figures -----------------------------------------------------------------------------
@@ -171,7 +176,7 @@ def dollars(f: dict[str, Any], arch: str = "arm64") -> dict[str, float]:
 
 
 def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, float], facts: dict[str, Any],
-                  metric_series: int) -> dict[str, float]:
+                  metric_series: int, alarm_profile: str = "full") -> dict[str, float]:
     """What the stack costs a month whatever it delivers."""
     ticks = A["sweep_ticks_per_month"]
     tick = dollars(idle)
@@ -183,8 +188,9 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, float], fa
         "sweep tick logs": tick["CloudWatch Logs"] / MILLION * ticks,
         "idle queue polling (2 ESMs)": polls * P["sqs_request"],
         "cold starts (INIT billed)": init_gb_s * P["lambda_gb_s_arm64"],
-        "CloudWatch custom metrics (EMF series seen)": metric_series * P["cloudwatch_custom_metric_month"],
-        "CloudWatch alarms (template)": facts["alarms"] * P["cloudwatch_alarm_month"],
+        f"CloudWatch custom metrics ({'Health only' if alarm_profile == 'health' else 'EMF series seen'})":
+            (1 if alarm_profile == "health" else metric_series) * P["cloudwatch_custom_metric_month"],
+        f"CloudWatch alarms (AlarmProfile={alarm_profile})": facts["alarms_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
     }
 
 
@@ -201,6 +207,29 @@ def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
             f"per 1,000 PUTs. Next DynamoDB: the 8 single-item writes a crash-safe cell cannot skip (DESIGN §4) are "
             f"${ddb_floor:.2f}, ${lines['DynamoDB writes']:.2f} with the slot's own writes. Those two alone are "
             f"${s3_floor + ddb_floor:.2f} > $10.")
+
+
+# -- a month ------------------------------------------------------------------------------------------
+
+
+def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
+                    series: int, details: dict[str, Any]) -> dict[str, Any]:
+    """The three monthly profiles of issue 25, from this run's per-cell figures (3-target slots) and
+    the template's facts; plus the stored bytes measured here."""
+    detail = details["3 targets"]
+    ledger_per_cell = detail["ledger_bytes"] / max(1, detail["delivered"])
+    measured_work = detail["artifact_bytes_all_slots"] / max(1, 2 * detail["delivered"])  # warm-up + measured slot
+    memory_gb = facts["functions"].get("execute", {}).get("memory_mb", 512) / 1024
+    bills = []
+    for profile in monthly.profiles(A):
+        fixed = fixed_monthly(idle_f, first, facts, series, profile.alarm_profile)
+        bills.append(monthly.bill(profile, per_million=ref_cells["dollars"], per_cell=ref_cells["per_cell"], prices=P, a=A,
+                                  fixed=fixed, ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb,
+                                  retention_days_ledger=facts["retention_days"]))
+    return {"profiles": bills, "ledger_bytes_per_cell": ledger_per_cell, "ledger_items_per_slot": detail["ledger_items"],
+            "measured_work_bytes": measured_work, "stated_work_bytes": A["work_bytes"],
+            "unpriced": monthly.check_every_line_priced_or_named(bills),
+            "goals": {"a": 1.0, "c_per_million": 15.0}}
 
 
 # -- comparisons ------------------------------------------------------------------------------------
@@ -327,6 +356,24 @@ def cold_start(runs: int) -> dict[str, Any]:
 
 
 # -- printing -----------------------------------------------------------------------------------------
+
+
+NOT_PRICED = "price not in the kit"
+# What it would take to bring down the line that keeps a profile above its goal.
+HOLDS = {
+    "idle queue polling (2 ESMs)": "Lambda's SQS event source mappings long-poll each queue with five connections whatever "
+                                   "the traffic; one queue for both kinds of message would halve it, and the SQS free tier "
+                                   "(1M requests, stated in the kit) covers it entirely",
+    "S3 requests": "one PUT per stored file is the floor (every work is stored before its intent): fewer files per work, or "
+                   "not storing works that are only passed through",
+    "DynamoDB writes": "the 8 single-item writes a crash-safe cell cannot skip (section 3's floor)",
+    "Lambda compute": "measured CPU plus assumed AWS latency: a smaller memory size, or arm64 already",
+    "CloudWatch Logs": "fewer info lines per cell (LogLevel=WARNING), or a shorter LogRetentionDays",
+    "Lambda waiting on Pixiv (assumed)": "the execute function is billed while it waits out Pixiv's pacing (about 1 s "
+                                         "between a cell's requests, what an account can bear) and the download: a "
+                                         "smaller execute memory size bills less of it, the catalogue source needs none; "
+                                         "without it this profile's engine is what sections 1 and 3 measure",
+}
 
 
 def _fmt(x: float, nd: int = 2) -> str:
@@ -462,8 +509,38 @@ def render(report: dict[str, Any]) -> str:
         f" live slots at once: ~{sc['live_slots']:,}.")
     add("")
 
+    mo = report["monthly"]
+    add("8. A month, all in (list prices; every line priced from bench/prices.json or named)")
+    add(f"   stored per delivered cell, measured here: {mo['ledger_bytes_per_cell']:,.0f} B of ledger items "
+        f"({mo['ledger_items_per_slot']} items for a 3-target slot); a fake-Pixiv work is {mo['measured_work_bytes']:,.0f} B, "
+        f"so storage is priced at the stated sizes: {', '.join(f'{k} {v:,} B' for k, v in mo['stated_work_bytes'].items())}")
+    for b in mo["profiles"]:
+        add("")
+        add(f"  ({b['key']}) {b['name']}: {b['cells_per_month']:,} cells a month, {b['accounts']} Pixiv account(s), "
+            f"AlarmProfile={b['alarm_profile']}, artifacts {b['retention_days']} days")
+        wrap(f"source: {b['source']}; accounts: {b['accounts_why']}", "      ")
+        rows = [[line["name"], NOT_PRICED if line["usd"] is None else _fmt(line["usd"], 3), line["quantity"]]
+                for line in b["lines"]]
+        rows.append(["all in (priced lines)", _fmt(b["total"], 2), f"${b['per_million_cells']:,.2f} per million cells"])
+        add(table(rows, ["line", "$ a month", "billed on"]))
+    a_bill = next(b for b in mo["profiles"] if b["key"] == "a")
+    c_bill = next(b for b in mo["profiles"] if b["key"] == "c")
+    add("")
+    add(f"  goal (a) <= ${mo['goals']['a']:.2f} a month: {'met' if a_bill['total'] <= mo['goals']['a'] else 'NOT met'} "
+        f"(${a_bill['total']:.2f}; fixed ${a_bill['fixed']:.2f})")
+    add(f"  goal (c) <= ${mo['goals']['c_per_million']:.2f} per million cells: "
+        f"{'met' if c_bill['per_million_cells'] <= mo['goals']['c_per_million'] else 'NOT met'} (${c_bill['per_million_cells']:.2f})")
+    for b in (a_bill, c_bill):
+        goal = mo["goals"]["a"] if b["key"] == "a" else mo["goals"]["c_per_million"] * b["cells_per_month"] / 1e6
+        if b["total"] > goal:
+            top = max((line for line in b["lines"] if line["usd"]), key=lambda line: line["usd"])
+            wrap(f"({b['key']}) is held above its goal most by '{top['name']}' (${top['usd']:.2f}): {HOLDS.get(top['name'], 'see section 3')}",
+                 "  ", "      ")
+    add(f"  named, not priced: {', '.join(sorted(set(n for b in mo['profiles'] for n in b['named'])))}")
+    add("")
+
     cs = report["cold_start"]
-    add(f"8. Cold start (fresh interpreter, median of {cs['runs']} runs; ratio to importing {cs['bare_label']} bare)")
+    add(f"9. Cold start (fresh interpreter, median of {cs['runs']} runs; ratio to importing {cs['bare_label']} bare)")
     rows = []
     for name, m in cs["handlers"].items():
         rows.append([name, _fmt(m["source_ms"], 0), f"{m['source_ratio']:.2f}x", _fmt(m.get("layer_ms", float("nan")), 0),
@@ -493,6 +570,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         sinks_series.update(m.window.series)
 
     cells: dict[str, Any] = {}
+    cells_detail: dict[str, Any] = {}
     cell_calls: dict[str, list[Call]] = {}
     for label, schedule in (("1 target", "bench-1"), ("3 targets", "morning-tokyo"), ("10 targets", "bench-10"),
                             ("2-route fan-out (3 targets)", "fanout")):
@@ -500,6 +578,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         collect(m)
         f = figures(m.window, facts, per=m.delivered, scheduler_fires=m.detail["scheduler_fires"])
         cells[label] = {"schedule": schedule, "delivered": m.delivered, "per_cell": f, "dollars": dollars(f)}
+        cells_detail[label] = m.detail | {"delivered": m.delivered}
         cell_calls[label] = m.window.calls
 
     job, page = scenarios.job_end_to_end()
@@ -534,7 +613,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     ref_name = "3 targets"
     ref_cells = cells[ref_name]
-    fixed = fixed_monthly(idle_f, first, facts, len(sinks_series))
+    fixed = fixed_monthly(idle_f, first, facts, len(sinks_series), "full")
     cells_month = A["cells_per_month"]
     fixed_per_m = {k: v / cells_month * MILLION for k, v in fixed.items()}
     lines = dict(ref_cells["dollars"])
@@ -548,8 +627,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     floor = floor_statement(ref_cells["per_cell"], lines)
     reference = {"name": f"{ref_name}, demo plan morning-tokyo", "lines": lines, "fixed": fixed_per_m, "all_in": all_in,
                  "engine": all_in - cloudwatch, "orchestration": orchestration, "floor": floor}
+    monthly_bills = monthly_figures(ref_cells, idle_f, first, facts, len(sinks_series), cells_detail)
     report = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "monthly": monthly_bills,
         "prices": {"file": "bench/prices.json", "copied_on": PRICES["copied_on"], "assumptions": A},
         "template": facts,
         "cells": cells,
@@ -587,6 +668,17 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     print(text)
     print(f"\n(JSON: {os.path.relpath(args.json)})")
+    return exit_code(report)
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    """2 when a line has neither a price nor the name 'price not in the kit': a figure the report
+    cannot price is never silently zero."""
+    unpriced = report["monthly"]["unpriced"]
+    if unpriced:
+        print("make bench: these lines have no price and are not named as 'price not in the kit': "
+              + ", ".join(unpriced), file=sys.stderr)
+        return 2
     return 0
 
 

@@ -242,7 +242,38 @@ def scheduled_slot(schedule_id: str, *, backend: str = "moto", mutate=None, name
         delivered = bench.delivered(slot_id)
         return Measured(name or schedule_id, delivered, window,
                         {"slot_id": slot_id, "targets": len(state.slot.target_ids), "scheduler_fires": 1,
-                         "downstream_posts": len(bench.downstream.requests)})
+                         "downstream_posts": len(bench.downstream.requests), **stored_bytes(bench, slot_id)})
+
+
+def stored_bytes(bench: Bench, slot_id: str) -> dict[str, int]:
+    """What one occurrence leaves stored, as DynamoDB and S3 bill storage: every item of its slot's
+    partition (slot, cells, intents = outbox rows, events) and of the other item kinds that name it
+    (route-work confirmations, notification rows), in DynamoDB's item size plus its 100-byte index
+    overhead per item; and every artifact object's bytes."""
+    from meter import item_size
+
+    from pixivflow import aws
+
+    ddb, table = aws.client("dynamodb"), bench.rt.env["LEDGER_TABLE"]
+    items = []
+    for page in ddb.get_paginator("scan").paginate(TableName=table):
+        items += page["Items"]
+    mine = [i for i in items if i["pk"]["S"] == f"SLOT#{slot_id}" or slot_id in json.dumps(i)]
+    ledger = sum(item_size(i) + 100 for i in mine)
+    s3_bytes = objects = 0
+    bucket = bench.rt.env.get("ARTIFACT_BUCKET")
+    if bucket:
+        s3, token = aws.client("s3"), None
+        while True:
+            page = s3.list_objects_v2(Bucket=bucket, **({"ContinuationToken": token} if token else {}))
+            for obj in page.get("Contents", []):
+                s3_bytes += obj["Size"]
+                objects += 1
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                break
+    return {"ledger_items": len(mine), "ledger_bytes": ledger, "artifact_bytes_all_slots": s3_bytes,
+            "artifact_objects_all_slots": objects}
 
 
 def admission(targets: int, *, backend: str = "moto") -> Measured:

@@ -37,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port)
+                   moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -415,6 +415,32 @@ def _run(name: str, body: Callable[[], int]) -> int:
     except UsageError as exc:
         print(f"pixivflow {name}: {exc}", file=sys.stderr)
         return 2
+    except _StillOpen as exc:
+        print(f"pixivflow {name}: {exc}", file=sys.stderr)
+        return 1
+
+
+_OPEN_SLOT = ("pending", "running")
+_OPEN_JOB = ("queued", "running")
+_sleep: Callable[[float], None] = time.sleep  # tests pass their own
+
+
+def _waiting(args: argparse.Namespace, read: Callable[[], Any], still_open: Callable[[Any], bool]) -> Any:
+    """``--wait N``: read again every half second until nothing is open or N seconds passed (exit 1
+    then, with the last view printed: the operator sees what is still open)."""
+    view = read()
+    deadline = time.monotonic() + max(0.0, float(getattr(args, "wait", 0) or 0))
+    while still_open(view) and time.monotonic() < deadline:
+        _sleep(0.5)
+        view = read()
+    if getattr(args, "wait", 0) and still_open(view):
+        _emit(args, view, args.render)
+        raise _StillOpen(f"still open after {args.wait:g} s")
+    return view
+
+
+class _StillOpen(Exception):
+    pass
 
 
 def _slots_list(args: argparse.Namespace) -> int:
@@ -423,9 +449,12 @@ def _slots_list(args: argparse.Namespace) -> int:
     def body() -> int:
         reads = _reads(args)
         since = parse_instant(args.since, _now_ms()) if args.since else None
-        rows = list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since, limit=args.limit)
+        rows = _waiting(args, lambda: list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since,
+                                                 limit=args.limit),
+                        lambda rows: not rows or any(r["status"] in _OPEN_SLOT for r in rows))
         return _emit(args, rows, render_slot_list)
 
+    args.render = render_slot_list
     return _run("slots list", body)
 
 
@@ -438,7 +467,13 @@ def _slots_show(args: argparse.Namespace) -> int:
 def _jobs_show(args: argparse.Namespace) -> int:
     from .services.inspection import show_job
 
-    return _run("jobs show", lambda: _emit(args, show_job(_reads(args), args.job_id), render_job))
+    def body() -> int:
+        reads = _reads(args)
+        view = _waiting(args, lambda: show_job(reads, args.job_id), lambda v: v["job"]["status"] in _OPEN_JOB)
+        return _emit(args, view, render_job)
+
+    args.render = render_job
+    return _run("jobs show", body)
 
 
 def _schedules_next(args: argparse.Namespace) -> int:
@@ -504,7 +539,10 @@ def main(argv: list[str] | None = None, *, now_ms: Callable[[], int] | None = No
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="pixivflow")
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="pixivflow", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"pixivflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="simulate several days of the demo schedules on the embedded runtime")
     demo.add_argument("--days", type=int, default=3)
@@ -524,7 +562,11 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--source", choices=("fake-pixiv", "catalog"), default="fake-pixiv",
                      help="with --demo: the source the demo schedules use")
     dev.add_argument("--moto-port", type=int, default=0, help="the moto endpoint's port (default: a free one)")
-    dev.add_argument("--verbose", action="store_true", help="show every handler log line")
+    dev.add_argument("--env-file", default=".pixivflow-dev.env",
+                     help="write export lines for a second shell here (default .pixivflow-dev.env; '' for none)")
+    dev.add_argument("--state-dir", default=None, metavar="DIR",
+                     help="keep the local table, queues and bucket in DIR across restarts (and the moto port)")
+    dev.add_argument("--verbose", action="store_true", help="also print every handler's JSON log lines (INFO and up)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")
@@ -550,9 +592,12 @@ def _main(argv: list[str] | None) -> int:
     sl = slsub.add_parser("list", help="the newest slots, filtered")
     _ledger_options(sl)
     sl.add_argument("--schedule", default=None, help="only this schedule's slots")
-    sl.add_argument("--status", default=None, help="only slots in this status (pending, running, success, partial, failed)")
+    sl.add_argument("--status", default=None, choices=("pending", "running", "success", "partial", "failed"),
+                    help="only slots in this status")
     sl.add_argument("--since", default=None, help="created at or after: an ISO 8601 time, or an age like 24h or 7d")
     sl.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    sl.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                    help="wait up to this long until a slot matches and none is pending or running (exit 1 if not)")
     sl.set_defaults(func=_slots_list)
     ss = slsub.add_parser("show", help="one slot: cells, deliveries, ACKs, events, as a timeline")
     _ledger_options(ss)
@@ -578,6 +623,8 @@ def _main(argv: list[str] | None) -> int:
     js = jsub.add_parser("show", help="one job: its projection, events and callbacks")
     _ledger_options(js)
     js.add_argument("job_id")
+    js.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                    help="wait up to this long until the job is succeeded, failed or cancelled (exit 1 if not)")
     js.set_defaults(func=_jobs_show)
 
     config = sub.add_parser("config", help="configuration")
@@ -587,12 +634,63 @@ def _main(argv: list[str] | None) -> int:
     check.set_defaults(func=_check)
 
     args = parser.parse_args(argv)
+    name = " ".join(str(v) for v in (args.command, getattr(args, "action", None)) if v)
     try:
         return args.func(args)
     except BrokenPipeError:  # `pixivflow slots show X | head`: the reader left; not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:  # an ordinary mistake is one line, never a traceback (EXIT CODES below)
+        failure = user_failure(exc, args)
+        if failure is None:
+            raise
+        code, lines = failure
+        for line in lines:
+            print(f"pixivflow {name}: {line}", file=sys.stderr)
+        return code
+
+
+EXIT_CODES = """exit codes:
+  0  done
+  1  not found, refused, or failed (a wrong id, a bad config, an endpoint that does not answer)
+  2  usage: a wrong argument, or nothing says where to look (no table, no config, no region)"""
+
+
+def user_failure(exc: BaseException, args: argparse.Namespace) -> tuple[int, list[str]] | None:
+    """The exit code and the lines for a mistake of the operator's or of their environment, or None
+    for a bug of ours (which keeps its traceback). botocore is imported lazily: ``config check``
+    and ``--help`` never load it."""
+    from .domain.errors import ConfigError
+
+    cause = exc.__cause__
+    while cause is not None:  # the adapters wrap AWS's answer (LedgerUnavailable from ClientError): use the answer
+        exc, cause = cause, cause.__cause__
+    if isinstance(exc, ConfigError):
+        return 1, [f"error: {line}" for line in exc.errors]
+    if isinstance(exc, UsageError):
+        return 2, [str(exc)]
+    try:
+        from botocore import exceptions as boto
+    except ImportError:  # pragma: no cover - botocore is a dependency
+        return None
+    endpoint = getattr(args, "endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
+    if isinstance(exc, boto.EndpointConnectionError):
+        where = getattr(exc, "kwargs", {}).get("endpoint_url") or endpoint or "AWS"
+        hint = ("is the dev server running? start it with `make dev` and use the export line its banner prints"
+                if endpoint else "check the network, AWS_REGION and AWS_ENDPOINT_URL")
+        return 1, [f"cannot connect to {where}: {hint}"]
+    if isinstance(exc, boto.NoRegionError):
+        return 2, ["no AWS region: set AWS_DEFAULT_REGION (the variable boto3 reads), or use the dev server's export line"]
+    if isinstance(exc, (boto.NoCredentialsError, boto.PartialCredentialsError)):
+        return 2, ["no AWS credentials: configure a profile, or use the dev server's export line (test credentials)"]
+    if isinstance(exc, boto.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "?"), error.get("Message", "")
+        if code == "ResourceNotFoundException":
+            return 1, [f"not found: {message or code} (is --table / LEDGER_TABLE right for this endpoint?)"]
+        return 1, [f"AWS answered {code}: {message}".rstrip(": ")]
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 
@@ -177,6 +177,7 @@ class DeliveryResponse:
     status: int
     body: Any  # parsed JSON when the body was JSON, else the text
     text: str = ""
+    note: str | None = None  # what the route did differently (a rich preview it could not publish)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,21 @@ class DeliveryRequest:
     body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
+    guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
+    preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
+
+
+@dataclass(frozen=True)
+class SendGuard:
+    """What a route that posts in several calls needs from the ledger so it never posts twice
+    silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
+    write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
+    saved, and whether an operator re-armed the row on purpose (``pixivflow outbox redrive``)."""
+
+    started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
+    progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
+    redriven: bool
+    mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
 
 
 class DeliveryChannel(Protocol):
@@ -218,6 +234,14 @@ class DeliveryChannel(Protocol):
 
 @dataclass
 class OutboxRow:
+    """One outbox row that belongs to no delivery intent: a ``notification`` (its target is a
+    route name) or an ``event_callback`` (its target is the consumer's callback URL, which may
+    carry a secret in its path or query: shown and logged by host only).
+
+    ``attempts`` counts the attempts STARTED: a claim uses one (spec §10.5; issue 21: a worker
+    that dies mid-send has used its attempt, so a receiver that hangs every attempt still ends in
+    a dead row), and a release that sends nothing gives it back."""
+
     kind: str  # notification | event_callback
     key: str  # the idempotency key, unique per kind
     target: str  # the route name (notifications) or the callback URL (event callbacks)
@@ -232,6 +256,7 @@ class OutboxRow:
     created_at: int = 0
     updated_at: int = 0
     completed_at: int | None = None
+    slot_id: str | None = None  # the slot / job the row belongs to, when it belongs to one
 
     @property
     def actionable(self) -> bool:
@@ -247,16 +272,18 @@ class OutboxRows(Protocol):
     def get(self, kind: str, key: str) -> OutboxRow | None: ...
 
     def claim(self, row: OutboxRow, owner: str, now_ms: int, lease_ms: int) -> OutboxRow | None:
-        """pending/retry_wait and due, or processing with an expired lease -> processing under ``owner``."""
+        """pending/retry_wait and due, or processing with an expired lease -> processing under
+        ``owner``, with one more attempt counted (the claim is the attempt's start)."""
         ...
 
     def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
                next_attempt_at: int | None = None) -> OutboxRow | None:
-        """Record one attempt (attempts + 1) as the lease holder: done, dead or retry_wait."""
+        """Record the claimed attempt's result as the lease holder: done, dead or retry_wait."""
         ...
 
     def release(self, row: OutboxRow, owner: str, now_ms: int, next_attempt_at: int) -> OutboxRow | None:
-        """Give the row back without consuming an attempt (a readiness deferral)."""
+        """Give the row back unsent (a readiness deferral, a secret store that did not answer):
+        the attempt its claim counted is given back."""
         ...
 
     def due(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
@@ -299,6 +326,11 @@ class Queues(Protocol):
         """Send outbox messages. Returns the indexes of the messages that were NOT sent."""
         ...
 
+    def dead_letter_depth(self) -> int:
+        """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
+        deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
+        ...
+
 
 class Ledger(Protocol):
     # slots
@@ -334,6 +366,14 @@ class Ledger(Protocol):
 
     def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
+    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
+                                  checkpoint: Mapping[str, Any]) -> bool:
+        """A topic selection's progress on its cell, conditional on the lease owner (issue 22)."""
+        ...
+
+    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None: ...
+    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
+                        fresh_until_ms: int) -> bool: ...
     def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]: ...
     def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool: ...
     def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **options: Any) -> bool:
@@ -364,6 +404,9 @@ class Ledger(Protocol):
     def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
     def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
     def settle_intent(self, intent: Intent, owner: str, now_ms: int, **result: Any) -> Intent | None: ...
+    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
+        """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
+        ...
     def index_due(self, intent: Intent) -> bool:
         """Put an actionable row its slot no longer covers into DueOutbox (refused if the row moved)."""
         ...
@@ -436,30 +479,6 @@ class EventStream:
         return next((e for e in self.events if e.kind == kind), None)
 
 
-@dataclass(frozen=True)
-class CallbackRow:
-    """An ``event_callback`` outbox row (spec §10.4, §10.9): one POST of one event to one URL."""
-
-    key: str  # job-event:<jobId>:<eventId>
-    job_id: str
-    url: str
-    payload: Mapping[str, Any]  # {"event": Event, "job_id", "context": {"slotId"}}
-    status: str = "pending"
-    attempts: int = 0
-    max_attempts: int = 8
-    next_attempt_at: int = 0
-    lease_owner: str | None = None
-    lease_until: int | None = None
-    last_error: str | None = None
-    created_at: int = 0
-    updated_at: int = 0
-    completed_at: int | None = None
-
-    @property
-    def actionable(self) -> bool:
-        return self.status in ("pending", "processing", "retry_wait")
-
-
 class AppendResult:
     APPENDED = "appended"
     EXISTS = "exists"  # the event (kind) is already stored: nothing was written
@@ -467,7 +486,9 @@ class AppendResult:
 
 
 class JobStore(Protocol):
-    """The job event stream, its ack cursor, the open-callback index and callback outbox rows.
+    """The job event stream, its ack cursor and the open-callback index. A job's callback is an
+    ``event_callback`` :class:`OutboxRow` (one model, one ``OutboxRows`` adapter for every row
+    kind), inserted in the same transaction as its event; the outbox worker sends it.
 
     Writes are conditional: an event is inserted only if absent and only on top of the head the
     caller read (so ``seq`` is dense per job and ``ts`` never moves backwards), together with its
@@ -475,7 +496,7 @@ class JobStore(Protocol):
 
     def stream(self, job_id: str) -> EventStream: ...
 
-    def append(self, event: StoredEvent, *, expected_head: int, callback: CallbackRow | None = None,
+    def append(self, event: StoredEvent, *, expected_head: int, callback: OutboxRow | None = None,
                open_callback_since: int | None = None, close_callback_index: bool = False, now_ms: int = 0) -> str:
         """Insert ``event`` (seq must be ``expected_head + 1``). ``open_callback_since`` puts a
         ``job.requested`` event into the open-callback index; ``close_callback_index`` takes the
@@ -490,21 +511,31 @@ class JobStore(Protocol):
         """Job ids that declared a callback and have no terminal event yet, newest first."""
         ...
 
-    def get_callback_row(self, key: str) -> CallbackRow | None: ...
 
-    def callback_key_of(self, pk: str, sk: str) -> str | None:
-        """The callback key of a due-index entry, or None when the entry is not a callback row."""
+# -- secrets (DESIGN §11, §12; issue 21) -------------------------------------------------------------
+
+TRIGGER = "trigger"  # the operator surface's bearer token
+JOBS = "jobs"  # the Workflow Protocol surface's bearer token
+CALLBACK = "callback"  # the job event callback signing secret (never a bearer token)
+
+
+class SecretStore(Protocol):
+    """Every secret the functions read. One rule for every read: a secret that does not exist is
+    ``None``; a store that did not answer raises ``domain.errors.SecretStoreUnavailable``
+    (retryable, never cached as "no secret")."""
+
+    def secret(self, kind: str) -> str | None: ...
+
+    def token(self, kind: str) -> str | None:
+        """A bearer token, failing closed: ``None`` also when the store did not answer."""
         ...
 
-    def claim_callback_row(self, key: str, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> CallbackRow | None: ...
+    def callback_secret(self) -> str | None: ...
 
-    def settle_callback_row(self, row: CallbackRow, owner: str, now_ms: int, *, status: str,
-                            error: str | None = None, next_attempt_at: int | None = None) -> CallbackRow | None: ...
+    def route_token(self, route: Any) -> str | None: ...
 
-    # operator tooling (issue 12)
-    def dead_callback_rows(self) -> list[CallbackRow]: ...
-    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
-        """Re-arm a ``dead`` callback row; None when it is not dead."""
+    def lookup(self, name: str) -> str | None:
+        """A route's ``${VAR}``."""
         ...
 
 

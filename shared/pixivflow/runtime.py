@@ -55,7 +55,7 @@ def build() -> Runtime:
     from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
     from .adapters.sweep_state import DynamoSweepState
-    from .http.auth import Secrets
+    from .adapters.secret_store import SecretStore
     from .observability import logger, metrics, start_tracing
 
     start_tracing()  # X-Ray only when the stack enabled it; patches botocore before any client exists
@@ -76,12 +76,13 @@ def build() -> Runtime:
         _env("OUTBOX_QUEUE_URL"),
         now_ms=clock.now_ms,
         virtual_delays=os.environ.get("PIXIVFLOW_VIRTUAL_DELAYS") == "1",
+        dead_letter_urls=[u.strip() for u in os.environ.get("DEAD_LETTER_QUEUE_URLS", "").split(",") if u.strip()],
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
     s3_config = Config(signature_version="s3v4")
     artifacts = S3Artifacts(aws.client("s3", config=s3_config), bucket) if bucket else MemoryArtifacts()
-    secrets = _overrides.get("secrets") or Secrets()
+    secrets = _overrides.get("secrets") or SecretStore()
     channel = _overrides.get("channel") or RouteChannel(
         config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts, now_ms=clock.now_ms,
         transport=_overrides.get("transport"),
@@ -97,10 +98,9 @@ def build() -> Runtime:
 def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
     """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
     Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
-    (an httpx transport factory), ``sleep_ms`` (how a cancel waits)."""
+    (an httpx transport factory)."""
     from .adapters.callback_http import HttpCallbackSender, system_resolver
     from .adapters.job_store import DynamoJobStore
-    from .http.auth import CALLBACK
 
     config = engine.config
     resolver = _overrides.get("resolver") or system_resolver
@@ -108,8 +108,7 @@ def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets:
     engine.resolver = resolver
     engine.callbacks = HttpCallbackSender(lambda: config.jobs.callbackAllowHosts, resolver=resolver,
                                           transport=_overrides.get("callback_transport"))
-    engine.callback_secret = lambda: secrets.token(CALLBACK)
-    engine.sleep_ms = _overrides.get("sleep_ms")
+    engine.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
 
 
 def _build_source(config: PixivFlowConfig, engine: Engine):
@@ -155,6 +154,9 @@ def reset() -> None:
     with _lock:
         _runtime = None
         _overrides.clear()
+    from .adapters.http_pools import close_operator_clients
+
+    close_operator_clients()  # the routes' pooled connections go with the graph that used them
 
 
 def override(**values: Any) -> None:

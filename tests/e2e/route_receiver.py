@@ -11,59 +11,13 @@ health path answers 200, anything else ``{"ok": true}``.
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
-import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pixivflow.local.route_fakes import LoopbackServer, Part, Request  # one multipart reading for every fake
 
-@dataclass
-class Part:
-    name: str
-    filename: str | None
-    content_type: str
-    data: bytes
-
-    @property
-    def text(self) -> str:
-        return self.data.decode("utf-8")
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    raw: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.raw)
-
-    def parts(self) -> list[Part]:
-        ctype = self.headers.get("content-type", "")
-        assert ctype.startswith("multipart/form-data; boundary="), ctype
-        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            f"Content-Type: {ctype}\r\n\r\n".encode() + self.raw)
-        assert message.is_multipart() and not message.defects, message.defects
-        out = []
-        for part in message.iter_parts():
-            out.append(Part(part.get_param("name", header="content-disposition"), part.get_filename(),
-                            part.get_content_type() if part.get("content-type") else "", part.get_payload(decode=True)))
-        return out
-
-    def fields(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for part in self.parts():
-            if part.filename is None:
-                out.setdefault(part.name, []).append(part.text)
-        return out
-
-    def files(self, name: str = "files") -> list[Part]:
-        return [p for p in self.parts() if p.filename is not None and p.name == name]
+__all__ = ["Part", "Receiver", "Request"]
 
 
 @dataclass
@@ -74,52 +28,20 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class Receiver:
+class Receiver(LoopbackServer):
+    """The loopback server of ``pixivflow.local.route_fakes``, answering from a per-path script."""
+
     def __init__(self) -> None:
-        state = self.state = _State()
+        super().__init__()
+        self.state = _State()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                req = Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
-                with state.lock:
-                    state.requests.append(req)
-                    queued = state.script.get(self.path)
-                    answer = queued.pop(0) if queued else None
-                if answer is None:
-                    answer = _default(state, req)
-                status, payload = answer
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = _serve  # noqa: N815
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def base(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> "Receiver":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def handle(self, req: Request) -> tuple[int, Any]:
+        state = self.state
+        with state.lock:
+            state.requests.append(req)
+            queued = state.script.get(req.path)
+            answer = queued.pop(0) if queued else None
+        return answer if answer is not None else _default(state, req)
 
     def queue(self, path: str, *answers: Any) -> None:
         with self.state.lock:
@@ -129,8 +51,12 @@ class Receiver:
         return [r for r in self.state.requests if r.path == path and (method is None or r.method == method)]
 
     @property
-    def requests(self) -> list[Request]:
+    def requests(self) -> list[Request]:  # type: ignore[override]
         return list(self.state.requests)
+
+    @requests.setter
+    def requests(self, value: list[Request]) -> None:
+        pass  # the base class's own list; this receiver keeps its requests in ``state``
 
 
 def _default(state: _State, req: Request) -> tuple[int, Any]:

@@ -29,9 +29,9 @@ job morning-tokyo@manual-job-key-1
 
 events
   AT                        TYPE           EVENT ID             CALLBACK
-  2026-11-30T22:59:00.000Z  job.accepted   evt-1796079540000-1  dead 1/8 HTTP 404
-  2026-11-30T22:59:00.000Z  job.started    evt-1796079540000-2  dead 1/8 HTTP 404
-  2026-11-30T22:59:00.000Z  job.succeeded  evt-1796079540000-3  dead 1/8 HTTP 404
+  2026-11-30T22:59:00.000Z  job.accepted   evt-1796079540000-1  dead 1/8 remote_4xx: HTTP 404
+  2026-11-30T22:59:00.000Z  job.started    evt-1796079540000-2  dead 1/8 remote_4xx: HTTP 404
+  2026-11-30T22:59:00.000Z  job.succeeded  evt-1796079540000-3  dead 1/8 remote_4xx: HTTP 404
 
 timeline
   2026-11-30T22:59:00.000Z  slot                          admitted (manual)
@@ -45,9 +45,9 @@ timeline
   2026-11-30T22:59:00.000Z  event                         job.requested (job.accepted, evt-1796079540000-1)
   2026-11-30T22:59:00.000Z  event                         job.execution_started (job.started, evt-1796079540000-2)
   2026-11-30T22:59:00.000Z  event                         job.outcome_succeeded (job.succeeded, evt-1796079540000-3)
-  2026-11-30T22:59:00.000Z  callback evt-1796079540000-1  dead after 1 attempt(s): HTTP 404
-  2026-11-30T22:59:00.000Z  callback evt-1796079540000-2  dead after 1 attempt(s): HTTP 404
-  2026-11-30T22:59:00.000Z  callback evt-1796079540000-3  dead after 1 attempt(s): HTTP 404
+  2026-11-30T22:59:00.000Z  callback evt-1796079540000-1  dead after 1 attempt(s): remote_4xx: HTTP 404
+  2026-11-30T22:59:00.000Z  callback evt-1796079540000-2  dead after 1 attempt(s): remote_4xx: HTTP 404
+  2026-11-30T22:59:00.000Z  callback evt-1796079540000-3  dead after 1 attempt(s): remote_4xx: HTTP 404
   2026-11-30T22:59:00.000Z  slot                          success
 """
 

@@ -95,24 +95,24 @@ def test_redrive_rearms_a_dead_callback_once_and_the_outbox_delivers_it(make_run
         listed = pixivflow("outbox", "list", "--dead", now=now)
         assert listed.out.splitlines() == [
             f"KIND            KEY{' ' * 59}TARGET{' ' * (len(receiver.url) - 6)}  ATTEMPTS  DIED AT                   ERROR",
-            *[f"event_callback  {key}  {receiver.url}  1/8       2026-11-30T22:59:00.000Z  HTTP 404" for key in keys],
+            *[f"event_callback  {key}  {receiver.url}  1/8       2026-11-30T22:59:00.000Z  remote_4xx: HTTP 404" for key in keys],
         ]
 
         receiver.default = 200  # the consumer fixed its endpoint
         run = pixivflow("outbox", "redrive", keys[0], now=now)
         assert run.code == 0
         assert run.out == (f"re-armed event_callback row {keys[0]}: retry_wait, attempts 0/8 (was 1 attempt(s), "
-                           "last error: HTTP 404); sent to the outbox queue now\n")
+                           "last error: remote_4xx: HTTP 404); sent to the outbox queue now\n")
         audit = json.loads(run.err)
         assert {k: audit[k] for k in ("event", "kind", "key", "previous_attempts", "previous_error", "sent")} == {
             "event": "outbox.redriven", "kind": "event_callback", "key": keys[0], "previous_attempts": 1,
-            "previous_error": "HTTP 404", "sent": True}
-        row = rt.engine.jobs.get_callback_row(keys[0])
+            "previous_error": "remote_4xx: HTTP 404", "sent": True}
+        row = rt.engine.outbox_rows.get("event_callback", keys[0])
         assert (row.status, row.attempts, row.next_attempt_at) == ("retry_wait", 0, now)
 
         rt.pump()  # the message the redrive sent reaches the deliver function
         assert len(receiver.received) == 4 and receiver.received[-1].body["event_id"] == keys[0].rsplit(":", 1)[1]
-        assert rt.engine.jobs.get_callback_row(keys[0]).status == "done"
+        assert rt.engine.outbox_rows.get("event_callback", keys[0]).status == "done"
         again = pixivflow("outbox", "redrive", keys[0], now=now)
         assert (again.code, again.out) == (1, "")
         assert again.err.splitlines()[-1] == f"pixivflow outbox redrive: outbox row {keys[0]} is done, not dead: nothing to redrive"

@@ -59,9 +59,8 @@ def runtime(make_runtime, *, wire=None, dns=None, tokens=None, mutate=None):
 
 
 def rows(rt, job_id=SLOT):
-    store = rt.engine.jobs
     keys = [f"job-event:{job_id}:{e['event_id']}" for e in events(rt, job_id)[1]["events"]]
-    return {key: store.get_callback_row(key) for key in keys}
+    return {key: rt.engine.outbox_rows.get("event_callback", key) for key in keys}
 
 
 def test_each_event_is_posted_once_signed_and_identical_to_the_page(make_runtime, downstream, logs):
@@ -131,7 +130,7 @@ def test_a_client_error_dead_letters_the_callback_and_leaves_the_job_alone(make_
         rt.settle()
         job = get_job(rt, SLOT)[1]
         assert job["status"] == "succeeded" and len(downstream.requests) == 1
-        assert all((r.status, r.attempts, r.last_error) == ("dead", 1, "HTTP 404") for r in rows(rt).values())
+        assert all((r.status, r.attempts, r.last_error) == ("dead", 1, "remote_4xx: HTTP 404") for r in rows(rt).values())
         assert len(receiver.received) == 3
         assert [e["type"] for e in events(rt, SLOT)[1]["events"]] == ["job.accepted", "job.started", "job.succeeded"]
         assert get_job(rt, SLOT)[1] == job
@@ -257,7 +256,7 @@ def test_a_name_that_re_resolves_inside_is_refused_at_send_time(make_runtime, do
     dns.answers["consumer.example"] = ["10.0.0.5"]
     rt.settle()
     assert wire.requests == []
-    assert all(r.status == "dead" and r.last_error == "callback_url refused at send time: private_address"
+    assert all(r.status == "dead" and r.last_error == "refused: callback_url refused at send time: private_address"
                for r in rows(rt).values())
     assert get_job(rt, SLOT)[1]["status"] == "succeeded"
 

@@ -24,8 +24,8 @@ from conftest import JOBS_TOKEN, ms
 from route_receiver import Receiver
 from test_delivery_matrix import drive
 
-from pixivflow.adapters.catalog_source import artifact_bytes
-from pixivflow.http.auth import Secrets
+from pixivflow.adapters.catalog_source import artifact_bytes, preview_bytes
+from pixivflow.adapters.secret_store import SecretStore
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "example-delivery.json").read_text())
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
@@ -122,13 +122,17 @@ def test_multipart_submission_carries_the_stored_files_the_fields_and_one_key(ma
     assert int(post.headers["content-length"]) == len(post.raw)
     assert "idempotency-key" not in post.headers  # the key travels only as the form field
     parts = post.parts()
-    # files first (one part per page), then the text fields
-    assert [p.name for p in parts[:2]] == ["files", "files"] and all(p.filename is None for p in parts[2:])
+    # files first (one part per page), then their previews one-to-one (issue 23), then the text fields
+    assert [p.name for p in parts[:4]] == ["files", "files", "previews", "previews"]
+    assert all(p.filename is None for p in parts[4:])
     stored = bucket_files(rt, f"{SLOT}/cats/{i.work_id}")
     assert [(f.filename, f.content_type) for f in post.files()] == [(f"{i.work_id}_p0.png", "application/octet-stream"),
                                                                     (f"{i.work_id}_p1.png", "application/octet-stream")]
     assert [f.data for f in post.files()] == [stored[f"{i.work_id}_p0.png"], stored[f"{i.work_id}_p1.png"]]
     assert [f.data for f in post.files()] == [artifact_bytes(i.work_id, 0), artifact_bytes(i.work_id, 1)]
+    assert [(f.filename, f.data) for f in post.files("previews")] == [
+        (f"{i.work_id}_p{n}.png.preview.jpg", preview_bytes(i.work_id, n)) for n in (0, 1)]
+    assert [f.data for f in post.files("previews")] == [stored[f"{i.work_id}_p{n}.png.preview.jpg"] for n in (0, 1)]
     fields = post.fields()
     assert fields["idempotency_key"] == [i.idempotency_key]
     assert set(fields) == set(EXAMPLE["delivery"]["targets"]["bot1-submit"]["fields"])
@@ -225,7 +229,7 @@ def test_ack_hints_of_the_route_read_a_terminal_remote_status(make_runtime, rece
     assert (i.status, i.outbox_status, i.remote_id, i.remote_status, i.attempts) == ("failed", "done", "77", "rejected", 1)
     assert state(rt).cells["cats"].status == "failed" and len(receiver.at(SUBMIT)) == 1
     # files are kept for a failure
-    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 2
+    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 4  # two pages and their previews
 
 
 def test_ack_hints_of_the_route_read_a_historical_duplicate(make_runtime, receiver):
@@ -236,7 +240,7 @@ def test_ack_hints_of_the_route_read_a_historical_duplicate(make_runtime, receiv
     i = intents(rt)["bot1-submit"]
     assert (i.status, i.remote_id, i.reuse_reason) == ("duplicate", "old-9", "historical_duplicate")
     assert state(rt).cells["cats"].status == "duplicate"
-    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 2  # kept for a duplicate
+    assert len(bucket_files(rt, f"{SLOT}/cats/{i.work_id}")) == 4  # kept for a duplicate (pages and previews)
 
 
 def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
@@ -246,7 +250,7 @@ def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
     i = intents(rt)["bot1-submit"]
     assert i.status == "delivered" and bucket_files(rt, f"{SLOT}/cats/{i.work_id}") == {}
     (deleted,) = logs.events("artifacts.deleted")
-    assert deleted["count"] == 2
+    assert deleted["count"] == 4  # the pages and their previews
 
 
 def test_our_kind_webhook_route_keeps_its_stored_files_as_before(make_runtime, downstream):
@@ -299,7 +303,7 @@ def test_a_transient_ssm_error_then_success_sends_the_header_and_is_accepted(mak
             raise RuntimeError("ThrottlingException: Rate exceeded")
         return ssm_reader(name)
 
-    secrets = Secrets(reader=flaky, sleep=lambda s: None)
+    secrets = SecretStore(reader=flaky, sleep=lambda s: None)
     rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
                       backend="moto")  # SSM: moto only (the twins model DynamoDB, SQS and S3)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
@@ -507,3 +511,49 @@ def test_a_manual_slot_that_delivered_sends_no_verdict(make_runtime, receiver):
     assert post.fields()["refetch_request_id"] == [RID]
     assert receiver.at(REFETCH_OUTCOMES) == [] and receiver.at(SCHEDULE_OUTCOMES) == []
     assert rt.engine.outbox_rows.due(rt.clock.now_ms() + 10**9) == []
+
+
+def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_never_cached(make_runtime, receiver,
+                                                                                              monkeypatch, logs):
+    """Issue 21: the notification row is released unsent (its attempt given back) while SSM does
+    not answer, and sent once it does; nothing of the outage is remembered."""
+    import itertools
+
+    from pixivflow.adapters.secret_refs import ssm_reader
+
+    monkeypatch.delenv("TELEPOST_BOT1_SUBMIT_TOKEN")
+    monkeypatch.setenv("ROUTE_SECRETS_PATH", "/pixivflow/routes")
+    outage = {"on": False, "left": 2}
+    calls = []
+
+    def flaky(name):
+        calls.append(outage["on"])
+        if outage["on"]:
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        return ssm_reader(name)
+
+    tick = itertools.count(step=1_000)  # every look is 1,000 s after the last: no value stays cached
+    secrets = SecretStore(reader=flaky, sleep=lambda s: None, monotonic=lambda: float(next(tick)))
+    rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
+                      backend="moto")
+    aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
+                                      Type="SecureString")
+    rows = rt.engine.outbox_rows
+    real_claim = rows.claim
+
+    def claim(row, *args, **kwargs):  # SSM stops answering exactly while the notification is claimed, twice
+        got = real_claim(row, *args, **kwargs)
+        outage["on"] = bool(got is not None and got.kind == "notification" and outage["left"] > 0)
+        outage["left"] -= outage["on"]
+        return got
+
+    monkeypatch.setattr(rows, "claim", claim)
+    rt.fire("morning-tokyo", iso=FIRE)
+    rt.settle()
+    (post,) = receiver.at(SCHEDULE_OUTCOMES, "POST")
+    assert post.headers["authorization"] == "Bearer from-ssm-token"
+    row = rows.get("notification", f"notification:{SLOT}:summary")
+    assert (row.status, row.attempts) == ("done", 1)  # two releases used no attempt
+    assert len(logs.events("outbox.secret_unavailable")) == 2
+    assert logs.events("outbox.dead") == []
+    assert calls.count(True) == 2 * 3  # two outages of three quick tries each, then read again

@@ -351,6 +351,35 @@ def test_claim_intent_once_and_reclaim_only_after_the_lease_expires(env: Env) ->
                                     outbox_status=OutboxStatus.DONE) is None
 
 
+def test_the_sending_marker_is_set_once_by_the_lease_holder_and_kept_until_an_attempt_saves_its_posts(env: Env) -> None:
+    """Issue 23: the Telegram review route marks its row before the first Bot API call. Only the
+    lease holder may, only once; a retry that saved what it posted drops it; a redrive clears it."""
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    a = env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
+    assert env.ledger.mark_intent_sending(a, "dlv-b", T0 + 1) is None  # not the lease holder
+    marked = env.ledger.mark_intent_sending(a, "dlv-a", T0 + 1)
+    assert marked is not None and marked.sending_at == T0 + 1
+    assert env.ledger.mark_intent_sending(a, "dlv-a", T0 + 2) is None  # once: a second worker never posts too
+    # a claim taken over after the lease expired finds the marker
+    b = env.ledger.claim_intent(intent, "dlv-b", T0 + OUTBOX_LEASE_MS, OUTBOX_LEASE_MS)
+    assert b is not None and b.sending_at == T0 + 1
+    assert env.ledger.mark_intent_sending(b, "dlv-b", T0 + OUTBOX_LEASE_MS) is None
+    # an attempt that saved its posts drops the marker; the progress rides on the row
+    saved = env.ledger.settle_intent(b, "dlv-b", T0 + OUTBOX_LEASE_MS + 1, ledger_status=None,
+                                     outbox_status=OutboxStatus.RETRY_WAIT, next_attempt_at=T0 + 10**6,
+                                     send_progress={"blocks": [{"message_ids": [7]}]}, clear_sending=True)
+    assert saved.sending_at is None and saved.send_progress == {"blocks": [{"message_ids": [7]}]}
+    # a retry that did not post keeps whatever marker there is (none here) and the saved progress
+    c = env.ledger.claim_intent(saved, "dlv-c", T0 + 10**6, OUTBOX_LEASE_MS)
+    assert env.ledger.mark_intent_sending(c, "dlv-c", T0 + 10**6) is not None
+    dead = env.ledger.settle_intent(c, "dlv-c", T0 + 10**6 + 1, ledger_status=LedgerStatus.FAILED,
+                                    outbox_status=OutboxStatus.DEAD, remote_status="uncertain")
+    assert dead.sending_at == T0 + 10**6 and dead.remote_status == "uncertain"
+    again = env.ledger.redrive_intent(dead, T0 + 10**6 + 2)
+    assert again.sending_at is None and again.send_progress is None and again.redrive_count == 1
+
+
 def test_claim_intent_refuses_a_row_not_yet_due(env: Env) -> None:
     slot = admitted(env)
     intent, _ = env.ledger.put_intent(make_intent(slot.slot_id, next_attempt_at=T0 + 60_000))

@@ -21,6 +21,8 @@ ENV_KEYS = {
     "OUTBOX_QUEUE_URL",
     "EXECUTION_DLQ_URL",
     "OUTBOX_DLQ_URL",
+    "SCHEDULER_DLQ_URL",
+    "DEAD_LETTER_QUEUE_URLS",
     "ARTIFACT_BUCKET",
 }
 
@@ -48,8 +50,11 @@ def test_provision_returns_the_handler_env_for_created_resources(aws: None) -> N
     assert env["ARTIFACT_BUCKET"] == f"{PREFIX}-artifactbucket"
     sqs = boto3.client("sqs")
     for key, logical in [("EXECUTION_QUEUE_URL", "executionqueue"), ("OUTBOX_QUEUE_URL", "outboxqueue"),
-                         ("EXECUTION_DLQ_URL", "executiondlq"), ("OUTBOX_DLQ_URL", "outboxdlq")]:
+                         ("EXECUTION_DLQ_URL", "executiondlq"), ("OUTBOX_DLQ_URL", "outboxdlq"),
+                         ("SCHEDULER_DLQ_URL", "schedulerdlq")]:
         assert sqs.get_queue_url(QueueName=f"{PREFIX}-{logical}")["QueueUrl"] == env[key]
+    # the dead-letter queues the sweep's Health metric counts (the sweep's DEAD_LETTER_QUEUE_URLS)
+    assert env["DEAD_LETTER_QUEUE_URLS"].split(",") == [env["EXECUTION_DLQ_URL"], env["OUTBOX_DLQ_URL"], env["SCHEDULER_DLQ_URL"]]
     assert boto3.client("dynamodb").describe_table(TableName=env["LEDGER_TABLE"])["Table"]["TableStatus"] == "ACTIVE"
     buckets = {b["Name"] for b in boto3.client("s3").list_buckets()["Buckets"]}
     assert env["ARTIFACT_BUCKET"] in buckets
@@ -193,6 +198,7 @@ Resources:
         "LEDGER_TABLE": "custom-ledgertable",
         "EXECUTION_QUEUE_URL": boto3.client("sqs").get_queue_url(QueueName="custom-executionqueue")["QueueUrl"],
         "EXECUTION_DLQ_URL": boto3.client("sqs").get_queue_url(QueueName="custom-executiondlq")["QueueUrl"],
+        "DEAD_LETTER_QUEUE_URLS": boto3.client("sqs").get_queue_url(QueueName="custom-executiondlq")["QueueUrl"],
     }
     attrs = queue_attributes(env["EXECUTION_QUEUE_URL"])
     assert attrs["VisibilityTimeout"] == "120"

@@ -143,12 +143,14 @@ def test_a_schedule_without_target_ids_counts_every_target(cfg: dict) -> None:
 # -- targets and routes ----------------------------------------------------------------------------
 
 
-def test_cache_mode_without_a_route_is_a_dry_run_with_a_warning(cfg: dict) -> None:
+def test_cache_mode_without_a_route_is_a_dry_run(cfg: dict) -> None:
+    # pixivflow.shadow.json (issue 23): accepted, and the load says what it means.
     del cfg["targets"][2]["delivery"]
     config = parse_config(cfg)
-    assert config.targets[2].routes() == []
-    assert config.warnings == ("targets[2].delivery: storageMode cache without a delivery route; the target selects "
-                               "and stores works but never delivers them (a dry run)",)
+    assert config.targets[2].routes() == [] and config.dry_run(config.targets[2])
+    assert [w for w in config.warnings if "DRY RUN" in w] == [
+        "targets[2].delivery: storageMode cache with no delivery route: DRY RUN (selects and stores each work and "
+        "records what it would deliver; posts nothing, sends no notification)"]
 
 
 def test_unknown_route_name(cfg: dict) -> None:

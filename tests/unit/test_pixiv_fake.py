@@ -61,8 +61,14 @@ def test_search_pages_and_maps_the_selection_facts(source, fake):
     first = source.search_page(request, None)
     second = source.search_page(request, first.next_cursor)
     works = list(first.items) + list(second.items)
-    assert [w.work_id for w in works] == ["91000", "91001", "91002", "91003", "91004", "91005"]
-    by_id = {w.work_id: w for w in works}
+    # filter=for_ios (sent on every search without R-18) leaves the R-18 work 91005 out, as Pixiv does
+    assert [w.work_id for w in works] == ["91000", "91001", "91002", "91003", "91004"]
+    r18 = SearchRequest(mode="topic", tag="cats", include_r18=True)
+    page = source.search_page(r18, None)
+    assert "filter" not in fake.requests[-1].query
+    with_r18 = list(page.items) + list(source.search_page(r18, page.next_cursor).items if page.next_cursor else [])
+    assert "91005" in [w.work_id for w in with_r18]
+    by_id = {w.work_id: w for w in works} | {w.work_id: w for w in with_r18}
     assert by_id["91000"].restricted and by_id["91000"].tags == () and by_id["91000"].title == ""
     assert not any(w.restricted for i, w in by_id.items() if i != "91000")
     assert (by_id["91001"].page_count, by_id["91001"].total_bookmarks, by_id["91001"].tags) == (3, 420, ("cats", "cute"))

@@ -65,7 +65,8 @@ def test_the_note_example_block_with_a_schedule_passes_config_check_unchanged(tm
         "ok": True, "errors": [], "schedules": ["bot1-daily"], "targets": ["bot1-novel-botefuku"],
         "routes": ["bot1-submit", "qq-main"]}
     assert any("retryDelayMs" in w for w in summary["warnings"])
-    assert "retryDelayMs" in err and "richNovelPreview" in err  # what is accepted but not acted on
+    assert "retryDelayMs" in err and "the outbox's own budget applies: 12 attempts" in err  # accepted, not acted on
+    assert "richNovelPreview" not in err  # TelePress previews are supported (issue 23)
 
 
 def test_example_routes_parse_into_their_families():
@@ -75,10 +76,11 @@ def test_example_routes_parse_into_their_families():
     assert submit.url == "${TELEPOST_API_BASE_URL}/api/bot1/v1/submissions"  # expanded at send time only
     assert submit.headers == {"Authorization": "Bearer ${TELEPOST_BOT1_SUBMIT_TOKEN}"}
     assert (submit.maxAttempts, submit.timeoutMs, submit.arrayFormat, submit.autoIdempotencyKey) == (3, 30_000, "comma", True)
+    assert submit.attempt_budget == 12  # PixivFlow's outbox owns the retries, whatever maxAttempts says (issue 23)
     assert (submit.fileField, submit.previewFileField) == ("files", "previews")
     assert (gateway.token, gateway.signingSecret, gateway.mediaTransport) == ("${QQ_GATEWAY_TOKEN}",
                                                                              "${QQ_GATEWAY_SIGNING_SECRET}", "reference")
-    assert gateway.maxAttempts == 12
+    assert gateway.maxAttempts == gateway.attempt_budget == 12
     assert (config.delivery.outboxRetryBaseMs, config.delivery.outboxRetryMaxMs) == (300_000, 21_600_000)
     assert config.delivery.deleteAfterDelivery is True
     assert config.targets[0].routes() == ["bot1-submit", "qq-main"]
@@ -95,6 +97,11 @@ def test_our_kind_webhook_route_keeps_loading_as_before():
     config = parse_config(DEMO | {"source": {"kind": "catalog", "path": "catalog.json"}})
     route = config.route("review")
     assert isinstance(route, WebhookRoute) and route.kind == "webhook" and route.maxAttempts == 12
+    three = copy.deepcopy(DEMO)
+    three["delivery"]["targets"]["review"]["maxAttempts"] = 3
+    three_route = parse_config(three | {"source": {"kind": "catalog", "path": "catalog.json"}}).route("review")
+    assert three_route.attempt_budget == 3 and not any("maxAttempts" in w for w in parse_config(
+        three | {"source": {"kind": "catalog", "path": "catalog.json"}}).warnings)  # DESIGN §12: ours keeps its meaning
     bad = copy.deepcopy(DEMO)
     bad["delivery"]["targets"]["review"]["url"] = "${NOT_FOR_US}/review"
     assert "delivery.targets.review.url: must be an http(s) URL" in error_of(bad)  # no ${VAR} on our route
@@ -108,7 +115,7 @@ def test_a_route_with_both_type_and_kind_is_refused_naming_its_path():
 
 
 @pytest.mark.parametrize("mutate,path", [
-    (lambda r: r["bot1-submit"].update(type="telegram"), "delivery.targets.bot1-submit.type: unsupported route type 'telegram'"),
+    (lambda r: r["bot1-submit"].update(type="sms"), "delivery.targets.bot1-submit.type: unsupported route type 'sms'"),
     (lambda r: r["bot1-submit"].update(url="ftp://x"), "delivery.targets.bot1-submit.url: must be an http(s) URL"),
     (lambda r: r["bot1-submit"].update(arrayFormat="csv"), "delivery.targets.bot1-submit.arrayFormat:"),
     (lambda r: r["bot1-submit"].update(timeoutMs=300_000), "delivery.targets.bot1-submit.timeoutMs:"),
@@ -137,7 +144,7 @@ def test_underscore_keys_are_comments_at_every_depth():
     doc["delivery"]["targets"]["bot1-submit"]["fields"]["_draft"] = "{{title}}"
     doc["targets"][0]["_disabled_tag"] = 12
     doc["schedules"][0]["_cron_was"] = "0 9 * * *"
-    doc["delivery"]["targets"]["_old-route"] = {"type": "telegram"}  # would be refused if it were read
+    doc["delivery"]["targets"]["_old-route"] = {"type": "telegram"}  # would be refused (no botToken…) if it were read
     config = parse_config(doc)
     assert "_draft" not in config.route("bot1-submit").fields
     assert sorted(config.delivery.targets) == ["bot1-submit", "qq-main"]
@@ -152,15 +159,19 @@ def test_deprecated_keys_are_accepted_ignored_and_warned_about_once(config_log):
     # One finding per key, on config.warnings: the runtime logs them once per load (config.warning,
     # at cold start) and `pixivflow config check` prints them.
     for key in ("delivery.targets.bot1-submit.success", "delivery.targets.bot1-submit.retryDelayMs",
-                "delivery.targets.qq-main.retryDelayMs"):
+                "delivery.targets.bot1-submit.maxAttempts", "delivery.targets.qq-main.retryDelayMs"):
         assert sum(w.startswith(key + ":") for w in config.warnings) == 1, key
-    assert config.route("bot1-submit").maxAttempts == 3  # maxAttempts stays the row's budget
+    # The outbox's own budget applies to httpMultipart rows (issue 23): maxAttempts 3 would
+    # dead-letter a submission after about 1.5 minutes of a TelePost outage.
+    assert config.route("bot1-submit").attempt_budget == 12
+    assert "outboxRetryBaseMs 300000 ms up to outboxRetryMaxMs 21600000 ms" in next(
+        w for w in config.warnings if w.startswith("delivery.targets.bot1-submit.maxAttempts:"))
 
 
 def test_a_clean_config_logs_nothing(config_log):
     doc = pixivflow_document()
     del doc["delivery"]["targets"]["bot1-submit"]["retryDelayMs"]
-    del doc["targets"][0]["delivery"]["richNovelPreview"]
+    del doc["delivery"]["targets"]["bot1-submit"]["maxAttempts"]
     assert parse_config(doc).warnings == () and config_log == []
 
 

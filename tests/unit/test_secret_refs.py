@@ -19,7 +19,8 @@ from pixivflow.adapters.secret_refs import (
     ssm_reader,
 )
 from pixivflow.domain.errors import ConfigError
-from pixivflow.http.auth import JOBS, NOT_CONFIGURED, TRIGGER, Secrets, check_bearer
+from pixivflow.adapters.secret_store import SecretStore
+from pixivflow.http.auth import JOBS, NOT_CONFIGURED, TRIGGER, check_bearer
 
 
 class Reader:
@@ -137,12 +138,12 @@ def test_ssm_reader_tells_a_missing_parameter_from_an_outage(monkeypatch):
     assert "ParameterNotFound" not in str(info.value)
 
 
-# -- bearer tokens of the HTTP surface (http/auth.Secrets) --------------------------------------------
+# -- bearer tokens of the HTTP surface (adapters/secret_store.SecretStore) --------------------------------------------
 
 
 def test_a_transient_failure_on_a_token_fails_closed_for_that_request_only():
     reader = Reader({"/pf/trigger": "trigger-secret"}, script=[RuntimeError("Throttling")] * 3)
-    secrets = Secrets(reader, env={"TRIGGER_TOKEN_PARAMETER": "/pf/trigger"}, attempts=3, sleep=lambda s: None)
+    secrets = SecretStore(reader, env={"TRIGGER_TOKEN_PARAMETER": "/pf/trigger"}, attempts=3, sleep=lambda s: None)
     assert secrets.token(TRIGGER) is None  # three failures: this request is refused ...
     assert check_bearer({"authorization": "Bearer trigger-secret"}, secrets.token(TRIGGER)) is None  # ... the next reads again
     assert reader.calls == ["/pf/trigger"] * 4
@@ -151,14 +152,14 @@ def test_a_transient_failure_on_a_token_fails_closed_for_that_request_only():
 
 def test_a_single_transient_failure_is_absorbed_by_the_retry():
     reader = Reader({"/pf/jobs": "jobs-secret"}, script=[RuntimeError("Throttling")])
-    secrets = Secrets(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"}, sleep=lambda s: None)
+    secrets = SecretStore(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"}, sleep=lambda s: None)
     assert secrets.token(JOBS) == "jobs-secret" and len(reader.calls) == 2
 
 
 def test_a_missing_token_parameter_is_asked_again_after_a_minute():
     reader = Reader({})
     clock = Clock()
-    secrets = Secrets(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"}, sleep=lambda s: None, monotonic=clock)
+    secrets = SecretStore(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"}, sleep=lambda s: None, monotonic=clock)
     assert secrets.token(JOBS) is None and secrets.token(JOBS) is None
     assert check_bearer({}, secrets.token(JOBS)) == NOT_CONFIGURED
     assert reader.calls == ["/pf/jobs"]
@@ -171,7 +172,7 @@ def test_a_route_token_parameter_outage_raises_instead_of_sending_without_creden
     from types import SimpleNamespace
 
     reader = Reader({"/pf/route": "route-secret"}, script=[RuntimeError("Throttling")] * 3)
-    secrets = Secrets(reader, env={}, sleep=lambda s: None)
+    secrets = SecretStore(reader, env={}, sleep=lambda s: None)
     route = SimpleNamespace(token=None, tokenParameter="/pf/route")
     with pytest.raises(SecretStoreUnavailable):
         secrets.route_token(route)
@@ -180,5 +181,5 @@ def test_a_route_token_parameter_outage_raises_instead_of_sending_without_creden
 
 def test_secrets_lookup_resolves_route_references_below_route_secrets_path():
     reader = Reader({"/pixivflow/routes/TELEPOST_TOKEN": "tp"})
-    secrets = Secrets(reader, env={"ROUTE_SECRETS_PATH": "/pixivflow/routes/", "BASE": "https://b"}, sleep=lambda s: None)
+    secrets = SecretStore(reader, env={"ROUTE_SECRETS_PATH": "/pixivflow/routes/", "BASE": "https://b"}, sleep=lambda s: None)
     assert secrets.lookup("BASE") == "https://b" and secrets.lookup("TELEPOST_TOKEN") == "tp"

@@ -2,7 +2,8 @@
 
 from types import SimpleNamespace
 
-from pixivflow.http.auth import JOBS, NOT_CONFIGURED, TRIGGER, Secrets, check_bearer
+from pixivflow.adapters.secret_store import SecretStore
+from pixivflow.http.auth import JOBS, NOT_CONFIGURED, TRIGGER, check_bearer
 
 
 class Reader:
@@ -16,21 +17,21 @@ class Reader:
 
 def test_env_token_wins_and_is_trimmed():
     reader = Reader({"/pf/trigger": "from-ssm"})
-    secrets = Secrets(reader, env={"TRIGGER_TOKEN": "  from-env \n", "TRIGGER_TOKEN_PARAMETER": "/pf/trigger"})
+    secrets = SecretStore(reader, env={"TRIGGER_TOKEN": "  from-env \n", "TRIGGER_TOKEN_PARAMETER": "/pf/trigger"})
     assert secrets.token(TRIGGER) == "from-env"
     assert reader.calls == []
 
 
 def test_parameter_is_read_once_per_cold_start():
     reader = Reader({"/pf/jobs": "jobs-secret"})
-    secrets = Secrets(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"})
+    secrets = SecretStore(reader, env={"JOBS_TOKEN_PARAMETER": "/pf/jobs"})
     assert secrets.token(JOBS) == "jobs-secret"
     assert secrets.token(JOBS) == "jobs-secret"
     assert reader.calls == ["/pf/jobs"]
 
 
 def test_a_missing_or_blank_token_fails_closed():
-    secrets = Secrets(Reader({"/pf/blank": "   "}), env={"TRIGGER_TOKEN_PARAMETER": "/pf/blank"})
+    secrets = SecretStore(Reader({"/pf/blank": "   "}), env={"TRIGGER_TOKEN_PARAMETER": "/pf/blank"})
     assert secrets.token(TRIGGER) is None
     assert secrets.token(JOBS) is None
     assert check_bearer({"authorization": "Bearer anything"}, secrets.token(TRIGGER)) == NOT_CONFIGURED
@@ -49,7 +50,7 @@ def test_bearer_scheme_is_case_insensitive_and_the_token_exact():
 
 def test_route_token_from_config_or_from_a_parameter():
     reader = Reader({"/pf/route": "route-secret"})
-    secrets = Secrets(reader, env={})
+    secrets = SecretStore(reader, env={})
     assert secrets.route_token(SimpleNamespace(token="inline", tokenParameter=None)) == "inline"
     route = SimpleNamespace(token=None, tokenParameter="/pf/route")
     assert secrets.route_token(route) == "route-secret"

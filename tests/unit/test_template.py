@@ -757,6 +757,7 @@ def test_alarms_watch_every_operator_fact_and_nothing_twice(resources: dict[str,
     expected |= {("AWS/Lambda", metric, (("FunctionName", lid),)) for lid in FUNCTIONS for metric in ("Errors", "Throttles")}
     expected |= {(custom, "AlertableOutcomes", tuple(sorted([("status", s), service]))) for s in business if is_alertable(s)}
     expected |= {(custom, "MissedFires", (service,))}
+    expected |= {(custom, "Health", (service,))}
     expected |= {(custom, "Stalls", tuple(sorted([("rule", rule), service]))) for rule in get_args(Rule)}
     watched = [watched_metric(p) for p in alarms(resources).values()]
     assert len(watched) == len(set(watched)), "two alarms watch the same metric"
@@ -772,9 +773,17 @@ def test_every_alarm_notifies_the_alarm_topic_and_names_a_cli_command(tpl: dict[
         assert evaluate(tpl, p["AlarmActions"], default) == [{"Ref": "AlarmTopic"}], lid
         assert evaluate(tpl, p["AlarmActions"], external) == ["arn:aws:sns:us-east-1:123456789012:ops"], lid
         assert p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", lid
-        assert p["TreatMissingData"] == "notBreaching", lid
-        assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, lid
-        if p["MetricName"] == "ApproximateAgeOfOldestMessage":
+        # a quiet system sends no data points, which is no alarm; but the sweep's Health series is
+        # published every minute, so its silence is the sweep itself having stopped
+        assert p["TreatMissingData"] == ("breaching" if lid == "HealthAlarm" else "notBreaching"), lid
+        if lid == "HealthAlarm":  # a per-minute series: two bad minutes of three page, one blip does not
+            assert (p["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"], p["Statistic"], p["Threshold"]) == \
+                (60, 3, 2, "Maximum", 1), lid
+        else:
+            assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, lid
+        if lid == "HealthAlarm":
+            pass
+        elif p["MetricName"] == "ApproximateAgeOfOldestMessage":
             assert p["Statistic"] == "Maximum" and p["Threshold"] == 1800, lid  # 30 min: the queued budget
         elif p["Namespace"] != "AWS/SQS":
             assert p["Statistic"] == "Sum" and p["Threshold"] == 1, lid  # one occurrence pages
@@ -853,3 +862,22 @@ def test_the_readme_operate_section_explains_every_alarm(resources: dict[str, An
         generic = next((f"<Function>{kind}Alarm" for kind in ("Errors", "Throttles")
                         if p["Namespace"] == "AWS/Lambda" and p["MetricName"] == kind), None)
         assert f"`{lid}`" in operate or (generic and f"`{generic}`" in operate), lid
+
+
+def test_the_default_alarm_profile_is_one_alarm_on_the_sweeps_health_metric(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
+    """Issue 25: a small deployment is watched for one alarm and one metric series. Every other alarm
+    exists only in the full profile, and the functions emit only Health unless it is chosen."""
+    assert tpl["Parameters"]["AlarmProfile"]["Default"] == "health"
+    assert tpl["Parameters"]["AlarmProfile"]["AllowedValues"] == ["health", "full"]
+    assert tpl["Conditions"]["FullAlarms"] == {"Fn::Equals": [{"Ref": "AlarmProfile"}, "full"]}
+    every = alarms(resources)
+    unconditional = sorted(lid for lid, _ in every.items() if resources[lid].get("Condition") != "FullAlarms")
+    assert unconditional == ["HealthAlarm"]
+    health = every["HealthAlarm"]
+    assert (health["MetricName"], health["Statistic"], health["Period"], health["TreatMissingData"]) == \
+        ("Health", "Maximum", 60, "breaching")  # a sweep that stops publishing is a problem too
+    assert tpl["Globals"]["Function"]["Environment"]["Variables"]["PIXIVFLOW_METRICS"] == {"Ref": "AlarmProfile"}
+    sweep = resources["StallSweepFunction"]["Properties"]
+    assert "DEAD_LETTER_QUEUE_URLS" in sweep["Environment"]["Variables"]
+    granted = [st for st in sweep["Policies"][0]["Statement"] if "sqs:GetQueueAttributes" in st["Action"]]
+    assert [sorted(r["Fn::GetAtt"][0] for r in st["Resource"]) for st in granted] == [["ExecutionDLQ", "OutboxDLQ", "SchedulerDLQ"]]

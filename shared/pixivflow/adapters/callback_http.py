@@ -7,6 +7,13 @@ with ``Host`` set to the URL's host and TLS SNI / certificate verification again
 lookups (DNS rebinding) therefore cannot redirect the connection, and a refused URL never opens a
 socket. Redirects are never followed (a 3xx is a permanent failure of the callback).
 
+``timeout_s`` is the attempt's TOTAL deadline (connect + TLS + request + headers + body; the
+outbox worker has already cut it to the invocation's remaining time): it is enforced in the
+network layer of the consumer transport (``adapters.http_pools``), so a receiver that drips
+its answer a byte at a time cannot stretch an attempt past it. Each request gets a transport of
+its own that keeps no connection alive (the consumer trust class: a connection opened to this
+address for another host name is never reused).
+
 ``resolver`` and ``transport`` are injected: tests give a fake resolver and an ``httpx``
 transport (a loopback server or ``httpx.MockTransport``), so no real DNS lookup happens.
 """
@@ -21,6 +28,7 @@ import httpx
 
 from ..domain.callbacks import Resolver, vet_callback_url
 from ..ports import DeliveryResponse
+from .http_pools import consumer_transport, deadline
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -43,8 +51,9 @@ class HttpCallbackSender:
         if vetted.scheme == "https":
             extensions["sni_hostname"] = vetted.host
         request_headers = {**headers, "Host": vetted.host_header}
-        transport = self._transport() if self._transport else httpx.HTTPTransport(retries=0)
-        with httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
+        transport = self._transport() if self._transport else consumer_transport()
+        with deadline(timeout_s), httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
+                                               trust_env=False) as client:
             request = client.build_request("POST", vetted.connect_url, content=body, headers=request_headers,
                                            extensions=extensions)
             response = client.send(request, stream=True)

@@ -178,6 +178,11 @@ def artifact_bytes(work_id: str, page: int) -> bytes:
     return _PNG_SIGNATURE + digest
 
 
+def preview_bytes(work_id: str, page: int) -> bytes:
+    """The deterministic content of one page's preview: a JPEG start marker, then a digest."""
+    return b"\xff\xd8\xff\xe0" + hashlib.sha256(f"pixivflow-catalog:{work_id}:{page}:preview".encode()).digest()
+
+
 def novel_text(work: Work, page: int) -> bytes:
     """The deterministic text of one novel page: the title, then a digest of (id, page)."""
     digest = hashlib.sha256(f"pixivflow-catalog:{work.work_id}:{page}".encode()).hexdigest()
@@ -264,6 +269,14 @@ class CatalogSource:
             )
             for page in range(entry.work.page_count)
         ]
+
+    def download_previews(self, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
+        """One small preview per page (the ``large`` image Pixiv serves beside each original),
+        deterministic like the pages; only asked for when a route sends previews (issue 23)."""
+        if work.work_type == "novel":
+            return []
+        return [ArtifactFile(name=f"{f.name}.preview.jpg", content=preview_bytes(work.work_id, page),
+                             content_type="image/jpeg", role="preview") for page, f in enumerate(files)]
 
     # --------------------------------------------------------------- helpers
 

@@ -31,8 +31,8 @@ from botocore.exceptions import ClientError
 from .dynamodb_base import DynamoItems
 from ..domain.errors import LedgerUnavailable
 from ..domain.protocol import ONCE_KINDS, REQUESTED
-from ..ports import AppendResult, CallbackRow, EventStream, StoredEvent
-from .event_callback_rows import DynamoCallbackRows
+from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
+from .outbox_rows import DynamoOutboxRows
 
 SHARDS = 16
 CALLBACK_INDEX = "OpenCallbacks"
@@ -58,7 +58,7 @@ class DynamoJobStore(DynamoItems):
 
     def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
         super().__init__(client, table, retention_days=retention_days)
-        self.rows = DynamoCallbackRows(client, table, retention_days=retention_days)
+        self.rows = DynamoOutboxRows(client, table, retention_days=retention_days)  # the callback row's Put
 
     def _key(self, job_id: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": _pk(job_id)}, "sk": {"S": sk}}
@@ -92,7 +92,7 @@ class DynamoJobStore(DynamoItems):
         return EventStream(job_id, tuple(events), head_seq, head_ts, cursor)
 
     # -- append ------------------------------------------------------------------------------
-    def append(self, event: StoredEvent, *, expected_head: int, callback: CallbackRow | None = None,
+    def append(self, event: StoredEvent, *, expected_head: int, callback: OutboxRow | None = None,
                open_callback_since: int | None = None, close_callback_index: bool = False, now_ms: int = 0) -> str:
         if event.seq != expected_head + 1:
             raise ValueError("an event's seq must follow the head it was computed from")
@@ -100,10 +100,12 @@ class DynamoJobStore(DynamoItems):
         head = {
             "Update": {
                 "TableName": self._table, "Key": self._key(job_id, HEAD_SK),
-                "UpdateExpression": "SET #seq = :seq, #ts = :ts, #e = :entity, #slot = :slot",
+                # the head expires with the stream's newest event (retention from it)
+                "UpdateExpression": "SET #seq = :seq, #ts = :ts, #e = :entity, #slot = :slot, #x = :x",
                 "ConditionExpression": "attribute_not_exists(pk)" if expected_head == 0 else "#seq = :prev",
-                "ExpressionAttributeNames": {"#seq": "seq", "#ts": "ts", "#e": "entity", "#slot": "slotId"},
+                "ExpressionAttributeNames": {"#seq": "seq", "#ts": "ts", "#e": "entity", "#slot": "slotId", "#x": "expiresAt"},
                 "ExpressionAttributeValues": {":seq": {"N": str(event.seq)}, ":ts": {"N": str(event.ts)},
+                                              ":x": {"N": str(self._expires(event.ts))},
                                               ":entity": {"S": "stream"}, ":slot": {"S": job_id},
                                               **({":prev": {"N": str(expected_head)}} if expected_head else {})},
             }
@@ -176,27 +178,5 @@ class DynamoJobStore(DynamoItems):
         found.sort(reverse=True)
         return [job_id for _, job_id in found[:limit]]
 
-    # -- callback rows -----------------------------------------------------------------------------
-    def get_callback_row(self, key: str) -> CallbackRow | None:
-        return self.rows.get(key)
-
-    def callback_key_of(self, pk: str, sk: str) -> str | None:
-        return self.rows.key_of(pk, sk)
-
-    def claim_callback_row(self, key: str, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> CallbackRow | None:
-        return self.rows.claim(key, owner, now_ms, lease_ms, ignore_due=ignore_due)
-
-    def settle_callback_row(self, row: CallbackRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
-                            next_attempt_at: int | None = None) -> CallbackRow | None:
-        return self.rows.settle(row, owner, now_ms, status=status, error=error, next_attempt_at=next_attempt_at)
-
-
-    def dead_callback_rows(self) -> list[CallbackRow]:
-        """Operator tooling (issue 12): every dead callback row, newest first (a scan)."""
-        return self.rows.dead()
-
-    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
-        """Operator tooling (issue 12): re-arm a dead callback row; None unless it is dead."""
-        return self.rows.redrive(key, now_ms)
 
 __all__ = ["CALLBACK_INDEX", "DynamoJobStore", "callback_index_keys", "event_sk"]

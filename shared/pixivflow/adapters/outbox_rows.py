@@ -1,12 +1,16 @@
 """Generic outbox rows (DESIGN §4 ``OUTBOX#<kind>#<key>`` / ``META``; spec §10.4).
 
 Notification and event-callback rows belong to no delivery intent, so they live in partitions of
-their own on the ledger table. Their lifecycle mirrors the intent rows (``dynamo_ledger``):
+their own on the ledger table, one item layout for every kind (``ports.OutboxRow``). Their
+lifecycle mirrors the intent rows (``dynamo_ledger``):
 
-* created with ``attribute_not_exists`` (UNIQUE (kind, key): the first writer wins);
-* claimed by a conditional update (pending/retry_wait and due, or processing past its lease);
-* settled only by the lease holder (``leaseOwner = :owner``), one attempt per settle;
-* released without consuming an attempt (readiness deferral);
+* created with ``attribute_not_exists`` (UNIQUE (kind, key): the first writer wins), alone or as
+  one ``Put`` of a caller's transaction (:meth:`DynamoOutboxRows.put_action`: a job event and its
+  callback row are written together);
+* claimed by a conditional update (pending/retry_wait and due, or processing past its lease) that
+  also counts the attempt (``ADD attempts 1``): a worker that dies mid-send has used it (issue 21);
+* settled only by the lease holder (``leaseOwner = :owner``);
+* released by the lease holder with the attempt given back (nothing was sent);
 * present in the sparse ``DueOutbox`` index (``ODUE#<shard>`` / ``<nextAttemptAt 13 digits>#...``)
   only while actionable, so the sweep's cost follows live rows. Their index partitions are
   distinct from the intents' ``DUE#<shard>``, so neither family's queries ever see the other.
@@ -51,6 +55,7 @@ _FIELDS = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "completed_at": "completedAt",
+    "slot_id": "slotId",
 }
 
 
@@ -102,7 +107,7 @@ class DynamoOutboxRows(DynamoItems):
         return {k: self._ser.serialize(v) for k, v in values.items()}
 
     def _update(self, row: OutboxRow, sets: dict[str, Any], removes: list[str], condition: str,
-                values: dict[str, Any], *, add_attempt: bool = False) -> OutboxRow | None:
+                values: dict[str, Any], *, add_attempt: int = 0) -> OutboxRow | None:
         names: dict[str, str] = {}
         vals: dict[str, Any] = dict(values)
         parts = []
@@ -117,7 +122,7 @@ class DynamoOutboxRows(DynamoItems):
             expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
         if add_attempt:
             names["#attempts"] = "attempts"
-            vals[":one"] = 1
+            vals[":one"] = add_attempt
             expression += " ADD #attempts :one"
         for attr in ("status", "leaseOwner", "leaseUntil", "nextAttemptAt"):
             names.setdefault(f"#{attr}", attr)
@@ -132,8 +137,7 @@ class DynamoOutboxRows(DynamoItems):
             return None
         return _from_item({k: self._de.deserialize(v) for k, v in resp.get("Attributes", {}).items()})
 
-    # -- the port ----------------------------------------------------------------------------
-    def enqueue(self, row: OutboxRow, *, revive: bool = False) -> tuple[OutboxRow, bool]:
+    def _item(self, row: OutboxRow) -> dict[str, Any]:
         item: dict[str, Any] = {"pk": row_pk(row.kind, row.key), "sk": "META", "entity": "outbox"}
         for attr, name in _FIELDS.items():
             value = getattr(row, attr)
@@ -142,8 +146,16 @@ class DynamoOutboxRows(DynamoItems):
             item[name] = json.dumps(value, separators=(",", ":"), ensure_ascii=False) if name == "payload" else value
         if row.actionable:
             item["duePk"], item["dueSk"] = _due_keys(row, row.next_attempt_at)
+        return {k: self._ser.serialize(v) for k, v in item.items()}
+
+    def put_action(self, row: OutboxRow) -> dict[str, Any]:
+        """The insert-if-absent ``Put`` of a new row, for a caller's transaction."""
+        return {"Put": {"TableName": self._table, "Item": self._item(row), "ConditionExpression": "attribute_not_exists(pk)"}}
+
+    # -- the port ----------------------------------------------------------------------------
+    def enqueue(self, row: OutboxRow, *, revive: bool = False) -> tuple[OutboxRow, bool]:
         try:
-            self._call("put_item", TableName=self._table, Item={k: self._ser.serialize(v) for k, v in item.items()},
+            self._call("put_item", TableName=self._table, Item=self._item(row),
                        ConditionExpression="attribute_not_exists(pk)", ReturnValuesOnConditionCheckFailure="ALL_OLD")
             return row, True
         except ClientError as exc:
@@ -169,10 +181,12 @@ class DynamoOutboxRows(DynamoItems):
         return _from_item({k: self._de.deserialize(v) for k, v in item.items()}) if item else None
 
     def claim(self, row: OutboxRow, owner: str, now_ms: int, lease_ms: int) -> OutboxRow | None:
+        # The attempt is counted HERE, in the same conditional write as the lease (issue 21): a
+        # worker that dies (or hangs into its Lambda timeout) after this write has used it.
         return self._update(
             row, {"status": "processing", "leaseOwner": owner, "leaseUntil": now_ms + lease_ms, "updatedAt": now_ms}, [],
             "(#status IN (:p, :r) AND #nextAttemptAt <= :now) OR (#status = :proc AND #leaseUntil <= :now)",
-            {":p": "pending", ":r": "retry_wait", ":proc": "processing", ":now": now_ms},
+            {":p": "pending", ":r": "retry_wait", ":proc": "processing", ":now": now_ms}, add_attempt=1,
         )
 
     def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
@@ -193,13 +207,14 @@ class DynamoOutboxRows(DynamoItems):
             sets["expiresAt"] = self._expires(now_ms)
             removes += ["duePk", "dueSk"]
         return self._update(row, sets, removes, "#status = :proc AND #leaseOwner = :owner",
-                            {":proc": "processing", ":owner": owner}, add_attempt=True)
+                            {":proc": "processing", ":owner": owner})
 
     def release(self, row: OutboxRow, owner: str, now_ms: int, next_attempt_at: int) -> OutboxRow | None:
         due_pk, due_sk = _due_keys(row, next_attempt_at)
         return self._update(
             row, {"status": "pending", "nextAttemptAt": next_attempt_at, "updatedAt": now_ms, "duePk": due_pk, "dueSk": due_sk},
             ["leaseOwner", "leaseUntil"], "#status = :proc AND #leaseOwner = :owner", {":proc": "processing", ":owner": owner},
+            add_attempt=-1,  # nothing was sent: the attempt the claim counted is given back
         )
 
     def due(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
@@ -218,14 +233,13 @@ class DynamoOutboxRows(DynamoItems):
 
     # -- the operator's view (issue 12) -----------------------------------------------------------
     def dead_rows(self) -> list[OutboxRow]:
-        """Every ``dead`` row of this family (a scan: dead rows are out of the due index; operator
-        tooling only). Event callbacks share the key space but not this item layout: they are
-        listed by their own adapter."""
+        """Every ``dead`` row of every kind (a scan: dead rows are out of the due index; operator
+        tooling only)."""
         kwargs: dict[str, Any] = {
             "TableName": self._table, "ConsistentRead": True,
-            "FilterExpression": "entity = :outbox AND #status = :dead AND kind <> :callback",
+            "FilterExpression": "entity = :outbox AND #status = :dead",
             "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": self._values({":outbox": "outbox", ":dead": "dead", ":callback": "event_callback"}),
+            "ExpressionAttributeValues": self._values({":outbox": "outbox", ":dead": "dead"}),
         }
         found: list[OutboxRow] = []
         while True:
@@ -259,6 +273,19 @@ class MemoryOutboxRows:
         with self._lock:
             return [copy.deepcopy(r) for r in self._rows.values()]
 
+    def insert(self, row: OutboxRow) -> bool:
+        """Insert if absent (the memory job store's transaction step). True when inserted."""
+        row_pk(row.kind, row.key)
+        with self._lock:
+            if (row.kind, row.key) in self._rows:
+                return False
+            self._rows[(row.kind, row.key)] = copy.deepcopy(row)
+            return True
+
+    def has(self, kind: str, key: str) -> bool:
+        with self._lock:
+            return (kind, key) in self._rows
+
     def enqueue(self, row: OutboxRow, *, revive: bool = False) -> tuple[OutboxRow, bool]:
         row_pk(row.kind, row.key)
         with self._lock:
@@ -287,6 +314,7 @@ class MemoryOutboxRows:
             if not (due or expired):
                 return None
             cur.status, cur.lease_owner, cur.lease_until, cur.updated_at = "processing", owner, now_ms + lease_ms, now_ms
+            cur.attempts += 1  # counted at claim, like the DynamoDB adapter
             return copy.deepcopy(cur)
 
     def _held(self, row: OutboxRow, owner: str) -> OutboxRow | None:
@@ -303,7 +331,7 @@ class MemoryOutboxRows:
                 return None
             if status in ACTIONABLE and next_attempt_at is None:
                 raise ValueError("a row left actionable needs its next attempt time")
-            cur.status, cur.updated_at, cur.attempts = status, now_ms, cur.attempts + 1
+            cur.status, cur.updated_at = status, now_ms
             cur.lease_owner = cur.lease_until = None
             if error is not None:
                 cur.last_error = error[:MAX_ERROR_CHARS]
@@ -321,6 +349,7 @@ class MemoryOutboxRows:
             if cur is None:
                 return None
             cur.status, cur.next_attempt_at, cur.updated_at = "pending", next_attempt_at, now_ms
+            cur.attempts -= 1
             cur.lease_owner = cur.lease_until = None
             return copy.deepcopy(cur)
 

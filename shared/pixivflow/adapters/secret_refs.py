@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Callable, Mapping
 
-from ..domain.errors import ConfigError
+from ..domain.errors import ConfigError, SecretStoreUnavailable
 
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Names the Lambda runtime itself puts into the environment (its credentials among them) are
@@ -38,10 +38,6 @@ class UnresolvedSecret(ConfigError):
         self.name = name
         detail = f" ({where})" if where else ""
         super().__init__(f"secret reference ${{{name}}} cannot be resolved{detail}: configuration error")
-
-
-class SecretStoreUnavailable(RuntimeError):
-    """The secret store could not answer (throttled, network, permissions): retry later."""
 
 
 def references(text: str | None) -> list[str]:

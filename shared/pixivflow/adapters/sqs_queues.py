@@ -27,8 +27,10 @@ class SqsQueues:
         *,
         now_ms: Callable[[], int],
         virtual_delays: bool = False,
+        dead_letter_urls: Sequence[str] = (),
     ) -> None:
         self._client = client
+        self._dead_letter_urls = tuple(u for u in dead_letter_urls if u)
         self._execution_url = execution_url
         self._outbox_url = outbox_url
         self._now_ms = now_ms
@@ -40,6 +42,16 @@ class SqsQueues:
 
     def send_outbox(self, messages: Sequence[OutgoingMessage]) -> list[int]:
         return self._send_batch(self._outbox_url, messages)
+
+    def dead_letter_depth(self) -> int:
+        """Visible plus in-flight messages of every dead-letter queue (one GetQueueAttributes each)."""
+        depth = 0
+        for url in self._dead_letter_urls:
+            attrs = self._client.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])
+            values = attrs.get("Attributes", {})
+            depth += int(values.get("ApproximateNumberOfMessages", 0)) + int(values.get("ApproximateNumberOfMessagesNotVisible", 0))
+        return depth
 
     def _send_batch(self, url: str, messages: Sequence[OutgoingMessage]) -> list[int]:
         failed: list[int] = []

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from ..ports import DeliveryResponse
+from .http_pools import operator_client
 
 
 class WebhookChannel:
@@ -17,15 +18,9 @@ class WebhookChannel:
         self._routes = routes
         self._token_for = token_for
         self._transport = transport
-        self._clients: dict[float, httpx.Client] = {}
 
     def _client(self, timeout_s: float) -> httpx.Client:
-        client = self._clients.get(timeout_s)
-        if client is None:
-            timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
-            client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
-            self._clients[timeout_s] = client
-        return client
+        return operator_client(timeout_s, self._transport)  # the operator routes' one pool (adapters.http_pools)
 
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
         config = self._routes(route)

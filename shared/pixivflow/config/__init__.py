@@ -40,7 +40,9 @@ from .routes import (
     FieldValue,
     GatewayWebhookRoute,
     HttpMultipartRoute,
+    RichNovelPreview,
     Route,
+    TelegramRoute,
     WebhookRoute,
 )
 from .runtime import JobsConfig, SchedulerRuntimeConfig, TriggerConfig
@@ -52,6 +54,6 @@ __all__ = [
     "ID_PATTERN", "IGNORED_TARGET_KEYS", "LIMIT_WARN_ABOVE", "MAX_ROUTES_PER_TARGET", "MAX_TARGETS_PER_SCHEDULE",
     "ROUTE_TYPES", "STALL_MIN_TIMEOUT_MS", "DeliveryConfig", "DownloadConfig", "FieldValue", "GatewayWebhookRoute",
     "HttpMultipartRoute", "JobsConfig", "NetworkConfig", "PixivConfig", "PixivFlowConfig", "ProxyConfig", "Route",
-    "ScheduleConfig", "SchedulerRuntimeConfig", "SourceBaseUrls", "SourceConfig", "TargetConfig", "TargetDelivery",
-    "TriggerConfig", "WebhookRoute", "load_config", "parse_config", "parse_text", "strip_comments",
+    "RichNovelPreview", "ScheduleConfig", "SchedulerRuntimeConfig", "SourceBaseUrls", "SourceConfig", "TargetConfig", "TargetDelivery",
+    "TelegramRoute", "TriggerConfig", "WebhookRoute", "load_config", "parse_config", "parse_text", "strip_comments",
 ]

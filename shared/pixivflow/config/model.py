@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from .base import MAX_ROUTES_PER_TARGET, MAX_TARGETS_PER_SCHEDULE, _Model
 from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, SourceConfig
 from .plans import ScheduleConfig
-from .routes import DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, WebhookRoute
+from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, TelegramRoute, WebhookRoute
 from .runtime import JobsConfig, SchedulerRuntimeConfig
 from .targets import TargetConfig
 
@@ -74,21 +74,38 @@ class PixivFlowConfig(_Model):
             return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
         return list(self.targets)
 
-    def route(self, name: str) -> WebhookRoute | HttpMultipartRoute | GatewayWebhookRoute | None:
+    def route(self, name: str) -> WebhookRoute | HttpMultipartRoute | GatewayWebhookRoute | TelegramRoute | None:
         return self.delivery.targets.get(name)
 
     def _ignored_keys(self) -> list[str]:
-        """What the load accepted but will not act on (deprecated PixivFlow route keys, TelePress)."""
+        """What the load accepted but will not act on as written: deprecated PixivFlow route keys
+        (the outbox's own budget applies instead, issue 23), dry-run targets, preview limits."""
         out = []
+        base, top = self.delivery.outboxRetryBaseMs, self.delivery.outboxRetryMaxMs
         for name, route in self.delivery.targets.items():
             for key in getattr(route, "deprecated_keys", lambda: [])():
-                out.append(f"delivery.targets.{name}.{key}: deprecated by PixivFlow; accepted and ignored"
-                           + (" (maxAttempts is the outbox attempt budget)" if key == "retryDelayMs" else ""))
+                out.append(f"delivery.targets.{name}.{key}: deprecated by PixivFlow; accepted and ignored "
+                           f"(the outbox's own budget applies: {route.attempt_budget} attempts, backoff from "
+                           f"outboxRetryBaseMs {base} ms up to outboxRetryMaxMs {top} ms)")
         for i, target in enumerate(self.targets):
-            extra = target.delivery.model_extra if target.delivery is not None else None
-            if extra and "richNovelPreview" in extra:
-                out.append(f"targets[{i}].delivery.richNovelPreview: TelePress publishing is not supported; ignored")
+            if target.storageMode == "cache" and not target.routes():
+                # pixivflow.shadow.json (note §11, H): PixivFlow's control-plane runner executes it
+                # in shadow mode; here a route-less cache target is that dry run.
+                out.append(f"targets[{i}].delivery: storageMode cache with no delivery route: DRY RUN "
+                           "(selects and stores each work and records what it would deliver; posts nothing, "
+                           "sends no notification)")
+            preview = target.delivery.richNovelPreview if target.delivery is not None else None
+            if preview is not None and target.type != "novel":
+                out.append(f"targets[{i}].delivery.richNovelPreview: only novels get a TelePress preview; ignored")
+            elif preview is not None and "timeoutMs" in preview.model_fields_set and preview.timeoutMs > PREVIEW_MAX_TIMEOUT_MS:
+                out.append(f"targets[{i}].delivery.richNovelPreview.timeoutMs: {preview.timeoutMs} is above "
+                           f"{PREVIEW_MAX_TIMEOUT_MS}; {PREVIEW_MAX_TIMEOUT_MS} is used (the preview shares the "
+                           "delivery attempt's time)")
         return out
+
+    def dry_run(self, target: Any) -> bool:
+        """A cache-mode target with no route: it selects and stores, never delivers (issue 23)."""
+        return target.storageMode == "cache" and not target.routes()
 
 
 def _unique_targets(targets: list[TargetConfig]) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+import re
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..domain.ack import AckHints
-from .base import _ID_RE, ID_PATTERN, _http_url, _Model
+from .base import _ID_RE, _SECRET_REF, ID_PATTERN, _http_url, _Model
 
 # -- delivery routes (DESIGN §7, §12; pixivflow-delivery note §1) -------------------------------
 #
@@ -17,9 +18,16 @@ from .base import _ID_RE, ID_PATTERN, _http_url, _Model
 # are ``${VAR}`` references resolved at send time, so a URL holding one is checked after
 # expansion, not here.
 
-ROUTE_TYPES = ("httpMultipart", "webhook")
-# Keys PixivFlow still parses but no longer evaluates (note §1.2): accepted, warned about once.
-DEPRECATED_ROUTE_KEYS = ("success", "retryDelayMs")
+ROUTE_TYPES = ("httpMultipart", "webhook", "telegram")
+# Keys PixivFlow still parses but no longer evaluates (note §1.2, §6): accepted, warned about once.
+# On httpMultipart and telegram routes ``maxAttempts`` is one of them: PixivFlow's outbox owns the
+# retries (12 attempts, outboxRetryBaseMs/outboxRetryMaxMs), and honouring a published config's
+# ``maxAttempts: 3`` would dead-letter a submission after about 1.5 minutes of a 5xx outage
+# (issue 23). Our own ``kind: webhook`` route keeps its maxAttempts meaning (DESIGN §12).
+DEPRECATED_ROUTE_KEYS = ("success", "maxAttempts", "retryDelayMs")
+PREVIEW_MAX_TIMEOUT_MS = 30_000
+OUTBOX_ATTEMPTS = 12  # PixivFlow's outbox budget (note §2.4): every PixivFlow route's rows get it
+_BOT_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")  # PixivFlow's validator (note §6)
 
 
 class WebhookRoute(_Model):
@@ -39,6 +47,11 @@ class WebhookRoute(_Model):
     def route_type(self) -> str:
         return "kind:webhook"
 
+    @property
+    def attempt_budget(self) -> int:
+        """The outbox row's attempts: this route's own ``maxAttempts`` (DESIGN §12)."""
+        return self.maxAttempts
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
@@ -48,24 +61,34 @@ class WebhookRoute(_Model):
 FieldValue = str | int | float | bool | list[str | int | float | bool]
 
 
-class _PixivFlowRoute(_Model):
-    url: str
+class _PixivFlowBase(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     # PixivFlow's fixed 5-minute abort would outlive the 120 s outbox claim: cap it at 60 s.
     timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
-    maxAttempts: int = Field(default=12, ge=1, le=100)  # the outbox row's attempt budget
+    maxAttempts: int = Field(default=OUTBOX_ATTEMPTS, ge=1, le=100)
     capabilities: dict[str, Any] | None = None
     # Deprecated by PixivFlow (note §1.2): parsed, never evaluated.
     success: Any = None
     retryDelayMs: int | None = Field(default=None, ge=0)
+    # Which of DEPRECATED_ROUTE_KEYS this family ignores (maxAttempts only where the outbox owns it).
+    IGNORED_KEYS: ClassVar[tuple[str, ...]] = ("success", "maxAttempts", "retryDelayMs")
+
+    @property
+    def attempt_budget(self) -> int:
+        """httpMultipart and telegram rows always get the outbox's own budget (note §2.4)."""
+        return self.maxAttempts if "maxAttempts" not in self.IGNORED_KEYS else OUTBOX_ATTEMPTS
+
+    def deprecated_keys(self) -> list[str]:
+        return [k for k in DEPRECATED_ROUTE_KEYS if k in self.model_fields_set and k in self.IGNORED_KEYS]
+
+
+class _PixivFlowRoute(_PixivFlowBase):
+    url: str
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         return _http_url(value, allow_refs=True)
-
-    def deprecated_keys(self) -> list[str]:
-        return [k for k in DEPRECATED_ROUTE_KEYS if k in self.model_fields_set]
 
 
 class HttpMultipartRoute(_PixivFlowRoute):
@@ -105,9 +128,79 @@ class GatewayWebhookRoute(_PixivFlowRoute):
     pairingUrl: str | None = None
     pairingAllowRedirects: bool = False
 
+    # The gateway route has no maxAttempts of its own in PixivFlow (note §1.3); ours is its budget.
+    IGNORED_KEYS: ClassVar[tuple[str, ...]] = ("success", "retryDelayMs")
+
     @property
     def route_type(self) -> str:
         return "webhook"
+
+
+class TelegramRoute(_PixivFlowBase):
+    """PixivFlow's Telegram review route (``type: telegram``; pixivflow-real-configs note §6).
+
+    Posts each work to a review chat through the Bot API, with an approve/reject control card,
+    and records the review at a control plane, which publishes on approval. ``botToken``,
+    ``controlPlaneUrl`` and ``controlPlaneToken`` may hold ``${VAR}`` references, expanded at
+    send time; a literal bot token must look like one (PixivFlow's rule)."""
+
+    type: Literal["telegram"]
+    botId: str = Field(min_length=1)
+    botToken: str = Field(min_length=1)
+    chatId: str | int
+    publishChatId: str | int
+    publishThreadId: int | None = Field(default=None, ge=0)
+    controlPlaneUrl: str
+    controlPlaneToken: str = Field(min_length=1)
+    caption: str | None = None
+    reviewIdPrefix: str = Field(default="rv", pattern=r"^[A-Za-z0-9_-]{1,16}$")
+    album: bool = True  # the oldest layout's switch (note §6); the block layout always groups
+
+    @property
+    def route_type(self) -> str:
+        return "telegram"
+
+    @field_validator("botToken")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        if _SECRET_REF.search(value) or _BOT_TOKEN.match(value):
+            return value
+        # Never echo the value: it may be a real token with a typo.
+        raise ValueError("must be a Telegram bot token (<digits>:<20+ characters>) or contain a ${VAR} reference")
+
+    @field_validator("chatId", "publishChatId")
+    @classmethod
+    def _chat(cls, value: str | int) -> str:
+        text = str(value).strip()
+        if isinstance(value, bool) or not text:
+            raise ValueError("must be a chat id (a number or @channelname)")
+        return text
+
+    @field_validator("controlPlaneUrl")
+    @classmethod
+    def _control_plane(cls, value: str) -> str:
+        return _http_url(value.rstrip("/"), allow_refs=True)
+
+
+class RichNovelPreview(_Model):
+    """A novel target's TelePress preview (``targets[].delivery.richNovelPreview``; note §7): a novel
+    with inline images is published to TelePress first and the page URL rides in ``field``."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeoutMs: int = Field(default=60_000, ge=100, le=300_000)  # PixivFlow's default and its bound
+    field: str = Field(default="novel_preview_url", min_length=1)
+
+    @property
+    def effective_timeout_ms(self) -> int:
+        """The preview and the submission share one deliver invocation (60 s) and one 120 s outbox
+        claim, so the TelePress call may take at most 30 s here; a longer value is warned about."""
+        return min(self.timeoutMs, PREVIEW_MAX_TIMEOUT_MS)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _http_url(value, allow_refs=False)  # PixivFlow: no ${VAR} exemption for this URL
 
 
 def _route_tag(value: Any) -> str | None:
@@ -123,10 +216,11 @@ Route = Annotated[
         Annotated[WebhookRoute, Tag("kind")],
         Annotated[HttpMultipartRoute, Tag("type:httpMultipart")],
         Annotated[GatewayWebhookRoute, Tag("type:webhook")],
+        Annotated[TelegramRoute, Tag("type:telegram")],
     ],
     Discriminator(_route_tag),
 ]
-_ROUTE_TAGS = frozenset({"kind", "type:httpMultipart", "type:webhook"})
+_ROUTE_TAGS = frozenset({"kind", "type:httpMultipart", "type:webhook", "type:telegram"})
 
 
 class DeliveryConfig(_Model):

@@ -11,6 +11,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ..domain.cells import is_single_work_cell
 from ..domain.selection import RELATIVE_DAYS, Criteria, is_day, ranking_modes, search_targets
 from .base import ID_PATTERN, _Model
+from .routes import RichNovelPreview
 
 # -- topic, language and no-match keys (pixivflow-real-configs note §1, §3, §4) ---------------------
 #
@@ -65,6 +66,7 @@ class TargetDelivery(_Model):
     target: str | None = None
     targets: list[str] | None = None
     fields: dict[str, Any] | None = None
+    richNovelPreview: RichNovelPreview | None = None  # novels only (note §7; model in config.routes)
 
     def routes(self) -> list[str]:
         """Route names, fan-out list first (trimmed, de-duplicated in order; PixivFlow's

@@ -106,11 +106,7 @@ def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
             warnings.append(f"targets[{i}].startDate: {target.startDate} is after endDate {target.endDate}; "
                             "the target can never select a work")
         routes = target.delivery.routes() if target.delivery else []
-        if target.storageMode == "cache" and not routes:
-            # PixivFlow's validator refuses this; its shadow config is exactly this shape and is run
-            # as a dry run (note §11 H): select and store, never deliver or notify.
-            warnings.append(f"targets[{i}].delivery: storageMode cache without a delivery route; the target selects "
-                            "and stores works but never delivers them (a dry run)")
+        # (A cache target without a route is the DRY RUN warning of model._ignored_keys.)
         if target.noMatchPolicy.notify and not (routes and getattr(config.route(routes[0]), "notificationUrl", None)):
             warnings.append(f"targets[{i}].noMatchPolicy.notify: the target's primary route has no notificationUrl; "
                             "no no-match notice is sent")

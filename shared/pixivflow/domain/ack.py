@@ -87,6 +87,13 @@ class DeliveryAck:
     reuse_reason: str | None = None
     matched_key: str | None = None
     error: str | None = None
+    # Set by routes that know better than the backoff (Telegram's parameters.retry_after), and
+    # by multi-call routes that posted part of a delivery (issue 23): what to save on the row,
+    # and whether this attempt may drop the row's ``sending`` marker.
+    retry_after_ms: int | None = None
+    progress: Any = None
+    clear_sending: bool = False
+    note: str | None = None  # kept on a settled row: what the route did differently (issue 23)
 
     @property
     def confirmed(self) -> bool:

@@ -28,6 +28,8 @@ _KINDS = {
     "text": ("novel", "primary"),
     "cover": ("cover", "cover"),
     "preview": ("image", "preview"),
+    "inline": ("image", "preview"),  # a novel's inline image (issue 23): part of the rich preview
+    "markdown": ("novel", "preview"),  # the novel rendered as Markdown for TelePress
 }
 DEFAULT_BUDGET_CHARS = 200_000
 
@@ -68,4 +70,32 @@ def assets_for(files: Iterable[Any], url_for: Callable[[Any], str], *, source: s
             break
         used += size
         out.append(asset)
+    return out
+
+
+def media_assets(work_id: str, files: Iterable[Any]) -> list[dict[str, Any]]:
+    """TelePost's minimal Delivery Asset contract ``[{asset_id, kind, source_url, mime_type?}]``
+    (pixivflow-delivery note §2.2 step 5; PixivFlow's ``toTelepostMediaAssetsWire``): one entry
+    per stored image that came from a Pixiv URL, the pages of an illustration and the inline
+    images of a novel, with PixivFlow's stable id ``pixiv:<workId>:<kind>[:<sourceId>]``. TelePost
+    refuses unknown keys, so nothing else is sent; files without a source URL (the offline
+    catalogue's) make no entry."""
+    out: list[dict[str, Any]] = []
+    for f in files:
+        meta = getattr(f, "meta", None) or {}
+        url = meta.get("source_url")
+        if not isinstance(url, str) or not url.startswith("http"):
+            continue
+        role = getattr(f, "role", "original")
+        if role == "original":
+            kind, source_id = "illust", str(meta.get("page", 0))
+        elif role == "inline":
+            kind, source_id = str(meta.get("pixiv_kind") or "uploadedimage"), str(meta.get("source_id") or "")
+        else:
+            continue
+        entry = {"asset_id": f"pixiv:{work_id}:{kind}" + (f":{source_id}" if source_id else ""), "kind": "image",
+                 "source_url": url}
+        if getattr(f, "content_type", None):
+            entry["mime_type"] = f.content_type
+        out.append(entry)
     return out

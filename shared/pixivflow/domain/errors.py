@@ -131,13 +131,31 @@ class LedgerUnavailable(PixivFlowError):
     """The ledger could not be reached or throttled us: an infrastructure error, retried by SQS."""
 
 
+class SecretStoreUnavailable(PixivFlowError):
+    """The secret store could not answer (throttled, network, a 5xx), after a few quick retries.
+
+    The one rule every secret reader shares (issue 21): a secret that does not EXIST is an answer
+    (``None``, or the reader's "missing" error: an operator must act), a store that did not answer
+    is THIS error: retryable, never cached, never read as "no secret" (which would dead-letter a
+    callback, or send a delivery without its credentials)."""
+
+
+class NoTimeLeft(PixivFlowError):
+    """This invocation has too little time left to start an attempt and record its result: the
+    record goes back to its queue unclaimed, so it uses no attempt (issue 21)."""
+
+
 class OutboxAttemptError(PixivFlowError):
     """One outbox attempt failed; ``status`` is the endpoint's HTTP status when it answered
-    (spec §10.7 classifies on it: 429/5xx retry, other 4xx dead-letter)."""
+    (spec §10.7 classifies on it: 429/5xx retry, other 4xx dead-letter). A sender that knows its
+    own verdict (a job event callback's rules, spec §10.9) gives ``code`` and ``retryable``."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
+                 retryable: bool | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.code = code
+        self.retryable = retryable
 
 
 class NotReady(PixivFlowError):

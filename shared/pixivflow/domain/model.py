@@ -92,6 +92,9 @@ class Cell:
     terminal_reason_code: str | None = None
     terminal_reason_message: str | None = None
     candidate_report: dict[str, Any] | None = None
+    # A topic selection's progress (day, tag, collected works), written by the lease owner after
+    # each (day, tag) step so the next invocation resumes there (issue 22; domain/topic.DayProgress).
+    selection_checkpoint: dict[str, Any] | None = None
     # Not written yet: a snapshot target whose cell item the ledger does not hold. Admission writes
     # the slot alone (its targetIds ARE the frozen membership, spec §13.7); a cell's item is created
     # by its first claim, or by the sweep when it re-dispatches or fails it (issue 14: one request
@@ -137,6 +140,11 @@ class Intent:
     updated_at: int = 0
     delivered_at: int | None = None
     payload: dict[str, Any] = field(default_factory=dict)
+    # A route that posts in several calls (Telegram review; issue 23): when an attempt began
+    # posting without saving what it posted, and what earlier attempts posted and saved.
+    sending_at: int | None = None
+    send_progress: dict[str, Any] | None = None
+    redrive_count: int = 0
 
     @property
     def confirmed(self) -> bool:

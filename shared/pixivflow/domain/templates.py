@@ -17,6 +17,8 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence
 from zoneinfo import ZoneInfo
 
+from .errors import ConfigError
+
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 ARRAY_FORMATS = ("comma", "repeat", "json")
 
@@ -168,8 +170,9 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-class TemplateError(ValueError):
-    """A rendered field would carry an unresolved placeholder where that is never acceptable."""
+class TemplateError(ConfigError, ValueError):
+    """A rendered field would carry an unresolved placeholder where that is never acceptable: the
+    route's fields are wrong, a configuration error (dead at once, issue 23), never a retry."""
 
 
 def form_fields(route_fields: Mapping[str, Any], target_fields: Mapping[str, Any] | None, variables: Mapping[str, str],

@@ -17,4 +17,14 @@ def _deliver(body: str) -> None:
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process(event, context, _deliver)
+    from .. import runtime
+
+    # Every outbox attempt of this invocation ends before the invocation does (issue 21): the
+    # generic rows' worker cuts each attempt's deadline to this remaining time minus a margin, and
+    # hands a record that cannot start in time back to SQS unclaimed.
+    engine = runtime.get().engine
+    engine.remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    try:
+        return process(event, context, _deliver)
+    finally:
+        engine.remaining_ms = None

@@ -77,7 +77,7 @@ def get_job(req: Request, jobId: str) -> Response:
 
 @shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", params=JOB_ID, summary="Cancel a job (spec §12.7)",
              ok={200: ("the cancelled Job (idempotent)", "Job")},
-             errors={404: "unknown job", 409: "resource_busy: a delivery of the job is being posted right now"})
+             errors={404: "unknown job"})
 def cancel_job(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.cancel_job, jobId)
 

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -49,6 +50,11 @@ NOT_FOUND = {"message": "Not Found"}  # what API Gateway answers for a request n
 DEMO_DIR = Path(__file__).resolve().parents[3] / "events" / "demo"
 DEMO_SCHEDULE = "dev-every-5-min"
 DEMO_TARGET = "dev-sample"
+DEV_FIRE_LABEL = "dev fire"  # the name of a slot POST /dev/schedules/{id}/fire admitted
+# The Telegram review route of pixivflow.production.json, on the local fakes (issue 23): a person
+# can watch a review post (media groups, the control card, the control-plane record) in /ui.
+TELEGRAM_SCHEDULE, TELEGRAM_TARGET, TELEGRAM_ROUTE = "dev-telegram-every-5-min", "dev-telegram", "dev-review"
+DEV_BOT_TOKEN = "1000000001:DEVFAKEtelegramBotTokenForLoopbackOnly"
 _FUNCTION_OF_CODE = re.compile(r"functions/([a-z_]+)/?$")
 
 
@@ -161,9 +167,27 @@ def api_event(method: str, target: str, headers: list[tuple[str, str]], body: by
 # -- the server ---------------------------------------------------------------------------------
 
 
+def _reset_moto(endpoint: str) -> None:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
+    except OSError:
+        pass  # the server is gone already: nothing of it is left to reset
+
+
+def _port_free(port: int) -> bool:
+    try:
+        _free_port_check(port)
+    except PortInUse:
+        return False
+    return True
+
+
 def _free_port_check(port: int) -> None:
     """Raise PortInUse when ``port`` cannot be bound on 127.0.0.1 (explicit moto ports only)."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is free, LISTEN is not
     try:
         probe.bind((HOST, port))
     except OSError as exc:
@@ -212,7 +236,8 @@ class DevServer:
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, *, port: int = 8000, speed: float = 1.0,
                  tokens: dict[str, str] | None = None, moto_port: int = 0, demo: bool = False, source: str = "fake-pixiv",
-                 clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5) -> None:
+                 clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5, log_activity: bool = False,
+                 state_dir: str | os.PathLike[str] | None = None) -> None:
         if config_path is None and not demo:
             raise ValueError("a config path (or demo=True) is required")
         self.config_path = str(config_path) if config_path is not None else None
@@ -229,6 +254,8 @@ class DevServer:
         self.rt: Any = None
         self.downstream: Any = None
         self.fake_pixiv: Any = None
+        self.fake_telegram: Any = None
+        self.control_plane: Any = None
         self.aws_endpoint = ""
         self._stack = ExitStack()
         self._http: ThreadingHTTPServer | None = None
@@ -240,6 +267,11 @@ class DevServer:
         self._saved_env: dict[str, str | None] = {}
         self._openapi: bytes | None = None
         self._started = False
+        self.config_in_use: str | None = None
+        self.env_file: str | None = None  # set by run_dev once written
+        self.log_activity = log_activity
+        self.state_dir = str(state_dir) if state_dir else None
+        self.restored: dict[str, int] | None = None
 
     # -- configuration -------------------------------------------------------------------------
     @staticmethod
@@ -280,11 +312,32 @@ class DevServer:
                                  "timezone": "UTC", "targetIds": [DEMO_TARGET]})
         cfg["targets"].append({"id": DEMO_TARGET, "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
                                "storageMode": "cache", "delivery": {"target": "review"}})
+        self._demo_telegram(cfg)
         cfg.setdefault("jobs", {})["callbackAllowHosts"] = ["127.0.0.1", "localhost"]  # local callback receivers
         tmp = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="pixivflow-dev-"))
         path = Path(tmp) / "config.yaml"
         path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
         return str(path)
+
+    def _demo_telegram(self, cfg: dict[str, Any]) -> None:
+        """A ``type: telegram`` route on the fake Bot API and the fake control plane, its secrets
+        as ``${VAR}``s in the environment as in a deployment (issue 23)."""
+        from .route_fakes import FakeControlPlane, FakeTelegram
+
+        self.fake_telegram = self._stack.enter_context(FakeTelegram())
+        self.control_plane = self._stack.enter_context(FakeControlPlane(token="dev-control-plane-secret"))
+        self._set_env({"TELEGRAM_API_BASE": self.fake_telegram.base, "PIXIVFLOW_DEV_BOT_TOKEN": DEV_BOT_TOKEN,
+                       "PIXIVFLOW_DEV_CONTROL_PLANE": self.control_plane.url,
+                       "PIXIVFLOW_DEV_CONTROL_PLANE_TOKEN": "dev-control-plane-secret"})
+        cfg["delivery"]["targets"][TELEGRAM_ROUTE] = {
+            "type": "telegram", "botId": "dev-bot", "botToken": "${PIXIVFLOW_DEV_BOT_TOKEN}", "chatId": "-1000000000001",
+            "publishChatId": "@pixivflowDev", "controlPlaneUrl": "${PIXIVFLOW_DEV_CONTROL_PLANE}",
+            "controlPlaneToken": "${PIXIVFLOW_DEV_CONTROL_PLANE_TOKEN}",
+            "caption": "{{title}}\n⭐ {{bookmarkCount}} · 👁 {{viewCount}}\n🔗 {{link}}"}
+        cfg["schedules"].append({"id": TELEGRAM_SCHEDULE, "name": "Telegram review every 5 minutes (dev)",
+                                 "cron": "*/5 * * * *", "timezone": "UTC", "targetIds": [TELEGRAM_TARGET]})
+        cfg["targets"].append({"id": TELEGRAM_TARGET, "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
+                               "storageMode": "cache", "delivery": {"target": TELEGRAM_ROUTE}})
 
     def _set_env(self, values: dict[str, str]) -> None:
         for key, value in values.items():
@@ -320,14 +373,22 @@ class DevServer:
         """Bind the HTTP port first (a busy port fails before anything else starts), then moto,
         the provisioned resources and the runtime, then the HTTP and background threads."""
         try:
-            self._http = ThreadingHTTPServer((HOST, self.requested_port), self._handler_class())
+            # bound now (a busy port fails before anything starts) but not listening: a client that
+            # comes during start-up is refused, never accepted and then left hanging (issue 26)
+            self._http = ThreadingHTTPServer((HOST, self.requested_port), self._handler_class(), bind_and_activate=False)
+            self._http.allow_reuse_address = True
+            self._http.server_bind()
         except OSError as exc:
+            if self._http is not None:
+                self._http.server_close()
+                self._http = None
             if exc.errno in (errno.EADDRINUSE, errno.EACCES):
                 raise PortInUse(exc.errno, f"{HOST}:{self.requested_port} is already in use") from None
             raise
         self._http.daemon_threads = False  # server_close() joins every request thread
         try:
             self._start_backend()
+            self._http.server_activate()  # listen: the backend is ready
         except BaseException:
             self._http.server_close()
             self._http = None
@@ -344,23 +405,37 @@ class DevServer:
     def _start_backend(self) -> None:
         from .harness import EmbeddedRuntime
 
+        if not self.moto_port and self.state_dir:
+            from .dev_state import remembered_moto_port
+
+            remembered = remembered_moto_port(self.state_dir)  # the second shell's export line stays valid
+            if remembered and _port_free(remembered):
+                self.moto_port = remembered
         if self.moto_port:
             _free_port_check(self.moto_port)
         moto = _moto_server(self.moto_port)
         moto.start()
         self._stack.callback(moto.stop)
         host, moto_port = moto.get_host_and_port()
+        # moto's backends live in this process, whichever server serves them: empty them at stop so a
+        # later dev server in the same process (tests) starts from nothing, as a new process would
+        self._stack.callback(_reset_moto, f"http://{host}:{moto_port}")
         self.aws_endpoint = f"http://{host}:{moto_port}"
         self._set_env({"AWS_ENDPOINT_URL": self.aws_endpoint, "AWS_ACCESS_KEY_ID": "testing",
                        "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
         config = self._demo_config() if self.demo else self.config_path
+        self.config_in_use = str(Path(config).resolve()) if config and not config.startswith("ssm:") else config
         self.rt = EmbeddedRuntime(config, self.clock, tokens=self.tokens, start_moto=False, backend="moto",
                                   seed=secrets.randbits(32))
         self.rt.__enter__()
         self._stack.callback(self.rt.__exit__, None, None, None)
         for name, pump in self.rt.pumps.items():
             pump._handler = self._locked(name, pump._handler)  # one execute / deliver invocation at a time
+        if self.state_dir:
+            from .dev_state import restore
+
+            self.restored = restore(self.state_dir, self.rt.env)
         self.rt.engine  # build the object graph now: a config error fails the start, not the first request
         self._routes = template_routes()
 
@@ -369,7 +444,13 @@ class DevServer:
 
         def invoke(event: dict, context: Any) -> Any:
             with lock:
-                return handler(event, context)
+                began = time.monotonic()
+                result = handler(event, context)
+            records = len(event.get("Records") or []) if isinstance(event, dict) else 0
+            failed = len((result or {}).get("batchItemFailures") or []) if isinstance(result, dict) else 0
+            self.activity(f"{name} {records} record(s)" + (f", {failed} failed" if failed else "")
+                          + f" {(time.monotonic() - began) * 1000:.0f} ms")
+            return result
 
         return invoke
 
@@ -386,6 +467,15 @@ class DevServer:
             self._http.server_close()
             self._http = None
         self._threads = []
+        if self.state_dir and self.rt is not None:
+            from .dev_state import save
+
+            try:
+                saved = save(self.state_dir, self.rt.env, int(self.aws_endpoint.rsplit(":", 1)[1]))
+                self.activity(f"state kept in {self.state_dir}: {saved['items']} items, {saved['messages']} messages, "
+                              f"{saved['objects']} objects")
+            except Exception:  # the stop still completes; say what was not kept
+                print("pixivflow dev: the state could not be saved:\n" + traceback.format_exc(), file=sys.stderr)
         self._teardown()
 
     def _teardown(self) -> None:
@@ -447,8 +537,9 @@ class DevServer:
                 due += [(at, schedule.id) for at in fires_between(schedule.cron, schedule.timezone, after, now)]
         for at, schedule_id in sorted(due):
             with self._locks["trigger"]:
-                self.rt.fire(schedule_id, at)  # EventBridge Scheduler's input: scheduleId + scheduledTime
+                result = self.rt.fire(schedule_id, at)  # EventBridge Scheduler's input: scheduleId + scheduledTime
             self.stats.fires.append((schedule_id, at))
+            self.activity(f"fire {schedule_id} -> {result.get('slot_id') or result.get('reason')}")
 
     def _idle_wait(self, now: int, next_sweep: int) -> float:
         from ..domain.occurrence import next_fire
@@ -476,7 +567,7 @@ class DevServer:
             timeout = 30
 
             def log_message(self, *args: Any) -> None:
-                pass
+                pass  # one line per request is written by _send (method, path, status, ms)
 
             def do_GET(self) -> None:  # noqa: N802
                 self._handle("GET")
@@ -500,6 +591,7 @@ class DevServer:
                 self._handle("HEAD")
 
             def _handle(self, method: str) -> None:
+                self._began = time.monotonic()
                 server.stats.requests += 1
                 try:
                     length = int(self.headers.get("Content-Length") or 0)
@@ -511,7 +603,8 @@ class DevServer:
                     return
                 body = self.rfile.read(length) if length else b""
                 path = urlsplit(self.path).path
-                local = server.local_answer(method, path, urlsplit(self.path).query)
+                local = server.local_answer(method, path, urlsplit(self.path).query) or \
+                    server.dev_action(method, path, self.headers.get("Authorization"))
                 if local is not None:
                     self._send(*local)
                     return
@@ -550,6 +643,9 @@ class DevServer:
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 self.close_connection = True
+                began = getattr(self, "_began", None)
+                server.activity(f"{self.command} {urlsplit(self.path).path} {status}"
+                                + (f" {(time.monotonic() - began) * 1000:.0f} ms" if began is not None else ""))
 
         return Handler
 
@@ -566,6 +662,42 @@ class DevServer:
             return 200, {"Content-Type": assets[path], "Cache-Control": "max-age=3600"}, _swagger_asset(path.rsplit("/", 1)[1])
         return None
 
+    def dev_action(self, method: str, path: str, authorization: str | None) -> tuple[int, dict[str, str], bytes] | None:
+        """``POST /dev/schedules/{id}/fire`` (dev server only; no such route is deployed): the trigger
+        function gets EventBridge Scheduler's input for the schedule's most recent fire, whatever the
+        grace window, so a user trying their own config need not wait for the cron. The slot is
+        named ``dev fire`` so it is never mistaken for a real fire. Trigger token required."""
+        match = re.fullmatch(r"/dev/schedules/([^/]+)/fire", path)
+        if match is None:
+            return None
+        json_type = {"Content-Type": "application/json"}
+        if method != "POST":
+            return 405, {**json_type, "Allow": "POST"}, json.dumps({"message": "Method Not Allowed"}).encode()
+        import hmac
+
+        given = (authorization or "").removeprefix("Bearer ").strip()
+        if not given or not hmac.compare_digest(given.encode(), self.tokens["trigger"].encode()):
+            return 401, json_type, json.dumps({"error": "unauthorized"}).encode()
+        from urllib.parse import unquote
+
+        from ..domain.occurrence import previous_fire
+
+        schedule = self.rt.engine.config.schedule(unquote(match.group(1)))
+        if schedule is None or not schedule.enabled or not schedule.cron:
+            return 404, json_type, json.dumps({"error": "unknown or disabled schedule"}).encode()
+        at = previous_fire(schedule.cron, schedule.timezone, self.clock.now_ms() + 1)
+        with self._locks["trigger"]:
+            result = self.rt.fire(schedule.id, at, label=DEV_FIRE_LABEL)
+        self.stats.fires.append((schedule.id, at))
+        self.activity(f"dev fire {schedule.id} -> {result.get('slot_id')}")
+        self._wake.set()
+        return 202, json_type, json.dumps(result).encode()
+
+    def activity(self, line: str) -> None:
+        """One short line of what happened (a request, a fire, an execution, a delivery), unless quiet."""
+        if self.log_activity:
+            print(f"  {line}", file=self.out, flush=True)
+
     def openapi_json(self) -> bytes:
         if self._openapi is None:
             from ..http.openapi import openapi_document
@@ -580,6 +712,21 @@ class DevServer:
         spec = self.openapi_json().decode("utf-8").replace("</", "<\\/")
         return generate_swagger_html(spec, "/docs/swagger-ui-bundle.min.js", "/docs/swagger-ui.min.css", "/docs",
                                      None).encode("utf-8")
+
+    # -- the second shell ------------------------------------------------------------------------
+    def shell_env(self) -> dict[str, str]:
+        """What a second shell needs to use the CLI and the AWS CLI against this server: the moto
+        endpoint with test credentials, the table and queues, the config in use, both tokens and
+        the URL (``source``-able through :func:`write_env_file`)."""
+        env = self.rt.env
+        values = {"PIXIVFLOW_URL": self.url, "AWS_ENDPOINT_URL": self.aws_endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                  "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                  "LEDGER_TABLE": env["LEDGER_TABLE"], "EXECUTION_QUEUE_URL": env["EXECUTION_QUEUE_URL"],
+                  "OUTBOX_QUEUE_URL": env["OUTBOX_QUEUE_URL"], "TRIGGER_TOKEN": self.tokens["trigger"],
+                  "JOBS_TOKEN": self.tokens["jobs"]}
+        if self.config_in_use:
+            values["PIXIVFLOW_CONFIG"] = self.config_in_use
+        return values
 
     # -- the banner ------------------------------------------------------------------------------
     def banner(self) -> list[str]:
@@ -608,6 +755,8 @@ class DevServer:
             lines.append(f"  demo downstream            {self.downstream.url}")
         if self.fake_pixiv is not None:
             lines.append(f"  fake Pixiv                 {self.fake_pixiv.url}")
+        if self.fake_telegram is not None:
+            lines.append(f"  fake Telegram Bot API      {self.fake_telegram.base}  (control plane {self.control_plane.url})")
         from ..domain.occurrence import next_fire
 
         now = self.clock.now_ms()
@@ -617,6 +766,10 @@ class DevServer:
 
                 lines.append(f"  schedule {schedule.id:<17} {schedule.cron} {schedule.timezone}: next fire "
                              f"{iso(next_fire(schedule.cron, schedule.timezone, now))}")
+        if self.env_file is not None:
+            lines += [f"  in a second shell:         source {self.env_file}",
+                      "                             (puts pixivflow on PATH; the CLI, the AWS CLI and curl's $TRIGGER_TOKEN "
+                      "/ $JOBS_TOKEN / $PIXIVFLOW_URL then point here)"]
         lines += [
             "  the operator CLI and the AWS CLI against it:",
             f"    export AWS_ENDPOINT_URL={self.aws_endpoint} AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
@@ -638,8 +791,22 @@ def _swagger_asset(name: str) -> bytes:
     return _ASSETS[name]
 
 
+def write_env_file(server: DevServer, path: Path) -> str:
+    """Write ``export`` lines for a second shell (owner-only: it holds the dev tokens); the venv's
+    bin directory first on PATH, so ``pixivflow`` is the command of the interpreter running this."""
+    bindir = str(Path(sys.executable).parent)
+    lines = ["# written by `pixivflow dev`; removed when it stops. Use it in another shell: source " + str(path),
+             f'export PATH="{bindir}:$PATH"']
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in server.shell_env().items()]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return str(path)
+
+
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
-            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None) -> int:
+            moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
+            env_file: str | os.PathLike[str] | None = None, state_dir: str | os.PathLike[str] | None = None) -> int:
     """`pixivflow dev`: start, print the URLs, serve until Ctrl-C (SIGINT) or SIGTERM, stop cleanly."""
     out = out or sys.stdout
     if demo and config:
@@ -652,8 +819,12 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if not speed > 0:
         print("pixivflow dev: --speed must be a positive number", file=sys.stderr)
         return 2
+    if config and not config.startswith("ssm:"):
+        from ..config import load_config
+
+        load_config(config)  # a bad config is named field by field before anything starts (a ConfigError)
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
-                       out=out)
+                       out=out, log_activity=True, state_dir=state_dir)
     try:
         server.start()
     except PortInUse as exc:
@@ -668,6 +839,8 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    if env_file:
+        server.env_file = write_env_file(server, Path(env_file))
     try:
         for line in server.banner():
             print(line, file=out, flush=True)
@@ -675,6 +848,8 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         print("pixivflow dev: stopping", file=out, flush=True)
     finally:
         server.stop()
+        if server.env_file:
+            Path(server.env_file).unlink(missing_ok=True)  # its endpoint and tokens are gone with the server
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print("pixivflow dev: stopped", file=out, flush=True)

@@ -37,6 +37,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit
+from zoneinfo import ZoneInfo
 
 from ..adapters.pixiv import constants
 
@@ -44,6 +45,7 @@ API = "https://app-api.pixiv.net"
 IMAGE = "https://i.pximg.net"
 PLACEHOLDER = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
 OFFSET_CAP = 5000
+JAPAN = ZoneInfo("Asia/Tokyo")
 DEFAULT_REFRESH_TOKEN = "fake-refresh-token-0f3c9a1d7e"
 
 
@@ -163,6 +165,22 @@ class Fixtures:
     # What a search matches a work on: its tags, or for a restricted placeholder (which Pixiv
     # lists with no tags at all) the tags it had before it became restricted.
     listed: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    # A novel's inline images as the webview payload gives them (issue 23): id -> {images, illusts}
+    inline: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # (illust|novel, mode, YYYY-MM-DD) -> ids: rankings of named days (the ``date`` parameter)
+    dated_ranking: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    suggestions: dict[str, list[str]] = field(default_factory=dict)  # autocomplete word -> tag names
+
+    def add_inline_images(self, novel_id: int, uploaded: list[str] = (), illusts: list[str] = ()) -> None:  # type: ignore[assignment]
+        """Images the novel's text refers to: ``[uploadedimage:<id>]`` and ``[pixivimage:<id>[-n]]``,
+        each served by the image host (a small JPEG)."""
+        day = "2026/11/29/00/00/00"
+        images = {i: {"urls": {"original": f"{IMAGE}/novel-cover-original/img/{day}/ci{novel_id}_{i}.jpg"}} for i in uploaded}
+        works = {k: {"illust": {"images": {"original": f"{IMAGE}/img-original/img/{day}/{k.split('-')[0]}_p0.jpg"}}} for k in illusts}
+        self.inline[novel_id] = {"images": images, "illusts": works}
+        for n, url in enumerate([v["urls"]["original"] for v in images.values()] +
+                                [v["illust"]["images"]["original"] for v in works.values()]):
+            self.files[urlsplit(url).path] = jpeg(64, 48, novel_id + n)
 
     def add_illust(self, raw: dict[str, Any], *, missing_originals: bool = False,
                    listed_under: list[str] | None = None) -> dict[str, Any]:
@@ -239,6 +257,71 @@ def default_fixtures() -> Fixtures:
     fx.add_novel(novel(93003, "", ["fantasy"], "2026-11-30T20:00:00+09:00", "hidden", restricted=True), "hidden",
                  listed_under=["fantasy"])
     fx.ranking[("novel", "day")] = [93001, 93002]
+    return fx
+
+
+# Novels with Pixiv's real markup (``[newpage]``, ``[[rb:base > reading]]``, ``[pixivimage:id]``):
+# the language filter reads the text with its markup, as PixivFlow does (note §3).
+NOVEL_ZH = ("第一章 夜市\n她在夜市的尽头看见了那只会说话的猫，猫说它已经等了她很久很久。[[rb:肚子 > はら]]饿了的时候，"
+            "它就去河边找老渔夫讨一条小鱼。\n[pixivimage:95001]\n[newpage]\n第二章 海边\n第二天清晨，他们一起沿着海岸线走了很远，"
+            "一直走到灯塔下面，灯塔的看守人给他们煮了一锅热汤。")
+NOVEL_ZH_ONE_KANA = ("第一章\n罗德岛的博士在甲板上醒来，窗外是无边无际的荒野与移动城市的轮廓。干员们已经集合完毕，"
+                     "等待新的作战指令。[newpage]\n第二章\n这次的任务是护送一支商队穿过天灾区域の边缘，没有人知道前方会遇到什么。")
+NOVEL_JA = ("第一章\n[[rb:彼女 > かのじょ]]は夜市の外れで、言葉を話す猫に出会いました。猫はずっと待っていたのだと言いました。"
+            "\n[newpage]\n第二章\n翌朝、ふたりは海岸線に沿って遠くまで歩き、灯台の下で温かいスープをご馳走になりました。")
+
+
+def topic_fixtures() -> Fixtures:
+    """``default_fixtures()`` plus works for the published configs' topics (ボテ腹, 丸呑み, ミク,
+    アークナイツ) on several Japan days around 2026-11-30, and the background samples
+    (``イラスト``, ``小説``) tag discovery compares them with. Each work is there to show one rule:
+    the whole Japan day (a 03:00 JST work), popularity, R-18 under ``for_ios``, AI exclusion, a tag
+    found only through the tag space, a language verdict, a lookback day."""
+    fx = default_fixtures()
+    artist = (5100, "Topic Artist")
+    writer = (5200, "Topic Writer")
+    for n in range(12):  # the background: generic works of older days
+        fx.add_illust(illust(99100 + n, f"Background {n}", ["イラスト", "女の子", "オリジナル"] + (["ミク"] if n == 0 else []),
+                             f"2026-10-{10 + n:02d}T12:00:00+09:00", bookmarks=5, user=(5300, "Background")))
+        fx.add_novel(novel(99200 + n, f"背景 {n}", ["小説", "オリジナル"], f"2026-10-{10 + n:02d}T12:00:00+09:00", "背景",
+                           bookmarks=5, user=(5301, "Background")), "背景")
+    # ボテ腹 (production bot1): the most popular work of the day was posted at 03:00 JST.
+    fx.add_illust(illust(95001, "ボテ腹の朝", ["ボテ腹", "妊婦"], "2026-11-30T03:00:00+09:00", bookmarks=900, x_restrict=1,
+                         user=artist))
+    fx.add_illust(illust(95002, "ボテ腹AI", ["ボテ腹", "AI生成"], "2026-11-30T12:00:00+09:00", bookmarks=2000, ai_type=2,
+                         user=artist))
+    fx.add_illust(illust(95003, "ボテ腹の夜", ["ボテ腹"], "2026-11-30T20:00:00+09:00", bookmarks=300, user=artist))
+    fx.add_illust(illust(95004, "ボテ腹 前日", ["ボテ腹", "妊婦"], "2026-11-29T23:00:00+09:00", bookmarks=5000, user=artist))
+    fx.add_illust(illust(95005, "妊婦さん", ["妊婦"], "2026-11-30T15:00:00+09:00", bookmarks=50, user=artist))
+    fx.add_novel(novel(96001, "ボテ腹の猫", ["ボテ腹"], "2026-11-30T10:00:00+09:00", NOVEL_JA, bookmarks=800, x_restrict=1,
+                       user=writer), NOVEL_JA)
+    fx.add_novel(novel(96002, "夜市的猫", ["ボテ腹", "中文"], "2026-11-30T21:00:00+09:00", NOVEL_ZH, bookmarks=400,
+                       x_restrict=1, user=writer), NOVEL_ZH)
+    fx.add_novel(novel(96003, "前一天的夜市", ["ボテ腹"], "2026-11-29T21:00:00+09:00", NOVEL_ZH, bookmarks=30, x_restrict=1,
+                       user=writer), NOVEL_ZH)
+    # 丸呑み (production bot2): no illustration on the topic day; one two days before it.
+    fx.add_illust(illust(95101, "丸呑み", ["丸呑み"], "2026-11-28T18:00:00+09:00", bookmarks=120, x_restrict=1, user=artist))
+    fx.add_illust(illust(95102, "丸呑み 古い", ["丸呑み"], "2026-11-20T18:00:00+09:00", bookmarks=9000, user=artist))
+    fx.add_novel(novel(96101, "丸吞之夜", ["丸呑み"], "2026-11-30T08:00:00+09:00", NOVEL_ZH, bookmarks=60, user=writer), NOVEL_ZH)
+    # ミク (fly bot1, includeR18 false): the R-18 favourite never comes back under for_ios.
+    fx.add_illust(illust(97001, "ミク R-18", ["ミク", "初音ミク"], "2026-11-30T11:00:00+09:00", bookmarks=3000, x_restrict=1,
+                         user=artist))
+    fx.add_illust(illust(97002, "初音ミク", ["初音ミク", "VOCALOID"], "2026-11-30T09:00:00+09:00", bookmarks=1000, user=artist))
+    fx.add_illust(illust(97003, "ミク", ["ミク"], "2026-11-30T22:00:00+09:00", bookmarks=200, user=artist))
+    fx.add_illust(illust(97004, "ミク 前日", ["ミク", "初音ミク"], "2026-11-27T22:00:00+09:00", bookmarks=40, user=artist))
+    # アークナイツ (fly bot2): the day's favourite carries only the related tag 明日方舟.
+    fx.add_illust(illust(98001, "アークナイツ", ["アークナイツ", "明日方舟"], "2026-11-30T10:00:00+09:00", bookmarks=100,
+                         user=artist))
+    fx.add_illust(illust(98002, "ドクター", ["アークナイツ", "明日方舟"], "2026-11-30T23:30:00+09:00", bookmarks=500,
+                         user=artist))
+    fx.add_illust(illust(98003, "方舟", ["明日方舟"], "2026-11-30T13:00:00+09:00", bookmarks=2000, user=artist))
+    fx.add_illust(illust(98004, "アークナイツ 古い", ["アークナイツ", "明日方舟"], "2026-11-25T13:00:00+09:00", bookmarks=10,
+                         user=artist))
+    fx.add_novel(novel(96201, "罗德岛", ["アークナイツ", "明日方舟"], "2026-11-30T12:00:00+09:00", NOVEL_ZH_ONE_KANA,
+                       bookmarks=90, user=writer), NOVEL_ZH_ONE_KANA)
+    fx.suggestions.update({"ボテ腹": ["ボテ腹", "妊婦"], "ミク": ["初音ミク", "ミク"], "アークナイツ": ["アークナイツ", "明日方舟"]})
+    fx.dated_ranking[("illust", "day", "2026-11-30")] = [92002, 92001]
+    fx.dated_ranking[("illust", "day", "2026-11-29")] = [92001, 92003]
     return fx
 
 
@@ -429,10 +512,17 @@ class FakePixiv:
         q = request.query
         path = request.path
         if path in ("/v1/search/illust", "/v1/search/novel"):
-            return self._search(request, "illusts" if path.endswith("illust") else "novels")
+            section = "illusts" if path.endswith("illust") else "novels"
+            refused = _refused_search(q, section)
+            return refused or self._search(request, section)
+        if path == "/v2/search/autocomplete":
+            return self._autocomplete(request)
         if path in ("/v1/illust/ranking", "/v1/novel/ranking"):
             kind = "illust" if "illust" in path else "novel"
-            ids = self.fixtures.ranking.get((kind, q.get("mode", "day")), [])
+            refused = _refused_ranking(q, kind)
+            if refused:
+                return refused
+            ids = self._ranking_ids(kind, q.get("mode", "day"), q.get("date"))
             pool = self.fixtures.illusts if kind == "illust" else self.fixtures.novels
             return self._paged(request, "illusts" if kind == "illust" else "novels", [pool[i] for i in ids if i in pool])
         if path == "/v1/user/illusts":
@@ -457,7 +547,8 @@ class FakePixiv:
                 return 404, "<html><body>not found</body></html>"
             payload = {"id": str(wid), "title": work["title"], "text": self.fixtures.texts.get(wid, ""),
                        "userId": str(work["user"]["id"]), "coverUrl": work["image_urls"]["large"],
-                       "marker": None, "illusts": [], "images": [], "seriesNavigation": None}
+                       "marker": None, "illusts": [], "images": [], "seriesNavigation": None,
+                       **self.fixtures.inline.get(wid, {})}
             page = ("<!DOCTYPE html><html><head><script>\n    Object.defineProperty(window, 'pixiv', {value: {\n"
                     f"        novel: {json.dumps(payload, ensure_ascii=False)},\n        isOwnWork: false,\n"
                     "    }});\n</script></head><body></body></html>")
@@ -468,14 +559,19 @@ class FakePixiv:
         q = request.query
         words = [w.casefold() for w in (q.get("word") or "").split()]
         pool = self.fixtures.illusts if section == "illusts" else self.fixtures.novels
-        works = [w for w in pool.values() if set(words) <= self.fixtures.listed.get((section, int(w["id"])), set())]
+        partial = q.get("search_target", "partial_match_for_tags") == "partial_match_for_tags"
+        works = [w for w in pool.values()
+                 if _matches(words, self.fixtures.listed.get((section, int(w["id"])), set()), partial)]
         ai_key = "illust_ai_type" if section == "illusts" else "novel_ai_type"
         if q.get("search_ai_type") == "0":
             works = [w for w in works if w.get(ai_key) != 2]
+        if q.get("filter") == "for_ios":
+            works = [w for w in works if not w.get("x_restrict")]  # for_ios leaves R-18 / R-18G out
+        # Pixiv's search dates are Japan days; create_date is written in +09:00.
         if q.get("start_date"):
-            works = [w for w in works if w["create_date"][:10] >= q["start_date"]]
+            works = [w for w in works if _japan_day(w["create_date"]) >= q["start_date"]]
         if q.get("end_date"):
-            works = [w for w in works if w["create_date"][:10] <= q["end_date"]]
+            works = [w for w in works if _japan_day(w["create_date"]) <= q["end_date"]]
         sort = q.get("sort", "date_desc")
         if sort == "popular_desc":
             works.sort(key=lambda w: w["total_bookmarks"], reverse=True)
@@ -502,6 +598,32 @@ class FakePixiv:
             body["user"] = page[0]["user"] if page else {}
         return 200, body
 
+    def _autocomplete(self, request: FakeRequest) -> tuple[int, Any]:
+        """``/v2/search/autocomplete``: the fixtures' suggestions for the word, else every known tag
+        that starts with it (Pixiv answers ``tags: [{name, translated_name}]``)."""
+        word = (request.query.get("word") or "").strip()
+        if not word:
+            return 400, {"error": {"user_message": "", "message": '{"word":["word is required"]}', "reason": "",
+                                   "user_message_details": {}}}
+        names = self.fixtures.suggestions.get(word)
+        if names is None:
+            seen: dict[str, None] = {}
+            for pool in (self.fixtures.illusts, self.fixtures.novels):
+                for work in pool.values():
+                    for tag in work.get("tags") or ():
+                        if str(tag["name"]).casefold().startswith(word.casefold()) and tag["name"] != word:
+                            seen.setdefault(tag["name"])
+            names = list(seen)[:10]
+        return 200, {"tags": [{"name": n, "translated_name": None} for n in names]}
+
+    def _ranking_ids(self, kind: str, mode: str, day: str | None) -> list[int]:
+        """A dated ranking is that day's list; no date (or a day without one) the latest list."""
+        if day and (kind, mode, day) in self.fixtures.dated_ranking:
+            return self.fixtures.dated_ranking[(kind, mode, day)]
+        if day and any(k[:2] == (kind, mode) for k in self.fixtures.dated_ranking):
+            return []  # the fixtures know this ranking's days: a day without a list is empty
+        return self.fixtures.ranking.get((kind, mode), [])
+
     # -- image host -----------------------------------------------------------------------
     def _image(self, handler: BaseHTTPRequestHandler, request: FakeRequest) -> None:
         if request.headers.get("referer") not in ("https://app-api.pixiv.net/", "https://www.pixiv.net/"):
@@ -512,6 +634,67 @@ class FakePixiv:
         kind = {"png": "image/png", "jpg": "image/jpeg", "zip": "application/zip"}.get(request.path.rsplit(".", 1)[-1],
                                                                                         "application/octet-stream")
         self._send(handler, 200, data, content_type=kind)
+
+
+# What Pixiv's App API accepts (pixiv-app-api note; pixivpy's _SEARCH_TARGET/_SORT/_MODE types):
+# anything else is a 400 naming the parameter, as the real API answers.
+SEARCH_TARGETS = {"illusts": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption"),
+                  "novels": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption", "text", "keyword")}
+SEARCH_SORTS = ("date_desc", "date_asc", "popular_desc", "popular_male_desc", "popular_female_desc")
+RANKING_MODES = {
+    "illust": ("day", "week", "month", "day_male", "day_female", "week_original", "week_rookie", "day_manga",
+               "day_ai", "day_r18", "day_male_r18", "day_female_r18", "week_r18", "week_r18g", "day_r18_ai"),
+    "novel": ("day", "week", "month", "day_male", "day_female", "week_rookie", "day_ai",
+              "day_r18", "day_male_r18", "day_female_r18", "week_r18", "week_r18g", "day_r18_ai"),
+}
+
+
+def _bad_parameter(name: str, value: str) -> tuple[int, Any]:
+    message = json.dumps({name: [f"{name} is invalid: {value}"]}, ensure_ascii=False)
+    return 400, {"error": {"user_message": "", "message": message, "reason": "", "user_message_details": {}}}
+
+
+def _refused_search(q: Mapping[str, str], section: str) -> tuple[int, Any] | None:
+    target = q.get("search_target", "partial_match_for_tags")
+    if target not in SEARCH_TARGETS[section]:
+        return _bad_parameter("search_target", target)
+    sort = q.get("sort", "date_desc")
+    if sort not in SEARCH_SORTS:
+        return _bad_parameter("sort", sort)
+    for key in ("start_date", "end_date"):
+        if q.get(key) and not _is_iso_day(q[key]):
+            return _bad_parameter(key, q[key])
+    return None
+
+
+def _refused_ranking(q: Mapping[str, str], kind: str) -> tuple[int, Any] | None:
+    mode = q.get("mode", "day")
+    if mode not in RANKING_MODES[kind]:
+        return _bad_parameter("mode", mode)
+    if q.get("date") and not _is_iso_day(q["date"]):
+        return _bad_parameter("date", q["date"])
+    return None
+
+
+def _matches(words: list[str], tags: set[str], partial: bool) -> bool:
+    """Every word is a tag (exact) or part of one (``partial_match_for_tags``: ミク finds 初音ミク)."""
+    if partial:
+        return all(any(word in tag for tag in tags) for word in words)
+    return set(words) <= tags
+
+
+def _is_iso_day(value: str) -> bool:
+    try:
+        return datetime.strptime(value, "%Y-%m-%d").strftime("%Y-%m-%d") == value
+    except ValueError:
+        return False
+
+
+def _japan_day(create_date: str) -> str:
+    moment = datetime.fromisoformat(create_date)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=JAPAN)
+    return moment.astimezone(JAPAN).date().isoformat()
 
 
 def _int(value: Any) -> int:

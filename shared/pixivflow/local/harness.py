@@ -154,6 +154,10 @@ class EmbeddedRuntime:
         from ..adapters.dynamo_ledger import DynamoLedger
 
         self._observer_ledger = DynamoLedger(aws.client("dynamodb"), self.env["LEDGER_TABLE"])
+        from ..adapters.outbox_rows import DynamoOutboxRows
+
+        # Notifications and job event callbacks: the generic rows, found through their own index.
+        self._observer_rows = DynamoOutboxRows(aws.client("dynamodb"), self.env["LEDGER_TABLE"])
         sqs = aws.client("sqs")
         for name, url_env, fn in (("execute", "EXECUTION_QUEUE_URL", "execute"), ("deliver", "OUTBOX_QUEUE_URL", "deliver")):
             url = self.env[url_env]
@@ -180,14 +184,16 @@ class EmbeddedRuntime:
     def engine(self):
         return runtime.get().engine
 
-    def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None) -> dict[str, Any]:
-        """Invoke the trigger function with EventBridge Scheduler's input for one fire."""
+    def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None, label: str | None = None) -> dict[str, Any]:
+        """Invoke the trigger function with EventBridge Scheduler's input for one fire (``label``: the
+        dev server's fire-now names its slot so; a deployed schedule's input never carries one)."""
         if iso is None:
             from datetime import datetime, timezone
 
             at = self.clock.now_ms() if at_ms is None else at_ms
             iso = datetime.fromtimestamp(at / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self.handlers["trigger"]({"scheduleId": schedule_id, "scheduledTime": iso}, context_for("trigger"))
+        event = {"scheduleId": schedule_id, "scheduledTime": iso, **({"label": label} if label else {})}
+        return self.handlers["trigger"](event, context_for("trigger"))
 
     def http(self, method: str, path: str, body: Any = None, *, token: str | None = None, function: str = "trigger",
              headers: Mapping[str, str] | None = None, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
@@ -284,6 +290,10 @@ class EmbeddedRuntime:
             item = ledger._get(pk, sk)  # noqa: SLF001 - the harness's own look at a row
             if item:
                 stamps.update(int(item[k]) for k in ("nextAttemptAt", "leaseUntil", "updatedAt") if k in item)
+        for kind, key in self._observer_rows.due(now + 7 * 86_400_000):
+            row = self._observer_rows.get(kind, key)
+            if row is not None:
+                stamps.update(v for v in (row.next_attempt_at, row.lease_until, row.updated_at) if v)
         candidates.extend(t + b for t in stamps for b in budgets if t + b > now)
         return min(candidates) if candidates else None
 
@@ -309,7 +319,9 @@ class EmbeddedRuntime:
         ledger = self._observer()
         if ledger.active_slots(limit_per_shard=1):
             return True
-        return bool(ledger.due_intents(self.clock.now_ms() + 7 * 86_400_000, limit_per_shard=1))
+        if ledger.due_intents(self.clock.now_ms() + 7 * 86_400_000, limit_per_shard=1):
+            return True
+        return bool(self._observer_rows.due(self.clock.now_ms() + 7 * 86_400_000, limit_per_shard=1))
 
     def run_schedules(self, until_ms: int, *, on_fire: Callable[[str, int, Any], None] | None = None) -> list[tuple[str, int, Any]]:
         """Fire every enabled schedule's occurrences up to ``until_ms`` like EventBridge Scheduler, settling in between."""

@@ -1,21 +1,19 @@
 """The in-memory twin of ``adapters.job_store.DynamoJobStore`` (``ports.JobStore``).
 
 Same conditions, same atomicity: an append either writes the head, the event, its callback row
-and the index change together, or nothing. The open-callback index may lag on purpose
+(into the ``MemoryOutboxRows`` it was given: one row model for every kind) and the index change
+together, or nothing. The open-callback index may lag on purpose
 (``index_lag``) like a GSI does, so callers are forced to re-read before deciding.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
+from ..adapters.outbox_rows import MemoryOutboxRows
 from ..domain.protocol import ONCE_KINDS, REQUESTED
-from ..ports import AppendResult, CallbackRow, EventStream, StoredEvent
-
-ACTIONABLE = ("pending", "processing", "retry_wait")
-PK_PREFIX = "OUTBOX#event_callback#"
+from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
 
 
 @dataclass
@@ -28,10 +26,10 @@ class _Job:
 
 
 class InMemoryJobStore:
-    def __init__(self, *, index_lag: bool = False) -> None:
+    def __init__(self, *, rows: MemoryOutboxRows | None = None, index_lag: bool = False) -> None:
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
-        self._rows: dict[str, CallbackRow] = {}
+        self.rows = rows if rows is not None else MemoryOutboxRows()
         self._index_lag = index_lag
         self._visible_index: dict[str, int] = {}  # what the lagging index shows
 
@@ -46,7 +44,7 @@ class InMemoryJobStore:
             events = tuple(sorted(job.events.values(), key=lambda e: e.position))
             return EventStream(job_id, events, job.head_seq, job.head_ts, job.cursor)
 
-    def append(self, event: StoredEvent, *, expected_head: int, callback: CallbackRow | None = None,
+    def append(self, event: StoredEvent, *, expected_head: int, callback: OutboxRow | None = None,
                open_callback_since: int | None = None, close_callback_index: bool = False, now_ms: int = 0) -> str:
         if event.seq != expected_head + 1:
             raise ValueError("an event's seq must follow the head it was computed from")
@@ -57,12 +55,10 @@ class InMemoryJobStore:
                 return AppendResult.EXISTS
             if job.head_seq != expected_head:
                 return AppendResult.HEAD_MOVED
-            if callback is not None and callback.key in self._rows:
+            if callback is not None and not self.rows.insert(callback):
                 return AppendResult.HEAD_MOVED
             job.events[slot_key] = event
             job.head_seq, job.head_ts = event.seq, event.ts
-            if callback is not None:
-                self._rows[callback.key] = callback
             if event.kind == REQUESTED and event.callback_url and open_callback_since is not None:
                 job.open_since = open_callback_since
             if close_callback_index:
@@ -89,64 +85,5 @@ class InMemoryJobStore:
             ordered = sorted(self._visible_index.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
             return [job_id for job_id, _ in ordered[:limit]]
 
-    # -- callback rows ----------------------------------------------------------------------
-    def get_callback_row(self, key: str) -> CallbackRow | None:
-        with self._lock:
-            return self._rows.get(key)
-
-    def callback_key_of(self, pk: str, sk: str) -> str | None:
-        return pk[len(PK_PREFIX):] if pk.startswith(PK_PREFIX) and sk == "META" else None
-
-    def due_callback_keys(self, before_ms: int) -> list[str]:
-        with self._lock:
-            return [r.key for r in self._rows.values() if r.actionable and r.next_attempt_at <= before_ms]
-
-    def claim_callback_row(self, key: str, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> CallbackRow | None:
-        with self._lock:
-            row = self._rows.get(key)
-            if row is None:
-                return None
-            waiting = row.status in ("pending", "retry_wait") and (ignore_due or row.next_attempt_at <= now_ms)
-            expired = row.status == "processing" and (row.lease_until or 0) <= now_ms
-            if not (waiting or expired):
-                return None
-            row = replace(row, status="processing", lease_owner=owner, lease_until=now_ms + lease_ms, updated_at=now_ms)
-            self._rows[key] = row
-            return row
-
-    def settle_callback_row(self, row: CallbackRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
-                            next_attempt_at: int | None = None) -> CallbackRow | None:
-        with self._lock:
-            current = self._rows.get(row.key)
-            if current is None or current.status != "processing" or current.lease_owner != owner:
-                return None
-            changes: dict[str, Any] = {"status": status, "attempts": current.attempts + 1, "lease_owner": None,
-                                       "lease_until": None, "updated_at": now_ms,
-                                       "last_error": error[:1000] if error is not None else None}
-            if status in ACTIONABLE:
-                assert next_attempt_at is not None
-                changes["next_attempt_at"] = next_attempt_at
-            else:
-                changes["completed_at"] = now_ms
-            settled = replace(current, **changes)
-            self._rows[row.key] = settled
-            return settled
-
-
-    # -- the operator's view (issue 12) -------------------------------------------------------------
-    def dead_callback_rows(self) -> list[CallbackRow]:
-        with self._lock:
-            rows = [r for r in self._rows.values() if r.status == "dead"]
-        return sorted(rows, key=lambda r: (-r.updated_at, r.key))
-
-    def redrive_callback_row(self, key: str, now_ms: int) -> CallbackRow | None:
-        with self._lock:
-            current = self._rows.get(key)
-            if current is None or current.status != "dead":
-                return None
-            revived = replace(current, status="retry_wait", attempts=0, next_attempt_at=now_ms, updated_at=now_ms,
-                              completed_at=None, lease_owner=None, lease_until=None)
-            self._rows[key] = revived
-            return revived
 
 __all__ = ["InMemoryJobStore"]

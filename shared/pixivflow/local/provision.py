@@ -33,8 +33,11 @@ ENV_BY_LOGICAL_ID: dict[str, str] = {
     "OutboxQueue": "OUTBOX_QUEUE_URL",
     "ExecutionDLQ": "EXECUTION_DLQ_URL",
     "OutboxDLQ": "OUTBOX_DLQ_URL",
+    "SchedulerDLQ": "SCHEDULER_DLQ_URL",
     "ArtifactBucket": "ARTIFACT_BUCKET",
 }
+#: the dead-letter queues whose depth the sweep's Health metric counts (template: the sweep's env)
+DEAD_LETTER_QUEUES = ("ExecutionDLQ", "OutboxDLQ", "SchedulerDLQ")
 
 _PREFIX_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 
@@ -357,8 +360,9 @@ def provision(
 
     Resources are named ``<prefix>-<logical id lower-cased>`` (``.fifo`` appended for FIFO queues).
     The result maps ``LEDGER_TABLE``, ``EXECUTION_QUEUE_URL``, ``OUTBOX_QUEUE_URL``,
-    ``EXECUTION_DLQ_URL``, ``OUTBOX_DLQ_URL`` and ``ARTIFACT_BUCKET`` (for the logical ids the template
-    declares) to the created names and URLs.
+    ``EXECUTION_DLQ_URL``, ``OUTBOX_DLQ_URL``, ``SCHEDULER_DLQ_URL`` and ``ARTIFACT_BUCKET`` (for the
+    logical ids the template declares) to the created names and URLs, and ``DEAD_LETTER_QUEUE_URLS``
+    to the dead-letter queues the sweep's Health metric reads (comma-separated).
     """
     if not _PREFIX_RE.match(prefix):
         raise ValueError(
@@ -414,4 +418,8 @@ def provision(
         resolver.refs[logical_id] = name
         resolver.attrs[logical_id] = {"Arn": f"arn:aws:s3:::{name}", "DomainName": f"{name}.s3.amazonaws.com"}
 
-    return {env: resolver.refs[lid] for lid, env in ENV_BY_LOGICAL_ID.items() if lid in resolver.refs}
+    env = {env: resolver.refs[lid] for lid, env in ENV_BY_LOGICAL_ID.items() if lid in resolver.refs}
+    dead_letters = [resolver.refs[lid] for lid in DEAD_LETTER_QUEUES if lid in resolver.refs]
+    if dead_letters:
+        env["DEAD_LETTER_QUEUE_URLS"] = ",".join(dead_letters)
+    return env

@@ -11,8 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain.assets import artifact_prefix, assets_for
+from ..domain.errors import SourceError
 from ..domain.model import Intent
+from ..ports import ArtifactFile, Work
 from .engine import Engine
+
+# The route families that upload previews beside the originals: httpMultipart sends them under
+# previewFileField, the Telegram review route sends a page over sendPhoto's limits as its preview.
+PREVIEW_ROUTES = ("httpMultipart", "telegram")
 
 
 def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[str, Any]:
@@ -26,3 +32,25 @@ def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[st
     ttl = engine.config.download.assetUrlTtlSeconds
     origin = "pixiv" if engine.config.source.kind == "pixiv" else "generated"
     return {**body, "assets": assets_for(files, lambda f: engine.artifacts.url(f, ttl), source=origin)}
+
+
+def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
+    """Pixiv's ``large`` image of every page, stored with the originals (pixivflow-real-configs
+    note §8 ``previewFileField``; issue 23), when the work is an illustration and one of its
+    target's routes sends previews. All or none: a receiver refuses previews that do not pair
+    one-to-one with the files, so a failed preview leaves the work without previews (logged)."""
+    if work.work_type != "illustration" or not files:
+        return []
+    routes = [engine.config.route(name) for name in target.routes()]
+    if not any(getattr(r, "route_type", None) in PREVIEW_ROUTES for r in routes):
+        return []
+    fetch = getattr(engine.source, "download_previews", None)
+    if fetch is None:
+        return []
+    try:
+        previews = list(fetch(work, files))
+    except SourceError as exc:
+        engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
+                   work_id=work.work_id, target_id=getattr(target, "id", None), error=str(exc)[:300])
+        return []
+    return previews if len(previews) == len(files) else []

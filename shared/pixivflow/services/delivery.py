@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
@@ -36,8 +36,9 @@ from ..domain.errors import ConfigError, LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
 from ..domain.templates import ranking_date
-from ..ports import DeliveryRequest, DeliveryResponse, Work
-from . import notifications  # noqa: F401  (registers the ``notification`` row kind)
+from ..domain.review import UNCERTAIN, parse_review_ack
+from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
+from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
 from .assets import with_assets
@@ -80,13 +81,8 @@ class DrainResult:
 
 
 def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
-    """Dispatch one outbox message by its kind: delivery intents here, job event callbacks to
-    ``services.callbacks`` (their own rows), every other kind to its registered sender
-    (``services.outbox``)."""
-    if kind == "event_callback":
-        from .callbacks import deliver_callback
-
-        return deliver_callback(engine, key)
+    """Dispatch one outbox message by its kind: delivery intents here, every other kind (job
+    event callbacks, notifications) to the generic rows' worker (``services.outbox``)."""
     if kind != "delivery":
         if engine.outbox_rows is None:
             return DeliveryResult(key, "skipped", detail="no outbox rows store")
@@ -115,7 +111,7 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
     if claimed is None:
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
     cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
-    if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+    if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed):
         # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
         # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
         # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
@@ -132,8 +128,15 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
     try:
         if not engine.channel.ready(claimed.route):
             return _defer(engine, claimed, owner)
-        response = engine.channel.deliver(_request(engine, claimed))
+        request = _request(engine, claimed)
+        if getattr(route, "route_type", None) == "telegram":
+            request = replace(request, guard=_send_guard(engine, claimed, owner))
+        response = engine.channel.deliver(request)
         ack = parse_route_ack(route, response)
+        if response.note:
+            ack = replace(ack, note=response.note)
+            engine.log("warning", response.note, event="delivery.route_note", key=key, route=claimed.route,
+                       slot_id=claimed.slot_id, target_id=claimed.target_id)
     except LedgerUnavailable:
         raise
     except Exception as exc:  # transport and configuration failures are classified, never raised
@@ -146,20 +149,37 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
     return _handle(engine, claimed, owner, ack)
 
 
+def _resend_on_purpose(intent: Intent) -> bool:
+    """An operator's redrive of a review recorded ``uncertain`` (issue 23): it may be in the chat
+    already, so only a person decides to post it again; the cell's outcome stays as it ended."""
+    return intent.redrive_count > 0 and intent.remote_status == UNCERTAIN
+
+
 def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
     """The ACK of one answer, by the rules of the route's family: PixivFlow's gateway
     (``type: webhook``) has its own status words (note §2.5); every other route speaks the
     TelePost envelope of spec §10.6 with the route's ``ack`` hints."""
     if getattr(route, "route_type", None) == "webhook":
         return parse_gateway_ack(response.status, response.body)
+    if getattr(route, "route_type", None) == "telegram":
+        return parse_review_ack(response.body)
     return parse_delivery_ack(response.status, response.body, getattr(route, "ack", None))
+
+
+def _send_guard(engine: Engine, intent: Intent, owner: str) -> SendGuard:
+    """The ledger side of "never post twice silently" (issue 23) for the Telegram review route."""
+    return SendGuard(started=intent.sending_at is not None, progress=intent.send_progress,
+                     redriven=intent.redrive_count > 0,
+                     mark_sending=lambda: engine.ledger.mark_intent_sending(intent, owner, engine.now()) is not None)
 
 
 def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
     # The JSON body carries the stored files as protocol Assets, signed for this attempt (issue 10).
+    target = engine.config.target(intent.target_id) if intent.work_type == "novel" else None
+    preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
                            body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
-                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id))
+                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id), preview=preview)
 
 
 def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
@@ -204,8 +224,11 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
             error = f"attempt budget exhausted after {attempt} attempts: {ack.error or ack.kind}"
             return _dead(engine, intent, owner, error, ack)
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs, engine.config.delivery.outboxRetryMaxMs)
+        if ack.retry_after_ms is not None:
+            delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
+        extra = {"send_progress": ack.progress, "clear_sending": True} if ack.clear_sending else {}
         settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
-                                              error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind))
+                                              error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind), **extra)
         if settled is None:
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
@@ -220,7 +243,8 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         return _dead(engine, intent, owner, plan.ledger_error or ack.error or "permanent failure", ack, cancelled=cancelled)
     settled = engine.ledger.settle_intent(
         intent, owner, now, ledger_status=plan.ledger_status, outbox_status=OutboxStatus.DONE,
-        remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason, error=plan.ledger_error,
+        remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason,
+        error=plan.ledger_error or ack.note,
         ack_kind=str(ack.kind),
     )
     if settled is None:
@@ -285,7 +309,8 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
     """Dead-letter the row: ledger failed, the work freed on the route, the cell failed (delivery_abandoned)."""
     now = engine.now()
     settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
-                                          error=error, ack_kind=str(ack.kind))
+                                          error=error, ack_kind=str(ack.kind),
+                                          **_uncertain(ack))
     if settled is None:
         return DeliveryResult(intent.idempotency_key, "skipped", ack.kind, "lease lost before dead-lettering")
     engine.log("error", "delivery dead-lettered", event="outbox.dead", key=intent.idempotency_key, error=error,
@@ -296,6 +321,11 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
         settle_delivery_terminal(engine, intent, "failed", error, reason_code="delivery_abandoned")
         rollup(engine, intent.slot_id)
     return DeliveryResult(intent.idempotency_key, "dead", ack.kind, error)
+
+
+def _uncertain(ack: DeliveryAck) -> dict[str, Any]:
+    """A review that may or may not be in the chat keeps saying so on its dead row (issue 23)."""
+    return {"remote_id": ack.remote_id, "remote_status": UNCERTAIN} if ack.remote_status == UNCERTAIN else {}
 
 
 def _free_work(engine: Engine, intent: Intent) -> None:
@@ -320,14 +350,6 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
                 intent: Intent | None = row
             else:
                 pk, sk = row
-                callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
-                if callback is not None:
-                    from .callbacks import deliver_callback
-
-                    outcome = deliver_callback(engine, callback)
-                    result.add(outcome)
-                    progressed = progressed or outcome.action != "skipped"
-                    continue
                 intent = engine.ledger.get_intent_by_key(pk, sk)
                 if intent is not None and (intent.slot_id, intent.idempotency_key) in seen:
                     continue  # found through its slot already

@@ -12,6 +12,8 @@ from ..config import PixivFlowConfig
 from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, OutboxRows, Queues, SweepState, WorkSource
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+# The one metric of the default alarm profile: the sweep's count of what needs an operator.
+HEALTH_METRIC = "Health"
 
 LEASE_TTL_MS = 180_000  # spec §4.1
 HEARTBEAT_MS = 30_000
@@ -37,13 +39,16 @@ class Engine:
     sweep_state: SweepState | None = None
     outbox_rows: OutboxRows | None = None  # notification / event-callback rows (DESIGN §4 OUTBOX#...)
     # Workflow Protocol v1 (spec §12): the job event stream, the callback sender, the resolver
-    # callback URLs are vetted with, the callback signing secret, and how a cancel waits for a
-    # delivery being posted right now (injected so tests never sleep).
+    # callback URLs are vetted with, and the callback signing secret.
     jobs: JobStore | None = None
     callbacks: CallbackSender | None = None
     resolver: Callable[[str, int], Sequence[str]] | None = None
+    # The callback signing secret: None when it does not exist; SecretStoreUnavailable when the
+    # store did not answer (never cached as "no secret", issue 21).
     callback_secret: Callable[[], str | None] | None = None
-    sleep_ms: Callable[[int], None] | None = None
+    # The running invocation's remaining time (Lambda's context.get_remaining_time_in_millis),
+    # set per invocation by the SQS functions: an outbox attempt never outlives it (issue 21).
+    remaining_ms: Callable[[], float] | None = None
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -59,6 +64,8 @@ class Engine:
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is None:
             return
+        if name != HEALTH_METRIC and os.environ.get("PIXIVFLOW_METRICS", "full").strip().lower() == "health":
+            return  # the health profile publishes one series (template AlarmProfile; DESIGN §11)
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
         # One blob per metric, flushed at once: no handler decorator has to remember to flush, and

@@ -10,7 +10,7 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -21,6 +21,7 @@ from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
                              TransientSourceError)
+from ..domain.language import verdict as language_verdict
 from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import (
@@ -37,11 +38,13 @@ from ..domain.selection import (
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import SearchRequest, StoredFile, Work
+from .assets import previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
 from .rollup import cell_delivery_state, rollup
+from .topic import LIGHT, SelectionSuspended, run_topic
 
 
 class LeaseLost(Exception):
@@ -52,7 +55,7 @@ class LeaseLost(Exception):
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | continued (topic checkpoint)
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -156,6 +159,14 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
                    slot_id=slot_id, target_id=target_id, error=str(exc))
         return ExecutionResult(slot_id, target_id, "claimed_by_other")
+    except SelectionSuspended:
+        # The selection's progress is on the cell (services/topic.py): give the lease back and
+        # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
+        # the sweep re-dispatches; the checkpoint is read again either way.
+        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
+                    event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
+        return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
         try:
@@ -276,6 +287,9 @@ def _run_target(run: CellRun) -> TargetOutcome:
     if plan.pinned_id is not None:
         return _run_pinned(run, plan)
     try:
+        if target.mode == "topic":
+            # Topic mode's own walk (services/topic.py): Japan day, tag space, lookback days.
+            return run_topic(run, _select)
         selection = _search(run, plan)
     except PaginationError as exc:
         # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
@@ -451,6 +465,11 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     prefix = artifact_prefix(run.slot.slot_id, target.id, work.work_id)
     stored = _stored(engine, prefix)  # a re-run after a crash re-uses what is already stored
     try:
+        if (work.raw or {}).get(LIGHT):
+            # Restored from a topic checkpoint: only its id and rank were kept; fetch it whole.
+            extra = {k: v for k, v in work.raw.items() if k != LIGHT}
+            full = engine.source.get_work(work.work_type, work.work_id)
+            work = replace(full, raw={**dict(full.raw or {}), **extra})
         files = [] if stored else engine.source.download(work)
         if not files and not stored:
             raise SourceError("no files produced")
@@ -481,13 +500,41 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
                                           "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
         return "skipped"
+    if target.languageFilter and work.work_type == "novel":
+        # Note §3: the title and text are checked once the text is fetched; a mismatch is a
+        # filtered skip and the scan moves on (nothing was stored yet).
+        text = _novel_text(engine, files, stored)
+        verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
+                                   strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
+        if not verdict.keep:
+            _undo(run, work, reserved)
+            scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(verdict.reason)[:200]))
+            return "skipped"
+        if verdict.detected is not None:
+            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
     # From here an artifact exists: the binding is never released, whatever fails next.
     if not stored:
-        engine.artifacts.put(prefix, files)
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
+    elif engine.config.dry_run(target):
+        # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
+        engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
+                   event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
+                   work_type=work.work_type, artifact_key=prefix)
     return "taken"
+
+
+def _novel_text(engine: Engine, files: list, stored: list[StoredFile]) -> str:
+    """The novel's body: the fetched text file, or the stored one on a re-run after a crash."""
+    for file in files:
+        if getattr(file, "role", None) == "text":
+            return bytes(file.content).decode("utf-8", "replace")
+    for file in stored:
+        if getattr(file, "role", None) == "text" or str(getattr(file, "name", "")).endswith(".txt"):
+            return engine.artifacts.read(file).decode("utf-8", "replace")
+    return ""
 
 
 def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
@@ -519,7 +566,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         payload = delivery_payload(slot, run.target, work, config)
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
-            work_id=work.work_id, idempotency_key=key, max_attempts=config.maxAttempts if config else 12,
+            work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
             next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
         )
         stored, _ = engine.ledger.put_intent(intent)
@@ -549,7 +596,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
             return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
         return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
     if not stored:
-        engine.artifacts.put(prefix, files)
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

@@ -215,6 +215,17 @@ def _row_view(kind: str, key: str, target: str, status: str, attempts: int, max_
             "nextAttemptAt": next_attempt_at if status in ("pending", "processing", "retry_wait") else None}
 
 
+def _outbox_view(row: Any) -> dict[str, Any]:
+    """The view of one generic outbox row (``ports.OutboxRow``, any kind): a callback's target is
+    the consumer's URL, shown without its query or fragment."""
+    target = safe_url(row.target) if row.kind == EVENT_CALLBACK else row.target
+    view = _row_view(row.kind, row.key, target, row.status, row.attempts, row.max_attempts, row.last_error,
+                     row.created_at, row.updated_at, row.completed_at, row.next_attempt_at)
+    if row.slot_id:
+        view["slotId"] = row.slot_id
+    return view
+
+
 def safe_url(url: str) -> str:
     """A consumer URL without its query or fragment: those may carry the consumer's own secrets."""
     return url.split("?", 1)[0].split("#", 1)[0]
@@ -234,11 +245,10 @@ def _events(reads: Reads, state: SlotState) -> list[dict[str, Any]]:
             entry["seq"] = event.seq
             if entry["type"]:
                 entry["eventId"] = event_id(event.ts, event.seq)
-                row = reads.jobs.get_callback_row(callback_key(slot_id, entry["eventId"]))
+                row = (reads.outbox_rows.get(EVENT_CALLBACK, callback_key(slot_id, entry["eventId"]))
+                       if reads.outbox_rows is not None else None)
                 if row is not None:
-                    entry["callback"] = _row_view(EVENT_CALLBACK, row.key, safe_url(row.url), row.status, row.attempts,
-                                                  row.max_attempts, row.last_error, row.created_at, row.updated_at,
-                                                  row.completed_at, row.next_attempt_at)
+                    entry["callback"] = _outbox_view(row)
         out.append(entry)
     out.sort(key=lambda e: (e["at"] if e["at"] is not None else 0, e.get("seq", 0), e["kind"]))
     return out
@@ -263,8 +273,7 @@ def _notifications(reads: Reads, state: SlotState) -> list[dict[str, Any]]:
     for key in _notification_keys(reads, state):
         row = reads.outbox_rows.get(NOTIFICATION, key)
         if row is not None:
-            out.append(_row_view(row.kind, row.key, row.target, row.status, row.attempts, row.max_attempts, row.last_error,
-                                 row.created_at, row.updated_at, row.completed_at, row.next_attempt_at))
+            out.append(_outbox_view(row))
     return out
 
 
@@ -376,15 +385,7 @@ def dead_letters(reads: Reads) -> list[dict[str, Any]]:
         view["slotId"], view["targetId"] = i.slot_id, i.target_id
         rows.append(view)
     if reads.outbox_rows is not None:
-        for r in reads.outbox_rows.dead_rows():
-            rows.append(_row_view(r.kind, r.key, r.target, r.status, r.attempts, r.max_attempts, r.last_error,
-                                  r.created_at, r.updated_at, r.completed_at, None))
-    if reads.jobs is not None:
-        for c in reads.jobs.dead_callback_rows():
-            view = _row_view(EVENT_CALLBACK, c.key, safe_url(c.url), c.status, c.attempts, c.max_attempts, c.last_error,
-                             c.created_at, c.updated_at, c.completed_at, None)
-            view["slotId"] = c.job_id
-            rows.append(view)
+        rows += [_outbox_view(r) for r in reads.outbox_rows.dead_rows()]
     rows.sort(key=lambda r: (-int(r["updatedAt"] or 0), r["kind"], r["key"]))
     return rows
 
@@ -420,26 +421,15 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
         if intent.outbox_status != "dead":
             raise InspectionError("refused", f"outbox row {key} is {intent.outbox_status}, not dead: nothing to redrive")
         cell = reads.ledger.get_cell(slot_id, target_id)
-        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED:
+        # A Telegram review recorded uncertain is the exception (issue 23): its dead-letter hint
+        # says a redrive re-sends it on purpose; the cell's outcome stays as it ended.
+        if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and intent.remote_status != "uncertain":
             reason = f" ({cell.terminal_reason_code})" if cell.terminal_reason_code else ""
             raise InspectionError("refused", f"cell {target_id} of {slot_id} ended {cell.status}{reason}: its outcome is final, "
                                              "so this delivery is not re-armed; request a refetch to deliver a new work")
         done = reads.ledger.redrive_intent(intent, now)
         before = (intent.attempts, intent.last_error)
         after = None if done is None else _delivery_view(done, now)
-    elif kind == EVENT_CALLBACK:
-        if reads.jobs is None:
-            raise InspectionError("not_found", f"no outbox row {key!r}")
-        row = reads.jobs.get_callback_row(key)
-        if row is None:
-            raise InspectionError("not_found", f"no outbox row {key!r}")
-        if row.status != "dead":
-            raise InspectionError("refused", f"outbox row {key} is {row.status}, not dead: nothing to redrive")
-        before = (row.attempts, row.last_error)
-        done = reads.jobs.redrive_callback_row(key, now)
-        after = None if done is None else _row_view(kind, done.key, safe_url(done.url), done.status, done.attempts,
-                                                     done.max_attempts, done.last_error, done.created_at, done.updated_at,
-                                                     done.completed_at, done.next_attempt_at)
     else:
         row = reads.outbox_rows.get(kind, key) if reads.outbox_rows is not None else None
         if row is None:
@@ -448,9 +438,7 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             raise InspectionError("refused", f"outbox row {key} is {row.status}, not dead: nothing to redrive")
         before = (row.attempts, row.last_error)
         done = reads.outbox_rows.redrive(row, now)
-        after = None if done is None else _row_view(done.kind, done.key, done.target, done.status, done.attempts,
-                                                     done.max_attempts, done.last_error, done.created_at, done.updated_at,
-                                                     done.completed_at, done.next_attempt_at)
+        after = None if done is None else _outbox_view(done)
     if after is None:  # another operator (or a worker) changed it between our read and our write
         raise InspectionError("refused", f"outbox row {key} changed while it was being re-armed: not dead any more")
     sent = False

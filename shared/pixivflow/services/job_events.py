@@ -23,7 +23,7 @@ from ..domain.protocol import (
     event_id, implied_events, is_projected, parse_ack_body, parse_event_id, parse_event_query,
     project_job, unknown_job,
 )
-from ..ports import AppendResult, CallbackRow, EventStream, OutgoingMessage, StoredEvent
+from ..ports import AppendResult, EventStream, OutboxRow, OutgoingMessage, StoredEvent
 from .engine import Engine
 from .messages import outbox_body
 
@@ -98,9 +98,9 @@ def _ensure(engine: Engine, job: Mapping[str, Any], stream: EventStream, implied
         if url:
             body = build_event(job, implied.kind, ts, seq)
             assert body is not None
-            row = CallbackRow(key=callback_key(job_id, body["event_id"]), job_id=job_id, url=url,
-                              payload={"event": body, "job_id": job_id, "context": {"slotId": job_id}},
-                              max_attempts=CALLBACK_MAX_ATTEMPTS, next_attempt_at=now, created_at=now, updated_at=now)
+            row = OutboxRow(kind=CALLBACK_KIND, key=callback_key(job_id, body["event_id"]), target=url, slot_id=job_id,
+                            payload={"event": body, "job_id": job_id, "context": {"slotId": job_id}},
+                            max_attempts=CALLBACK_MAX_ATTEMPTS, next_attempt_at=now, created_at=now, updated_at=now)
         closes = implied.kind in TERMINAL_EVENT_KINDS and bool(requested and requested.callback_url)
         result = store.append(event, expected_head=stream.head_seq, callback=row,
                               open_callback_since=int(job["created_at"]) if implied.kind == REQUESTED and url else None,

@@ -13,7 +13,6 @@ conflict is discovered after the request item is read, and it writes nothing eit
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +31,6 @@ from .manual import manual_slot, manual_slot_id
 from .rollup import close
 
 JOB_KIND = "job"
-CANCEL_WAIT_MS = 10_000  # how long a cancel waits for a delivery that is being posted right now
-CANCEL_POLL_MS = 250
 CANCEL_RETRIES = 10
 MAX_TRANSACTION_ITEMS = 99  # DynamoDB allows 100 items per transaction
 
@@ -213,15 +210,27 @@ class Cancellation:
 
 
 def cancel(engine: Engine, job_id: str) -> Cancellation:
-    """Fail every open cell with ``cancelled_by_consumer`` and cancel its actionable outbox rows,
-    atomically; idempotent. A row a worker has claimed (it may be posting right now) is waited
-    for: the cancel commits only when no post of this job is in flight, so nothing is ever
-    posted after it commits (the worker checks the cell after its claim, spec §10.5 step 1)."""
-    sleep = engine.sleep_ms or (lambda ms: time.sleep(ms / 1000))
+    """Spec §12.7: fail every open cell with ``cancelled_by_consumer`` and cancel every actionable
+    outbox row of theirs, in one atomic commit conditioned on the state read; idempotent; never
+    waits (issue 21: it used to wait up to 10 s for a post in flight, then answer 409).
+
+    A row a worker holds right now (``processing``, lease live) is cancelled like any other; the
+    post it may be making settles afterwards by these rules (README "Cancel"):
+
+    * no claim can succeed after the commit (the row is ``cancelled``), and a worker that claimed
+      before it re-reads the cell after its claim (§10.5 step 1) and posts nothing if it sees the
+      cancel;
+    * a post already under way may still reach the downstream; its answer is not recorded (the
+      lease holder's settle is refused: the row stays ``cancelled``, the cell ``failed``, the job
+      ``cancelled``, one outcome record);
+    * the work of such a row stays reserved (the downstream may hold it), so no other slot sends
+      it again; the works of the rows that were not in flight are given back.
+    """
     message = reason_message(CANCELLED_REASON) or CANCELLED_REASON
-    waited = refused = 0
+    refused = 0
     cells_cancelled = rows_cancelled = 0
     cancelled_rows: list[Intent] = []
+    in_flight: list[Intent] = []
     while True:
         state = engine.ledger.load(job_id)
         if state is None:
@@ -232,26 +241,25 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
             break
         now = engine.now()
         rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable]
-        in_flight = [i for i in rows if i.outbox_status == OutboxStatus.PROCESSING and (i.lease_until or 0) > now]
-        if in_flight:
-            if waited >= CANCEL_WAIT_MS:
-                raise ProtocolError("resource_busy", 409, "a delivery of this job is being posted right now; retry the cancel",
-                                    {"reason": "delivery_in_flight", "job_id": job_id}, stage="cancel")
-            sleep(CANCEL_POLL_MS)
-            waited += CANCEL_POLL_MS
-            continue
         submitted = any(c.status == CellStatus.SUBMITTED for c in cells)
         if _cancel_in_chunks(engine, state, open_cells, rows, "partial" if submitted else "failed", message, now):
             cells_cancelled += len(open_cells)
             rows_cancelled += len(rows)
             cancelled_rows.extend(rows)
+            in_flight = [i for i in rows if i.outbox_status == OutboxStatus.PROCESSING and (i.lease_until or 0) > now]
             break
-        refused += 1  # something moved between the read and the transaction: decide again
+        refused += 1  # something moved between the read and the transaction (a claim, a settle): decide again
         if refused > CANCEL_RETRIES:
             raise LedgerUnavailable(f"cancel of {job_id} kept losing races")
-    for intent in cancelled_rows:  # the works were never delivered: other slots may pick them again
-        engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
-                                               cell_key(intent.slot_id, intent.target_id))
+    held = {i.idempotency_key for i in in_flight}
+    for intent in cancelled_rows:  # never delivered: other slots may pick these works again
+        if intent.idempotency_key not in held:
+            engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
+                                                   cell_key(intent.slot_id, intent.target_id))
+    if in_flight:
+        engine.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
+                   "work stays reserved", event="job.cancelled_during_post", job_id=job_id,
+                   keys=sorted(held))
     state = engine.ledger.load(job_id)
     if state is None:
         raise unknown_job(job_id)

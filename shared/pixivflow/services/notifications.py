@@ -126,6 +126,8 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     body: dict[str, Any] = {
         "request_id": slot.manual_request_id,
         "disposition": disposition,
+        # PixivFlow's newest body (note §8): the closed-vocabulary code beside the human reason
+        "reason_code": cell.terminal_reason_code,
         "reason": cell.terminal_reason_message or cell.last_error or cell.terminal_reason_code,
         "skipped": {"total": len(skips), "duplicate": duplicate, "invalid": len(skips) - duplicate - unavailable,
                     "unavailable": unavailable},
@@ -197,9 +199,10 @@ def enqueue_terminal_notifications(engine: Engine, slot: Slot, cells: list[Cell]
     return created
 
 
-def send_notification(engine: Engine, row: OutboxRow) -> None:
+def send_notification(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
     """One attempt of a notification row (note §3 ``notifyOnce``): 2xx is done, any other answer
-    raises with its status (4xx dead-letters, 429/5xx retries)."""
+    raises with its status (4xx dead-letters, 429/5xx retries). The route's own ``timeoutMs``
+    bounds the request; ``timeout_s`` only decided that the attempt could start."""
     payload = row.payload or {}
     if payload.get("refetchOutcome") is not None:
         field, body = "refetchOutcomeUrl", payload["refetchOutcome"]
@@ -214,4 +217,6 @@ def send_notification(engine: Engine, row: OutboxRow) -> None:
         raise OutboxAttemptError(f"notification endpoint returned HTTP {answer.status}", status=answer.status)
 
 
-register_row_kind(KIND, send_notification)
+# 30 s: the routes' default timeoutMs (config.routes); a record with less time left than that
+# plus the settle margin goes back to its queue unclaimed.
+register_row_kind(KIND, send_notification, timeout_s=30.0)

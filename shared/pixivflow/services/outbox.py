@@ -1,15 +1,25 @@
 """The generic outbox rows' worker (spec §10.4, §10.5; DESIGN §4 ``OUTBOX#<kind>#<key>``, §5).
 
 Delivery intents carry their own outbox row (``services.delivery``). Every OTHER kind of row —
-``notification`` now, ``event_callback`` next — is an :class:`OutboxRow` of the ``OutboxRows``
-port, processed here with the same discipline: one message names one row by ``{kind, key}``,
-the row is claimed under a 120 s lease by a conditional write, one attempt is one call of the
-kind's sender, and the attempt budget lives on the row, never in SQS's receive count.
+``notification`` and ``event_callback`` — is an :class:`OutboxRow` of the ``OutboxRows`` port,
+processed here with one discipline: one message names one row by ``{kind, key}``, the row is
+claimed under a 120 s lease by a conditional write that also COUNTS the attempt, one attempt is
+one call of the kind's sender, and the attempt budget lives on the row, never in SQS's receive
+count.
 
-A sender is ``sender(engine, row) -> None``: returning is success; raising ``NotReady`` releases
-the row without consuming an attempt; any other exception is classified (spec §10.7; an
-``OutboxAttemptError`` carries the endpoint's status) into retry with backoff or dead.
-Register a kind with :func:`register_row_kind`.
+Every attempt ends (issue 21). Its deadline is the smaller of the kind's own timeout and the
+invocation's remaining time minus :data:`SETTLE_MARGIN_MS` (the time to record the result); a
+record that cannot get :data:`MIN_ATTEMPT_MS` is handed back to its queue BEFORE the claim
+(:class:`NoTimeLeft`, a batch item failure), so it uses no attempt. Because the claim counts the
+attempt, a worker that dies or hangs mid-send has used it; a claim that finds the budget already
+spent that way dead-letters the row without sending again.
+
+A sender is ``sender(engine, row, timeout_s) -> None``: returning is success; raising ``NotReady``
+releases the row without consuming an attempt; a :class:`SecretStoreUnavailable` (the secret
+store did not answer: never "no secret") releases it too and fails the record so SQS retries it;
+any other exception is classified (spec §10.7; an ``OutboxAttemptError`` carries the endpoint's
+status, or its own verdict) into retry with backoff or dead. Register a kind with
+:func:`register_row_kind`.
 """
 
 from __future__ import annotations
@@ -18,20 +28,50 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
-from ..domain.ack import classify_outbox_error, retry_delay_ms
-from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, OutboxAttemptError
-from ..ports import OutboxRow
+from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
+from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
+from ..ports import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
 from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS, Engine
 from .messages import outbox_body
 
-RowSender = Callable[[Engine, OutboxRow], None]
-ROW_SENDERS: dict[str, RowSender] = {}
+RowSender = Callable[[Engine, OutboxRow, float], None]
 READINESS_DEFER_MS = 60_000  # a deferred row is offered again after a minute (one `outbox.deferred` per minute)
+SECRET_RETRY_MS = 30_000  # a row whose secret store did not answer is offered again after this
+SETTLE_MARGIN_MS = 5_000  # kept back from the invocation's remaining time to record the result
+MIN_ATTEMPT_MS = 200  # an attempt with less than this is not started at all (NoTimeLeft)
 
 
-def register_row_kind(kind: str, sender: RowSender) -> None:
-    ROW_SENDERS[kind] = sender
+@dataclass(frozen=True)
+class RowKind:
+    """How one kind of row is sent and shown. ``timeout_s`` bounds one attempt end to end;
+    ``shown`` is what of the target a log line or a view may carry (a callback URL's path and
+    query may hold a consumer's secret: only its host is shown); ``events`` prefixes the log
+    events (``<events>.delivered`` / ``.retry_scheduled`` / ``.dead``)."""
+
+    sender: RowSender
+    timeout_s: float
+    events: str = "outbox"
+    shown: Callable[[str], str] = str
+
+
+ROW_KINDS: dict[str, RowKind] = {}
+
+
+def register_row_kind(kind: str, sender: RowSender, *, timeout_s: float, events: str = "outbox",
+                      shown: Callable[[str], str] = str) -> None:
+    ROW_KINDS[kind] = RowKind(sender, timeout_s, events, shown)
+
+
+def attempt_timeout_s(engine: Engine, own_timeout_s: float) -> float:
+    """The deadline of one attempt starting now: its own timeout, cut to the invocation's
+    remaining time minus the settle margin. Raises :class:`NoTimeLeft` when that leaves less
+    than :data:`MIN_ATTEMPT_MS` (the caller has not claimed anything yet)."""
+    budget_ms = own_timeout_s * 1000.0
+    if engine.remaining_ms is not None:
+        budget_ms = min(budget_ms, float(engine.remaining_ms()) - SETTLE_MARGIN_MS)
+    if budget_ms < MIN_ATTEMPT_MS:
+        raise NoTimeLeft(f"{max(0, int(budget_ms))} ms left for an attempt; the record goes back to its queue")
+    return budget_ms / 1000.0
 
 
 @dataclass
@@ -54,61 +94,94 @@ def enqueue_row(engine: Engine, row: OutboxRow, *, revive: bool = False) -> bool
             engine.log("warning", "outbox message not sent; the sweep will re-drive it", event="outbox.send_failed",
                        kind=row.kind, key=row.key)
     if created:
-        engine.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key, target=row.target)
+        engine.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key,
+                   target=_shown(row))
     return created
 
 
+def _shown(row: OutboxRow) -> str:
+    kind = ROW_KINDS.get(row.kind)
+    return kind.shown(row.target) if kind is not None else "?"
+
+
 def deliver_row_message(engine: Engine, kind: str, key: str) -> RowResult:
-    sender = ROW_SENDERS.get(kind)
-    if sender is None:
+    if kind not in ROW_KINDS:
         engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return RowResult(kind, key, "skipped", f"unknown kind {kind}")
     row = engine.outbox_rows.get(kind, key)
     if row is None:
         return RowResult(kind, key, "skipped", "no such row")
-    return deliver_row(engine, row, sender)
+    return deliver_row(engine, row)
 
 
-def deliver_row(engine: Engine, row: OutboxRow, sender: RowSender | None = None) -> RowResult:
-    sender = sender or ROW_SENDERS.get(row.kind)
-    if sender is None or not row.actionable:
+def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
+    kind = ROW_KINDS.get(row.kind)
+    if kind is None or not row.actionable:
         return RowResult(row.kind, row.key, "skipped", f"row is {row.status}")
+    timeout_s = attempt_timeout_s(engine, kind.timeout_s)  # NoTimeLeft: back to the queue, nothing claimed
     owner = engine.entropy.token("obx")
     claimed = engine.outbox_rows.claim(row, owner, engine.now(), OUTBOX_LEASE_MS)
     if claimed is None:
         return RowResult(row.kind, row.key, "skipped", "not due or claimed by another worker")
+    if claimed.attempts > claimed.max_attempts:
+        # Every attempt of the budget was started and the last one never reported back (its
+        # worker died or hung into its timeout): the row ends here, nothing is sent again.
+        return _dead(engine, kind, claimed, owner, f"attempt budget exhausted after {claimed.max_attempts} attempts: "
+                                                   "the last attempt never reported back", claimed.max_attempts)
     try:
-        sender(engine, claimed)
+        kind.sender(engine, claimed, timeout_s)
     except LedgerUnavailable:
         raise
     except NotReady as exc:
-        return _defer(engine, claimed, owner, str(exc))
+        return _defer(engine, kind, claimed, owner, str(exc))
+    except SecretStoreUnavailable as exc:
+        _give_back(engine, kind, claimed, owner, exc)
+        raise  # the record fails; SQS offers it again and the row keeps its whole budget
     except Exception as exc:  # every failure of the attempt is classified, never raised
-        return _failed(engine, claimed, owner, exc)
+        return _failed(engine, kind, claimed, owner, exc)
     now = engine.now()
     if engine.outbox_rows.settle(claimed, owner, now, status="done") is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before recording the result")
-    engine.log("info", "outbox row delivered", event="outbox.delivered", kind=row.kind, key=row.key, target=row.target)
+    engine.log("info", "outbox row delivered", event=f"{kind.events}.delivered", kind=row.kind, key=row.key,
+               target=kind.shown(row.target), job_id=row.slot_id, attempts=claimed.attempts)
+    engine.metric("OutboxResults", kind=row.kind, result="delivered")
     return RowResult(row.kind, row.key, "done")
 
 
-def _defer(engine: Engine, row: OutboxRow, owner: str, reason: str) -> RowResult:
+def _defer(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, reason: str) -> RowResult:
     now = engine.now()
     if engine.outbox_rows.release(row, owner, now, now + READINESS_DEFER_MS) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before the deferral")
     engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
     engine.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
-               kind=row.kind, key=row.key, target=row.target, reason=reason[:200])
+               kind=row.kind, key=row.key, target=kind.shown(row.target), reason=reason[:200])
     return RowResult(row.kind, row.key, "deferred", reason)
 
 
-def _failed(engine: Engine, row: OutboxRow, owner: str, exc: Exception) -> RowResult:
+def _give_back(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> None:
+    """The secret store did not answer: nothing was sent, the attempt is given back, and the row
+    is due again shortly (the sweep re-drives it even if SQS's retry is lost). Nothing of the
+    failure is cached: the next attempt reads the store again."""
     now = engine.now()
+    engine.outbox_rows.release(row, owner, now, now + SECRET_RETRY_MS)
+    engine.log("warning", "secret store unavailable; row released without consuming an attempt",
+               event=f"{kind.events}.secret_unavailable", kind=row.kind, key=row.key, target=kind.shown(row.target),
+               error=type(exc).__name__)
+
+
+def _verdict(exc: Exception) -> tuple[ErrorClass, str]:
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, OutboxAttemptError) and exc.retryable is not None:
+        return ErrorClass(exc.code or ("transient" if exc.retryable else "refused"), exc.retryable), str(exc)
     name = "ConfigError" if isinstance(exc, ConfigError) else type(exc).__name__
-    verdict = classify_outbox_error(text, exc.status if isinstance(exc, OutboxAttemptError) else None, name)
+    return classify_outbox_error(text, exc.status if isinstance(exc, OutboxAttemptError) else None, name), text
+
+
+def _failed(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> RowResult:
+    now = engine.now()
+    verdict, text = _verdict(exc)
     error = f"{verdict.code}: {text}"[:1000]
-    attempt = row.attempts + 1
+    attempt = row.attempts  # counted by the claim
     if verdict.retryable and attempt < row.max_attempts:
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs,
                                   engine.config.delivery.outboxRetryMaxMs)
@@ -117,15 +190,21 @@ def _failed(engine: Engine, row: OutboxRow, owner: str, exc: Exception) -> RowRe
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
             engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=delay_s)])
-        engine.log("warning", "outbox attempt failed; retry scheduled", event="outbox.retry_scheduled", kind=row.kind,
-                   key=row.key, attempt=attempt, delay_ms=delay_ms, error=error, counts_as_attempt=1)
+        engine.log("warning", "outbox attempt failed; retry scheduled", event=f"{kind.events}.retry_scheduled",
+                   kind=row.kind, key=row.key, job_id=row.slot_id, target=kind.shown(row.target), attempt=attempt,
+                   delay_ms=delay_ms, error=error, counts_as_attempt=1)
         return RowResult(row.kind, row.key, "retried", error)
     if verdict.retryable:
-        error = f"attempt budget exhausted after {attempt} attempts: {error}"[:1000]
-    if engine.outbox_rows.settle(row, owner, now, status="dead", error=error) is None:
+        error = f"attempt budget exhausted after {attempt} attempts: {error}"
+    return _dead(engine, kind, row, owner, error, attempt)
+
+
+def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int) -> RowResult:
+    error = error[:1000]
+    if engine.outbox_rows.settle(row, owner, engine.now(), status="dead", error=error) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before dead-lettering")
-    engine.log("error", "outbox row dead-lettered", event="outbox.dead", kind=row.kind, key=row.key, target=row.target,
-               error=error, attempts=attempt)
+    engine.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
+               key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
     engine.metric("DeadLetters", route=f"{row.kind}")
     return RowResult(row.kind, row.key, "dead", error)
 
@@ -158,6 +237,9 @@ def drain_rows(engine: Engine, *, limit_per_shard: int = 25) -> list[RowResult]:
     results = []
     for kind, key in engine.outbox_rows.due(engine.now(), limit_per_shard=limit_per_shard):
         row = engine.outbox_rows.get(kind, key)
-        if row is not None and row.actionable and kind in ROW_SENDERS:
-            results.append(deliver_row(engine, row))
+        if row is not None and row.actionable and kind in ROW_KINDS:
+            try:
+                results.append(deliver_row(engine, row))
+            except (NoTimeLeft, SecretStoreUnavailable) as exc:  # the row stays due: a later drain or the sweep
+                results.append(RowResult(kind, key, "skipped", type(exc).__name__))
     return results

@@ -18,7 +18,7 @@ from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
-from .engine import LEASE_TTL_MS, Engine
+from .engine import HEALTH_METRIC, LEASE_TTL_MS, Engine
 from .notifications import enqueue_terminal_notifications
 
 SUMMARY_EVENT = "execution.summary"
@@ -256,6 +256,7 @@ def _log_outcome(engine: Engine, outcome: dict) -> None:
     engine.metric("SlotsFinished", status=str(outcome.get("status")))
     if outcome.get("alertable"):  # the page an operator gets (spec §9.2; issue 16): one per occurrence
         engine.metric("AlertableOutcomes", status=str(outcome.get("business_status")))
+        engine.metric(HEALTH_METRIC)  # the default profile's one alarm sees it too (services.sweep.publish_health)
     for bucket in ("submitted", "no_match", "duplicate", "executor_failed", "delivery_failed"):
         count = outcome.get("cells", {}).get(bucket, 0)
         if count:

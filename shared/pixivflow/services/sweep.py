@@ -31,7 +31,7 @@ from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from ..ports import ScheduleWatch
-from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
+from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .outbox import redrive_rows
@@ -256,13 +256,7 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> 
     now = engine.now()
     keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
     send: list[str] = list(dict.fromkeys(overdue))
-    callbacks: list[str] = []
     for pk, sk in keys:
-        callback = engine.jobs.callback_key_of(pk, sk) if engine.jobs is not None else None
-        if callback is not None:
-            if _callback_overdue(engine, callback, now, result):
-                callbacks.append(callback)
-            continue
         try:
             intent = engine.ledger.get_intent_by_key(pk, sk)
         except Exception as exc:
@@ -273,26 +267,10 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> 
             continue
         send.append(intent.idempotency_key)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
-    messages += [OutgoingMessage(outbox_body("event_callback", k)) for k in callbacks]
     if messages:
         failed = engine.queues.send_outbox(messages)
         result.redriven += len(messages) - len(failed)
         engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
-
-
-def _callback_overdue(engine: Engine, key: str, now: int, result: SweepResult) -> bool:
-    """An event_callback row whose message was lost, or whose worker died mid-send (spec §10.5)."""
-    try:
-        row = engine.jobs.get_callback_row(key)
-    except Exception as exc:
-        result.errors += 1
-        engine.log("error", "sweep failed on a callback row", event="sweep.outbox_error", key=key, error=repr(exc)[:300])
-        return False
-    if row is None or not row.actionable:
-        return False
-    if row.status == "processing":
-        return row.lease_until is None or row.lease_until <= now
-    return row.next_attempt_at <= now - REDRIVE_GRACE_MS
 
 
 def _repair_job_events(engine: Engine, result: SweepResult) -> None:
@@ -348,13 +326,33 @@ def tick(engine: Engine) -> SweepResult:
         return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
     try:
         result = sweep(engine)
-        detect_missed_fires(engine)
+        missed = detect_missed_fires(engine)
+        publish_health(engine, result, missed)
         return result
     finally:
         try:
             state.release_lease(owner, engine.now())
         except Exception as exc:  # the lease expires on its own
             engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
+
+
+def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
+    """The Health metric, every tick, 0 included (a tick that publishes nothing is what the alarm
+    reads as "the sweep stopped"): occurrences ended by the stall rules, fires missed, slots the
+    sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
+    problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
+    close (services.rollup). Returns the value published."""
+    value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
+    try:
+        depth = engine.queues.dead_letter_depth()
+    except Exception as exc:
+        depth = 1
+        engine.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
+                   error=repr(exc)[:300])
+    value += depth
+    engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed)
+    engine.metric(HEALTH_METRIC, value)
+    return value
 
 
 def schedule_fingerprint(cron: str, timezone: str) -> str:
@@ -418,8 +416,8 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
 
 
 def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
-    """Notification (and later event-callback) rows whose message was lost or whose worker died
-    are re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
+    """Notification and event-callback rows whose message was lost or whose worker died are
+    re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
     rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
     if engine.outbox_rows is None:
         return

@@ -50,7 +50,9 @@ def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
         occ = occurrence_for_fire(schedule.id, schedule.cron or "", schedule.timezone, at)
     except (ValueError, OccurrenceError) as exc:
         return _refuse(engine, schedule_id, str(exc))
-    admission = admit(engine, new_slot(engine, schedule, occ, trigger_source="cron"))
+    label = event.get("label")  # only the dev server's fire-now sends one (a display name, never identity)
+    label = label.strip()[:80] if isinstance(label, str) and label.strip() else None
+    admission = admit(engine, new_slot(engine, schedule, occ, trigger_source="cron", label=label))
     engine.log("info", "scheduled fire admitted", event="schedule.fire_admitted", schedule_id=schedule.id,
                slot_id=admission.slot.slot_id, disposition=admission.disposition, occurrence_at=occ.occurrence_iso,
                created=admission.created, sent=admission.sent)

@@ -48,6 +48,7 @@ _CELL_FIELDS = {
     "terminal_reason_code": "terminalReasonCode",
     "terminal_reason_message": "terminalReasonMessage",
     "candidate_report": "candidateReport",
+    "selection_checkpoint": "selectionCheckpoint",
 }
 _INTENT_FIELDS = {
     "slot_id": "slotId",
@@ -72,8 +73,11 @@ _INTENT_FIELDS = {
     "updated_at": "updatedAt",
     "delivered_at": "deliveredAt",
     "payload": "payload",
+    "sending_at": "sendingAt",
+    "send_progress": "sendProgress",
+    "redrive_count": "redriveCount",
 }
-_JSON_ATTRS = {"candidateReport", "params", "payload"}
+_JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload", "sendProgress"}
 
 
 

@@ -18,6 +18,10 @@ from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, sh
 _is_conditional_failure = is_conditional_failure
 
 
+# How long after its creation a delivery row may still be retried (DESIGN §5), on top of the retention.
+INTENT_RETRY_HORIZON_S = 7 * 86_400
+
+
 class DynamoLedger(DynamoItems):
     """The ledger port on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
 
@@ -243,6 +247,41 @@ class DynamoLedger(DynamoItems):
         upd.when("#leaseOwner = :owner", owner=owner)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
+    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
+                                  checkpoint: Mapping[str, Any]) -> bool:
+        """Record how far a topic selection got (issue 22), only while ``owner`` holds the lease:
+        a zombie executor cannot overwrite its successor's, and a cell that moved on (every move
+        drops the lease) takes no checkpoint."""
+        upd = _Update().set("selectionCheckpoint", dict(checkpoint)).set("heartbeatAt", now_ms)
+        upd.when("#leaseOwner = :checkpointOwner", checkpointOwner=owner)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
+    # -- topic tag spaces (cached per (type, topic) for cacheDays; issue 22, note §1) ----------
+    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None:
+        """The cached space of ``key`` with its age, fresh or stale (the caller decides); None when absent."""
+        item = self._get(f"TOPIC#{key}", "META")
+        if not item:
+            return None
+        return {"space": json.loads(item.get("space") or "[]"), "resolvedAt": _from_ddb(item.get("resolvedAt")),
+                "freshUntil": _from_ddb(item.get("freshUntil")), "topic": item.get("topic")}
+
+    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
+                        fresh_until_ms: int) -> bool:
+        """Store a resolved space unless a fresh one is already there (two executors resolving the same
+        topic keep the first). The item expires by TTL a retention period after it goes stale."""
+        item = {"pk": f"TOPIC#{key}", "sk": "META", "entity": "topicSpace", "topic": topic, "workType": work_type,
+                "space": json.dumps(space, separators=(",", ":"), ensure_ascii=False), "resolvedAt": now_ms,
+                "freshUntil": fresh_until_ms, "expiresAt": self._expires(fresh_until_ms)}
+        try:
+            self._call("put_item", TableName=self._table, Item=self._marshal(item),
+                       ConditionExpression="attribute_not_exists(pk) OR freshUntil <= :now",
+                       ExpressionAttributeValues={":now": {"N": str(now_ms)}})
+            return True
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return False
+            raise
+
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool:
         """Drop the lease; keep heartbeatAt (the slot's progress clock)."""
         upd = _Update().remove("leaseOwner", "leaseUntil").set("updatedAt", now_ms)
@@ -445,6 +484,9 @@ class DynamoLedger(DynamoItems):
         actionable row outside the index (``index_due``). Two index writes less per delivery."""
         sk = intent_sk(intent.target_id, intent.route, intent.work_type, intent.work_id)
         item = {"pk": slot_pk(intent.slot_id), "sk": sk, "entity": "intent", **_item(_INTENT_FIELDS, intent)}
+        # A delivery row outlives its send by the retention, like its slot: set once, at creation,
+        # past any retry (12 attempts at most 6 h apart end within 3 days), so no settle pays for it.
+        item["expiresAt"] = self._expires(intent.created_at) + INTENT_RETRY_HORIZON_S
         created, existing = self._put_new(item)
         if created:
             return intent, True
@@ -489,10 +531,18 @@ class DynamoLedger(DynamoItems):
         error: str | None = None,
         next_attempt_at: int | None = None,
         ack_kind: str | None = None,
+        send_progress: Mapping[str, Any] | None = None,
+        clear_sending: bool = False,
     ) -> Intent | None:
-        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
+        """Record one attempt's result on the intent and its outbox row, as the lease holder.
+        ``send_progress`` saves what a multi-call route posted; ``clear_sending`` drops the row's
+        ``sending`` marker, which only the attempt that saved its posts may do (issue 23)."""
         upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
         upd.remove("leaseOwner", "leaseUntil")
+        if send_progress is not None:
+            upd.set("sendProgress", dict(send_progress))
+        if clear_sending:
+            upd.remove("sendingAt")
         if ledger_status is not None:
             upd.set("status", ledger_status)
             if ledger_status in (LedgerStatus.DELIVERED, LedgerStatus.DUPLICATE):
@@ -517,6 +567,16 @@ class DynamoLedger(DynamoItems):
             upd.remove("duePk", "dueSk")
             upd.set("completedAt", now_ms)
         upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
+    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
+        """The ``sending`` marker (issue 23), written before a multi-call route's first post: as
+        the lease holder, and only when no earlier attempt left one. A re-claimed row that still
+        carries it began posting and saved nothing: it is never posted again by itself."""
+        upd = _Update().set("sendingAt", now_ms).set("updatedAt", now_ms)
+        upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner AND attribute_not_exists(#sendingAt)",
+                 ob_proc=OutboxStatus.PROCESSING, owner=owner)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
 
@@ -613,7 +673,9 @@ class DynamoLedger(DynamoItems):
         upd.set("attempts", 0).set("nextAttemptAt", now_ms).set("updatedAt", now_ms).set("redrivenAt", now_ms)
         upd.set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
         upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
-        upd.remove("completedAt", "leaseOwner", "leaseUntil").add("redriveCount", 1)
+        # A redrive re-sends on purpose (issue 23): the Telegram route's sending marker and saved
+        # progress go, so the operator's choice posts the work again from the start.
+        upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress").add("redriveCount", 1)
         upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
@@ -740,6 +802,8 @@ class DynamoLedger(DynamoItems):
         """Insert the request item if absent. Returns (created, the stored record)."""
         item = {"pk": f"REQUEST#{key.lower()}", "sk": "META", "entity": "request",
                 **{k: _to_ddb(v) for k, v in record.items() if v is not None}}
+        if isinstance(record.get("createdAt"), int):  # the identity lives as long as the slot it names can
+            item["expiresAt"] = _to_ddb(self._expires(record["createdAt"]) + INTENT_RETRY_HORIZON_S)
         created, existing = self._put_new(item)
         if created:
             return True, {k: _from_ddb(v) for k, v in item.items()}

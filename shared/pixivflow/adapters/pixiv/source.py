@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 from ...domain.errors import SourceError, WorkGoneError, WorkRestrictedError
 from ...ports import ArtifactFile, Page, SearchRequest, Work
 from .client import ImageNotFound, OffsetCapError, PixivClient
+from ...domain.novel_markup import inline_images, render_markdown
 from .mapping import is_restricted, master_variant, page_urls, to_work
 from .media import extension_for, mime_of_name, sniff
 
@@ -98,7 +99,9 @@ class PixivSource:
                                                              "filter": "for_ios"})
         if request.mode not in ("search", "topic"):
             raise SourceError(f"unsupported search mode {request.mode!r}", retryable=False)
-        words = (request.topic or request.tag) if request.mode == "topic" else request.tag
+        if request.mode == "topic":
+            return self._topic_url(request)
+        words = request.tag
         if not words or not words.strip():
             raise SourceError("configuration_error: a search needs query words (tag)", retryable=False)
         params = {"word": words.strip(), "search_target": request.search_target, "sort": request.sort}
@@ -114,6 +117,34 @@ class PixivSource:
         if request.exclude_ai:
             params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
         return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
+
+    def _topic_url(self, request: SearchRequest) -> str:
+        """A topic search as PixivFlow sends it (note §2): one tag, ``partial_match_for_tags``,
+        newest first, ``filter=for_ios`` unless ``topicDiscovery.includeR18``. A day search also
+        names the day (Pixiv's dates are Japan days), so the whole day comes back, its morning too."""
+        word = (request.tag or request.topic or "").strip()
+        if not word:
+            raise SourceError("configuration_error: a topic search needs a tag", retryable=False)
+        novel = request.work_type == "novel"
+        params: dict[str, Any] = {"word": word, "search_target": "partial_match_for_tags"}
+        if not novel:
+            params["include_translated_tag_results"] = "true"
+        params["sort"] = request.sort
+        params["start_date"] = request.start_date
+        params["end_date"] = request.end_date
+        if not request.include_r18:
+            params["filter"] = "for_ios"
+        return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
+
+    def autocomplete(self, word: str) -> list[str]:
+        """Pixiv's tag suggestions for ``word`` (note §1 step 1): ``tags[].name``, else the older
+        ``search_auto_complete_keywords``."""
+        data = self._client.get("/v2/search/autocomplete", {"word": word, "merge_plain_keyword_results": "true"})
+        tags = data.get("tags") if isinstance(data, Mapping) else None
+        if isinstance(tags, list) and tags:
+            return [str(t["name"]) for t in tags if isinstance(t, Mapping) and t.get("name")]
+        words = data.get("search_auto_complete_keywords") if isinstance(data, Mapping) else None
+        return [str(w) for w in words if isinstance(w, str) and w] if isinstance(words, list) else []
 
     def search_page(self, request: SearchRequest, cursor: str | None) -> Page:
         if cursor is None:
@@ -230,6 +261,59 @@ class PixivSource:
                                       meta={"page": n, "source_url": name_hint}))
         return files
 
+    def download_previews(self, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
+        """Pixiv's ``large`` image of each page (``medium`` for a single page without it), named
+        ``<original>.preview<ext>``, for the routes that send previews (pixivflow-real-configs
+        note §8; issue 23). All pages or none: a page without a preview URL means no previews."""
+        raw: Mapping[str, Any] = work.raw or {}
+        if not raw.get("id"):
+            raw = self.get_work(work.work_type, work.work_id).raw
+        if raw.get("type") == "ugoira":
+            return []
+        pages = page_urls(raw)
+        urls = raw.get("image_urls") if isinstance(raw.get("image_urls"), Mapping) else {}
+        if len(pages) == 1 and not pages[0][1] and urls.get("medium"):
+            pages = [(pages[0][0], urls["medium"])]
+        if len(pages) != len(files) or not all(large for _, large in pages):
+            return []
+        previews = []
+        for n, ((_, large), original) in enumerate(zip(pages, files)):
+            content, header_type = self._client.image(large)
+            mime, width, height = sniff(content)
+            mime = mime or mime_of_name(large) or (header_type.split(";")[0].strip() or "image/jpeg")
+            previews.append(ArtifactFile(name=f"{original.name}.preview{extension_for(mime)}", content=content,
+                                         content_type=mime, role="preview", width=width, height=height,
+                                         meta={"page": n, "source_url": large}))
+        return previews
+
+    def _rich_novel(self, work_id: str, title: str, text: str, novel: Mapping[str, Any]) -> list[ArtifactFile]:
+        """The novel's inline images (``[uploadedimage:…]``, ``[pixivimage:…]``) as files beside
+        a Markdown rendering of its text, for the TelePress preview (pixivflow-real-configs note
+        §7; issue 23). None when the novel has no downloadable inline image; an image that
+        cannot be fetched keeps its marker in the Markdown (logged)."""
+        names: dict[str, str] = {}
+        files: list[ArtifactFile] = []
+        for image in inline_images(text, novel):
+            if image.url is None:
+                continue
+            try:
+                content, header_type = self._client.image(image.url)
+            except ImageNotFound:
+                self._log("info", "novel inline image not found; its marker stays in the text", event="pixiv.image_fallback",
+                          work_id=work_id, page=0)
+                continue
+            mime, width, height = sniff(content)
+            mime = mime or mime_of_name(image.url) or header_type.split(";")[0].strip() or "application/octet-stream"
+            name = f"{work_id}_{image.kind}_{image.key}{extension_for(mime)}"
+            names[image.marker] = name
+            files.append(ArtifactFile(name=name, content=content, content_type=mime, role="inline", width=width, height=height,
+                                      meta={"pixiv_kind": image.kind, "source_id": image.key, "source_url": image.url}))
+        if not files:
+            return []
+        markdown = render_markdown(text, title, names)
+        return [ArtifactFile(name=f"{work_id}.md", content=markdown.encode("utf-8"), content_type="text/markdown; charset=utf-8",
+                             role="markdown")] + files
+
     def _first_found(self, urls: list[str], work_id: str, page: int) -> tuple[bytes, str, str]:
         last: ImageNotFound | None = None
         for url in urls:
@@ -259,10 +343,12 @@ class PixivSource:
 
     def _novel(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
         page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
-        text = _webview_text(page, work_id)
+        novel = _webview_novel(page, work_id)
+        text = novel["text"]
         files = [ArtifactFile(name=f"{work_id}.txt", content=text.encode("utf-8"),
                               content_type="text/plain; charset=utf-8", role="text",
                               meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)})]
+        files += self._rich_novel(work_id, str(raw.get("title") or ""), text, novel)
         urls = raw.get("image_urls") if isinstance(raw.get("image_urls"), Mapping) else {}
         cover = urls.get("large") or urls.get("medium")
         if isinstance(cover, str) and cover and urlsplit(cover).hostname != "s.pximg.net":
@@ -279,8 +365,8 @@ class PixivSource:
         return files
 
 
-def _webview_text(page: Any, work_id: str) -> str:
-    """The ``text`` of the ``novel: {...}`` object embedded in the webview page."""
+def _webview_novel(page: Any, work_id: str) -> dict[str, Any]:
+    """The ``novel: {...}`` object embedded in the webview page (its ``text`` a string)."""
     html = page if isinstance(page, str) else ""
     at = html.find(_WEBVIEW_MARK)
     if at < 0:
@@ -292,4 +378,4 @@ def _webview_text(page: Any, work_id: str) -> str:
     text = novel.get("text") if isinstance(novel, Mapping) else None
     if not isinstance(text, str):
         raise SourceError(f"metadata_failed: novel {work_id}: the webview novel object has no text", retryable=True)
-    return text
+    return dict(novel)

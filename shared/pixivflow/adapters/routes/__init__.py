@@ -2,7 +2,8 @@
 
 * ``kind: webhook`` — this project's JSON route, unchanged (``adapters.webhook``; DESIGN §12);
 * ``type: httpMultipart`` — PixivFlow's submission route (``multipart``; note §2.2);
-* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``; note §2.5).
+* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``; note §2.5);
+* ``type: telegram`` — PixivFlow's Telegram review route (``telegram``; real-configs note §6).
 
 ``${VAR}`` references in URLs, headers, ``token`` and ``signingSecret`` are expanded here, at
 send time, through the injected lookup (env, then SSM below RouteSecretsPath). One attempt is
@@ -13,16 +14,19 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping
 
 import httpx
 
+from ...domain.assets import media_assets
 from ...domain.errors import ConfigError
 from ...domain.templates import form_fields, template_variables
 from ...ports import ArtifactStore, DeliveryRequest, DeliveryResponse, StoredFile
 from ..secret_refs import Expander
 from ..webhook import WebhookChannel
-from . import gateway, multipart
+from . import gateway, multipart, telepress
+from .telegram import TelegramReview
 from .http import Http, RouteTransportError, checked_url, expanded_headers
 
 READINESS_TIMEOUT_MS = 3_000  # PixivFlow's readiness probe budget
@@ -45,6 +49,7 @@ class RouteChannel:
         self._now_ms = now_ms
         self._legacy = WebhookChannel(routes, route_token, transport=transport)
         self._http = Http(transport, monotonic)
+        self._telegram = TelegramReview(self._http, lookup, self._stored, self._open, monotonic=monotonic)
 
     # -- the port ------------------------------------------------------------------------------
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
@@ -73,6 +78,8 @@ class RouteChannel:
             return self._multipart(request, config)
         if kind == "webhook":
             return self._gateway(request, config)
+        if kind == "telegram":
+            return self._telegram.deliver(request, config)
         return self._legacy.send(request.route, request.body, request.idempotency_key)
 
     def post_json(self, route: str, url_field: str, body: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
@@ -120,14 +127,28 @@ class RouteChannel:
         context = {**dict(request.payload.get("context") or {}), "idempotencyKey": request.idempotency_key}
         fields = form_fields(config.fields, request.payload.get("fields"), template_variables(context),
                              array_format=config.arrayFormat, auto_idempotency_key=config.autoIdempotencyKey)
-        files, previews = multipart.split_files(self._stored(request))
+        stored = self._stored(request)
+        files, previews = multipart.split_files(stored)
         if not files:
             raise MissingArtifacts(f"no deliverable file under {request.artifact_key} (invalid payload)")
+        assets = media_assets(str(context.get("pixivId") or ""), stored)
+        if assets:
+            fields.append(("media_assets", json.dumps(assets, ensure_ascii=False, separators=(",", ":"))))
+        note = None
+        if request.preview is not None and context.get("type") == "novel":
+            preview = telepress.publish(self._http, self._lookup, request.preview, stored, self._open, where=f"route {request.route}")
+            if preview.retry:
+                # The submission waits for its preview: the row is retried (5xx, 408, 429, network, timeout).
+                return DeliveryResponse(status=503, body={"error": preview.retry}, text=preview.retry)
+            if preview.url:
+                fields = [(n, v) for n, v in fields if n != request.preview.field] + [(request.preview.field, preview.url)]
+            note = preview.note
         parts = [(config.fileField, f) for f in files] + [(config.previewFileField, f) for f in previews]
         body = multipart.build(parts, fields, self._open)
         headers = {**headers, "Content-Type": body.content_type, "Content-Length": str(body.length)}
-        return self._http.exchange(config.method, url, headers=headers, content=body.chunks(), timeout_ms=config.timeoutMs,
-                                   scrub=expand.scrub)
+        answer = self._http.exchange(config.method, url, headers=headers, content=body.chunks(), timeout_ms=config.timeoutMs,
+                                     scrub=expand.scrub)
+        return replace(answer, note=note) if note else answer
 
     def _gateway(self, request: DeliveryRequest, config: Any) -> DeliveryResponse:
         expand = Expander(self._lookup, where=f"route {request.route}")

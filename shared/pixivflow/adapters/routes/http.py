@@ -21,7 +21,11 @@ _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 class RouteTransportError(RuntimeError):
     """A transport failure, its text scrubbed of secrets. The message starts with the httpx
-    exception's class name (``ReadTimeout: ...``), which is what the outbox classifies on."""
+    exception's class name (``ReadTimeout: ...``), which is what the outbox classifies on.
+    ``unsent`` is True when no byte of the request can have reached the server (the connection
+    was never made): a route that must not post twice may then simply try again."""
+
+    unsent: bool = False
 
 
 class RouteDeadline(RouteTransportError):
@@ -93,7 +97,9 @@ class Http:
         except RouteTransportError:
             raise
         except httpx.HTTPError as exc:
-            raise RouteTransportError(scrub(f"{type(exc).__name__}: {exc}")[:500]) from None
+            error = RouteTransportError(scrub(f"{type(exc).__name__}: {exc}")[:500])
+            error.unsent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+            raise error from None
         text = scrub(bytes(raw).decode("utf-8", errors="replace"))
         try:
             parsed: Any = json.loads(text) if text.strip() else None

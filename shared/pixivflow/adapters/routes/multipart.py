@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from ...ports import StoredFile
 
@@ -43,22 +43,30 @@ class MultipartBody:
         return f"multipart/form-data; boundary={self.boundary}"
 
 
-def build(files: Sequence[tuple[str, StoredFile]], fields: Sequence[tuple[str, str]],
-          open_file: Callable[[StoredFile], Iterator[bytes]], *, boundary: str | None = None) -> MultipartBody:
+def build(files: Sequence[tuple], fields: Sequence[tuple[str, str]],
+          open_file: Callable[[StoredFile], Iterator[bytes]], *, boundary: str | None = None,
+          text_types: Mapping[str, str] | None = None) -> MultipartBody:
+    """``files``: ``(field, stored)``, or ``(field, stored, filename, content_type)`` where a part
+    needs another name or type (TelePress's ``images/<file>``, its ``text/markdown``);
+    ``text_types`` gives a text part a Content-Type (TelePress's JSON ``manifest``)."""
     boundary = boundary or f"pixivflow-{uuid.uuid4()}"
     heads: list[tuple[bytes, StoredFile]] = []
     length = 0
-    for field, stored in files:
+    for field, stored, *named in files:
+        filename = named[0] if named else stored.name.rsplit("/", 1)[-1]
+        ctype = named[1] if len(named) > 1 else "application/octet-stream"
         head = (f"--{boundary}\r\n"
                 f'Content-Disposition: form-data; name="{disposition_value(field)}"; '
-                f'filename="{disposition_value(stored.name.rsplit("/", 1)[-1])}"\r\n'
-                "Content-Type: application/octet-stream\r\n\r\n").encode("utf-8")
+                f'filename="{disposition_value(filename)}"\r\n'
+                f"Content-Type: {ctype}\r\n\r\n").encode("utf-8")
         heads.append((head, stored))
         length += len(head) + stored.size + 2
     text_parts = []
     for name, value in fields:
+        ctype = (text_types or {}).get(name)
         part = (f"--{boundary}\r\n"
-                f'Content-Disposition: form-data; name="{disposition_value(name)}"\r\n\r\n'
+                f'Content-Disposition: form-data; name="{disposition_value(name)}"\r\n'
+                + (f"Content-Type: {ctype}\r\n" if ctype else "") + "\r\n"
                 f"{value}\r\n").encode("utf-8")
         text_parts.append(part)
         length += len(part)

@@ -1,0 +1,82 @@
+"""The default alarm profile (issue 25; template AlarmProfile=health): the stall sweep publishes one
+metric, Health, every minute, and HealthAlarm is the one alarm on it. What a deployment is watched
+for must still reach it: stalls, missed fires, dead letters, alertable outcomes; and in that
+profile no other series is emitted (each series is a billed metric-month)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_operability import MIN, T0, T0_MS, Emf, _service_dimension, assert_watched_by, daily, drop_executions, only  # noqa: F401 (autouse)
+
+from pixivflow import aws
+
+
+def health_values(emf: Emf) -> list[float]:
+    return [v for b in emf.of("Health") for v in b["Health"]]
+
+
+def test_a_quiet_tick_publishes_zero_and_the_health_alarm_watches_exactly_that_series(make_runtime, downstream, logs):
+    emf = Emf(logs)
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"])))
+    rt.sweep()
+    [blob] = emf.of("Health")
+    assert blob["Health"] == [0.0]
+    assert_watched_by(blob, "HealthAlarm")
+    [line] = logs.events("sweep.health")
+    assert (line["health"], line["dead_letters"], line["missed_fires"]) == (0, 0, 0)
+
+
+def test_a_missed_fire_raises_health_for_the_tick_that_finds_it_only(make_runtime, downstream, logs):
+    emf = Emf(logs)
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("forgotten", ["landscape"])))
+    rt.sweep()
+    for minutes in (89, 90, 91):  # graceMinutes 90: found at +90, and only then
+        rt.clock.set(T0_MS + minutes * MIN)
+        rt.sweep()
+    assert health_values(emf) == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_messages_in_a_dead_letter_queue_count_until_someone_removes_them(make_runtime, downstream, logs):
+    emf = Emf(logs)
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"])))
+    sqs = aws.client("sqs")
+    for url in (rt.env["EXECUTION_DLQ_URL"], rt.env["OUTBOX_DLQ_URL"], rt.env["OUTBOX_DLQ_URL"]):
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"slotId": "x", "targetId": "y"}))
+    rt.sweep()
+    for url in (rt.env["EXECUTION_DLQ_URL"], rt.env["OUTBOX_DLQ_URL"]):
+        sqs.purge_queue(QueueUrl=url)
+    rt.clock.advance(MIN)
+    rt.sweep()
+    assert health_values(emf) == [3.0, 0.0]
+
+
+def test_a_queued_too_long_occurrence_raises_health(make_runtime, downstream, logs):
+    emf = Emf(logs)
+    rt = make_runtime("2026-11-30T22:59:00Z", mutate=only(daily("lost", ["dogs"])))
+    rt.fire("lost", iso=T0)
+    drop_executions(rt)  # the execute consumer never sees it; the sweep's re-dispatch is dropped too
+    values = []
+    for _ in range(35):
+        rt.clock.advance(MIN)
+        drop_executions(rt)
+        rt.sweep()
+    values = health_values(emf)
+    assert rt.engine.ledger.get_slot("lost@2026-12-01T0800").status == "failed"
+    assert max(values) >= 1.0 and values[-1] == 0.0
+
+
+@pytest.mark.parametrize("profile, others", [("health", False), ("full", True)])
+def test_the_health_profile_emits_the_health_metric_and_no_other_series(make_runtime, downstream, logs, monkeypatch,
+                                                                        profile, others):
+    monkeypatch.setenv("PIXIVFLOW_METRICS", profile)
+    emf = Emf(logs)
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("lost", ["dogs"])))
+    rt.fire("lost", iso=T0)
+    rt.settle()
+    rt.sweep()
+    emf.read()
+    names = {m["Name"] for b in emf.blobs for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+    assert "Health" in names
+    assert (names - {"Health"} != set()) is others, names
