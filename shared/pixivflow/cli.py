@@ -87,10 +87,17 @@ def _check(args: argparse.Namespace) -> int:
             print(f"error: {line}", file=sys.stderr)
         print(json.dumps({"ok": False, "warnings": warnings, "errors": errors}))
         return 1
-    for line in config.warnings:
+    from .adapters.pixiv.secrets import SECRETS_PATH_ENV
+    from .config.pixiv import credential_check_warnings
+
+    # What only this environment can say (a ${VAR} unset here may still be in SSM): check-time only.
+    warnings = list(config.warnings) + credential_check_warnings(config.pixiv, os.environ,
+                                                                  os.environ.get(SECRETS_PATH_ENV))
+    for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    print(json.dumps({"ok": True, "warnings": list(config.warnings), "errors": [],
+    print(json.dumps({"ok": True, "warnings": warnings, "errors": [],
                       "schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
+                      "labels": {t.id: t.label for t in config.targets},
                       "routes": sorted(config.delivery.targets)}))
     return 0
 

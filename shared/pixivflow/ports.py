@@ -71,7 +71,9 @@ class SearchRequest:
     exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
     user_id: str | None = None  # mode "user": the user's works
     duration: str | None = None  # hint: Pixiv's within_last_day|week|month search window
-    include_r18: bool = False  # topic mode: topicDiscovery.includeR18 drops filter=for_ios (note §2)
+    # The target includes R-18 (search: ``r18``; topic: ``topicDiscovery.includeR18``): a search
+    # is then sent without ``filter=for_ios`` (note §2). Rankings and user works ignore it.
+    include_r18: bool = False
 
 
 @dataclass(frozen=True)

@@ -153,8 +153,10 @@ FAMILIES = {
              {"t": [f"morning-tokyo|{SLOT}|08:00|2026-12-01|{SLOT}|2026-11-30T23:00:00.000Z|cron"]}),
     "keys": ({"t": "{{refetchRequestId}}", "idempotency_key": "{{idempotencyKey}}"},
              {"t": [""], "idempotency_key": [f"pixivflow:bot1-submit:illustration:424242:{SLOT}:cats"]}),
+    # workId is PixivFlow's newer alias; a search target's rankingDate is yesterday in Japan
+    # (08:00 JST on 2026-12-01 -> 2026-11-30; real-configs note §8).
     "unknown_and_missing": ({"t": "{{workId}}|{{slot}}|{{rankingDate}}|{{language}}|{{ nope }}", "n": 7, "b": False},
-                            {"t": ["{{workId}}|{{slot}}|||{{ nope }}"], "n": ["7"], "b": ["false"]}),
+                            {"t": ["424242|{{slot}}|2026-11-30||{{ nope }}"], "n": ["7"], "b": ["false"]}),
 }
 
 

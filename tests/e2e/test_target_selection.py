@@ -243,10 +243,14 @@ def test_r18(select_with, downstream, r18, expected):
 
 
 def test_max_page_count(select_with, downstream):
+    """Over the cap: a ``filtered`` skip of the scan, one attempt used (PixivFlow's downloader declines it)."""
     catalog = {"illusts": [illust(1, nov(20), pages=3), illust(2, nov(19), pages=2)]}
     rt, _ = select_with({"tag": "cat", "limit": 1, "maxPageCount": 2}, catalog)
     assert delivered(downstream) == ["2"]
-    assert supply(rt)["reasons"] == [{"code": "too_many_pages", "count": 1}]
+    assert supply(rt)["reasons"] == []
+    report = cell(rt).candidate_report
+    assert report["attempted"] == 2
+    assert report["skipped"] == [{"code": "filtered", "workId": "1", "reason": "declined by maxPageCount: 3 pages, more than 2"}]
 
 
 def test_ranking_mode_and_a_ranking_date_resolved_in_the_schedules_zone(select_with, downstream):

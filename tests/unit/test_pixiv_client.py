@@ -401,10 +401,25 @@ def test_transient_ssm_failure_is_retried_and_never_cached_as_missing(pixiv, clo
          {"mode": "day", "date": "2026-12-01"}),
         (SearchRequest(mode="ranking"), "/v1/illust/ranking", {"mode": "day", "filter": "for_ios"}),
         (SearchRequest(mode="user", user_id="777"), "/v1/user/illusts", {"user_id": "777", "type": "illust", "filter": "for_ios"}),
-        (SearchRequest(mode="user", user_id="888", work_type="novel"), "/v1/user/novels", {"user_id": "888"}),
+        (SearchRequest(mode="user", user_id="888", work_type="novel"), "/v1/user/novels",
+         {"user_id": "888", "filter": "for_ios"}),
+        # R-18 included (real-configs note §2): searches drop filter=for_ios; rankings and user works do not.
+        (SearchRequest(tag="cats", include_r18=True), "/v1/search/illust",
+         {"word": "cats", "search_target": "partial_match_for_tags", "sort": "date_desc",
+          "include_translated_tag_results": "true"}),
+        (SearchRequest(mode="topic", topic="sky", work_type="novel", include_r18=True), "/v1/search/novel",
+         {"word": "sky", "search_target": "partial_match_for_tags", "sort": "date_desc"}),
+        (SearchRequest(mode="ranking", ranking_mode="day_r18", include_r18=True), "/v1/illust/ranking",
+         {"mode": "day_r18", "filter": "for_ios"}),
+        (SearchRequest(mode="ranking", work_type="novel", include_r18=True), "/v1/novel/ranking", {"mode": "day"}),
+        (SearchRequest(mode="user", user_id="777", include_r18=True), "/v1/user/illusts",
+         {"user_id": "777", "type": "illust", "filter": "for_ios"}),
+        (SearchRequest(mode="user", user_id="888", work_type="novel", include_r18=True), "/v1/user/novels",
+         {"user_id": "888", "filter": "for_ios"}),
     ],
     ids=["search", "search-hints", "novel-search", "topic", "ranking", "ranking-yesterday", "novel-ranking-today",
-         "ranking-latest", "user-illusts", "user-novels"],
+         "ranking-latest", "user-illusts", "user-novels", "search-r18", "novel-topic-r18", "ranking-r18",
+         "novel-ranking-r18", "user-illusts-r18", "user-novels-r18"],
 )
 def test_each_list_endpoint_gets_its_parameters(pixiv, clock, request_, path, params):
     section = "novels" if request_.work_type == "novel" else "illusts"

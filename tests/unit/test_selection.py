@@ -16,6 +16,7 @@ from pixivflow.domain.selection import (
     Query,
     has_ai_file_markers,
     is_ai_generated,
+    page_cap_decline,
     plan_selection,
     resolve_day,
     select,
@@ -275,15 +276,26 @@ def test_r18_off_drops_r18_and_r18g_for_both_work_types_and_on_keeps_them():
     assert ids(allowed.candidates) == ["1", "2", "3"] and allowed.supply.reasons == {}
 
 
-def test_max_page_count_caps_illustrations_only():
+def test_max_page_count_declines_illustrations_only_when_attempted():
+    """PixivFlow's downloader declines a work over the cap (note §5): it stays a candidate and is
+    a ``filtered`` skip when attempted, not a selection-time rejection."""
     works = [w(1, pages=3), w(2, pages=4), w(3, pages=30)]
-    _, found = run(Criteria(tag="cat", max_page_count=3), Source({"cat": works}))
-    assert ids(found.candidates) == ["1"] and found.supply.reasons == {"too_many_pages": 2}
-    novels = [w(5, kind="novel", pages=40)]
-    _, novel_found = run(Criteria(tag="cat", work_type="novel", max_page_count=3), Source({"cat": novels}))
-    assert ids(novel_found.candidates) == ["5"]
-    _, uncapped = run(Criteria(tag="cat", max_page_count=None), Source({"cat": works}))
-    assert len(uncapped.candidates) == 3
+    criteria = Criteria(tag="cat", max_page_count=3)
+    _, found = run(criteria, Source({"cat": works}))
+    assert ids(found.candidates) == ["1", "2", "3"] and found.supply.reasons == {}
+    assert [page_cap_decline(work, criteria) for work in works] == [
+        None, "declined by maxPageCount: 4 pages, more than 3", "declined by maxPageCount: 30 pages, more than 3"]
+    novel = w(5, kind="novel", pages=40)
+    assert page_cap_decline(novel, Criteria(tag="cat", work_type="novel", max_page_count=3)) is None
+    assert page_cap_decline(works[2], Criteria(tag="cat", max_page_count=None)) is None
+
+
+def test_exclude_ai_is_an_illustration_rule_only():
+    novels = [w(7, kind="novel", ai_type=2), w(8, kind="novel", tags=("AI生成",))]
+    _, found = run(Criteria(tag="cat", work_type="novel", exclude_ai=True), Source({"cat": novels}))
+    assert ids(found.candidates) == ["7", "8"] and found.supply.reasons == {}
+    plan = plan_selection(Criteria(tag="cat", work_type="novel", exclude_ai=True), occurrence_date=OCCURRENCE)
+    assert [q.exclude_ai for q in plan.queries] == [False]  # no search_ai_type hint either
 
 
 def test_a_restricted_placeholder_is_never_a_candidate():
@@ -309,6 +321,11 @@ def test_ai_helpers():
     assert has_ai_file_markers(png)
     assert has_ai_file_markers(b"Exif... NovelAI ...")
     assert not has_ai_file_markers(b"\x89PNG\r\n\x1a\n plain picture")
+    # PixivFlow's markers (note §5), case-insensitive, within the first 2 MiB only.
+    for marker in (b"NovelAI", b"Stable Diffusion", b"stablediffusion", b"Parameters=steps", b"DreamStudio"):
+        assert has_ai_file_markers(b"\x89PNG" + marker)
+    assert not has_ai_file_markers(b"\x00" * (2 * 1024 * 1024) + b"novelai")
+    assert has_ai_file_markers(b"\x00" * (2 * 1024 * 1024 - 7) + b"novelai")
 
 
 # -- order: sort, random ------------------------------------------------------------------------------

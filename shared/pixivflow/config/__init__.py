@@ -2,10 +2,12 @@
 `download` and `schedulerRuntime` blocks.
 
 Field names keep PixivFlow's camelCase so an existing config loads unchanged. Unknown keys
-are tolerated (PixivFlow configs carry many blocks the core does not use). A bad config
-fails fast with a ``ConfigError`` naming the field path, e.g. ``schedules[1].cron: ...``.
+are warnings with a did-you-mean hint, and PixivFlow's keys that mean nothing on Lambda are one
+grouped warning (``warnings``); neither refuses the config. A bad value fails fast with a
+``ConfigError`` naming the field path, e.g. ``schedules[1].cron: ...``.
 
-Location: env ``PIXIVFLOW_CONFIG`` = a file path (YAML or JSON) or ``ssm:<parameter name>``.
+Location: env ``PIXIVFLOW_CONFIG`` = a file path or ``ssm:<parameter name>``; a ``.json`` file is
+parsed as JSON, ``.yaml``/``.yml`` as YAML, anything else as JSON when it is JSON, else YAML.
 Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``); the
 Pixiv refresh token is a ``${VAR}`` reference resolved at first use (``adapters/secret_refs.py``).
 A `pixiv` block without a `source` block selects the Pixiv source (issue 10).

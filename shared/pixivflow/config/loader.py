@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from ..domain.errors import ConfigError
 from .model import PixivFlowConfig
 from .routes import _ROUTE_TAGS
-from .warnings import _semantic_warnings, _soften
+from .warnings import _key_warnings, _semantic_warnings, _soften
 
 def _format_error(exc: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(_error_lines(exc))
@@ -82,16 +83,37 @@ def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
     if base_dir is not None and config.source.path and not os.path.isabs(config.source.path):
         source = config.source.model_copy(update={"path": str((base_dir / config.source.path).resolve())})
         config = config.model_copy(update={"source": source})
-    config._warnings = tuple(warnings + _semantic_warnings(config) + config._ignored_keys())
+    config._warnings = tuple(warnings + _semantic_warnings(config) + config._ignored_keys() + _key_warnings(config))
     return config
 
 
-def parse_text(text: str, *, base_dir: Path | None = None) -> PixivFlowConfig:
+def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = None) -> PixivFlowConfig:
+    """Parse ``text`` as ``syntax`` (``"json"`` or ``"yaml"``); without one, a document that
+    parses as JSON is JSON, anything else YAML.
+
+    JSON goes through the JSON parser, never YAML's: PyYAML reads the escaped surrogate pair that
+    ``json.dumps`` writes for an emoji (``"\\ud83d\\udcc5"``) as two lone surrogates, a string no
+    UTF-8 encoder accepts, so every multipart send of that field would fail (issue 22)."""
+    if syntax not in (None, "json", "yaml"):
+        raise ValueError(f"unknown config syntax {syntax!r}")
+    if syntax != "yaml":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            if syntax == "json":
+                raise ConfigError(f"invalid configuration: not JSON ({exc})") from None
+        else:
+            return parse_config(data, base_dir=base_dir)
     try:
-        data = yaml.safe_load(text)  # JSON is YAML too
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid configuration: not YAML/JSON ({exc})") from None
     return parse_config(data, base_dir=base_dir)
+
+
+def _syntax(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    return "json" if suffix == ".json" else "yaml" if suffix in (".yaml", ".yml") else None
 
 
 def load_config(location: str | None = None, *, ssm_reader=None) -> PixivFlowConfig:
@@ -108,4 +130,4 @@ def load_config(location: str | None = None, *, ssm_reader=None) -> PixivFlowCon
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read PIXIVFLOW_CONFIG {location!r}: {exc.strerror}") from None
-    return parse_text(text, base_dir=path.resolve().parent)
+    return parse_text(text, base_dir=path.resolve().parent, syntax=_syntax(path))

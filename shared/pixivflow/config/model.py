@@ -37,7 +37,7 @@ class PixivFlowConfig(_Model):
     @model_validator(mode="after")
     def _references(self) -> "PixivFlowConfig":
         _unique("schedules", [s.id for s in self.schedules])
-        _unique("targets", [t.id for t in self.targets])
+        _unique_targets(self.targets)
         target_ids = {t.id for t in self.targets}
         for i, schedule in enumerate(self.schedules):
             for ref in schedule.targetIds or []:
@@ -106,6 +106,18 @@ class PixivFlowConfig(_Model):
     def dry_run(self, target: Any) -> bool:
         """A cache-mode target with no route: it selects and stores, never delivers (issue 23)."""
         return target.storageMode == "cache" and not target.routes()
+
+
+def _unique_targets(targets: list[TargetConfig]) -> None:
+    first: dict[str, int] = {}
+    for i, target in enumerate(targets):
+        if target.id in first and target.id_derived:
+            raise ValueError(f"targets[{i}]: selects what targets[{first[target.id]}] selects (an id-less target's id "
+                             "is derived from type, mode, topic, tag, filterTag, rankingMode and the pinned ids); "
+                             "give one of them an id")
+        if target.id in first:
+            raise ValueError(f"targets[{i}].id: duplicate id {target.id!r}")
+        first[target.id] = i
 
 
 def _unique(block: str, ids: list[str]) -> None:

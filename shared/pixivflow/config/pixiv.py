@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import ID_PATTERN, _base_url, _Model
+from .base import _SECRET_REF, ID_PATTERN, _base_url, _Model
 
 class SourceBaseUrls(_Model):
     """Where the Pixiv source sends its requests (DESIGN §12): each key optional, the real host by default."""
@@ -34,12 +34,38 @@ class SourceConfig(_Model):
         return self
 
 
-class PixivConfig(_Model):
-    """PixivFlow's own ``pixiv`` block (../shared/notes/pixiv-app-api.md §5).
+# PixivFlow's placeholder test for the refresh token (note §9; token-manager isPlaceholderToken):
+# the sample configs ship "YOUR_REFRESH_TOKEN"; a real token is far longer than 10 characters.
+PLACEHOLDER_REFRESH_TOKEN = "YOUR_REFRESH_TOKEN"
+PLACEHOLDER_MIN_LENGTH = 10
+# Where a placeholder's real token is looked up: the variable PixivFlow itself reads, resolved like
+# every secret (environment, then SSM ``<RouteSecretsPath>/PIXIV_REFRESH_TOKEN``).
+PLACEHOLDER_TOKEN_NAME = "PIXIV_REFRESH_TOKEN"
+# PixivFlow's environment overrides of the pixiv block (note §9 applyEnvironmentOverrides).
+ENV_OVERRIDES = {"clientId": "PIXIV_CLIENT_ID", "clientSecret": "PIXIV_CLIENT_SECRET",
+                 "refreshToken": "PIXIV_REFRESH_TOKEN"}
 
-    ``refreshToken`` is a secret: write it as a ``${VAR}`` reference (environment, then SSM below
-    ``RouteSecretsPath``; DESIGN §7), or set ``PIXIV_REFRESH_TOKEN``. It is resolved when the
-    first Pixiv request needs it, never at load time, and never logged.
+
+def is_placeholder_refresh_token(value: str | None) -> bool:
+    """True for a refresh token PixivFlow treats as "none given": empty, the sample text, or
+    shorter than 10 characters. A ``${VAR}`` reference is never a placeholder (it is >= 10 long
+    only by accident in PixivFlow; here it is a reference and resolved as one)."""
+    text = (value or "").strip()
+    if _SECRET_REF.fullmatch(text):
+        return False
+    return text == PLACEHOLDER_REFRESH_TOKEN or len(text) < PLACEHOLDER_MIN_LENGTH
+
+
+class PixivConfig(_Model):
+    """PixivFlow's own ``pixiv`` block (../shared/notes/pixiv-app-api.md §5; real-configs note §9).
+
+    ``refreshToken``, ``clientId``, ``clientSecret`` and ``deviceToken`` may be ``${VAR}``
+    references (environment, then SSM below ``RouteSecretsPath``; DESIGN §7), resolved when the
+    first Pixiv request needs them, never at load time, never logged. ``PIXIV_CLIENT_ID``,
+    ``PIXIV_CLIENT_SECRET`` and ``PIXIV_REFRESH_TOKEN`` in the environment win over the config,
+    as in PixivFlow. A placeholder refresh token (``is_placeholder_refresh_token``) gives way to
+    ``PIXIV_REFRESH_TOKEN`` (environment, then SSM); with neither, the first request fails with a
+    configuration error naming ``pixiv.refreshToken``.
     """
 
     refreshToken: str | None = Field(default=None, repr=False)
@@ -93,3 +119,27 @@ class DownloadConfig(_Model):
     # Lifetime of the presigned GET URL a delivery payload carries per stored file. Bounded by
     # SigV4 (7 days) and, in Lambda, by the role session that signs it (a few hours).
     assetUrlTtlSeconds: int = Field(default=43_200, ge=60, le=604_800)
+
+
+def credential_check_warnings(pixiv: PixivConfig | None, env: dict[str, str] | Any, secrets_path: str | None) -> list[str]:
+    """What ``config check`` cannot tell about the Pixiv credentials from where it runs: a
+    ``${VAR}`` no environment variable answers (it may be in SSM), and a placeholder refresh token
+    without ``PIXIV_REFRESH_TOKEN``. Names only, never a value."""
+    if pixiv is None:
+        return []
+    where = f"SSM {secrets_path}/<NAME>" if secrets_path else "SSM below RouteSecretsPath"
+    out = []
+    for key in ("clientId", "clientSecret", "refreshToken", "deviceToken"):
+        value = getattr(pixiv, key)
+        override = ENV_OVERRIDES.get(key)
+        if override and (env.get(override) or "").strip():
+            continue
+        if key == "refreshToken" and is_placeholder_refresh_token(value):
+            out.append(f"pixiv.refreshToken: a placeholder; {PLACEHOLDER_TOKEN_NAME} is not set here, so the token "
+                       f"must be in {where} (not checked); without it every cell ends configuration_error")
+            continue
+        missing = [name for name in _SECRET_REF.findall(value or "") if not (env.get(name[2:-1]) or "").strip()]
+        if missing:
+            out.append(f"pixiv.{key}: {', '.join(missing)} not set here; read from {where} at the first request "
+                       "(not checked)")
+    return out

@@ -49,3 +49,27 @@ class ScheduleConfig(_Model):
     @property
     def timeout_ms(self) -> int:
         return self.timeout or DEFAULT_SCHEDULE_TIMEOUT_MS
+
+
+# -- the legacy ``scheduler`` block (note §9 resolveSchedules) ---------------------------------------
+
+LEGACY_PLAN_ID = "default"
+_LEGACY_DEFAULTS = {"enabled": False, "cron": "0 3 * * *", "timezone": "Asia/Shanghai"}
+
+
+def legacy_plan(data: dict) -> str | None:
+    """Fold PixivFlow's single-cron ``scheduler`` block into ``data`` (in place) as it does:
+    without a ``schedules`` key it becomes plan ``default`` (named ``Default``, PixivFlow's
+    defaults for what it leaves out, so ``enabled: false`` is a plan that never fires); beside
+    ``schedules`` (even an empty list) it is ignored. Returns the warning to give, if any."""
+    legacy = data.pop("scheduler", None)
+    if legacy is None:
+        return None
+    if not isinstance(legacy, dict):
+        return "scheduler: not a mapping; ignored"
+    if "schedules" in data:
+        return "scheduler: the legacy block is ignored because schedules is present"
+    plan = {**_LEGACY_DEFAULTS, **legacy, "id": LEGACY_PLAN_ID, "name": "Default"}
+    data["schedules"] = [plan]
+    state = "enabled" if plan["enabled"] is True else "disabled: it never fires"
+    return f"scheduler: the legacy block is plan {LEGACY_PLAN_ID!r} ({state}); write it under schedules instead"

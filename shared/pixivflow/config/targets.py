@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ..domain.cells import is_single_work_cell
 from ..domain.selection import RELATIVE_DAYS, Criteria, is_day, ranking_modes, search_targets
@@ -78,10 +80,33 @@ class TargetDelivery(_Model):
         return seen
 
 
+# What a target selects, as opposed to how much or when: the keys an id-less target's id is
+# derived from (note §9). Editing its limit, date, sort or filters keeps its id (and with it the
+# works it already delivered); changing what it looks for makes it a new target.
+_IDENTITY_KEYS = ("type", "mode", "topic", "tag", "filterTag", "rankingMode", "userId", "illustId", "novelId",
+                  "seriesId")
+
+
+def derived_target_id(data: dict[str, Any]) -> str:
+    """The id of an id-less target: ``t-`` + the first 16 hex digits of SHA-256 over the canonical
+    JSON of its identity keys. It depends on nothing but the target itself, so it survives
+    reordering the targets, adding others, and reloading; the same identity gives the same id."""
+    identity = {key: str(data[key]).strip() for key in _IDENTITY_KEYS if data.get(key) not in (None, "")}
+    identity.setdefault("type", "illustration")
+    identity.setdefault("mode", "search")
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return "t-" + digest[:16]
+
+
 class TargetConfig(_Model):
     """One target (spec §6.1). Every selection key PixivFlow documents means what it means there;
-    the rules themselves live in ``pixivflow.domain.selection`` (``criteria()`` hands them over)."""
+    the rules themselves live in ``pixivflow.domain.selection`` (``criteria()`` hands them over).
 
+    ``id`` may be left out, as PixivFlow allows (note §9): the target then gets a derived id
+    (``derived_target_id``) for the ledger, PixivFlow's label for logs, and ``{{targetId}}``
+    renders ``""`` as in PixivFlow."""
+
+    _id_derived: bool = PrivateAttr(default=False)
     id: str = Field(pattern=ID_PATTERN)
     type: Literal["illustration", "novel"] = "illustration"
     mode: Literal["search", "ranking", "topic"] = "search"
@@ -121,6 +146,17 @@ class TargetConfig(_Model):
     noMatchPolicy: NoMatchPolicy = Field(default_factory=NoMatchPolicy)
     storageMode: Literal["persistent", "cache"] = "persistent"
     delivery: TargetDelivery | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _derived_id(cls, data: Any, handler: Any) -> "TargetConfig":
+        derived = isinstance(data, dict) and data.get("id") in (None, "")
+        if derived:
+            data = {**data, "id": derived_target_id(data)}
+        target = handler(data)
+        if derived:
+            target._id_derived = True
+        return target
 
     @field_validator("startDate", "endDate")
     @classmethod
@@ -164,6 +200,24 @@ class TargetConfig(_Model):
             raise ValueError("tag: required for mode search unless a work id (illustId/novelId) or userId is given")
         return self
 
+    @property
+    def id_derived(self) -> bool:
+        """True when the config gave no id and ``id`` was derived (``derived_target_id``)."""
+        return self._id_derived
+
+    @property
+    def configured_id(self) -> str:
+        """The id as the config wrote it: ``""`` for an id-less target (PixivFlow's ``{{targetId}}``)."""
+        return "" if self._id_derived else self.id
+
+    @property
+    def label(self) -> str:
+        """How logs name the target: its id, or for an id-less one PixivFlow's label
+        (``filterTag`` ‖ ``tag`` ‖ ``topic`` ‖ ``unknown``; getTargetLabel, note §9)."""
+        if not self._id_derived:
+            return self.id
+        return next((v.strip() for v in (self.filterTag, self.tag, self.topic) if v and v.strip()), "unknown")
+
     def routes(self) -> list[str]:
         """The delivery channel: route names when storageMode is cache, else none (download-only)."""
         if self.storageMode != "cache" or self.delivery is None:
@@ -193,7 +247,9 @@ class TargetConfig(_Model):
         return Criteria(
             work_type=self.type, mode=self.mode, tag=self.tag, tag_relation=self.tagRelation,
             sort=self.sort, search_target=self.searchTarget, start_date=self.startDate, end_date=self.endDate,
-            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, r18=self.r18, duration=self.duration,
+            # Topic mode's R-18 switch is topicDiscovery.includeR18; `r18` is ignored there (note §1, §2).
+            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, duration=self.duration,
+            r18=self.topicDiscovery.includeR18 if self.mode == "topic" else self.r18,
             max_page_count=self.maxPageCount or None, ranking_mode=ranking_mode, ranking_date=self.rankingDate,
             filter_tag=self.filterTag if self.mode == "ranking" else None, topic=self.topic, topic_date=self.date,
             user_id=None if self.userId is None else str(self.userId), pinned_id=self.pinned_id,

@@ -4,11 +4,16 @@ but not acted on, and valid values that can never select anything."""
 from __future__ import annotations
 
 import copy
+import difflib
 import math
+import re
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from ..domain.scan import DEFAULT_SCAN_LIMIT, MAX_SCAN_LIMIT, MIN_SCAN_LIMIT
 from .base import DEFAULT_QUEUED_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS, STALL_MIN_TIMEOUT_MS
+from .plans import legacy_plan
 
 if TYPE_CHECKING:
     from .model import PixivFlowConfig
@@ -58,6 +63,9 @@ def _soften(data: dict) -> tuple[dict, list[str]]:
     """A copy of ``data`` with the warn-and-default values repaired, and the warnings."""
     data = copy.deepcopy(data)
     warnings: list[str] = []
+    legacy = legacy_plan(data)
+    if legacy:
+        warnings.append(legacy)
     runtime = data.get("schedulerRuntime")
     if isinstance(runtime, dict):
         for name, default in _BUDGETS:
@@ -91,7 +99,7 @@ def _soften(data: dict) -> tuple[dict, list[str]]:
 
 
 def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
-    """Valid values that can never select anything: worth a warning, not a refusal."""
+    """Valid values that can never select anything, or never reach anyone: worth a warning, not a refusal."""
     warnings: list[str] = []
     for account, governance in config.schedulerRuntime.resourceGovernance.pixivAccounts.items():
         if governance.queueLimit is not None:
@@ -103,5 +111,98 @@ def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
         if target.startDate and target.endDate and target.startDate > target.endDate:
             warnings.append(f"targets[{i}].startDate: {target.startDate} is after endDate {target.endDate}; "
                             "the target can never select a work")
+        routes = target.delivery.routes() if target.delivery else []
+        # (A cache target without a route is the DRY RUN warning of model._ignored_keys.)
+        if target.noMatchPolicy.notify and not (routes and getattr(config.route(routes[0]), "notificationUrl", None)):
+            warnings.append(f"targets[{i}].noMatchPolicy.notify: the target's primary route has no notificationUrl; "
+                            "no no-match notice is sent")
     return warnings
+
+
+# -- keys that mean nothing here, and keys nobody knows ----------------------------------------------
+#
+# PixivFlow has no strict schema (note §9), so a config carries keys of its process model. Those
+# that cannot mean anything on Lambda are named in ONE warning; any other key the model does not
+# know is a warning of its own with a did-you-mean hint. Neither refuses the config: a typo must
+# be visible, a moved-over config must load.
+
+LAMBDA_MEANINGLESS_KEYS = (
+    "logLevel", "initialDelay",
+    "storage.databasePath", "storage.downloadDirectory", "storage.illustrationDirectory", "storage.novelDirectory",
+    "storage.cacheRetentionDays", "storage.cacheMaxSizeMB",
+    "schedulerRuntime.catchUpMissedRuns", "schedulerRuntime.watchConfig", "schedulerRuntime.reloadDebounceMs",
+    "schedulerRuntime.queueLimit", "schedulerRuntime.exitWhenIdle", "schedulerRuntime.idleGraceMs",
+    "schedulerRuntime.maxLifetimeMs", "schedulerRuntime.resourceGovernance",
+    "schedulerRuntime.trigger.enabled", "schedulerRuntime.trigger.port", "schedulerRuntime.trigger.host",
+    "download.concurrency", "download.dynamicConcurrency", "download.minConcurrency", "download.maxRetries",
+    "download.retryDelay", "download.timeout", "download.maxFallbackStages",
+)
+_MEANINGLESS_BLOCKS = frozenset(k.split(".")[0] for k in LAMBDA_MEANINGLESS_KEYS if k.count(".") == 1
+                                and k.split(".")[0] == "storage")
+# Extra keys another warning already speaks for.
+_SPOKEN_FOR = frozenset({"targets[].delivery.richNovelPreview"} | {f"targets[].{k}" for k in IGNORED_TARGET_KEYS})
+MEANINGLESS_WHY = ("files are S3 objects kept by the bucket's lifecycle rule, the process and its trigger server "
+                   "are Lambda invocations behind EventBridge Scheduler and API Gateway, concurrency is the execute "
+                   "queue's, a cell's retries are the ledger's, the log level is the stack's LogLevel parameter")
+
+
+def _generic(path: str) -> str:
+    path = re.sub(r"\[\d+\]", "[]", path)
+    return re.sub(r"^delivery\.targets\.[^.]+", "delivery.targets.*", path)
+
+
+def _hint(key: str, candidates: list[str]) -> str:
+    folded = {c.lower(): c for c in candidates}
+    match = folded.get(key.lower()) or next(iter(difflib.get_close_matches(key, candidates, n=1, cutoff=0.7)), None)
+    return f" (did you mean {match!r}?)" if match else ""
+
+
+def _siblings(generic_parent: str) -> list[str]:
+    prefix = generic_parent + "." if generic_parent else ""
+    return [k[len(prefix):] for k in LAMBDA_MEANINGLESS_KEYS if k.startswith(prefix) and "." not in k[len(prefix):]]
+
+
+def _walk(node: BaseModel, path: str, meaningless: list[str], unknown: list[str]) -> None:
+    generic_here = _generic(path)
+    for key, value in (node.model_extra or {}).items():
+        child = f"{path}.{key}" if path else key
+        generic = _generic(child)
+        if generic in _SPOKEN_FOR:
+            continue
+        if generic in LAMBDA_MEANINGLESS_KEYS:
+            meaningless.append(generic)
+        elif generic in _MEANINGLESS_BLOCKS and isinstance(value, dict):
+            for sub in value:
+                if f"{generic}.{sub}" in LAMBDA_MEANINGLESS_KEYS:
+                    meaningless.append(f"{generic}.{sub}")
+                else:
+                    unknown.append(f"{child}.{sub}: unknown key; ignored{_hint(sub, _siblings(generic))}")
+        else:
+            known = list(type(node).model_fields) + _siblings(generic_here) + (
+                sorted(_MEANINGLESS_BLOCKS) if not path else [])
+            unknown.append(f"{child}: unknown key; ignored{_hint(key, known)}")
+    for name in type(node).model_fields:
+        value = getattr(node, name)
+        child = f"{path}.{name}" if path else name
+        if isinstance(value, BaseModel):
+            _walk(value, child, meaningless, unknown)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    _walk(item, f"{child}[{i}]", meaningless, unknown)
+        elif isinstance(value, dict):
+            for k, item in value.items():
+                if isinstance(item, BaseModel):
+                    _walk(item, f"{child}.{k}", meaningless, unknown)
+
+
+def _key_warnings(config: PixivFlowConfig) -> list[str]:
+    meaningless: list[str] = []
+    unknown: list[str] = []
+    _walk(config, "", meaningless, unknown)
+    out = []
+    if meaningless:
+        names = ", ".join(dict.fromkeys(meaningless))
+        out.append(f"{names}: PixivFlow keys with no meaning on Lambda; accepted and ignored ({MEANINGLESS_WHY})")
+    return out + unknown
 

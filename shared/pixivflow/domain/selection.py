@@ -18,9 +18,11 @@ Pixiv App API source cannot drift apart:
   candidate supply report (spec §6.3 ``supply``), so an operator sees why nothing was taken.
 
 Rejection codes (``supply.reasons[].code``): ``date_out_of_range``, ``restricted`` (the source
-saw a placeholder: deleted, private or hidden), ``r18`` (``x_restrict`` ≥ 1 while ``r18`` is
-off), ``ai_generated`` (``excludeAI``), ``below_min_bookmarks``, ``too_many_pages``
-(``maxPageCount``, illustrations only).
+saw a placeholder: deleted, private or hidden), ``r18`` (``x_restrict`` ≥ 1 while the target
+does not include R-18: ``r18`` in search mode, ``topicDiscovery.includeR18`` in topic mode; Pixiv's
+``filter=for_ios`` alone does not guarantee it), ``ai_generated`` (``excludeAI``, illustrations
+only), ``below_min_bookmarks``, ``too_many_pages`` (``maxPageCount`` of a pinned illustration; a
+searched one is declined when attempted: ``page_cap_decline``).
 
 Works are read by attribute (``work_id``, ``work_type``, ``tags``, ``create_date``,
 ``total_bookmarks``, ``page_count``, ``x_restrict``, ``ai_type``, ``restricted``, ``raw``), so
@@ -178,7 +180,7 @@ class Query:
     exclude_ai: bool = False
     user_id: str | None = None
     duration: str | None = None
-    include_r18: bool = False
+    include_r18: bool = False  # drops Pixiv's filter=for_ios where PixivFlow does (note §2)
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -207,7 +209,7 @@ def plan_selection(c: Criteria, *, occurrence_date: str | None, seed: str = "") 
     walk_order, order = c.sort, c.sort
     limit = max(1, int(c.limit or 1))
     base = dict(work_type=c.work_type, sort=c.sort, search_target=c.search_target,
-                exclude_ai=c.exclude_ai, duration=c.duration)
+                exclude_ai=c.exclude_ai and c.work_type == "illustration", include_r18=c.r18, duration=c.duration)
     if c.user_id:
         # A user's works come newest first (Pixiv's /v1/user/illusts and /v1/user/novels).
         queries = (Query(mode="user", user_id=c.user_id, **base),)
@@ -284,10 +286,13 @@ def is_ai_generated(work: Any) -> bool:
     return False
 
 
-# aiMetadataCheck: generators write their parameters into the file itself (a PNG tEXt chunk
-# keyed "parameters", NovelAI's EXIF/tEXt); the head of the first page is enough to see them.
+# aiMetadataCheck (note §5 detectAiFileMetadata): the first 2 MiB of the first page, lower-cased
+# (PixivFlow reads it as latin-1, i.e. byte for byte), searched for PixivFlow's generator markers.
+# One more: ``parameters`` + NUL, the keyword of the PNG tEXt chunk the Stable Diffusion web UIs
+# write; PixivFlow's ``parameters=`` never matches that chunk (README: differs from PixivFlow).
 AI_FILE_SCAN_BYTES = 2 * 1024 * 1024
-_AI_FILE_MARKERS = (b"parameters\x00", b"novelai", b"stable diffusion", b"stablediffusion", b"dreamstudio")
+_AI_FILE_MARKERS = (b"novelai", b"stable diffusion", b"stablediffusion", b"parameters=", b"dreamstudio",
+                    b"parameters\x00")
 
 
 def has_ai_file_markers(content: bytes) -> bool:
@@ -301,18 +306,29 @@ def rejection(work: Any, c: Criteria) -> str | None:
         return RESTRICTED
     if not c.allows_r18 and int(getattr(work, "x_restrict", 0) or 0) >= 1:
         return R18
-    if c.exclude_ai and is_ai_generated(work):
+    if c.exclude_ai and c.work_type == "illustration" and is_ai_generated(work):
+        # excludeAI is an illustration rule in PixivFlow (note §5): a novel target ignores it.
         return AI_GENERATED
     if c.min_bookmarks is not None and int(getattr(work, "total_bookmarks", 0) or 0) < c.min_bookmarks:
         return BELOW_MIN_BOOKMARKS
-    return page_rejection(work, c)
+    return None
 
 
 def page_rejection(work: Any, c: Criteria) -> str | None:
     """``maxPageCount`` is PixivFlow's illustration safety cap (a novel's pages are text)."""
+    return TOO_MANY_PAGES if page_cap_decline(work, c) else None
+
+
+def page_cap_decline(work: Any, c: Criteria) -> str | None:
+    """Why the downloader declines a candidate over ``maxPageCount``, or None (note §5).
+
+    PixivFlow applies the cap when a candidate is attempted, not when candidates are chosen: the
+    work is a ``filtered`` skip of the candidate scan (it uses one attempt of the window) and the
+    scan moves on to the next one."""
     if c.max_page_count and c.work_type == "illustration":
-        if int(getattr(work, "page_count", 1) or 1) > c.max_page_count:
-            return TOO_MANY_PAGES
+        pages = int(getattr(work, "page_count", 1) or 1)
+        if pages > c.max_page_count:
+            return f"declined by maxPageCount: {pages} pages, more than {c.max_page_count}"
     return None
 
 

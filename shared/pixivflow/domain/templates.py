@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Mapping, Sequence
+from zoneinfo import ZoneInfo
 
 from .errors import ConfigError
 
@@ -58,10 +60,54 @@ def x_restrict_tag(value: Any) -> str:
     return {0: "AllAges", 1: "R18", 2: "R18G"}.get(value, f"XRestrict{value}")
 
 
+PIXIV_ZONE = ZoneInfo("Asia/Tokyo")  # Pixiv's calendar: create_date, rankings, topic days
+
+
 def _date(value: Any) -> str:
-    """``YYYY-MM-DD`` of an ISO date/time as the source gave it (Pixiv's create_date is JST)."""
-    text = str(value or "")
-    return text[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", text) else ""
+    """``{{publishedDate}}``: the Japan date of an ISO date/time (real-configs note §8). Pixiv writes
+    ``create_date`` in +09:00 already; another offset (or ``Z``) is converted, a naive time or a
+    bare date is taken as written."""
+    text = str(value or "").strip()
+    if not re.match(r"^\d{4}-\d{2}-\d{2}", text):
+        return ""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text[:10]
+    return moment.astimezone(PIXIV_ZONE).date().isoformat() if moment.tzinfo else text[:10]
+
+
+def japan_day(value: str | None, occurrence_at_ms: int | None) -> str | None:
+    """``YESTERDAY`` (also absent or empty) / ``TODAY`` as a Japan calendar day of the occurrence
+    instant; a ``YYYY-MM-DD`` as written; anything else (or no instant for a relative day) None."""
+    text = (value or "").strip().upper()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            return date.fromisoformat(text).isoformat()
+        except ValueError:
+            return None
+    if text not in ("", "YESTERDAY", "TODAY") or occurrence_at_ms is None:
+        return None
+    today = datetime.fromtimestamp(occurrence_at_ms / 1000, tz=timezone.utc).astimezone(PIXIV_ZONE).date()
+    return (today if text == "TODAY" else today - timedelta(days=1)).isoformat()
+
+
+def ranking_date(mode: str | None, *, occurrence_at_ms: int | None, topic_day: str | None = None,
+                 target_date: str | None = None, target_ranking_date: str | None = None,
+                 listed_date: str | None = None) -> str | None:
+    """``{{rankingDate}}`` as the published configs' note templates were written for it
+    (real-configs note §8: PixivFlow's older outbox resolved ``date ‖ rankingDate ‖ YESTERDAY`` in
+    Japan time; today's PixivFlow renders it empty, which leaves every note with a bare 📅):
+
+    * topic targets: the day the work was found on (the lookback day when a fallback day
+      delivered), else the target's ``date``;
+    * ranking targets: the list's own date, else the target's ``rankingDate``;
+    * every other target: yesterday in Japan."""
+    if mode == "topic":
+        return topic_day or japan_day(target_date, occurrence_at_ms)
+    if mode == "ranking":
+        return listed_date or japan_day(target_ranking_date, occurrence_at_ms)
+    return japan_day("YESTERDAY", occurrence_at_ms)
 
 
 def _s(value: Any) -> str:
@@ -81,6 +127,7 @@ def template_variables(context: Mapping[str, Any]) -> dict[str, str]:
                                                       else c.get("title"))),
         "seriesTitle": _s(c.get("seriesTitle")),
         "pixivId": work_id,
+        "workId": work_id,  # PixivFlow's newer alias of pixivId (note §12)
         "type": work_type,
         "targetId": _s(c.get("targetId")),
         "tag": _s(c.get("tag")),
@@ -156,11 +203,14 @@ def form_fields(route_fields: Mapping[str, Any], target_fields: Mapping[str, Any
 
 
 __all__ = [
+    "PIXIV_ZONE",
     "PLACEHOLDER",
     "TemplateError",
     "compact_count",
     "form_fields",
+    "japan_day",
     "pixiv_link",
+    "ranking_date",
     "render",
     "template_variables",
     "x_restrict_label",

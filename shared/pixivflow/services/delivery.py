@@ -35,6 +35,7 @@ from ..domain.cells import CellStatus
 from ..domain.errors import ConfigError, LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
+from ..domain.templates import ranking_date
 from ..domain.review import UNCERTAIN, parse_review_ack
 from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
@@ -401,13 +402,17 @@ def delivery_payload(slot: Slot, target: Any, work: Work, route: Any) -> dict[st
     return payload
 
 
-def _ranking_date(raw: Any, target: Any) -> str | None:
-    """The ranking day of a ranking-sourced candidate: the source's own, else a literal
-    ``rankingDate`` of the target (``YESTERDAY``/``TODAY`` are resolved by the source)."""
-    value = raw.get("ranking_date") if isinstance(raw, dict) else None
-    if not value and getattr(target, "mode", None) == "ranking":
-        value = getattr(target, "rankingDate", None)
-    return value if isinstance(value, str) and re.match(r"^\d{4}-\d{2}-\d{2}$", value) else None
+def _ranking_date(raw: Any, target: Any, slot: Slot) -> str | None:
+    """``{{rankingDate}}`` (domain.templates.ranking_date): the inputs as the work and target carry them.
+    The topic pipeline leaves the day a work was found on in its raw record (``topic_day``)."""
+    listed = raw.get("ranking_date") if isinstance(raw, dict) else None
+    topic_day = raw.get("topic_day") if isinstance(raw, dict) else None
+    day = ranking_date(getattr(target, "mode", None), occurrence_at_ms=slot.occurrence_at,
+                       topic_day=topic_day if isinstance(topic_day, str) else None,
+                       target_date=getattr(target, "date", None),
+                       target_ranking_date=getattr(target, "rankingDate", None),
+                       listed_date=listed if isinstance(listed, str) else None)
+    return day if day and re.match(r"^\d{4}-\d{2}-\d{2}$", day) else None
 
 
 def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
@@ -422,14 +427,15 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
         "seriesTitle": series.get("title") or None,
         "pixivId": work.work_id,
         "type": work.work_type,
-        "targetId": getattr(target, "id", None),
+        # An id-less target renders "" as in PixivFlow (its ledger id is derived; config.targets).
+        "targetId": getattr(target, "configured_id", getattr(target, "id", None)),
         "tag": getattr(target, "filterTag", None) or getattr(target, "tag", None),
-        "topic": getattr(target, "topic", None),
+        "topic": (getattr(target, "topic", None) or "").strip() or None,  # PixivFlow trims it (note §8)
         "workTags": list(work.tags),
         "author": work.user_name or None,
         "spoiler": (restrict or 0) > 0,
         "xRestrict": restrict,
-        "rankingDate": _ranking_date(raw, target),
+        "rankingDate": _ranking_date(raw, target, slot),
         "publishedAt": work.create_date or None,
         "language": raw.get("language") or None,
         "bookmarkCount": work.total_bookmarks if ("total_bookmarks" in raw or work.total_bookmarks) else None,

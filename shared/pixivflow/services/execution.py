@@ -25,7 +25,17 @@ from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationErro
 from ..domain.language import verdict as language_verdict
 from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
-from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
+from ..domain.selection import (
+    RESTRICTED,
+    Plan,
+    Query,
+    Selection,
+    has_ai_file_markers,
+    page_cap_decline,
+    plan_selection,
+    select,
+    select_pinned,
+)
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
@@ -412,6 +422,7 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
     limit = 1 if target.single_work else target.effective_limit
     bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
     scan = CandidateScan(bound=bound, supply=selection.supply)
+    criteria = target.criteria()
     taken = _RouteOwners(run, routes, candidates, limit)
     # A multi-work cell that already handed works to delivery (a re-run after a crash, or a
     # resumed delivery_pending cell) keeps them: they count toward its limit and are re-sent,
@@ -434,6 +445,10 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already delivered or pending on route {holder}"))
             continue
         scan.attempted += 1
+        declined = page_cap_decline(work, criteria)
+        if declined:
+            scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, declined))
+            continue
         result = _try_candidate(run, work, routes, scan)
         if result == "taken":
             chosen.append(work)
@@ -524,8 +539,10 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         raise
     except _Filtered as exc:
         # A content-side rule (aiMetadataCheck, the novel language filter): nothing was committed,
-        # so the candidate is given back like a failed download and the scan goes on.
-        _undo(run, work, reserved)
+        # so the candidate is given back and the scan goes on. An aiMetadataCheck hit keeps its
+        # route reservations: that is "remembered as seen" here (note §5), so a later cell skips it
+        # as a duplicate without downloading it again; only the binding is given back.
+        _undo(run, work, [] if str(exc) == AI_MARKED else reserved)
         scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(exc)[:200]))
         return "skipped"
     except SourceError as exc:

@@ -20,7 +20,7 @@ from ...domain.errors import ConfigError
 from .secrets import SecretMissing, SecretResolver, expand, references
 from . import constants
 from .account_store import DynamoPixivAccounts, MemoryPixivAccounts
-from .auth import PixivAuth, RefreshToken
+from .auth import ConfiguredSecret, PixivAuth, RefreshToken
 from .client import Bases, PixivClient
 from .gate import RateGate
 from .governor import AccountGovernor
@@ -67,9 +67,9 @@ def build_source(config: Any, *, now_ms: Callable[[], int], uniform: Callable[[]
         image=(base_urls.image if base_urls and base_urls.image else constants.IMAGE_BASE),
     )
     headers = constants.identity_headers((pixiv.userAgent if pixiv else None) or None)
-    client_id = (env.get("PIXIV_CLIENT_ID") or "").strip() or (pixiv.clientId if pixiv else None) or constants.CLIENT_ID
-    client_secret = ((env.get("PIXIV_CLIENT_SECRET") or "").strip() or (pixiv.clientSecret if pixiv else None)
-                     or constants.CLIENT_SECRET)
+    client_id = ConfiguredSecret("clientId", pixiv.clientId if pixiv else None, constants.CLIENT_ID, resolver, env=env)
+    client_secret = ConfiguredSecret("clientSecret", pixiv.clientSecret if pixiv else None, constants.CLIENT_SECRET,
+                                     resolver, env=env)
     timeout = network.timeoutMs / 1000
     http = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), follow_redirects=False,
                         proxy=_proxy_url(network, resolver), transport=transport)

@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
+from ...config.pixiv import ENV_OVERRIDES, PLACEHOLDER_TOKEN_NAME, is_placeholder_refresh_token
 from ...domain.errors import AuthenticationError, RateLimitedError, SourceConfigurationError, SourceOutage
 from .secrets import SecretMissing, SecretResolver, SecretUnavailable, expand, is_reference, references
 from . import constants
@@ -61,6 +62,42 @@ def redact(text: str, secrets: list[str]) -> str:
     return text
 
 
+class ConfiguredSecret:
+    """``pixiv.clientId`` / ``clientSecret``: PixivFlow's environment override (``PIXIV_CLIENT_ID``,
+    ``PIXIV_CLIENT_SECRET``), else the configured value with its ``${VAR}`` references resolved
+    like every secret (environment, then SSM; note §9, issue 22: the literal ``${PIXIV_CLIENT_ID}``
+    must never reach Pixiv), else the app's public value. Resolved on first call, then kept."""
+
+    def __init__(self, key: str, configured: str | None, default: str, resolver: SecretResolver, *,
+                 env: Mapping[str, str]) -> None:
+        self._key = key
+        self._configured = (configured or "").strip() or None
+        self._default = default
+        self._resolver = resolver
+        self._override = (env.get(ENV_OVERRIDES[key]) or "").strip() or None
+        self._value: str | None = None
+
+    def __call__(self) -> str:
+        if self._value is None:
+            self._value = self._resolve()
+        return self._value
+
+    def _resolve(self) -> str:
+        if self._override:
+            return self._override
+        if not self._configured:
+            return self._default
+        try:
+            value = expand(self._configured, self._resolver.lookup).strip()
+        except SecretMissing as exc:
+            raise SourceConfigurationError(f"configuration_error: pixiv.{self._key}: {exc}") from None
+        except SecretUnavailable as exc:
+            raise SourceOutage(f"network_error: pixiv.{self._key}: {exc}", reason="network_error") from None
+        if not value:
+            raise SourceConfigurationError(f"configuration_error: pixiv.{self._key} resolved to an empty value")
+        return value
+
+
 class RefreshToken:
     """Where the account's refresh token comes from, and where a rotated one goes.
 
@@ -71,7 +108,12 @@ class RefreshToken:
 
     def __init__(self, configured: str | None, resolver: SecretResolver, *, env: Mapping[str, str] | None = None,
                  log: Callable[..., None] | None = None) -> None:
-        self._configured = (configured or "").strip() or None
+        configured = (configured or "").strip() or None
+        # A placeholder (PixivFlow's sample text, empty, < 10 characters; note §9) stands for
+        # PIXIV_REFRESH_TOKEN: the environment variable, else its SSM parameter, which is also
+        # where a rotated token is then written back.
+        self._placeholder = is_placeholder_refresh_token(configured)
+        self._configured = "${" + PLACEHOLDER_TOKEN_NAME + "}" if self._placeholder else configured
         self._resolver = resolver
         self._env = env if env is not None else os.environ
         self._log = log or (lambda *a, **k: None)
@@ -134,10 +176,6 @@ class RefreshToken:
         override = (self._env.get(ENV_REFRESH_TOKEN) or "").strip()
         if override:
             return override
-        if not self._configured:
-            raise SourceConfigurationError(
-                "configuration_error: the Pixiv refresh token is not configured "
-                f"(pixiv.refreshToken as a ${{VAR}} reference, or {ENV_REFRESH_TOKEN})")
         if not references(self._configured):
             if not self._warned_literal:
                 self._warned_literal = True
@@ -147,6 +185,11 @@ class RefreshToken:
         try:
             value = expand(self._configured, lambda name: self._resolver.lookup(name, fresh=fresh))
         except SecretMissing as exc:
+            if self._placeholder:
+                where = self._resolver.parameter_name(PLACEHOLDER_TOKEN_NAME) or "SSM (no RouteSecretsPath)"
+                raise SourceConfigurationError(
+                    "configuration_error: pixiv.refreshToken: a placeholder, and neither the environment variable "
+                    f"{PLACEHOLDER_TOKEN_NAME} nor {where} holds a token") from None
             raise SourceConfigurationError(f"configuration_error: pixiv.refreshToken: {exc}") from None
         except SecretUnavailable as exc:
             raise SourceOutage(f"network_error: pixiv.refreshToken: {exc}", reason="network_error") from None
@@ -171,6 +214,10 @@ def _transient_cause(status: int, body: Any) -> str:
     if isinstance(system, dict) and system.get("code") is not None:
         return f"error code {system.get('code')} without an OAuth error, as Pixiv's time/hash refusal"
     return "no OAuth error field" if status < 500 else "a server error"
+
+
+def _value(value: str | Callable[[], str]) -> str:
+    return value() if callable(value) else value
 
 
 def _field(body: Any, name: str) -> Any:
@@ -198,13 +245,15 @@ def _error_text(body: Any, text: str) -> str:
 
 class PixivAuth:
     def __init__(self, http: httpx.Client, token: RefreshToken, *, account_id: str, oauth_base: str,
-                 client_id: str, client_secret: str, headers: Mapping[str, str], now_ms: Callable[[], int],
+                 client_id: str | Callable[[], str], client_secret: str | Callable[[], str],
+                 headers: Mapping[str, str], now_ms: Callable[[], int],
                  sleep: Callable[[float], None], retries: int = 2, store: Any = None, gate: Any = None,
                  log: Callable[..., None] | None = None) -> None:
         self._http = http
         self._token = token
         self._account = account_id
         self._url = oauth_base.rstrip("/") + constants.TOKEN_PATH
+        # Plain strings, or zero-argument callables resolved at the first grant (``${VAR}`` in SSM).
         self._client_id = client_id
         self._client_secret = client_secret
         self._headers = dict(headers)
@@ -313,7 +362,7 @@ class PixivAuth:
         while True:
             stamp = client_time(self._now())
             headers = {**self._headers, "X-Client-Time": stamp, "X-Client-Hash": client_hash(stamp)}
-            form = {"client_id": self._client_id, "client_secret": self._client_secret,
+            form = {"client_id": _value(self._client_id), "client_secret": _value(self._client_secret),
                     "grant_type": "refresh_token", "refresh_token": refresh,
                     "get_secure_url": "1", "include_policy": "true"}
             self.refreshes += 1

@@ -4,7 +4,9 @@ The source answers ONE paged query at a time, faithfully: ``search_page(request,
 returns Pixiv's page as ``Work``s and a cursor for the next one; ``pixivflow.domain.pager.collect``
 and the domain's selection rules decide how far to page and what to keep. Server-side hints of
 the request (``search_target``, ``sort``, dates, ``exclude_ai`` as ``search_ai_type=0``) go into
-the query; nothing else is filtered here.
+the query; nothing else is filtered here. ``filter=for_ios`` goes where PixivFlow sends it
+(real-configs note §2): always on illustration rankings and user works, never on novel rankings,
+and on searches unless the target includes R-18 (``include_r18``).
 
 Cursors are the ``next_url`` Pixiv returned, re-based onto the configured App API base. Past
 Pixiv's 5000-offset cap a ``date_desc`` / ``date_asc`` search continues the way gallery-dl does
@@ -96,7 +98,7 @@ class PixivSource:
             if not request.user_id:
                 raise SourceError("configuration_error: a user feed needs a user id", retryable=False)
             if novel:
-                return self._client.api_url("/v1/user/novels", {"user_id": request.user_id})
+                return self._client.api_url("/v1/user/novels", {"user_id": request.user_id, "filter": "for_ios"})
             return self._client.api_url("/v1/user/illusts", {"user_id": request.user_id, "type": "illust",
                                                              "filter": "for_ios"})
         if request.mode not in ("search", "topic"):
@@ -113,7 +115,10 @@ class PixivSource:
         params["start_date"] = request.start_date
         params["end_date"] = request.end_date
         params["duration"] = request.duration  # None: not sent (urlencode drops None)
-        params["filter"] = "for_ios"
+        if not request.include_r18:
+            # PixivFlow's R-18 switch (note §2): a search of a target without R-18 asks Pixiv to
+            # leave R-18 out; the domain's r18 rule still rejects any that come back.
+            params["filter"] = "for_ios"
         if request.exclude_ai:
             params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
         return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
