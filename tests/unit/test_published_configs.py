@@ -60,7 +60,7 @@ EXPECTED = {
         *deprecated("bot1-submit", "maxAttempts", "retryDelayMs"), *deprecated("bot2-submit", "maxAttempts", "retryDelayMs"),
         meaningless("logLevel", "storage.databasePath", "storage.downloadDirectory", "storage.cacheRetentionDays",
                     "initialDelay", *RUNTIME_KEYS, "schedulerRuntime.exitWhenIdle", "schedulerRuntime.idleGraceMs",
-                    "schedulerRuntime.maxLifetimeMs", "schedulerRuntime.resourceGovernance",
+                    "schedulerRuntime.maxLifetimeMs",
                     "schedulerRuntime.trigger.port", "schedulerRuntime.trigger.host", *DOWNLOAD_KEYS,
                     "download.maxFallbackStages"),
     ],

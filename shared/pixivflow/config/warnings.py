@@ -132,7 +132,7 @@ LAMBDA_MEANINGLESS_KEYS = (
     "storage.cacheRetentionDays", "storage.cacheMaxSizeMB",
     "schedulerRuntime.catchUpMissedRuns", "schedulerRuntime.watchConfig", "schedulerRuntime.reloadDebounceMs",
     "schedulerRuntime.queueLimit", "schedulerRuntime.exitWhenIdle", "schedulerRuntime.idleGraceMs",
-    "schedulerRuntime.maxLifetimeMs", "schedulerRuntime.resourceGovernance",
+    "schedulerRuntime.maxLifetimeMs",
     "schedulerRuntime.trigger.enabled", "schedulerRuntime.trigger.port", "schedulerRuntime.trigger.host",
     "download.concurrency", "download.dynamicConcurrency", "download.minConcurrency", "download.maxRetries",
     "download.retryDelay", "download.timeout", "download.maxFallbackStages",
