@@ -8,12 +8,12 @@ rendered on the server from the operator read model (``services.inspection``) wi
 no external asset (one inline stylesheet allowed by its hash in the Content-Security-Policy).
 
 Pages: ``/ui`` (schedules with their next fires, the latest occurrences with status colours and
-reasons, a dead-letter count), ``/ui/slots`` (the latest occurrences, a jump to any slot id),
-``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs, notifications, events,
-all on one timeline) and ``/ui/dead`` (dead letters). Everything is read through item reads only
-(the deployed function's IAM grants no Scan): the latest occurrences are the slots of each enabled
-schedule's last fires plus the active index; ``pixivflow slots list`` and ``outbox list --dead``
-are the whole-table views.
+reasons, a dead-letter count), ``/ui/slots`` (every occurrence of the ledger by trigger, filtered
+and paged), ``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs,
+notifications, events, all on one timeline), ``/ui/jobs`` and ``/ui/jobs/{jobId}`` (protocol jobs,
+their events and callbacks) and ``/ui/dead`` (every dead row). The whole-ledger pages are rendered
+by ``http/ui_pages.py`` from the CLI's read model; they scan the table (the trigger function's one
+``dynamodb:Scan`` grant, template ``OperatorPageScan``), the overview reads items only.
 
 Routes go through the shared shell (``http/shell.py``), so its guarantees hold here too: route
 match, 404/405 in the legacy JSON shape, one outcome line per request, no internal text in a 500.
@@ -45,7 +45,6 @@ COOKIE = "pixivflow_ui"
 SESSION_MS = 8 * 3_600_000
 MAX_FORM_BYTES = 4096
 LATEST_PER_SCHEDULE = 5
-LIST_PER_SCHEDULE = 20
 _SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEY_CONTEXT = b"pixivflow-ui-session-key:v1"
 
@@ -160,14 +159,16 @@ def slot_link(slot_id: str) -> Html:
     return Html(f'<a href="/ui/slots/{e(quote(slot_id, safe="@:"))}">{e(slot_id)}</a>')
 
 
-def page(title: str, body: str, *, nav: bool = True) -> str:
+def page(title: str, body: str, *, nav: bool = True, refresh: int | None = None) -> str:
+    """One page; ``refresh`` (seconds) asks the browser to reload it while something shown is live."""
     header_html = ""
     if nav:
         header_html = ('<header><strong>PixivFlow</strong><a href="/ui">Overview</a><a href="/ui/slots">Occurrences</a>'
-                       '<a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
+                       '<a href="/ui/jobs">Jobs</a><a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
                        '<button type="submit">Log out</button></form></header>')
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} · PixivFlow</title>'
             '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
+            + (f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else "") +
             f"<style>{CSS}</style></head><body>{header_html}<main><h1>{e(title)}</h1>{body}</main></body></html>")
 
 
@@ -236,16 +237,6 @@ def overview(reads: Reads) -> str:
                             f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}")
 
 
-def occurrences(reads: Reads, schedule_id: str | None) -> str:
-    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE, schedule_id=schedule_id)
-    jump = ('<form method="get" action="/ui/slots"><label>Slot id <input type="text" name="id" maxlength="300"></label>'
-            '<button type="submit">Open</button></form>')
-    scope = f" of {e(schedule_id)}" if schedule_id else ""
-    return page("Occurrences", f"{jump}<p class=\"note\">The slots of each enabled schedule's last {LIST_PER_SCHEDULE} "
-                               f"fires{scope}, and every slot still running. The whole ledger: "
-                               f"<code>pixivflow slots list</code>.</p>{_slot_table(inspection.slot_rows(states))}")
-
-
 def _lease(lease: dict[str, Any] | None) -> str:
     if not lease:
         return "-"
@@ -297,15 +288,6 @@ def _report(report: dict[str, Any]) -> str:
     import json
 
     return json.dumps(report, ensure_ascii=False, sort_keys=True)
-
-
-def dead_letters(reads: Reads) -> str:
-    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE)
-    rows = inspection.dead_among(reads, states)
-    return page("Dead letters", f'<p class="note">Dead outbox rows of the latest occurrences (each enabled schedule\'s '
-                                f"last {LIST_PER_SCHEDULE} fires and the running slots). Every dead row of the ledger: "
-                                "<code>pixivflow outbox list --dead</code>; re-arm one with "
-                                "<code>pixivflow outbox redrive &lt;key&gt;</code>.</p>" + _dead_table(rows))
 
 
 def login_page(message: str | None = None) -> str:
@@ -360,6 +342,7 @@ def _form(event: Any) -> dict[str, list[str]]:
 
 def register(shell: HttpShell) -> None:
     """Add the /ui routes to the trigger function's shell (left out of the OpenAPI document)."""
+    from . import ui_pages  # renders with this module's helpers, so imported once both exist
 
     def route(method: str, rule: str):
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
@@ -416,21 +399,41 @@ def register(shell: HttpShell) -> None:
         if schedule_id is not None and not _SCHEDULE_ID.match(schedule_id):
             return req.respond(html_response(400, page("Occurrences", "<p class=\"err\">schedule: not a schedule id</p>")),
                                "ui.bad_query")
-        return req.respond(html_response(200, occurrences(_reads(), schedule_id)), "ui.page", page="occurrences")
+        try:
+            filters = ui_pages.slot_filters(query)
+        except ui_pages.QueryProblem as problem:
+            return req.respond(html_response(400, ui_pages.problem_page("Occurrences", problem)), "ui.bad_query",
+                               field=problem.field)
+        return req.respond(html_response(200, ui_pages.occurrences(_reads(), schedule_id, filters)), "ui.page",
+                           page="occurrences")
+
+    @route("GET", "/ui/jobs")
+    def ui_jobs(req: Request) -> Response:
+        denied = _guard(req, shell.app.current_event)
+        if denied is not None:
+            return denied
+        return req.respond(html_response(200, ui_pages.jobs(_reads())), "ui.page", page="jobs")
+
+    @route("GET", "/ui/jobs/<jobId>")
+    def ui_job(req: Request, jobId: str) -> Response:
+        return _one(req, "job", unquote(jobId), inspection.show_job, ui_pages.job)
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
-        event = shell.app.current_event
-        denied = _guard(req, event)
+        return _one(req, "slot", unquote(slotId), inspection.show_slot, occurrence)
+
+    def _one(req: Request, noun: str, item_id: str, show, render) -> Response:
+        """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
+        denied = _guard(req, shell.app.current_event)
         if denied is not None:
             return denied
-        slot_id = unquote(slotId)
         try:
-            view = inspection.show_slot(_reads(), slot_id)
+            view = show(_reads(), item_id)
         except InspectionError:
-            body = page("Not found", f"<p>There is no slot <code>{e(slot_id)}</code> in the ledger.</p>")
-            return req.respond(html_response(404, body), "ui.not_found", slot_id=slot_id[:300])
-        return req.respond(html_response(200, occurrence(view)), "ui.page", page="occurrence", slot_id=slot_id)
+            body = page("Not found", f"<p>There is no {noun} <code>{e(item_id)}</code> in the ledger.</p>")
+            return req.respond(html_response(404, body), "ui.not_found", **{f"{noun}_id": item_id[:300]})
+        page_name = "occurrence" if noun == "slot" else noun
+        return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
 
     @route("GET", "/ui/dead")
     def ui_dead(req: Request) -> Response:
@@ -438,7 +441,7 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, dead_letters(_reads())), "ui.page", page="dead")
+        return req.respond(html_response(200, ui_pages.dead_letters(_reads())), "ui.page", page="dead")
 
 
 
