@@ -163,3 +163,30 @@ def test_a_page_showing_a_live_occurrence_reloads_itself_without_script(make_run
     rt.settle()
     done = get(rt, "/ui/slots", cookie=cookie)
     assert done.tables[0][1][1] not in ("pending", "running") and REFRESH not in done.body
+
+
+def test_the_candidate_report_reads_as_text_not_json(make_runtime, downstream):
+    from cli_support import PARTIAL, known_ledger
+
+    rt = known_ledger(make_runtime, downstream)
+    page = get(rt, f"/ui/slots/{PARTIAL}", cookie=login(rt))
+    cells = next(t for t in page.tables if t[0][:2] == ["Target", "Status"])
+    assert {row[0]: row[7] for row in cells[1:]} == {
+        "cats": "scanned 1 of at most 5; source returned 20, selected 20, rejected 0; "
+                "passed over work 111356: duplicate already delivered or pending on route review",
+        "nothing": "scanned 0 of at most 5; source returned 0, selected 0, rejected 0"}
+    assert '{"' not in page.body  # no raw JSON left
+
+
+def test_every_part_of_a_report_is_shown_and_escaped():
+    from pixivflow.http.ui_pages import candidate_report
+
+    report = {"bound": 5, "attempted": 2, "outages": ["pixiv_auth_failure"], "truncated": 3,
+              "skipped": [{"code": "unavailable", "workId": "9", "reason": "<img src=x> 作品已删除", "retryable": True}],
+              "supply": {"fetched": 40, "selected": 12, "rejected": 28,
+                         "reasons": [{"code": "r18", "count": 20}, {"code": "ai_generated", "count": 8}]}}
+    html = candidate_report(report)
+    assert html == ('<ul class="report"><li>scanned 2 of at most 5</li><li>source returned 40, selected 12, rejected 28</li>'
+                    "<li>rejected by rule: r18 × 20, ai_generated × 8</li><li>passed over work 9: <strong>unavailable</strong> "
+                    "(retryable) &lt;img src=x&gt; 作品已删除</li><li>3 more work(s) passed over, not kept</li>"
+                    "<li>outages: pixiv_auth_failure</li></ul>")

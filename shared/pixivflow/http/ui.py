@@ -244,6 +244,8 @@ def _lease(lease: dict[str, Any] | None) -> str:
 
 
 def occurrence(view: dict[str, Any]) -> str:
+    from . import ui_pages  # the report's renderer (it imports this module's helpers)
+
     slot = view["slot"]
     outcome = view.get("outcome") or {}
     facts = table(["Field", "Value"], [
@@ -260,7 +262,7 @@ def occurrence(view: dict[str, Any]) -> str:
                   [[c["targetId"], badge(c["status"]), f"{c['workType']} {c['workId']}" if c["workId"] else "-",
                     c["attempts"], _lease(c["lease"]),
                     f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonCode"] else "-",
-                    c["lastError"], Html(f"<code>{e(_report(c['candidateReport']))}</code>") if c["candidateReport"] else "-"]
+                    c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-"]
                    for c in view["cells"]])
     deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",
                         "Idempotency key"],
@@ -282,12 +284,6 @@ def occurrence(view: dict[str, Any]) -> str:
     return page(f"Occurrence {slot['slotId']}",
                 f"{facts}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}<h2>Notifications</h2>{notes}"
                 f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
-
-
-def _report(report: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(report, ensure_ascii=False, sort_keys=True)
 
 
 def login_page(message: str | None = None) -> str:

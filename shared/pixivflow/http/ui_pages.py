@@ -140,6 +140,28 @@ def job(view: Mapping[str, Any]) -> str:
                 refresh=REFRESH_S if projection["status"] in LIVE_JOB_STATUSES else None)
 
 
+def candidate_report(report: Mapping[str, Any]) -> Html:
+    """A cell's candidate report (``domain.scan.bounded_report``, spec §6.3) as a person reads it:
+    how far the scan went, the source's funnel, each rule's count, each work passed over and why."""
+    supply = report.get("supply")
+    items = [f"scanned {e(report.get('attempted'))} of at most {e(report.get('bound'))}"]
+    if supply:
+        items.append(f"source returned {e(supply.get('fetched'))}, selected {e(supply.get('selected'))}, "
+                     f"rejected {e(supply.get('rejected'))}")
+        reasons = ", ".join(f"{e(r.get('code'))} × {e(r.get('count'))}" for r in supply.get("reasons") or [])
+        if reasons:
+            items.append(f"rejected by rule: {reasons}")
+    for skip in report.get("skipped") or []:
+        again = " (retryable)" if skip.get("retryable") else ""
+        items.append(f"passed over work {e(skip.get('workId'))}: <strong>{e(skip.get('code'))}</strong>{again} "
+                     f"{e(skip.get('reason'))}")
+    if report.get("truncated"):
+        items.append(f"{e(report['truncated'])} more work(s) passed over, not kept")
+    if report.get("outages"):
+        items.append(f"outages: {e(', '.join(map(str, report['outages'])))}")
+    return Html('<ul class="report">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
+
+
 def dead_letters(reads: Reads) -> str:
     """Every dead outbox row of the ledger (deliveries, notifications, job callbacks): the rows
     ``pixivflow outbox list --dead`` prints, each with its last error."""
@@ -149,4 +171,4 @@ def dead_letters(reads: Reads) -> str:
                                 + _dead_table(rows))
 
 
-__all__ = ["PAGE_SIZE", "QueryProblem", "dead_letters", "job", "jobs", "occurrences", "problem_page", "slot_filters"]
+__all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "job", "jobs", "occurrences", "problem_page", "slot_filters"]
