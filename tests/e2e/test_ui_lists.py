@@ -190,3 +190,33 @@ def test_every_part_of_a_report_is_shown_and_escaped():
                     "<li>rejected by rule: r18 × 20, ai_generated × 8</li><li>passed over work 9: <strong>unavailable</strong> "
                     "(retryable) &lt;img src=x&gt; 作品已删除</li><li>3 more work(s) passed over, not kept</li>"
                     "<li>outages: pixiv_auth_failure</li></ul>")
+
+
+def test_the_history_strip_and_the_daily_chart_are_server_rendered_svg(make_runtime, downstream):
+    import re
+
+    from cli_support import PARTIAL, STALLED, SUCCESS, known_ledger, stall
+
+    rt = known_ledger(make_runtime, downstream)
+    stall(rt)
+    page = get(rt, "/ui", cookie=login(rt))
+    assert page.status == 200 and "<script" not in page.body
+    strips = dict(re.findall(r"<dt>([^<]+)</dt><dd>(<svg.*?</svg>)</dd>", page.body))
+    assert set(strips) == {"morning-tokyo", "evening-berlin", "noon-flaky", "mixed", "solo"}
+
+    def squares(svg):
+        return re.findall(r'(?:<a href="([^"]+)">)?<rect [^>]*fill="(#[0-9a-f]{6})" data-status="([a-z_]+)"><title>([^<]+)'
+                          r"</title></rect>", svg)
+
+    tokyo = squares(strips["morning-tokyo"])
+    assert len(tokyo) == 30  # the last 30 fires, oldest first
+    assert tokyo[-1] == (f"/ui/slots/{SUCCESS}", "#1f8a4c", "success", "2026-12-01 08:00 JST: success")
+    assert tokyo[0] == ("", "#d8dde3", "missed", "2026-11-02 08:00 JST: missed")  # no slot, no link
+    assert squares(strips["solo"])[-1][:3] == (f"/ui/slots/{STALLED}", "#c0392b", "failed")
+    assert squares(strips["mixed"])[-1][:3] == (f"/ui/slots/{PARTIAL}", "#b7791f", "partial")
+    assert {s[2] for s in squares(strips["evening-berlin"])} == {"missed"}
+
+    chart = re.search(r'<svg class="chart".*?</svg>', page.body).group(0)
+    bars = re.findall(r'data-day="([0-9-]+)" data-status="([a-z_]+)" data-count="(\d+)"', chart)
+    assert bars == [("2026-11-30", "success", "1"), ("2026-11-30", "partial", "1"), ("2026-11-30", "failed", "1")]
+    assert chart.count("<text ") == 14 and ">11-30</text>" in chart and ">11-17</text>" in chart

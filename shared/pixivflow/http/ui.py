@@ -60,7 +60,8 @@ th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
 .st-success,.st-submitted,.st-delivered,.st-done{background:#1f8a4c}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
 .st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
-.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}
+.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}
+.st-expired{background:#7b341e}dl dt{font-weight:600;margin-top:.4em}dl dd{margin:.2em 0 0}
 .note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
 ol.timeline li{margin:.15em 0}form.login{background:#fff;border:1px solid #d8dde3;padding:1em;max-width:28em}
 input[type=password],input[type=text]{width:100%;padding:.4em;margin:.3em 0 .8em;box-sizing:border-box}
@@ -75,7 +76,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STATUSES = {"success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+_STATUSES = {"missed", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
 
 
@@ -233,8 +234,12 @@ def overview(reads: Reads) -> str:
     dead = inspection.dead_among(reads, states)
     dead_note = (f'<p><a href="/ui/dead">{len(dead)} dead letter(s)</a> among these occurrences.</p>' if dead
                  else '<p class="note">No dead letters among these occurrences.</p>')
+    from . import ui_pages  # the history strips and the chart (rendered with this module's helpers)
+
+    live = any(st.slot.open for st in states)
     return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads)}"
-                            f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}")
+                            f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}"
+                            f"{ui_pages.history(reads)}", refresh=ui_pages.REFRESH_S if live else None)
 
 
 def _lease(lease: dict[str, Any] | None) -> str:

@@ -24,6 +24,8 @@ MAX_PAGE = 10_000
 REFRESH_S = 5
 SLOT_STATUSES = tuple(s.value for s in SlotStatus)
 LIVE_JOB_STATUSES = {QUEUED, RUNNING}
+HISTORY_FIRES = 30
+CHART_DAYS = 14
 
 
 class QueryProblem(ValueError):
@@ -162,13 +164,27 @@ def candidate_report(report: Mapping[str, Any]) -> Html:
     return Html('<ul class="report">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
 
 
+def history(reads: Reads) -> Html:
+    """Each enabled schedule's last ``HISTORY_FIRES`` fires as a strip, and the slots of the last
+    ``CHART_DAYS`` days by outcome (UTC days: one chart across the schedules' zones)."""
+    from .ui_svg import COLOURS, daily_chart, history_strip
+
+    strips = "".join(
+        f"<dt>{e(s.id)}</dt><dd>{history_strip(s.id, inspection.schedule_history(reads, s, HISTORY_FIRES))}</dd>"
+        for s in (reads.config.schedules if reads.config is not None else []) if s.enabled and s.cron)
+    legend = " ".join(f'<span class="st st-{e(status)}">{e(status)}</span>' for status in COLOURS)
+    chart = daily_chart(inspection.daily_outcomes(reads, CHART_DAYS))
+    return Html(f"<h2>History: the last {HISTORY_FIRES} fires</h2><p>{legend}</p><dl>{strips}</dl>"
+                f"<h2>Outcomes by day (UTC, last {CHART_DAYS} days)</h2>{chart}")
+
+
 def dead_letters(reads: Reads) -> str:
     """Every dead outbox row of the ledger (deliveries, notifications, job callbacks): the rows
     ``pixivflow outbox list --dead`` prints, each with its last error."""
     rows = inspection.dead_letters(reads)
-    return page("Dead letters", f'<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
+    return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
                                 "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
                                 + _dead_table(rows))
 
 
-__all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "job", "jobs", "occurrences", "problem_page", "slot_filters"]
+__all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "history", "job", "jobs", "occurrences", "problem_page", "slot_filters"]

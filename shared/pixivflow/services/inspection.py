@@ -502,6 +502,41 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             "sent": sent, "redrivenAt": now}
 
 
+def schedule_history(reads: Reads, schedule: Any, count: int = 30) -> list[dict[str, Any]]:
+    """The schedule's last ``count`` fires, oldest first, each with its slot's status, or
+    ``missed`` when the fire made no slot (item reads only: one GetItem a fire)."""
+    fires: list[int] = []
+    before = reads.now_ms() + 1
+    for _ in range(count):
+        try:
+            before = previous_fire(schedule.cron, schedule.timezone, before)
+        except ValueError:
+            break
+        fires.append(before)
+    out = []
+    for fire in reversed(fires):
+        slot_id = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id
+        slot = reads.ledger.get_slot(slot_id)
+        out.append({"slotId": slot_id, "at": fire, "timezone": schedule.timezone,
+                    "status": slot.status if slot is not None else "missed"})
+    return out
+
+
+def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict[str, Any]]:
+    """Slots by status for each of the last ``days`` days (in ``zone``), oldest first: the
+    chart's data (a scan, like ``slots list --since``)."""
+    tz = ZoneInfo(zone)
+    today = datetime.fromtimestamp(reads.now_ms() / 1000, tz=tz).date()
+    first = today.toordinal() - days + 1
+    start = datetime.combine(datetime.fromordinal(first).date(), datetime.min.time(), tzinfo=tz)
+    counts: dict[str, dict[str, int]] = {datetime.fromordinal(first + n).date().isoformat(): {} for n in range(days)}
+    for slot in reads.ledger.find_slots(since_ms=int(start.timestamp() * 1000)):
+        day = datetime.fromtimestamp(int(slot.created_at or 0) / 1000, tz=tz).date().isoformat()
+        if day in counts:
+            counts[day][slot.status] = counts[day].get(slot.status, 0) + 1
+    return [{"day": day, "counts": dict(sorted(c.items()))} for day, c in counts.items()]
+
+
 # -- schedules ----------------------------------------------------------------------------------------
 
 
@@ -518,6 +553,6 @@ def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]
     return out
 
 
-__all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "list_slots", "local", "next_fires", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
+__all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "daily_outcomes", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
+           "list_slots", "local", "next_fires", "occurrence_rows", "redrive", "recent_states", "safe_url", "schedule_history", "show_job", "show_slot", "slot_rows", "slot_summary",
            "timeline", "trigger_kind"]
