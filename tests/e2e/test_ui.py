@@ -324,4 +324,4 @@ def test_every_page_route_is_deployed_on_the_trigger_function():
     deployed = {(ev["Properties"]["Method"], ev["Properties"]["Path"]) for ev in events if ev["Type"] == "HttpApi"}
     pages = {(spec.method, spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
              if not spec.in_schema}
-    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 9
+    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 10

@@ -137,7 +137,8 @@ def test_every_dead_row_of_the_three_kinds_is_listed_with_its_last_error(make_ru
         rt, _ = _ledger(make_runtime, downstream, receiver)
         page = get(rt, "/ui/dead", cookie=login(rt))
         assert page.status == 200
-        [dead] = page.tables
+        dead, redrives = page.tables
+        assert [row[:2] for row in redrives[1:]] == [row[:2] for row in dead[1:]]  # a Redrive form for each
         assert dead[0] == ["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"]
         kinds = {row[0] for row in dead[1:]}
         assert kinds == {"delivery", "notification", "event_callback"}

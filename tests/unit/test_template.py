@@ -288,6 +288,7 @@ def test_http_routes(resources: dict[str, Any]) -> None:
         # the read-only operator page (issue 12)
         ("GET", "/ui"), ("GET", "/ui/login"), ("POST", "/ui/login"), ("POST", "/ui/logout"), ("GET", "/ui/slots"),
         ("GET", "/ui/slots/{slotId}"), ("GET", "/ui/dead"), ("GET", "/ui/jobs"), ("GET", "/ui/jobs/{jobId}"),
+        ("POST", "/ui/act/{action}"),
     }
     assert _http_routes(resources, "JobEventsFunction") == {
         ("GET", "/capabilities"),

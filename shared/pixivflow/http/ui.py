@@ -229,17 +229,18 @@ def _dead_table(rows: list[dict[str, Any]]) -> Html:
                    iso(r["updatedAt"]), r["lastError"]] for r in rows], empty="no dead letters")
 
 
-def overview(reads: Reads) -> str:
+def overview(reads: Reads, csrf: str | None = None) -> str:
     states = inspection.recent_states(reads, per_schedule=LATEST_PER_SCHEDULE)
     dead = inspection.dead_among(reads, states)
     dead_note = (f'<p><a href="/ui/dead">{len(dead)} dead letter(s)</a> among these occurrences.</p>' if dead
                  else '<p class="note">No dead letters among these occurrences.</p>')
-    from . import ui_pages  # the history strips and the chart (rendered with this module's helpers)
+    from . import ui_actions, ui_pages  # the history strips, the chart, the action forms (they use this module's helpers)
 
     live = any(st.slot.open for st in states)
     return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads)}"
                             f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}"
-                            f"{ui_pages.history(reads)}", refresh=ui_pages.REFRESH_S if live else None)
+                            f"{ui_pages.history(reads)}{ui_actions.actions_section(reads, csrf) if csrf else ''}",
+                refresh=ui_pages.REFRESH_S if live else None)
 
 
 def _lease(lease: dict[str, Any] | None) -> str:
@@ -343,7 +344,15 @@ def _form(event: Any) -> dict[str, list[str]]:
 
 def register(shell: HttpShell) -> None:
     """Add the /ui routes to the trigger function's shell (left out of the OpenAPI document)."""
-    from . import ui_pages  # renders with this module's helpers, so imported once both exist
+    from . import ui_actions, ui_pages  # render with this module's helpers, so imported once both exist
+
+    def _session_value(event: Any) -> str | None:
+        token, now = _token(), runtime.get().engine.now()
+        return next((v for v in _cookie_values(event) if token and session_valid(v, token, now)), None)
+
+    def _csrf(event: Any) -> str | None:
+        session, token = _session_value(event), _token()
+        return ui_actions.csrf_token(session, token) if session and token else None
 
     def route(method: str, rule: str):
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
@@ -354,7 +363,7 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, overview(_reads())), "ui.page", page="overview")
+        return req.respond(html_response(200, overview(_reads(), _csrf(event))), "ui.page", page="overview")
 
     @route("GET", "/ui/login")
     def ui_login_form(req: Request) -> Response:
@@ -442,7 +451,31 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, ui_pages.dead_letters(_reads())), "ui.page", page="dead")
+        return req.respond(html_response(200, ui_pages.dead_letters(_reads(), _csrf(event))), "ui.page", page="dead")
+
+    @route("POST", "/ui/act/<action>")
+    def ui_act(req: Request, action: str) -> Response:
+        """An operator's action (``http/ui_actions.py``): a live session AND its CSRF token, else nothing happens."""
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        if action not in ui_actions.ACTIONS:
+            return req.respond(html_response(404, page("Not found", f"<p>No action <code>{e(action)}</code>.</p>")),
+                               "ui.not_found", action=action[:50])
+        try:
+            form = _form(event)
+        except BodyProblem as problem:
+            return req.respond(html_response(problem.status, page("Refused", f'<p class="err">{e(problem.message)}</p>')),
+                               "ui.action_refused", action=action, reason=problem.reason)
+        session = _session_value(event)
+        if session is None or not ui_actions.csrf_valid((form.get("csrf") or [""])[0], session, _token() or ""):
+            body = page("Refused", '<p class="err">csrf: the form\'s token is missing or not this session\'s; '
+                                   "reload the page and try again.</p>")
+            return req.respond(html_response(403, body), "ui.csrf_refused", action=action)
+        result = ui_actions.perform(runtime.get().engine, _reads(), action, form)
+        level = result.fields.pop("level", None)
+        return req.respond(html_response(result.status, result.html), result.event, level=level, **result.fields)
 
 
 

@@ -178,13 +178,22 @@ def history(reads: Reads) -> Html:
                 f"<h2>Outcomes by day (UTC, last {CHART_DAYS} days)</h2>{chart}")
 
 
-def dead_letters(reads: Reads) -> str:
+def dead_letters(reads: Reads, csrf: str | None = None) -> str:
     """Every dead outbox row of the ledger (deliveries, notifications, job callbacks): the rows
     ``pixivflow outbox list --dead`` prints, each with its last error."""
     rows = inspection.dead_letters(reads)
     return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
                                 "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
-                                + _dead_table(rows))
+                                + _dead_table(rows) + _redrive_forms(rows, csrf))
+
+
+def _redrive_forms(rows: list[dict[str, Any]], csrf: str | None) -> Html:
+    from .ui_actions import redrive_form
+
+    if not rows or not csrf:
+        return Html("")
+    return Html("<h2>Redrive</h2>" + table(["Kind", "Key", ""], [[r["kind"], Html(f"<code>{e(r['key'])}</code>"),
+                                                                  redrive_form(r["kind"], r["key"], csrf)] for r in rows]))
 
 
 __all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "history", "job", "jobs", "occurrences", "problem_page", "slot_filters"]
