@@ -37,7 +37,8 @@ def _dev(args: argparse.Namespace) -> int:
     from .local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
-                   moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir)
+                   moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir,
+                   allow_egress=args.allow_egress)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -587,6 +588,8 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--state-dir", default=None, metavar="DIR",
                      help="keep the local table, queues and bucket in DIR across restarts (and the moto port)")
     dev.add_argument("--verbose", action="store_true", help="also print every handler's JSON log lines (INFO and up)")
+    dev.add_argument("--allow-egress", action="store_true",
+                     help="let the server connect beyond loopback (default: 127.0.0.0/8 and ::1 only, issue 21)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 
@@ -70,6 +70,7 @@ class SearchRequest:
     end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
     exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
     user_id: str | None = None  # mode "user": the user's works
+    duration: str | None = None  # hint: Pixiv's within_last_day|week|month search window
     include_r18: bool = False  # topic mode: topicDiscovery.includeR18 drops filter=for_ios (note §2)
 
 
@@ -88,6 +89,21 @@ class ArtifactFile:
     width: int | None = None
     height: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)  # e.g. ugoira frame delays
+
+
+@dataclass(frozen=True)
+class FileDownload:
+    """One file of a work, fetched only when opened (issue 24: a work is stored file by file, each
+    streamed from the source to the store). ``open()`` is a context manager giving the file's
+    chunks (each bounded) and the content type the source announced."""
+
+    stem: str  # the stored name without its extension: "<id>_p<n>"
+    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]]
+    role: str = "original"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
+    # (first bytes, announced content type) -> (stored name, content type, width, height)
+    describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +168,42 @@ class AccountGate:
     version: int = 0  # 0: the item does not exist yet
 
 
+@dataclass(frozen=True)
+class AccountPermit:
+    """One of an account's ``maxConcurrency`` permits (ledger item ``PIXIV#<accountId>`` / ``PERMIT#<n>``)."""
+
+    index: int
+    holder: str | None = None  # the executor (cell run) holding it; None when free
+    lease_until: int = 0  # epoch ms; a holder that stops renewing loses it then
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What an account's governor answers a cell about to start its Pixiv work (issue 24)."""
+
+    granted: bool
+    wait_until: int = 0  # epoch ms: when to try again (a holder's lease end, or the cooldown's end)
+    reason: str = ""  # pixiv_account_busy | rate_limit_cooldown
+
+
+class SourceGovernor(Protocol):
+    """Bounds the cells working against one outside account at once, across containers (issue 24).
+    A work source that has one exposes it as ``source.governor``; the execution service holds a
+    permit for a cell's whole source work."""
+
+    def admit(self, holder: str) -> Admission: ...
+
+    def renew(self, holder: str) -> bool:
+        """Extend the holder's permit lease; False when it was lost (expired and taken)."""
+        ...
+
+    def release(self, holder: str) -> None: ...
+
+    def cooldown_until(self) -> int:
+        """When the account's rate-limit cooldown ends (epoch ms; 0 or past: none)."""
+        ...
+
+
 class PixivAccountStore(Protocol):
     """Per-account Pixiv state shared by every container (issue 10). Every write is conditional."""
 
@@ -167,6 +219,31 @@ class PixivAccountStore(Protocol):
 
     def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
         """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
+        ...
+
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        """Record a token no rotation produced (pasted by hand into SSM) if the guard is still ``seen``."""
+        ...
+
+    def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
+        """(fingerprint of the token the guard holds current, fingerprint of the one it replaced)."""
+        ...
+
+    def permits(self, account_id: str, count: int) -> list[AccountPermit]:
+        """The account's first ``count`` permits as stored (absent ones free)."""
+        ...
+
+    def take_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        """Take permit ``index`` if it is free, expired or already ``holder``'s (conditional)."""
+        ...
+
+    def renew_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool: ...
+
+    def release_permit(self, account_id: str, index: int, holder: str) -> bool: ...
+
+    def pace(self, account_id: str, now_ms: int, gap_ms: int) -> int:
+        """Take the account's next request turn: 0 when this request may go now (the turn after it
+        is then ``now + gap``), else the ms to wait before asking again (conditional on the item)."""
         ...
 
 
@@ -387,6 +464,10 @@ class Ledger(Protocol):
     def fail_cell_if_unchanged(self, slot_id: str, target_id: str, seen_status: str, now_ms: int, **fields: Any) -> bool: ...
     def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
                           candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
+    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
+                   candidate_report: Mapping[str, Any]) -> bool:
+        """Give the lease and the claim's attempt back; the cell is due again at ``due_at`` (issue 24)."""
+        ...
     def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
                         unwritten: Cell | None = None) -> bool: ...
 
@@ -428,6 +509,17 @@ class Ledger(Protocol):
     # manual identity (one key, one slot, forever)
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
+
+    # the operator page's session epoch (issue 21 item 10): a /ui cookie names the epoch it was
+    # issued under and works only while that epoch is current.
+    def ui_session_epoch(self) -> int:
+        """The current epoch (0 before any logout)."""
+        ...
+
+    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
+        """Advance the epoch past ``seen_epoch`` (conditional: only from ``seen_epoch``, so two
+        logouts racing advance it once); returns the epoch now current."""
+        ...
 
     # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
@@ -539,8 +631,9 @@ class SecretStore(Protocol):
 
 class CallbackSender(Protocol):
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> DeliveryResponse:
-        """POST to a vetted address of ``url``. Raises ``CallbackRefused`` when the URL may not be
-        called (nothing is sent), other exceptions for transport failures; any HTTP answer is returned."""
+        """POST to a vetted address of ``url`` within ``timeout_s`` in TOTAL (connect to the last
+        byte of the answer). Raises ``CallbackRefused`` when the URL may not be called (nothing is
+        sent), other exceptions for transport failures and the deadline; any HTTP answer is returned."""
         ...
 
 

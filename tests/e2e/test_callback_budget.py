@@ -137,7 +137,8 @@ def test_a_drip_fed_attempt_ends_within_its_deadline_and_eight_end_in_a_dead_row
         assert dead.last_error.startswith("attempt budget exhausted after 8 attempts: transport")
         dripped = receiver.dripped()
         assert len(dripped) == 8  # eight attempts, no ninth
-        assert max(dripped) < DEADLINE_S + 0.75  # each one hung up at its deadline, not at the receiver's 10 s
+        # each one hung up at its deadline (a loaded machine adds scheduling delay), not at the receiver's 10 s
+        assert max(dripped) < DEADLINE_S + 2.5
         # the job is unchanged: its status, its projection and its event page
         assert get_job(rt, SLOT)[1] == job and job["status"] == "succeeded"
         later = events(rt, SLOT)[1]

@@ -144,14 +144,15 @@ def test_the_dev_server_serves_both_functions_moto_the_clock_and_docs(tmp_path, 
         status, headers, _ = call(f"{url}/ui")
         assert (status, headers["Location"]) == (303, "/ui/login")
         status, headers, _ = call(f"{url}/ui/login", "POST", form=f"token={TRIGGER_TOKEN}")
-        assert status == 303 and headers["Set-Cookie"].startswith("pixivflow_ui=v1.")
+        assert status == 303 and headers["Set-Cookie"].startswith("pixivflow_ui=v2.")
         cookie = headers["Set-Cookie"].split(";", 1)[0]
         status, _, page = call(f"{url}/ui", headers={"Cookie": cookie})
         assert status == 200 and b"morning-tokyo@2026-12-01T0800" in page and b"st-success" in page
 
         # what API Gateway answers for a route the template does not declare
         assert call(f"{url}/nowhere") == (404, call(f"{url}/nowhere")[1], json.dumps(NOT_FOUND).encode())
-        assert call(f"{url}/health", "DELETE")[0] == 404
+        status, headers, _ = call(f"{url}/health", "DELETE")  # a known path: ANY routes it to the shell's 405
+        assert (status, headers["Allow"]) == (405, "GET")
 
         # the AWS CLI's view: `aws --endpoint-url <moto> dynamodb list-tables` / `scan`
         ddb = aws.client("dynamodb", endpoint_url=dev.aws_endpoint)
@@ -263,9 +264,9 @@ def test_every_route_of_both_surfaces_reaches_its_function_as_deployed():
             path = spec.rule.replace("<scheduleId>", "morning-tokyo").replace("<targetId>", "cats") \
                 .replace("<requestId>", "3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab").replace("<jobId>", "p%40manual-k") \
                 .replace("<slotId>", "morning-tokyo@2026-12-01T0800")
-            matched = [r.function for r in routes if r.method == spec.method and r.regex.match(path)]
+            matched = [r.function for r in routes if r.method in (spec.method, "ANY") and r.regex.match(path)]
             assert matched == [function], (spec.method, spec.rule, matched)
-    assert not [r for r in routes if r.method == "GET" and r.regex.match("/jobs/a/b")]  # {jobId} is one segment
+    assert not [r for r in routes if r.regex.match("/jobs/a/b")]  # {jobId} is one segment
 
 
 def test_requests_become_payload_2_0_events():
@@ -296,3 +297,86 @@ def test_speed_runs_a_virtual_clock_faster_than_the_wall():
     assert fast.real_seconds(60_000) == 1.0  # a virtual minute (the sweep) every real second
     with pytest.raises(ValueError):
         ScaledClock(0)
+
+
+def _raw(url: str, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One request with any method (http.client: urllib refuses CONNECT to a path)."""
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        conn.putheader("Content-Length", "0")
+        conn.endheaders()
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def test_a_wrong_method_on_every_known_path_is_405_with_allow_through_the_dev_server(tmp_path, downstream, loopback_aws):
+    """Issue 21 item 4: routed like API Gateway (template.yaml: ANY per path), every known path
+    answers a method it does not serve with 405 + Allow in its surface's shape -- TRACE and CONNECT
+    too, never the stdlib's 501 -- and an unknown path keeps API Gateway's 404."""
+    from pixivflow.http import jobs_api, trigger_api
+
+    config = write_config(tmp_path, downstream.url)
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN}) as dev:
+        checked = 0
+        for shell in (trigger_api.shell, jobs_api.shell):
+            rules: dict[str, set[str]] = {}
+            for spec in shell.routes:
+                rules.setdefault(spec.rule, set()).add(spec.method)
+            for rule, served in rules.items():
+                path = rule.replace("<scheduleId>", "morning-tokyo").replace("<targetId>", "cats") \
+                    .replace("<requestId>", "3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab").replace("<jobId>", "p%40manual-k") \
+                    .replace("<slotId>", "morning-tokyo@2026-12-01T0800")
+                allow = ", ".join(sorted(served))
+                for method in sorted({"GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"} - served):
+                    status, headers, body = _raw(dev.url, method, path)
+                    assert (status, headers.get("allow")) == (405, allow), (method, path, status, body)
+                    if shell is jobs_api.shell:
+                        assert json.loads(body) == {"error": {
+                            "code": "invalid_params", "message": "method not allowed", "retryable": False,
+                            "detail": {"reason": "method_not_allowed", "allow": sorted(served)}}}, (method, path)
+                    else:
+                        assert json.loads(body) == {"status": "error", "error": "method not allowed"}, (method, path)
+                    checked += 1
+        assert checked >= 18 * 5
+        assert _raw(dev.url, "DELETE", "/health")[0] == 405
+        assert _raw(dev.url, "GET", "/internal/outbox/drain")[:2][0] == 405
+        status, _, body = _raw(dev.url, "TRACE", "/no/such/path")
+        assert (status, json.loads(body)) == (404, NOT_FOUND)
+
+
+def test_the_dev_server_refuses_egress_beyond_loopback_unless_allowed(tmp_path, downstream, loopback_aws):
+    """Issue 21 item 8: while `pixivflow dev` runs, this process connects to 127.0.0.0/8 and ::1
+    only and looks up no outside name; the refusal happens before the socket's real connect, so no
+    packet leaves. The guard lifts when the server stops; ``allow_egress`` never installs it."""
+    from pixivflow.local import egress
+
+    original = socket.socket.connect
+    config = write_config(tmp_path, downstream.url)
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN}) as dev:
+        assert egress.active()
+        for address in (("10.255.255.1", 9), ("8.8.8.8", 53), ("::ffff:127.0.0.1", 9)):
+            family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as sock, pytest.raises(egress.EgressRefused):
+                sock.connect(address)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock, pytest.raises(egress.EgressRefused):
+            sock.sendto(b"x", ("192.0.2.1", 53))
+        with pytest.raises(socket.gaierror):
+            socket.getaddrinfo("consumer.example", 443)
+        assert socket.getaddrinfo("127.0.0.1", 9)  # literals and localhost still resolve
+        # a request that would make the server call out: the callback host cannot even be looked up
+        task = {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": "egress-1",
+                "callback_url": "https://consumer.example/cb", "params": {"query": {"tags": ["dogs"]}, "target_id": "dogs"}}
+        status, _, body = call(f"{dev.url}/jobs", "POST", task, token=JOBS_TOKEN)
+        assert (status, json.loads(body)["error"]["detail"]) == (400, {"field": "callback_url", "reason": "unresolvable_host"})
+        assert call(f"{dev.url}/health")[0] == 200  # loopback still works
+    assert not egress.active() and socket.socket.connect is original
+    with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens={"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN},
+                   allow_egress=True) as dev:
+        assert not egress.active() and socket.socket.connect is original
+        assert "  egress                     unrestricted (--allow-egress)" in dev.banner()

@@ -133,8 +133,10 @@ def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_th
     for n in range(3):
         content_type, metadata, body = cats[f"91001_p{n}.png"]
         assert body == fixture_bytes(fake, f"/img-original/img/{day}/91001_p{n}.png")
-        assert (content_type, metadata) == ("image/png", {"sha256": hashlib.sha256(body).hexdigest(), "role": "original",
-                                                          "width": "8", "height": "6"})
+        plain = {k: v for k, v in metadata.items() if k != "meta"}
+        assert (content_type, plain) == ("image/png", {"sha256": hashlib.sha256(body).hexdigest(), "role": "original",
+                                                       "width": "8", "height": "6"})
+        assert json.loads(metadata["meta"])["page"] == n  # what a resumed run re-reads (issue 24)
     novel = s3_objects(rt, f"{SLOT}/pinned-novel/93001/")
     assert novel["93001.txt"][0] == "text/plain; charset=utf-8"
     assert novel["93001.txt"][2].decode("utf-8") == fake.fixtures.texts[93001]

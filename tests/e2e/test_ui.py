@@ -81,8 +81,11 @@ def get(rt, path: str, *, cookie: str | None = None, query: dict | None = None) 
     return Page(rt.handlers["trigger"](event, context_for("trigger")))
 
 
-def post(rt, path: str, body: str | None, *, content_type: str = FORM, b64: bool = False) -> Page:
+def post(rt, path: str, body: str | None, *, content_type: str = FORM, b64: bool = False,
+         cookie: str | None = None) -> Page:
     event = http_event("POST", path)
+    if cookie is not None:
+        event["cookies"] = [cookie]
     event["headers"]["content-type"] = content_type
     event["body"] = base64.b64encode(body.encode()).decode() if (b64 and body is not None) else body
     event["isBase64Encoded"] = b64
@@ -128,7 +131,7 @@ def test_the_login_form_takes_the_token_once_and_answers_a_signed_session_cookie
     [cookie] = page.cookies
     value = cookie.split(";", 1)[0].split("=", 1)[1]
     expiry = (rt.clock.now_ms() + 8 * 3_600_000) // 1000
-    assert re.fullmatch(rf"v1\.{expiry}\.[A-Za-z0-9_-]{{43}}", value)
+    assert re.fullmatch(rf"v2\.0\.{expiry}\.[A-Za-z0-9_-]{{43}}", value)  # epoch 0: no logout yet
     assert cookie == f"pixivflow_ui={value}; Path=/ui; Max-Age=28800; HttpOnly; Secure; SameSite=Strict"
     for answer in (form, wrong, page):
         assert_no_token(answer)
@@ -143,7 +146,8 @@ def test_every_page_wants_a_live_session(make_runtime, downstream):
     rt = known_ledger(make_runtime, downstream)
     good = login(rt)
     value = good.split("=", 1)[1]
-    forged = "pixivflow_ui=v1.9999999999." + value.rsplit(".", 1)[1]  # a later expiry under the old signature
+    forged = "pixivflow_ui=v2.0.9999999999." + value.rsplit(".", 1)[1]  # a later expiry under the old signature
+    assert value.startswith("v2.0.")
     for path in ("/ui", "/ui/slots", f"/ui/slots/{SUCCESS}", "/ui/dead"):
         for cookie in (None, "pixivflow_ui=", "pixivflow_ui=garbage", forged, "other=1"):
             page = get(rt, path, cookie=cookie)
@@ -153,6 +157,40 @@ def test_every_page_wants_a_live_session(make_runtime, downstream):
     rt.clock.advance(8 * 3_600_000)  # the session ends after 8 hours
     assert get(rt, "/ui", cookie=good).status == 303
     assert get(rt, "/ui", cookie=login(rt)).status == 200
+
+
+def test_logout_ends_the_session_server_side_and_the_old_cookie_gets_the_login_page(make_runtime, downstream):
+    """Issue 21 item 10: the cookie is not stateless any more. Logout advances the ledger's session
+    epoch, so the logged-out cookie -- and a copy of it anywhere else -- is sent to the login page."""
+    rt = known_ledger(make_runtime, downstream)
+    cookie, other_browser = login(rt), login(rt)
+    assert get(rt, "/ui", cookie=cookie).status == 200 and get(rt, "/ui", cookie=other_browser).status == 200
+    out = post(rt, "/ui/logout", None, cookie=cookie)
+    assert (out.status, out.headers["location"]) == (303, "/ui/login")
+    assert out.cookies == ["pixivflow_ui=; Path=/ui; Max-Age=0; HttpOnly; Secure; SameSite=Strict"]
+    for stale in (cookie, other_browser):
+        for path in ("/ui", "/ui/slots", f"/ui/slots/{SUCCESS}", "/ui/dead"):
+            page = get(rt, path, cookie=stale)
+            assert (page.status, page.headers["location"]) == (303, "/ui/login"), path
+    form = get(rt, "/ui/login")
+    assert form.status == 200 and "Trigger token" in form.text()
+    assert rt.engine.ledger.ui_session_epoch() == 1
+    fresh = login(rt)
+    assert fresh != cookie and get(rt, "/ui", cookie=fresh).status == 200
+    assert get(rt, "/ui", cookie=cookie).status == 303  # a new login does not revive the old cookie
+    # a logout without a live session ends nothing (a stale cookie cannot log the fresh one out)
+    assert post(rt, "/ui/logout", None, cookie=cookie).status == 303
+    assert rt.engine.ledger.ui_session_epoch() == 1 and get(rt, "/ui", cookie=fresh).status == 200
+
+
+def test_two_logouts_racing_advance_the_epoch_once(make_runtime, downstream):
+    rt = known_ledger(make_runtime, downstream)
+    ledger = rt.engine.ledger
+    assert ledger.end_ui_sessions(0, 1) == 1
+    assert ledger.end_ui_sessions(0, 2) == 1  # the loser finds the epoch already past the one it saw
+    assert ledger.ui_session_epoch() == 1
+    assert ledger.end_ui_sessions(1, 3) == 2 and ledger.ui_session_epoch() == 2
+    assert ledger.end_ui_sessions(0, 4) == 2 and ledger.ui_session_epoch() == 2  # a late racer never winds it back
 
 
 def test_rotating_the_token_ends_every_session_and_logout_clears_the_cookie(make_runtime, downstream, monkeypatch):
@@ -322,6 +360,6 @@ def test_every_page_route_is_deployed_on_the_trigger_function():
 
     events = load_template()["Resources"]["TriggerFunction"]["Properties"]["Events"].values()
     deployed = {(ev["Properties"]["Method"], ev["Properties"]["Path"]) for ev in events if ev["Type"] == "HttpApi"}
-    pages = {(spec.method, spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
+    pages = {("ANY", spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
              if not spec.in_schema}
-    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 10
+    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 9  # one ANY per path

@@ -701,3 +701,45 @@ def test_recovery_of_a_never_claimed_cell_writes_it_once(env: Env) -> None:
     assert not env.ledger.mark_dispatched(slot.slot_id, "cats", stand_in.dispatched_at, now, unwritten=stand_in)
     cell = env.ledger.get_cell(slot.slot_id, "cats")
     assert (cell.status, cell.dispatched_at, cell.created_at, cell.work_type) == ("pending", now, T0, "illustration")
+
+
+def test_a_zombie_executor_cannot_release_the_reservation_its_cells_newer_executor_holds(env):
+    """reserve_work/release_work_reservation (spec §5): a cell's re-run re-claims its work and records
+    the executor now holding it; the old executor, still running after its lease lapsed, then fails
+    and releases "its" reservation. That release must be refused, or a rival cell could take the work
+    the new executor is about to deliver (issue 20: make mutants found no test of this guard)."""
+    ledger, route, kind = env.ledger, "review", "illustration"
+    cell_a, cell_b = "pixivflow:review:a@2026-12-01T0800:cats", "pixivflow:review:b@2026-12-01T0800:cats"
+    assert ledger.reserve_work(route, kind, "501", cell_a, 1_000, executor="exe-old") == (True, cell_a)
+    assert ledger.reserve_work(route, kind, "501", cell_a, 2_000, executor="exe-new") == (True, cell_a)  # the re-run
+    assert ledger.release_work_reservation(route, kind, "501", cell_a, executor="exe-old") is False  # the zombie
+    assert ledger.reserve_work(route, kind, "501", cell_b, 3_000, executor="exe-b") == (False, cell_a)  # still A's
+    assert ledger.release_work_reservation(route, kind, "501", cell_a, executor="exe-new") is True  # its holder may
+    assert ledger.reserve_work(route, kind, "501", cell_b, 4_000, executor="exe-b") == (True, cell_b)
+
+
+def test_a_zombie_executors_error_neither_lands_on_the_cell_nor_drops_the_new_owners_lease(env: Env) -> None:
+    """record_cell_error with an owner (spec §4.2): executor A's lease lapsed and B claimed the cell;
+    A's late retryable error must be refused, or it would strip B's lease and let a third executor
+    run the cell beside B (issue 20: make mutants found no test of this guard)."""
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-b", T0 + LEASE_MS, LEASE_MS) is not None
+    assert env.ledger.record_cell_error(slot.slot_id, "cats", "late error from a", T0 + LEASE_MS + 5, owner="exec-a") is False
+    cell = env.ledger.get_cell(slot.slot_id, "cats")
+    assert (cell.lease_owner, cell.lease_until, cell.last_error) == ("exec-b", T0 + 2 * LEASE_MS, None)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-c", T0 + LEASE_MS + 10, LEASE_MS) is None
+    assert env.ledger.record_cell_error(slot.slot_id, "cats", "b's error", T0 + LEASE_MS + 20, owner="exec-b") is True
+    assert env.ledger.get_cell(slot.slot_id, "cats").last_error == "b's error"
+
+
+def test_a_cell_whose_lease_is_live_is_not_re_dispatched(env: Env) -> None:
+    """mark_dispatched (DESIGN §4 "Recovery"): the sweep re-sends a cell's message only while nobody
+    holds its lease; a cell being run right now must not get a second executor beside its own
+    (issue 20: make mutants found no test of this guard)."""
+    slot = admitted(env)
+    assert env.ledger.claim_cell(slot.slot_id, "cats", "exec-a", T0, LEASE_MS) is not None
+    seen = env.ledger.get_cell(slot.slot_id, "cats").dispatched_at
+    assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS - 1) is False  # lease still live
+    assert env.ledger.get_cell(slot.slot_id, "cats").dispatched_at == seen
+    assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS) is True  # lapsed: the sweep may

@@ -1,17 +1,19 @@
-"""``make sim``: ten thousand seeded fault runs on the in-memory twins (DESIGN §10; spec §13).
+"""``make sim``: ten thousand seeded CONCURRENT fault runs on the in-memory twins (issue 20; DESIGN
+§10; spec §13).
 
-Each seed is one simulated day of the demo's three schedules, starting on a day picked by the seed
-(so DST days and month ends come round), driven through the real handlers while
-``chaos_support.Chaos`` loses, duplicates, delays and reorders SQS records, crashes any Ledger-port
-call before or after its write, lags the indexes, jumps the clock, fails and drops downstream
-answers and fires occurrences twice; then the faults stop, the run converges and
+Each seed is ``world.run_world``: four schedules firing within minutes of each other on a day picked
+by the seed (so DST days and month ends come round), their trigger fires, executors, deliverers and
+sweeps running as interleaved Lambda invocations under ``baton.Baton`` (every AWS call a step at
+which the seeded scheduler may switch, pass time or kill the invocation for good), lost, duplicated
+and delayed SQS records, downstream faults; then the faults stop, the run converges and
 ``oracle.check_invariants`` holds the ledger and the downstream to spec §13.
 
     python tests/simulation/sim.py --seeds 10000 [--jobs N]   # one summary line
     python tests/simulation/sim.py --seed 4711                # replay one seed, with its trace
+    python tests/simulation/sim.py --seeds 100 --double no-reservation-condition --stop-at-first
 
 A seed replays exactly: every decision comes from random streams derived from it, the clock is
-virtual and the run is single-threaded. Exit status 1 when any invariant was violated.
+virtual and only one invocation thread runs at a time. Exit status 1 when any invariant was violated.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class _OutcomeSink:
         return [line for line in self.lines if line.get("message") == OUTCOME_MESSAGE and line.get("slot_id") == slot_id]
 
 
-def _init() -> None:
+def _init(double: str | None = None) -> None:
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
                        "POWERTOOLS_METRICS_DISABLED": "true"}.items():
@@ -71,17 +73,25 @@ def _init() -> None:
     from pixivflow.local.downstream import Downstream
     from pixivflow.observability import logger
 
+    double = double or os.environ.get("SIM_DOUBLE")
+    if double:
+        from doubles import DOUBLES
+
+        DOUBLES[double]()  # a guard broken on purpose (the self-test): the run must find it
     tmp = Path(tempfile.mkdtemp(prefix="pixivflow-sim-"))
     downstream = Downstream().__enter__()
     sink = _OutcomeSink()
     logger.registered_handler.stream = sink
     logger.setLevel("INFO")  # the oracle reads the schedule.outcome lines, whatever level the caller runs at
-    _worker.update(config=write_config(tmp, downstream.url), downstream=downstream, sink=sink)
+    from world import sim_config
+
+    _worker.update(config=write_config(tmp, downstream.url, sim_config), downstream=downstream, sink=sink)
 
 
 def run_one(seed: int) -> dict:
     from conftest import ms
-    from oracle import index_lag, run_seed
+    from oracle import index_lag
+    from world import FIRST_FIRE_UTC_H, run_world
     from pixivflow.clock import VirtualClock
     from pixivflow.local.downstream import DownstreamState
     from pixivflow.local.harness import EmbeddedRuntime
@@ -91,11 +101,11 @@ def run_one(seed: int) -> dict:
     downstream, sink = _worker["downstream"], _worker["sink"]
     downstream.state.__dict__.update(DownstreamState().__dict__)  # a fresh downstream per seed, same server
     sink.lines.clear()
-    start = ms(EPOCH) + (seed % SPAN_DAYS) * DAY_MS
+    start = ms(EPOCH) + (seed % SPAN_DAYS) * DAY_MS + FIRST_FIRE_UTC_H * 3_600_000 - 60_000
     clock = VirtualClock(start)
     with EmbeddedRuntime(_worker["config"], clock, tokens={"trigger": "sim-trigger", "jobs": "sim-jobs"}, backend="twin",
                          seed=seed, index_lag_ms=index_lag(seed), prefix="sim") as rt:
-        result = run_seed(rt, downstream, seed, start_ms=start, days=1, outcomes=sink.outcomes)
+        result = run_world(rt, downstream, seed, start_ms=start, outcomes=sink.outcomes)
     return {"seed": seed, "problems": result.problems, "faults": dict(result.faults), "line": result.line,
             "trace": result.trace, "fires": result.fired}
 
@@ -107,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="replay exactly this seed, verbosely")
     parser.add_argument("--replay", default=None, help="comma-separated seeds to run (e.g. the ones that once failed)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    parser.add_argument("--double", default=None, help="break one guard on purpose (doubles.DOUBLES): the self-test")
+    parser.add_argument("--stop-at-first", action="store_true", help="stop at the first seed with a violation")
     args = parser.parse_args(argv)
+    if args.double:
+        os.environ["SIM_DOUBLE"] = args.double  # the workers' _init reads it
 
     if args.seed is not None:
         out = run_one(args.seed)
@@ -123,37 +137,35 @@ def main(argv: list[str] | None = None) -> int:
     violations: Counter[str] = Counter()
     faults: Counter[str] = Counter()
     failing: list[int] = []
-    fires = 0
-    if args.jobs > 1:
-        with multiprocessing.get_context("fork").Pool(args.jobs, initializer=_init) as pool:
-            results = pool.imap_unordered(run_one, seeds, chunksize=8)
-            for out in results:
-                fires += out["fires"]
-                faults.update(out["faults"])
-                for p in out["problems"]:
-                    violations[p.split("]")[0].strip("[")] += 1
-                if out["problems"]:
-                    failing.append(out["seed"])
-    else:
-        for seed in seeds:
-            out = run_one(seed)
+    examples: list[str] = []
+    fires = ran = 0
+    pool = multiprocessing.get_context("fork").Pool(args.jobs, initializer=_init) if args.jobs > 1 else None
+    try:
+        results = pool.imap(run_one, seeds, chunksize=4) if pool else map(run_one, seeds)
+        for out in results:  # in seed order, so --stop-at-first names the lowest failing seed
+            ran += 1
             fires += out["fires"]
             faults.update(out["faults"])
             for p in out["problems"]:
                 violations[p.split("]")[0].strip("[")] += 1
             if out["problems"]:
                 failing.append(out["seed"])
+                examples.extend(f"seed {out['seed']}: {p}" for p in out["problems"][:3])
+                if args.stop_at_first:
+                    break
+    finally:
+        if pool:
+            pool.terminate()
+    seeds = seeds[:ran]
     wall = time.monotonic() - began
-    grouped = Counter()
-    for key, n in faults.items():
-        grouped[key.split(".")[0] if key.startswith(("crash.", "http.")) and key not in ("crash.release_skipped",) else key] += 0
-        grouped[key] += n
     kinds = " ".join(f"{k}={v}" for k, v in sorted(faults.items()))
     by_invariant = ", ".join(f"§13/{k}: {v}" for k, v in sorted(violations.items())) or "none"
     print(f"sim: seeds={len(seeds)} fires={fires} violations={sum(violations.values())} ({by_invariant}) "
           f"wall={wall:.1f}s ({len(seeds) / wall:.1f} seeds/s on {args.jobs} process(es)) | faults: {kinds}")
     if failing:
         print(f"sim: failing seeds (replay with SEED=n make sim): {sorted(failing)[:50]}")
+        for line in examples[:10]:
+            print(f"sim:   {line}")
     return 1 if failing else 0
 
 

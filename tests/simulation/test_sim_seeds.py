@@ -1,5 +1,5 @@
-"""Two hundred ``make sim`` seeds inside ``make test`` (issue 13): the same runner, on the twins, in a
-subprocess of its own (it forks its workers), held to the same spec §13 oracle."""
+"""A hundred ``make sim`` seeds inside ``make test`` (issues 13, 20): the same concurrent runner, on the
+twins, in a subprocess of its own (it forks its workers), held to the same spec §13 oracle."""
 
 from __future__ import annotations
 
@@ -12,25 +12,24 @@ from pathlib import Path
 SIM = Path(__file__).resolve().parent / "sim.py"
 
 
-def test_two_hundred_seeded_fault_runs_violate_no_invariant():
+def test_a_hundred_seeded_concurrent_runs_violate_no_invariant():
     # A clean environment: what earlier tests left in os.environ (log levels, endpoints) is not the sim's.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "LOG_LEVEL", "AWS_", "PIXIV", "TRIGGER_",
                                                                      "JOBS_", "LEDGER_", "EXECUTION_", "OUTBOX_", "ARTIFACT_"))}
-    done = subprocess.run([sys.executable, str(SIM), "--seeds", "200", "--first", "50001", "--jobs", "2"],
+    done = subprocess.run([sys.executable, str(SIM), "--seeds", "100", "--first", "50001", "--jobs", "2"],
                           capture_output=True, text=True, timeout=600, env=env)
     summary = [line for line in done.stdout.splitlines() if line.startswith("sim: seeds=")]
     assert summary, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.returncode == 0, done.stdout[-3000:]
     match = re.search(r"seeds=(\d+) fires=(\d+) violations=(\d+)", summary[0])
-    assert match and match.groups()[0] == "200" and match.groups()[2] == "0", summary[0]
-    assert int(match.groups()[1]) >= 600  # at least three schedules' fires per simulated day
-    assert "crash=" in summary[0] and "sqs.execute.lost=" in summary[0]  # the faults really were injected
+    assert match and match.groups()[0] == "100" and match.groups()[2] == "0", summary[0]
+    assert int(match.groups()[1]) >= 400  # at least the four schedules' fires of every seed
+    assert "death=" in summary[0] and "sqs.execute.lost=" in summary[0]  # the faults really were injected
 
 
-# Seeds on which make sim once found a fault, each fixed with a test of its own (see the commits):
-# they keep running clean. (A seed replays exactly only while the engine makes the same calls, so
-# after a change in call order a seed may exercise another history; the sweep over fresh seeds
-# above is the broader check.)
+# Seeds on which the earlier, serial make sim once found a fault, each fixed with a test of its own
+# (see the commits; test_sim_found_bugs.py holds the deterministic scenarios). They are different
+# histories in the concurrent world and stay here only as more seeds that must run clean.
 FOUND = [15, 46, 118, 168, 451, 1848, 2156, 2988, 4066, 7050]
 
 

@@ -672,3 +672,26 @@ def test_a_selected_cell_whose_row_is_mid_post_is_never_failed_under_it(make_run
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
     # every attempt posted (the replays are idempotent): the downstream holds ONE record, of the bound work
     assert [r["work_id"] for r in downstream.records.values()] == ["501"]
+
+
+def test_a_handed_over_cell_is_the_outboxs_even_when_no_redispatch_can_rescue_it(make_runtime, downstream):
+    """The 1848/2988 history with nothing else to save the cell (issue 20 §4: the scenario above passed
+    with the ``handed_over(...) and ... == "live"`` branch of ``owned_by_outbox`` reverted, because the
+    sweep's re-dispatch moved the cell to delivery_pending first). Here the execute consumer is down,
+    so the cell stays `selected` past its stall budget while its row is being posted and never
+    recorded: the stall rule must leave the cell to the outbox, or a work the route recorded would be
+    reported as failed (spec §13.3, §13.16)."""
+    rt, _ = _runtime(make_runtime)
+    _intent_recorded_then_died(rt)
+    now = rt.clock.now_ms()
+    rt.outages.append(("execute", now, now + 3_600_000))  # no executor runs again for an hour: no re-dispatch
+    real = rt.engine.ledger
+    rt.engine.ledger = _AckNeverRecorded(real)
+    rt.settle(max_ms=20 * 60_000)  # past the 15 min stall budget: every attempt posts, none is recorded
+    rt.engine.ledger = real
+    assert cell(rt).status == CellStatus.SELECTED  # never failed under a row that may be posting it
+    assert len(downstream.records) == 1
+    rt.settle()
+    assert cell(rt).status == CellStatus.SUBMITTED
+    assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
+    assert rt.engine.ledger.load(SLOT).slot.status == "success"

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from pixivflow.http.bodies import (MAX_BODY_BYTES, BodyProblem, decode_text, is_json_media_type, parse_json,
-                                   text_is_clean)
+from pixivflow.http.bodies import MAX_BODY_BYTES, BodyProblem, decode_text, is_json_media_type, parse_json
+from pixivflow.http.text import ID, PROSE, TEXT, TextRules
 
 
 @pytest.mark.parametrize("content_type,json", [
@@ -62,4 +62,35 @@ def test_base64_bodies_are_decoded_or_refused():
                                          ("\udfff", False), ("a\x00", False), ("\t", False), ("\n", False),
                                          ("\x7f", False), ("\x85", False), ("😀", True)])
 def test_text_fields_refuse_controls_and_lone_surrogates(value, clean):
-    assert text_is_clean(value) is clean
+    problem = TEXT.problem(value, "label")
+    assert (problem is None) is clean
+    if not clean:
+        assert (problem.status, problem.reason, problem.field, problem.message) == (
+            400, "invalid_text", "label", "label must not contain control characters or unpaired surrogates")
+
+
+def test_a_prose_field_allows_a_newline_and_nothing_else():
+    assert PROSE.problem("two\nlines", "note") is None and TEXT.problem("two\nlines", "note") is not None
+    assert PROSE.problem("cr\r", "note").reason == "invalid_text"
+    assert PROSE.problem("nel\x85", "note").reason == "invalid_text"
+
+
+def test_an_id_is_capped_in_utf8_bytes_not_characters():
+    assert ID.problem("a" * 1024, "jobId") is None
+    too_long = ID.problem("é" * 513, "jobId")  # 513 characters, 1,026 bytes
+    assert (too_long.reason, too_long.message) == ("text_too_long", "jobId is longer than 1024 bytes")
+
+
+def test_a_document_is_checked_at_every_depth_and_names_the_field():
+    rules = TextRules({"params.query.tags[]": ID})
+    doc = {"params": {"query": {"tags": ["ok", "x" * 1025]}}}
+    with pytest.raises(BodyProblem) as refused:
+        rules.check_document(doc)
+    assert refused.value.field == "params.query.tags[1]"
+    with pytest.raises(BodyProblem) as refused:
+        rules.check_document({"params": {"constraints": {"exclude": [{"kind": "work", "id": "\ud800"}]}}})
+    assert refused.value.message == "params.constraints.exclude[0].id must not contain control characters or unpaired surrogates"
+    with pytest.raises(BodyProblem) as refused:
+        rules.check_document({"labels": {"bad\x1bkey": "v"}})
+    assert refused.value.message == "labels (an object key) must not contain control characters or unpaired surrogates"
+    rules.check_document({"params": {"query": {"tags": ["早上好", "😀"]}}, "n": 1, "b": None})

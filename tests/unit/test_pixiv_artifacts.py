@@ -155,3 +155,71 @@ def test_assets_stay_within_a_byte_budget_and_say_how_many_were_left_out():
     assert 10 < len(assets) < 200
     assert assets[-1]["metadata"]["omitted"] == 200 - len(assets)
     assert len(json.dumps(assets)) <= 50_000
+
+
+# -- issue 24: streamed, page-by-page storage ---------------------------------------------------
+
+
+def _chunks(total: int, piece: int = 1024 * 1024):
+    block = bytes(range(256)) * (piece // 256)
+    sent = 0
+    while sent < total:
+        out = block[: min(piece, total - sent)]
+        sent += len(out)
+        yield out
+
+
+def _describe(head: bytes, header_type: str):
+    return "7_p0.bin", header_type or "application/octet-stream", None, None
+
+
+class CountingS3:
+    def __init__(self, client):
+        self._client = client
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self._client, name)
+
+
+def test_a_file_up_to_one_part_is_one_put_and_a_bigger_one_a_bounded_multipart_upload(s3):
+    from pixivflow.adapters.s3_artifacts import PART_BYTES
+
+    _, client, bucket = s3
+    counting = CountingS3(client)
+    store = S3Artifacts(counting, bucket)
+    small = store.put_stream(PREFIX, _chunks(PART_BYTES), _describe, header_type="image/jpeg", meta={"page": 0})
+    assert counting.calls == ["put_object"]  # one PUT below the multipart threshold
+    counting.calls.clear()
+    total = 2 * PART_BYTES + 12_345
+    big = store.put_stream(PREFIX + "-big", _chunks(total), _describe, header_type="image/jpeg", meta={"page": 0})
+    assert counting.calls == ["create_multipart_upload", "upload_part", "upload_part", "upload_part",
+                              "complete_multipart_upload", "copy_object"]
+    assert store.peak_buffer <= PART_BYTES + 1024 * 1024  # never more than a part and a chunk in memory
+    expected = hashlib.sha256(b"".join(_chunks(total))).hexdigest()
+    head = client.head_object(Bucket=bucket, Key=big.key)
+    assert (head["ContentLength"], head["Metadata"]["sha256"], big.sha256, big.size) == (total, expected, expected, total)
+    assert small.size == PART_BYTES and client.head_object(Bucket=bucket, Key=small.key)["Metadata"]["sha256"] == small.sha256
+    # Not committed: stored() sees nothing; partial() finds what a stopped run left, to resume after it.
+    assert S3Artifacts(client, bucket).stored(PREFIX) == []
+    again = S3Artifacts(client, bucket).partial(PREFIX)
+    assert again == {"7_p0": small}
+    store.commit(PREFIX, [small])
+    assert S3Artifacts(client, bucket).stored(PREFIX) == [small]
+
+
+def test_a_stream_cut_off_midway_aborts_its_multipart_upload(s3):
+    from pixivflow.adapters.s3_artifacts import PART_BYTES
+
+    _, client, bucket = s3
+    store = S3Artifacts(client, bucket)
+
+    def cut():
+        yield from _chunks(PART_BYTES + 2 * 1024 * 1024)
+        raise ConnectionError("peer went away")
+
+    with pytest.raises(ConnectionError):
+        store.put_stream(PREFIX, cut(), _describe, header_type="image/jpeg")
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert store.partial(PREFIX) == {}

@@ -114,8 +114,12 @@ class Rig:
         self.store = store or MemoryPixivAccounts()
         config = parse_config({"source": {"kind": "pixiv"}, "pixiv": {"refreshToken": "${PIXIV_TOKEN}"},
                                "network": {"requestPacingMs": 0}, "download": {"requestDelay": 0}, **(cfg or {})})
+        def sleep(seconds: float) -> None:  # waiting passes virtual time (the account's pacing turn reads it)
+            self.sleeps.append(seconds)
+            clock.advance(int(seconds * 1000))
+
         self.source = build_source(
-            config, now_ms=clock.now_ms, uniform=Entropy(3).uniform, store=self.store, sleep=self.sleeps.append,
+            config, now_ms=clock.now_ms, uniform=Entropy(3).uniform, store=self.store, sleep=sleep,
             resolver=resolver or SecretResolver(env={"PIXIV_TOKEN": REFRESH} if env is None else env),
             env=env if env is not None else {"PIXIV_TOKEN": REFRESH},
             log=lambda level, message, **fields: self.logs.append((level, message, fields)),
@@ -332,18 +336,18 @@ def test_a_token_from_the_environment_rotates_in_memory_only(pixiv, clock):
     assert dict(parse_qsl(pixiv.requests[-2].content.decode()))["refresh_token"] == "rt-rotated-env-1"
 
 
-def test_invalid_grant_rereads_ssm_once_in_case_another_container_rotated(pixiv, clock):
+def test_a_token_changed_in_ssm_is_used_at_the_next_refresh_before_pixiv_refuses_the_old_one(pixiv, clock):
     ssm = FakeSsm({"/p/PIXIV_TOKEN": REFRESH})
     pixiv.routes["/v1/illust/detail"] = lambda r: httpx.Response(200, json={"illust": illust_raw(5)})
     rig = Rig(pixiv, clock, env={}, resolver=SecretResolver("/p", env={}, ssm=ssm))
     rig.source.get_work("illustration", "5")
-    # Elsewhere the token rotated and was persisted; ours is now refused.
+    # The token in SSM changed (issue 24: every refresh compares it); ours is now refused.
     ssm.values["/p/PIXIV_TOKEN"] = "rt-persisted-by-other"
     pixiv.refresh_tokens = {"rt-persisted-by-other"}
     pixiv.valid.clear()
     rig.source.get_work("illustration", "5")
     grants = [dict(parse_qsl(r.content.decode()))["refresh_token"] for r in pixiv.requests if r.url.path == "/auth/token"]
-    assert grants == [REFRESH, REFRESH, "rt-persisted-by-other"]
+    assert grants == [REFRESH, "rt-persisted-by-other"]  # never sent the refused one again
     assert rig.events("pixiv.auth_failed") == []
 
 
@@ -622,7 +626,7 @@ def test_pacing_waits_between_api_requests_with_jitter_but_not_before_the_first(
     for _ in range(3):
         rig.source.get_work("illustration", "5")
     uniform = Entropy(3)
-    jitter = [uniform.uniform() for _ in range(2)]
+    jitter = [uniform.uniform() for _ in range(2)]  # each request's gap is the one its predecessor set
     assert rig.sleeps == [int(1000 * (1 + 0.25 * j)) / 1000 for j in jitter]
     assert all(1.0 <= s <= 1.25 for s in rig.sleeps)
 
@@ -679,3 +683,24 @@ def test_image_host_rate_limit_and_5xx(pixiv, clock):
     with pytest.raises(RateLimitedError):
         rig.source.download(work)
     assert rig.store.gate("default").penalties == 1
+
+
+def test_once_ssm_holds_a_rotated_token_it_wins_over_the_environment_seed(pixiv, clock):
+    """Issue 24: PIXIV_REFRESH_TOKEN and the config only seed the token; a rotation goes to SSM
+    (``<path>/PIXIV_REFRESH_TOKEN`` when the config names none) and wins from then on."""
+    ssm = FakeSsm({})
+    store = MemoryPixivAccounts()
+    env = {"PIXIV_REFRESH_TOKEN": REFRESH}
+    pixiv.rotate_to = "rt-rotated-from-env-seed"
+    pixiv.routes["/v1/illust/detail"] = lambda r: httpx.Response(200, json={"illust": illust_raw(5)})
+    first = Rig(pixiv, clock, env=env, store=store, cfg={"pixiv": {}}, resolver=SecretResolver("/p", env=env, ssm=ssm))
+    first.source.get_work("illustration", "5")
+    assert ssm.values == {"/p/PIXIV_REFRESH_TOKEN": "rt-rotated-from-env-seed"}
+    pixiv.rotate_to = None
+    pixiv.refresh_tokens = {"rt-rotated-from-env-seed"}  # the seed is spent
+    # A cold container, still seeded with the old token by its environment, uses SSM's.
+    second = Rig(pixiv, clock, env=env, store=store, cfg={"pixiv": {}}, resolver=SecretResolver("/p", env=env, ssm=ssm))
+    second.source.get_work("illustration", "5")
+    grants = [dict(parse_qsl(r.content.decode()))["refresh_token"] for r in pixiv.requests if r.url.path == "/auth/token"]
+    assert grants == [REFRESH, "rt-rotated-from-env-seed"]
+    assert second.events("pixiv.token_healed") == []  # nothing to heal: SSM holds the guard's token

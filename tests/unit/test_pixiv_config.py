@@ -203,3 +203,49 @@ def test_a_pixiv_secret_store_outage_is_the_one_unavailable_every_reader_shares(
     from pixivflow.domain.errors import SecretStoreUnavailable
 
     assert issubclass(SecretUnavailable, SecretStoreUnavailable)
+
+
+# -- issue 24: account governance, SOCKS, PIXIV_CANDIDATE_SCAN_LIMIT ----------------------------
+
+
+def governed(value):
+    return demo(schedulerRuntime={"resourceGovernance": {"pixivAccounts": {"main": value}}})
+
+
+def test_max_concurrency_per_account_is_1_to_16_and_defaults_to_1():
+    config = parse_config(governed({"maxConcurrency": 4}))
+    governance = config.schedulerRuntime.resourceGovernance
+    assert governance.account("main").maxConcurrency == 4
+    assert governance.account("other").maxConcurrency == 1  # PixivFlow's default for an unlisted account
+    assert parse_config(demo()).schedulerRuntime.resourceGovernance.account("default").maxConcurrency == 1
+    for bad in (0, 17, 2.5, "2", True):
+        with pytest.raises(ConfigError) as err:
+            parse_config(governed({"maxConcurrency": bad}))
+        assert "schedulerRuntime.resourceGovernance.pixivAccounts.main.maxConcurrency" in str(err.value), bad
+
+
+def test_queue_limit_is_accepted_and_ignored_with_a_warning():
+    config = parse_config(governed({"maxConcurrency": 1, "queueLimit": 5}))
+    assert any(w.startswith("schedulerRuntime.resourceGovernance.pixivAccounts.main.queueLimit: not supported")
+               for w in config.warnings)
+    assert not any("queueLimit" in w for w in parse_config(governed({"maxConcurrency": 1})).warnings)
+
+
+@pytest.mark.parametrize("protocol", ["socks4", "socks5"])
+def test_a_socks_proxy_is_a_config_error_naming_the_field(protocol):
+    with pytest.raises(ConfigError) as err:
+        parse_config(demo(network={"proxy": {"enabled": True, "host": "127.0.0.1", "port": 1080, "protocol": protocol}}))
+    assert f"network.proxy.protocol: {protocol} proxies are not supported" in str(err.value)
+    # A disabled SOCKS block changes nothing (PixivFlow's template ships one disabled).
+    parse_config(demo(network={"proxy": {"enabled": False, "protocol": protocol}}))
+
+
+@pytest.mark.parametrize("raw, expected, warned", [
+    ("12", 12, False), ("500", 100, True), ("0", 5, False), ("-3", 5, False), ("ten", 5, False), ("", 5, False)])
+def test_pixiv_candidate_scan_limit_env_is_honoured_with_the_specs_clamps(monkeypatch, raw, expected, warned):
+    from pixivflow.domain.scan import effective_scan_bound
+
+    monkeypatch.setenv("PIXIV_CANDIDATE_SCAN_LIMIT", raw)
+    config = parse_config(demo(download={"requestDelay": 0}))
+    assert effective_scan_bound(1, None, config.download.candidateScanLimit) == expected
+    assert any("download.candidateScanLimit" in w for w in config.warnings) is warned

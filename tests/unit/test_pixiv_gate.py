@@ -99,21 +99,46 @@ def test_two_containers_share_one_gate(store):
     assert store.gate("main").penalties == 2
 
 
-def test_pacing_spaces_requests_by_requestPacingMs_plus_up_to_a_quarter_of_jitter():
+def test_pacing_spaces_requests_by_requestPacingMs_plus_up_to_a_quarter_of_jitter(store):
     clock = VirtualClock(T0)
     sleeps: list[float] = []
-    gate = gate_on(MemoryPixivAccounts(), clock, sleeps, pacing_ms=1000, seed=11)
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.advance(int(seconds * 1000))
+
+    gate = RateGate(store, "main", now_ms=clock.now_ms, sleep=sleep, uniform=Entropy(11).uniform, pacing_ms=1000)
     gate.before_request()
     assert sleeps == []  # nothing to wait for before the first request
     clock.advance(300)
     gate.before_request()
-    jitter = Entropy(11).uniform()
+    jitter = Entropy(11).uniform()  # the first request took its turn and set the gap after it
     assert sleeps == [(int(1000 * (1 + 0.25 * jitter)) - 300) / 1000]
     clock.advance(5_000)
     gate.before_request()
     assert len(sleeps) == 1  # long enough since the last request
     gate.before_request(pace=False)  # image downloads are not paced
     assert len(sleeps) == 1
+
+
+def test_pacing_is_the_accounts_across_containers(store):
+    """Issue 24: two containers (two gates on one store) share the account's request turns."""
+    clock = VirtualClock(T0)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.advance(int(seconds * 1000))
+
+    first = RateGate(store, "main", now_ms=clock.now_ms, sleep=sleep, uniform=lambda: 0.0, pacing_ms=1000)
+    second = RateGate(store, "main", now_ms=clock.now_ms, sleep=sleep, uniform=lambda: 0.0, pacing_ms=1000)
+    other = RateGate(store, "alt", now_ms=clock.now_ms, sleep=sleep, uniform=lambda: 0.0, pacing_ms=1000)
+    first.before_request()
+    clock.advance(200)
+    second.before_request()  # another container, same account: waits out the first's gap
+    assert sleeps == [0.8]
+    other.before_request()  # another account is not held back
+    assert sleeps == [0.8]
 
 
 def test_dynamo_items_are_conditional_and_carry_no_token(dynamo):
@@ -135,3 +160,38 @@ def test_dynamo_items_are_conditional_and_carry_no_token(dynamo):
     assert keys == [("PIXIV#main", "GATE"), ("PIXIV#main", "TOKEN")]
     for item in items:
         assert not set(item) & {"activePk", "duePk", "callbackPk", "expiresAt"}  # never in a GSI, never expired
+
+
+def test_a_permit_is_taken_only_when_free_expired_or_already_the_takers(store):
+    """Issue 24: the permit items' conditional writes (memory twin and DynamoDB alike)."""
+    assert store.take_permit("main", 0, "exec-a", T0, 90_000)
+    assert not store.take_permit("main", 0, "exec-b", T0 + 1_000, 90_000)  # held and live: refused
+    assert store.take_permit("main", 0, "exec-a", T0 + 1_000, 90_000)  # the holder's own re-take
+    assert store.take_permit("main", 1, "exec-b", T0 + 1_000, 90_000)  # another permit is free
+    assert not store.renew_permit("main", 0, "exec-b", T0 + 2_000, 90_000)  # only the holder renews
+    assert store.renew_permit("main", 0, "exec-a", T0 + 2_000, 90_000)
+    assert not store.release_permit("main", 0, "exec-b")  # only the holder releases
+    assert [(p.holder, p.lease_until) for p in store.permits("main", 3)] == [
+        ("exec-a", T0 + 92_000), ("exec-b", T0 + 91_000), (None, 0)]
+    assert not store.take_permit("main", 0, "exec-c", T0 + 91_999, 90_000)
+    assert store.take_permit("main", 0, "exec-c", T0 + 92_000, 90_000)  # a dead holder's lease ran out
+    assert not store.renew_permit("main", 0, "exec-a", T0 + 92_001, 90_000)  # ...and it cannot renew it back
+    assert store.release_permit("main", 0, "exec-c")
+    assert store.permits("main", 1)[0].holder is None
+    assert store.take_permit("alt", 0, "exec-d", T0, 90_000)  # accounts are independent
+
+
+def test_the_governor_grants_max_concurrency_permits_then_says_when_to_ask_again(store):
+    from pixivflow.adapters.pixiv.governor import PERMIT_LEASE_MS, RETRY_SLACK_MS, AccountGovernor
+
+    clock = VirtualClock(T0)
+    governor = AccountGovernor(store, "main", 2, now_ms=clock.now_ms)
+    assert governor.admit("a").granted and governor.admit("b").granted
+    clock.advance(10_000)
+    busy = governor.admit("c")
+    assert (busy.granted, busy.reason, busy.wait_until) == (False, "pixiv_account_busy", T0 + PERMIT_LEASE_MS + RETRY_SLACK_MS)
+    governor.release("a")
+    assert governor.admit("c").granted  # a released permit is free at once
+    assert store.set_gate("main", AccountGate(), T0 + 600_000, 1, clock.now_ms())
+    cooling = governor.admit("d")
+    assert (cooling.granted, cooling.reason, cooling.wait_until) == (False, "rate_limit_cooldown", T0 + 600_000)

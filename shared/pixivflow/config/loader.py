@@ -51,6 +51,22 @@ def strip_comments(data: Any) -> Any:
     return data
 
 
+SCAN_LIMIT_ENV = "PIXIV_CANDIDATE_SCAN_LIMIT"
+
+
+def _environment_overrides(data: dict, env: Any) -> dict:
+    """PixivFlow's ``PIXIV_CANDIDATE_SCAN_LIMIT`` (spec §6.1): a positive integer replaces
+    ``download.candidateScanLimit`` and is then clamped like the key itself (``_soften``); a
+    non-positive or non-numeric value is ignored, as PixivFlow ignores it."""
+    raw = (env.get(SCAN_LIMIT_ENV) or "").strip()
+    if not raw.isdigit() or int(raw) <= 0:
+        return data
+    download = data.get("download")
+    download = dict(download) if isinstance(download, dict) else {}
+    download["candidateScanLimit"] = int(raw)
+    return {**data, "download": download}
+
+
 def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
     """Validate a config document. Relative catalogue paths resolve against ``base_dir``.
 
@@ -58,7 +74,7 @@ def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
     ``warnings``, so ``pixivflow config check`` shows both)."""
     if not isinstance(data, dict):
         raise ConfigError("invalid configuration: the document must be a mapping")
-    data, warnings = _soften(data)
+    data, warnings = _soften(_environment_overrides(data, os.environ))
     try:
         config = PixivFlowConfig.model_validate(strip_comments(data))
     except ValidationError as exc:

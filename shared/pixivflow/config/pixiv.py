@@ -62,6 +62,13 @@ class ProxyConfig(_Model):
     def _host(self) -> "ProxyConfig":
         if self.enabled and not (self.host and self.port):
             raise ValueError("host: host and port are required when the proxy is enabled")
+        if self.enabled and self.protocol.startswith("socks"):
+            # Issue 24: the layer ships httpx without SOCKS support (no socksio), so a SOCKS proxy
+            # would make every function fail at start. Refused here, where `config check` says it,
+            # rather than supported: an HTTP CONNECT proxy serves Pixiv's HTTPS hosts just as well
+            # and keeps one proxy code path.
+            raise ValueError(f"protocol: {self.protocol} proxies are not supported by this runtime; "
+                             "use an http or https (CONNECT) proxy")
         return self
 
 

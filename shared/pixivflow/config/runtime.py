@@ -12,8 +12,40 @@ class TriggerConfig(_Model):
     graceMinutes: int = Field(default=90, ge=1)
 
 
+MAX_ACCOUNT_CONCURRENCY = 16
+
+
+class PixivAccountGovernance(_Model):
+    """``schedulerRuntime.resourceGovernance.pixivAccounts.<accountId>`` (notes/pixivflow-real-configs.md §9).
+
+    ``maxConcurrency`` (1..16, default 1) is how many cells may hold a permit on the account at once
+    across every container (the ledger's permit semaphore, issue 24); a holder makes its Pixiv
+    requests one at a time, so it is also the account's bound on requests in flight.
+    ``queueLimit`` is PixivFlow's bound on executions waiting in line; here the waiting line is the
+    execution queue itself, so it is accepted and ignored with a warning (config/warnings.py)."""
+
+    maxConcurrency: int = Field(default=1, ge=1, le=MAX_ACCOUNT_CONCURRENCY, strict=True)
+    queueLimit: int | None = None
+
+    @field_validator("maxConcurrency", mode="before")
+    @classmethod
+    def _integer(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"Must be an integer between 1 and {MAX_ACCOUNT_CONCURRENCY}")
+        return value
+
+
+class ResourceGovernanceConfig(_Model):
+    pixivAccounts: dict[str, PixivAccountGovernance] = Field(default_factory=dict)
+
+    def account(self, account_id: str) -> PixivAccountGovernance:
+        """The account's settings; an account not listed gets PixivFlow's default (maxConcurrency 1)."""
+        return self.pixivAccounts.get(account_id) or PixivAccountGovernance()
+
+
 class SchedulerRuntimeConfig(_Model):
     mode: Literal["internal", "external"] = "external"
+    resourceGovernance: ResourceGovernanceConfig = Field(default_factory=ResourceGovernanceConfig)
     # Malformed budgets never reach here: ``_soften`` warns and drops them (spec §1.1, §7.2).
     queuedTimeoutMs: float | int | None = None
     stallTimeoutMs: float | int | None = None

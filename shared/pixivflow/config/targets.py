@@ -93,6 +93,9 @@ class TargetConfig(_Model):
     endDate: str | None = None
     minBookmarks: int | None = Field(default=None, ge=0)
     excludeAI: bool = False
+    # Pixiv's own search window (issue 24: sent as the search's ``duration``; a server-side hint,
+    # the date rules stay startDate/endDate's).
+    duration: Literal["within_last_day", "within_last_week", "within_last_month"] | None = None
     aiMetadataCheck: bool = False
     r18: bool = False
     maxPageCount: int | None = Field(default=None, ge=0)
@@ -190,7 +193,7 @@ class TargetConfig(_Model):
         return Criteria(
             work_type=self.type, mode=self.mode, tag=self.tag, tag_relation=self.tagRelation,
             sort=self.sort, search_target=self.searchTarget, start_date=self.startDate, end_date=self.endDate,
-            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, r18=self.r18,
+            min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, r18=self.r18, duration=self.duration,
             max_page_count=self.maxPageCount or None, ranking_mode=ranking_mode, ranking_date=self.rankingDate,
             filter_tag=self.filterTag if self.mode == "ranking" else None, topic=self.topic, topic_date=self.date,
             user_id=None if self.userId is None else str(self.userId), pinned_id=self.pinned_id,

@@ -93,6 +93,12 @@ def _soften(data: dict) -> tuple[dict, list[str]]:
 def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
     """Valid values that can never select anything: worth a warning, not a refusal."""
     warnings: list[str] = []
+    for account, governance in config.schedulerRuntime.resourceGovernance.pixivAccounts.items():
+        if governance.queueLimit is not None:
+            # PixivFlow bounds the executions waiting for a permit; here they wait in the
+            # execution queue, re-queued for the holder's lease end (issue 24).
+            warnings.append(f"schedulerRuntime.resourceGovernance.pixivAccounts.{account}.queueLimit: not supported by "
+                            "this deployment (waiting cells stay in the execution queue); ignored")
     for i, target in enumerate(config.targets):
         if target.startDate and target.endDate and target.startDate > target.endDate:
             warnings.append(f"targets[{i}].startDate: {target.startDate} is after endDate {target.endDate}; "

@@ -6,9 +6,11 @@ before every send, against the address the request will actually connect to, so 
 later resolves somewhere else (DNS rebinding) cannot reach inside the network:
 
 * HTTPS only, no user-info, a host name;
-* every address the host resolves to must be globally routable: loopback, private, link-local,
-  CGNAT (100.64/10), unique-local, multicast, reserved, unspecified and cloud metadata
-  addresses are refused (IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry);
+* every address the host resolves to must be globally routable by the explicit tables of
+  ``domain/network.py`` (never the interpreter's ``is_*`` tables, issue 21 item 8): loopback,
+  private, link-local, CGNAT, site-local, unique-local, multicast, documentation, benchmarking,
+  reserved, unspecified and cloud metadata addresses are refused, and an IPv6 address that carries
+  an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is judged by what it carries;
 * a host listed in ``jobs.callbackAllowHosts`` is exempt from both rules (local development).
 
 Signing follows Standard Webhooks: ``webhook-signature: v1,<base64 HMAC-SHA256 of
@@ -26,16 +28,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 from urllib.parse import SplitResult, quote, urlsplit
 
+from .network import address_refusal
+
 Resolver = Callable[[str, int], Sequence[str]]  # (host, port) -> IP address strings
-
-METADATA_ADDRESSES = frozenset({
-    ipaddress.ip_address("169.254.169.254"),  # AWS / GCP / Azure instance metadata
-    ipaddress.ip_address("169.254.170.2"),  # ECS task metadata
-    ipaddress.ip_address("fd00:ec2::254"),  # AWS IMDS over IPv6
-    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud metadata
-})
-CGNAT = ipaddress.ip_network("100.64.0.0/10")
-
 
 class CallbackRefused(Exception):
     """The URL may not be called. ``reason`` is a short code for ``detail.reason`` and logs."""
@@ -71,29 +66,6 @@ class VettedUrl:
     def connect_url(self) -> str:
         addr = f"[{self.address}]" if ":" in self.address else self.address
         return f"{self.scheme}://{addr}:{self.port}{self.target}"
-
-
-def address_refusal(address: str) -> str | None:
-    """Why an address may not be called, or None when it is globally routable."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return "invalid_address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip in METADATA_ADDRESSES:
-        return "metadata_address"
-    if ip.is_loopback:
-        return "loopback_address"
-    if ip.is_link_local:
-        return "link_local_address"
-    if isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT:
-        return "cgnat_address"
-    if ip.is_multicast or ip.is_unspecified or ip.is_reserved:
-        return "reserved_address"
-    if ip.is_private or not ip.is_global:
-        return "private_address"
-    return None
 
 
 def _split(url: str) -> SplitResult:

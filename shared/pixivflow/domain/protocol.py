@@ -190,7 +190,11 @@ EVENT_TYPE_FOR_KIND: Mapping[str, str] = {
 TERMINAL_EVENT_KINDS = frozenset(TERMINAL_KINDS.values())
 # Kinds that exist at most once per job; job.progressed may repeat (each with its own seq).
 ONCE_KINDS = frozenset({REQUESTED, STARTED} | set(TERMINAL_EVENT_KINDS))
-_EVENT_ID = re.compile(r"^evt-(\d+)-(\d+)$")
+# A bounded grammar (issue 21 item 2): an epoch-ms timestamp of at most 13 digits and a row id of at
+# most 12, ASCII digits only, nothing trailing (``fullmatch``: ``$`` would let a final "\n" through).
+# Anything else is "not one of ours" -- the no-op of spec §12.5 -- and never reaches ``int()``'s
+# 4,300-digit limit.
+_EVENT_ID = re.compile(r"evt-([0-9]{1,13})-([0-9]{1,12})")
 
 
 def is_projected(kind: str) -> bool:
@@ -205,7 +209,7 @@ def parse_event_id(value: Any) -> tuple[int, int] | None:
     """``(ts, seq)`` of an ``evt-<ts>-<seq>`` id; None when it is not one of ours."""
     if not isinstance(value, str):
         return None
-    match = _EVENT_ID.match(value)
+    match = _EVENT_ID.fullmatch(value)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 

@@ -138,6 +138,7 @@ class Criteria:
     end_date: str | None = None
     min_bookmarks: int | None = None
     exclude_ai: bool = False
+    duration: str | None = None  # Pixiv's search window hint (within_last_day|week|month)
     r18: bool = False
     max_page_count: int | None = None  # 0 or None: no cap
     ranking_mode: str = "day"
@@ -176,6 +177,7 @@ class Query:
     end_date: str | None = None
     exclude_ai: bool = False
     user_id: str | None = None
+    duration: str | None = None
     include_r18: bool = False
 
     def fields(self) -> dict[str, Any]:
@@ -205,7 +207,7 @@ def plan_selection(c: Criteria, *, occurrence_date: str | None, seed: str = "") 
     walk_order, order = c.sort, c.sort
     limit = max(1, int(c.limit or 1))
     base = dict(work_type=c.work_type, sort=c.sort, search_target=c.search_target,
-                exclude_ai=c.exclude_ai)
+                exclude_ai=c.exclude_ai, duration=c.duration)
     if c.user_id:
         # A user's works come newest first (Pixiv's /v1/user/illusts and /v1/user/novels).
         queries = (Query(mode="user", user_id=c.user_id, **base),)

@@ -7,15 +7,17 @@ from typing import Any
 from ._sqs import process
 
 
-def _execute(body: str) -> None:
+def _execute(body: str, context: Any = None) -> None:
     from .. import runtime
     from ..services.execution import execute_cell
     from ..services.messages import ExecutionMessage
 
     message = ExecutionMessage.model_validate_json(body)  # an unparsable body is a batchItemFailure
-    execute_cell(runtime.get().engine, message.slotId, message.targetId)
+    # Issue 24: the invocation's time left, read from the Lambda context, guards each file download.
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    execute_cell(runtime.get().engine, message.slotId, message.targetId, time_left=remaining)
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Infrastructure errors and unparsable bodies become batchItemFailures; outcomes never do."""
-    return process(event, context, _execute)
+    return process(event, context, lambda body: _execute(body, context))

@@ -16,11 +16,8 @@ import base64
 import binascii
 import json
 import math
-import re
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator
-from pydantic_core import PydanticCustomError
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_DEPTH = 64
@@ -32,9 +29,7 @@ NOT_JSON = "JSON decode error"
 NOT_AN_OBJECT = "Input should be a valid dictionary or object to extract fields from"
 BAD_TEXT = "must not contain control characters or unpaired surrogates"
 
-# C0/C1 controls and DEL, and lone UTF-16 surrogates (which no UTF-8 encoder accepts: the
-# ledger write would fail long after the request was admitted).
-_FORBIDDEN_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# What a string may hold is the one text rule's (http/text.py), which the shell applies.
 
 
 class BodyProblem(Exception):
@@ -151,22 +146,6 @@ def too_deep() -> BodyProblem:
     return BodyProblem(400, "body_too_deep", f"body: nested deeper than {MAX_DEPTH} levels")
 
 
-def text_is_clean(value: str) -> bool:
-    """No control character and no lone surrogate (fields that are stored or forwarded)."""
-    return _FORBIDDEN_TEXT.search(value) is None
-
-
-def _clean_text(value: str) -> str:
-    if not text_is_clean(value):
-        raise PydanticCustomError("invalid_text", BAD_TEXT)
-    return value
-
-
-# A string field that is stored or forwarded: refused (400 naming the field) rather than
-# failing at the ledger write. Pydantic answers ``<field>: must not contain ...``.
-SafeText = Annotated[str, AfterValidator(_clean_text)]
-
-
 __all__ = [
     "BAD_TEXT",
     "BodyProblem",
@@ -175,10 +154,8 @@ __all__ = [
     "MAX_INT_DIGITS",
     "NOT_AN_OBJECT",
     "NOT_JSON",
-    "SafeText",
     "decode_text",
     "is_json_media_type",
     "parse_json",
-    "text_is_clean",
     "unsupported_media_type",
 ]

@@ -19,6 +19,7 @@ from ..domain.protocol import ProtocolError
 from . import jobs_routes
 from .auth import JOBS
 from .shell import PROTOCOL, BodySpec, HttpShell, Rejection, Request
+from .text import ID, TEXT
 
 HEARTBEAT_INTERVAL_MS = jobs_routes.HEARTBEAT_INTERVAL_MS
 JOB_ID = {"jobId": "^\\S+$"}  # a slot id (spec §12.4), percent-encoded where it carries URL characters
@@ -42,8 +43,15 @@ def _answer(req: Request, handler: Callable[..., jobs_routes.RouteResult], *args
     return req.finish(result.status, result.body, result.event, **result.fields)
 
 
-def _query() -> dict[str, Any]:
-    return dict(app.current_event.query_string_parameters or {})
+# The text rule's per-field choices (http/text.py): values that become (part of) a ledger key, or
+# are compared with one, are IDs (1,024 bytes); the rest of a Task is TEXT. Spec §12.3's own
+# length caps (200 chars for a key, 100 for a tag) are the Task parser's, after this.
+TASK_TEXT = {"idempotency_key": ID, "correlation_id": ID, "callback_url": TEXT, "params.target_id": ID,
+             "params.source.account": ID, "params.query.tags[]": ID, "params.constraints.exclude[].id": ID}
+# ``after`` / ``ack_through`` never reach a key: TEXT, so an over-long id that is still text is the
+# grammar's to judge (not ours: a no-op, spec §12.5) rather than a length refusal.
+EVENTS_QUERY = {"after": (TEXT, "an event id: page events strictly after it (unknown ids read the whole stream)"),
+                "unacked": (ID, "1/true: start after the durable ack cursor (ignores after); 0/false/empty: off")}
 
 
 JOB = {"type": "object", "required": ["job"], "properties": {"job": {"$ref": "#/components/schemas/Job"}}}
@@ -55,7 +63,7 @@ def capabilities(req: Request) -> Response:
     return _answer(req, jobs_routes.capabilities)
 
 
-@shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="Task"), stage="admission",
+@shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="CandidateSearchTask"), stage="admission", text=TASK_TEXT,
              summary="Submit a Task (spec §12.3)",
              ok={202: ("admitted: {\"job\": Job}", JOB), 200: ("replayed: {\"job\": Job}", JOB)},
              errors={400: "invalid_params / unsupported_protocol_version", 409: "idempotency_conflict / ambiguous_target"})
@@ -64,9 +72,10 @@ def create_job(req: Request) -> Response:
 
 
 @shell.route("GET", "/jobs", token=JOBS, stage="lookup", summary="Find a job by idempotency key",
+             query={"idempotency_key": (ID, "the Task's idempotency key, exactly as sent (required)")},
              ok={200: ("0 or 1 job for idempotency_key", "JobPage")}, errors={400: "idempotency_key is required"})
 def list_jobs(req: Request) -> Response:
-    return _answer(req, jobs_routes.list_jobs, _query())
+    return _answer(req, jobs_routes.list_jobs, req.query)
 
 
 @shell.route("GET", "/jobs/<jobId>", token=JOBS, stage="lookup", params=JOB_ID, summary="One job",
@@ -83,14 +92,15 @@ def cancel_job(req: Request, jobId: str) -> Response:
 
 
 @shell.route("GET", "/jobs/<jobId>/events", token=JOBS, stage="events", params=JOB_ID, summary="Page a job's events",
+             query=EVENTS_QUERY,
              ok={200: ("events after the cursor (spec §12.5)", "EventPage")},
              errors={400: "a bad after or unacked", 404: "unknown job"})
 def job_events(req: Request, jobId: str) -> Response:
-    return _answer(req, jobs_routes.job_events_page, jobId, _query())
+    return _answer(req, jobs_routes.job_events_page, jobId, req.query)
 
 
 @shell.route("POST", "/jobs/<jobId>/events/ack", token=JOBS, body=BodySpec(optional=False, schema="AckRequest"),
-             stage="ack", params=JOB_ID, summary="Acknowledge events through an id",
+             stage="ack", params=JOB_ID, summary="Acknowledge events through an id", text={"ack_through": TEXT},
              ok={200: ("the durable cursor", "AckResult")}, errors={400: "ack_through is required", 404: "unknown job"})
 def ack_events(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.ack_job_events, jobId, req.body)

@@ -9,9 +9,11 @@ line (event name + fields). Refusals raise the domain's :class:`ProtocolError`; 
 
 from __future__ import annotations
 
+# Path parameters arrive percent-decoded and text-checked (http/shell.py, http/text.py): a job id
+# carries a consumer key, which the URL holds percent-encoded (see protocol.events_url).
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import unquote
 
 from ..services import job_events, jobs
 from ..services.engine import Engine
@@ -26,11 +28,6 @@ class RouteResult:
     body: Any
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
-
-
-def path_id(value: str) -> str:
-    # A job id carries a consumer key: the URL holds it percent-encoded (see protocol.events_url).
-    return unquote(value)
 
 
 # -- routes -----------------------------------------------------------------------------------
@@ -73,28 +70,28 @@ def list_jobs(engine: Engine, query: Mapping[str, Any] | None) -> RouteResult:
 
 
 def get_job(engine: Engine, job_id: str) -> RouteResult:
-    job = jobs.get_job(engine, path_id(job_id))
+    job = jobs.get_job(engine, job_id)
     return RouteResult(200, job, "schedule.job_status", {"job_id": job["job_id"], "job_status": job["status"]})
 
 
 def cancel_job(engine: Engine, job_id: str) -> RouteResult:
-    done = jobs.cancel(engine, path_id(job_id))
+    done = jobs.cancel(engine, job_id)
     return RouteResult(200, done.job, "schedule.job_cancelled", {
         "job_id": done.job["job_id"], "job_status": done.job["status"], "cells_cancelled": done.cells_cancelled,
         "rows_cancelled": done.rows_cancelled})
 
 
 def job_events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) -> RouteResult:
-    page = job_events.events_page(engine, path_id(job_id), query)
+    page = job_events.events_page(engine, job_id, query)
     return RouteResult(200, page, "schedule.job_events", {"job_id": page["job_id"], "count": len(page["events"]),
                                                           "unacked": page["unacked"]})
 
 
 def ack_job_events(engine: Engine, job_id: str, body: Any) -> RouteResult:
-    result = job_events.ack(engine, path_id(job_id), body)
+    result = job_events.ack(engine, job_id, body)
     return RouteResult(200, result, "schedule.job_events_acked", {"job_id": result["job_id"], "acked": result["acked"],
                                                                   "unacked": result["unacked"]})
 
 
 __all__ = ["FEATURES", "RouteResult", "ack_job_events", "cancel_job", "capabilities", "create_job", "get_job",
-           "job_events_page", "list_jobs", "path_id"]
+           "job_events_page", "list_jobs"]

@@ -90,6 +90,35 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
             "properties": {k: {"type": "integer", "minimum": 0} for k in ("processed", "done", "retried", "dead")},
         }},
     },
+    # POST /jobs as this producer admits it (spec §12.3): the published Task, narrowed to its one
+    # job type, with the required fields and caps, so an outside fuzzer can draw valid requests
+    # (issue 21 item 12). Strings carry no control characters or lone surrogates (http/text.py).
+    "CandidateSearchTask": {
+        "title": "CandidateSearchTask",
+        "allOf": [{"$ref": "#/components/schemas/Task"}],
+        "type": "object",
+        "required": ["protocol_version", "job_type", "idempotency_key", "params"],
+        "properties": {
+            "protocol_version": {"const": "1"},
+            "job_type": {"const": "candidate_search"},
+            "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "\\S"},
+            "correlation_id": {"type": ["string", "null"], "maxLength": 200},
+            "callback_url": {"type": ["string", "null"], "maxLength": 2000,
+                             "description": "https; its host must resolve to public addresses (spec §10.9)"},
+            "deadline_ms": {"type": ["integer", "null"], "minimum": 1000},
+            "params": {
+                "allOf": [{"$ref": "#/components/schemas/CandidateSearchParams"}],
+                "type": "object",
+                "required": ["query"],
+                "properties": {
+                    "query": {"type": "object", "required": ["tags"], "properties": {
+                        "tags": {"type": "array", "minItems": 1, "maxItems": 20,
+                                 "items": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "\\S"}},
+                        "expand": {"type": "boolean"}}},
+                },
+            },
+        },
+    },
     "RefetchRequest": {
         "type": "object",
         "title": "RefetchRequest",

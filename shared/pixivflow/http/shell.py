@@ -9,12 +9,17 @@
    auth, so a refused clock still leaves a trace (spec §11.3).
 3. **Auth** (spec §11.1): fail closed (503 when no token is configured), else 401; on every
    surface with the legacy ``{"status":"error","error":…}`` body.
-4. **Precheck**: a route's own resource check that answers before body rules (the run route's
+4. **Parameters**: path parameters (percent-decoded once, here: handlers get the decoded value)
+   and the query parameters the route declares (``req.query``; no others are handed on) pass the
+   one text rule (``text.py``; issue 21): no lone surrogate, no C0/C1 control, a byte cap (ids
+   1,024 bytes, inside DynamoDB's key limits). A failure is 400 naming the parameter.
+5. **Precheck**: a route's own resource check that answers before body rules (the run route's
    unknown schedule is a 404 whatever the body says).
-5. **Body** (``BodySpec``): Content-Type, size, depth, integer size, JSON shape, then the route's
-   model or hand check (``bodies.py``). Nothing of the body is read before step 3 passed, so an
+6. **Body** (``BodySpec``): Content-Type, size, depth, integer size, JSON shape, the text rule on
+   every string at any depth (``text=`` declares per-field rules beside the route), then the
+   route's model or hand check (``bodies.py``). Nothing of the body is read before step 3 passed, so an
    unauthenticated caller learns nothing about body rules and costs no parsing.
-6. **Handler**: ``handler(req, **path_params)`` returns ``req.finish(...)``.
+7. **Handler**: ``handler(req, **path_params)`` returns ``req.finish(...)``.
 
 Whatever a step raises is mapped in ONE place (the resolver's ``exception_handler``):
 ``Rejection``, ``BodyProblem`` and the domain's ``StatusError`` answer their status in the
@@ -48,9 +53,10 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Mapping
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ValidationError
 
 from .. import runtime
@@ -60,6 +66,7 @@ from ..observability import logger
 from .auth import check_bearer
 from .bodies import NOT_AN_OBJECT, BodyProblem, decode_text, is_json_media_type, parse_json, unsupported_media_type
 from .common import RequestClock, attempt_id, header, json_response, provider
+from .text import ID, TextRule, TextRules
 
 _SPEC_ATTR = "__pixivflow_route__"
 _REQUEST_KEY = "pixivflow_request"
@@ -168,6 +175,12 @@ class RouteSpec:
     params: Mapping[str, str] = field(default_factory=dict)  # path parameter -> documented pattern
     regex: re.Pattern[str] | None = None
     in_schema: bool = True  # False: a page, not an API operation (the /ui routes): left out of OpenAPI
+    # The text rule (http/text.py), declared beside the route: body fields by dotted path, the
+    # query parameters the route reads (the only ones it is handed), its path parameters.
+    text: TextRules = field(default_factory=lambda: TextRules({}))
+    query: Mapping[str, TextRule] = field(default_factory=dict)
+    path_rules: Mapping[str, TextRule] = field(default_factory=dict)
+    query_docs: Mapping[str, str] = field(default_factory=dict)
 
 
 # -- one request ---------------------------------------------------------------------------------
@@ -206,6 +219,7 @@ class Request:
             if value:  # omitted when absent, never synthesised (spec §11.2)
                 self.fields[key] = value
         self.body: Any = None
+        self.query: dict[str, str] = {}  # the route's declared query parameters, text-checked
         self.done = False
 
     def annotate(self, **fields: Any) -> None:
@@ -267,6 +281,12 @@ class Request:
                            level="warning", reason=failure.reason)
 
 
+def _enforce(rule: TextRule, value: str, name: str) -> None:
+    problem = rule.problem(value, name)
+    if problem is not None:
+        raise problem
+
+
 def log_detail(message: str, event: str, **fields: Any) -> None:
     """The stack trace of a 500 on its own line (no http_status: it is not an outcome line)."""
     try:
@@ -310,7 +330,13 @@ class HttpShell:
               refusal_fields: Mapping[str, Any] | None = None, failure: Failure | None = None, stage: str = "handler",
               params: Mapping[str, str] | None = None, summary: str | None = None,
               ok: Mapping[int, tuple[str, str]] | None = None, errors: Mapping[int, str] | None = None,
-              in_schema: bool = True) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+              in_schema: bool = True, text: Mapping[str, TextRule] | None = None,
+              query: Mapping[str, tuple[TextRule, str]] | None = None,
+              path_rules: Mapping[str, TextRule] | None = None,
+              ) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+        """Register a route. ``text``: body fields' rules by dotted path (default ``TEXT``);
+        ``query``: the query parameters the route reads, ``name -> (rule, description)``;
+        ``path_rules``: path parameters' rules (default ``ID``: they name ledger keys)."""
         surface = surface or self.surface
 
         def register(handler: Callable[..., Response]) -> Callable[..., Response]:
@@ -319,7 +345,9 @@ class HttpShell:
                              refusal_fields=dict(refusal_fields or {}),
                              failure=failure or (PROTOCOL_FAILURE if surface.protocol else Failure()),
                              stage=stage, params=dict(params or {}),
-                             regex=APIGatewayHttpResolver._compile_regex(rule), in_schema=in_schema)
+                             regex=APIGatewayHttpResolver._compile_regex(rule), in_schema=in_schema,
+                             text=TextRules(dict(text or {})), query={k: r for k, (r, _) in (query or {}).items()},
+                             path_rules=dict(path_rules or {}), query_docs={k: d for k, (_, d) in (query or {}).items()})
             self.routes.append(spec)
             self.app.route(rule, spec.method, summary=summary, security=SECURITY.get(token) if token else None,
                            responses=self._responses(spec, ok or {}, errors or {}),
@@ -343,6 +371,9 @@ class HttpShell:
         parameters = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                         annotation=Annotated[str, Path(pattern=spec.params[name])] if name in spec.params
                                         else Annotated[str, Path()]) for name in names]
+        parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                         annotation=Annotated[str | None, Query(description=text)])
+                       for name, text in spec.query_docs.items()]
         if spec.body is not None and spec.body.model is not None:
             parameters.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
                                                 annotation=Annotated[spec.body.model | None if spec.body.optional
@@ -390,7 +421,8 @@ class HttpShell:
         app.append_context(**{_REQUEST_KEY: req})
         if spec is None:
             return self._unrouted(req)
-        params: dict[str, Any] = app.context.get("_route_args") or {}
+        params: dict[str, Any] = {name: unquote(value) if isinstance(value, str) else value
+                                  for name, value in (app.context.get("_route_args") or {}).items()}
         req.annotate(**{_snake(k): v[:_MAX_LOGGED_PARAM] if isinstance(v, str) else v for k, v in params.items()})
         if spec.received:
             req.log("info", "schedule.trigger_received")
@@ -398,12 +430,14 @@ class HttpShell:
             denied = req.authorise(spec.token)
             if denied is not None:
                 return denied
+        self._check_parameters(app, spec, req, params)
         if spec.precheck is not None:
             refused = spec.precheck(req, **params)
             if refused is not None:
                 return refused
         if spec.body is not None:
-            req.body = self._read_body(app, spec.body)
+            req.body = self._read_body(app, spec)
+        app.append_context(_route_args=params)  # the handler gets the decoded, checked values
         response = next_middleware(app)
         if not req.done:  # a handler answered without finish(): still exactly one outcome line
             req.finish(response.status_code, None, "http.response")
@@ -417,7 +451,23 @@ class HttpShell:
         return req.refuse(405, "method not allowed", detail={"reason": "method_not_allowed", "allow": allowed},
                           stage="route", event="http.method_not_allowed", headers={"Allow": ", ".join(allowed)})
 
-    def _read_body(self, app: APIGatewayHttpResolver, spec: BodySpec) -> Any:
+    @staticmethod
+    def _check_parameters(app: APIGatewayHttpResolver, spec: RouteSpec, req: Request, params: dict[str, Any]) -> None:
+        """The text rule on the path parameters (percent-decoded: the value the ledger sees) and on
+        the query parameters the route reads; undeclared query parameters are never handed on."""
+        for name, value in params.items():
+            if isinstance(value, str):
+                _enforce(spec.path_rules.get(name, ID), value, name)
+        raw = app.current_event.query_string_parameters or {}
+        for name, rule in spec.query.items():
+            value = raw.get(name)
+            if isinstance(value, str):
+                _enforce(rule, value, name)
+                req.query[name] = value
+
+    def _read_body(self, app: APIGatewayHttpResolver, route: RouteSpec) -> Any:
+        spec = route.body
+        assert spec is not None
         event = app.current_event
         raw = event.get("body")
         data: Any = None
@@ -439,6 +489,7 @@ class HttpShell:
             return None
         elif not isinstance(data, dict):
             raise BodyProblem(400, "not_an_object", f"body: {NOT_AN_OBJECT}")
+        route.text.check_document(data)  # the one text rule, before any model or check reads a field
         if spec.model is not None:
             try:
                 data = spec.model.model_validate(data)

@@ -29,7 +29,7 @@ from ..services.admission import ACCEPTED, ALREADY_COMPLETED, ALREADY_RUNNING, R
 from ..services.delivery import drain
 from ..services.trigger import run_now
 from .auth import JOBS, TRIGGER
-from .bodies import BAD_TEXT, SafeText, text_is_clean
+from .text import ID, TextRule
 from .schemas import SCHEDULE_ID_PATTERN, TARGET_ID_PATTERN, UUID_PATTERN, ref
 from . import ui
 from .shell import LEGACY, BodySpec, Failure, HttpShell, Rejection, Request, describe_validation_error
@@ -63,8 +63,8 @@ class RunBody(BaseModel):
     """Optional body of the run route. ``label`` becomes the slot name (first 80 chars)."""
 
     model_config = ConfigDict(extra="allow")
-    label: SafeText | None = Field(default=None, description="Human label for the slot (trimmed, first 80 chars); "
-                                                             "no control characters")
+    label: str | None = Field(default=None, description="Human label for the slot (trimmed, first 80 chars); "
+                                                       "no control characters")
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,6 @@ def refetch_body(data: dict[str, Any]) -> RefetchBody:
     correlation_id = data.get("correlationId")
     if correlation_id is not None and (not isinstance(correlation_id, str) or len(correlation_id) > manual.MAX_CORRELATION_ID):
         raise Rejection(400, "correlationId must be a string of at most 200 chars", request_id=request_id)
-    if correlation_id is not None and not text_is_clean(correlation_id):
-        raise Rejection(400, f"correlationId {BAD_TEXT}", request_id=request_id)
     return RefetchBody(request_id, correlation_id)
 
 
@@ -179,10 +177,13 @@ def drain_outbox(req: Request) -> Response:
 # -- manual refetch ----------------------------------------------------------------------
 
 _REFETCH = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
+# The text rule (http/text.py): a requestId that breaks it is answered with the spec's own words.
+REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID")
 
 
 @shell.route("POST", "/internal/targets/<targetId>/refetch", **_REFETCH,
              body=BodySpec(check=refetch_body, optional=False, lenient=True, schema="RefetchRequest"),
+             text={"requestId": REQUEST_ID, "correlationId": ID},
              params={"targetId": TARGET_ID_PATTERN},
              failure=Failure("refetch admission failed", "schedule.refetch_error", "schedule.refetch_error_detail"),
              summary="Refetch one target into its own manual slot",
@@ -202,7 +203,7 @@ def refetch(req: Request, targetId: str) -> Response:
 
 
 @shell.route("GET", "/internal/targets/<targetId>/refetch/<requestId>", **_REFETCH,
-             params={"targetId": TARGET_ID_PATTERN, "requestId": UUID_PATTERN},
+             params={"targetId": TARGET_ID_PATTERN, "requestId": UUID_PATTERN}, path_rules={"requestId": REQUEST_ID},
              failure=Failure("refetch status failed", "schedule.refetch_error", "schedule.refetch_error_detail"),
              summary="Status of a manual refetch (JobStatusProjection)",
              ok={200: ("JobStatusProjection (spec §12.6)", "JobStatusProjection")},

@@ -1,9 +1,12 @@
 """The read-only operator page ``/ui`` (issue 12), on the trigger function's shell.
 
 A browser cannot send a bearer header when it navigates, so the page takes the trigger token once,
-through a login form POST, and answers a session cookie: an HMAC-signed expiry (8 h), HttpOnly,
-Secure, SameSite=Strict. The cookie never holds the token: its signing key is an HMAC of the token
-(rotating the token ends every session), and only ``v1.<expiry>.<signature>`` travels. Pages are
+through a login form POST, and answers a session cookie, HttpOnly, Secure, SameSite=Strict:
+``v2.<epoch>.<expiry>.<signature>``, an HMAC over the session epoch and an expiry (8 h). The cookie
+never holds the token: its signing key is an HMAC of the token, so rotating the token ends every
+session. The epoch is server-side (one ledger item, issue 21 item 10): a cookie works only while
+the epoch it names is current, and logout advances it (conditionally), so a logged-out -- or
+stolen -- cookie gets the login page from then on, on every browser of the operator. Pages are
 rendered on the server from the operator read model (``services.inspection``) with no script and
 no external asset (one inline stylesheet allowed by its hash in the Content-Security-Policy).
 
@@ -28,7 +31,7 @@ import hmac
 import html
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import parse_qs, quote, unquote
+from urllib.parse import parse_qs, quote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
@@ -87,28 +90,44 @@ def _session_key(token: str) -> bytes:
     return hmac.new(token.encode("utf-8", "surrogatepass"), _KEY_CONTEXT, hashlib.sha256).digest()
 
 
-def _signature(token: str, expiry_s: int) -> str:
-    mac = hmac.new(_session_key(token), f"v1.{expiry_s}".encode("ascii"), hashlib.sha256).digest()
+def _signature(token: str, epoch: int, expiry_s: int) -> str:
+    mac = hmac.new(_session_key(token), f"v2.{epoch}.{expiry_s}".encode("ascii"), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
 
 
-def issue_session(token: str, now_ms: int) -> str:
-    """``v1.<expiry epoch s>.<base64url HMAC>``: what the cookie carries (never the token)."""
+def issue_session(token: str, epoch: int, now_ms: int) -> str:
+    """``v2.<epoch>.<expiry epoch s>.<base64url HMAC>``: what the cookie carries (never the token)."""
     expiry = (now_ms + SESSION_MS) // 1000
-    return f"v1.{expiry}.{_signature(token, expiry)}"
+    return f"v2.{epoch}.{expiry}.{_signature(token, epoch, expiry)}"
 
 
-def session_valid(value: str | None, token: str, now_ms: int) -> bool:
+def session_epoch(value: str | None, token: str, now_ms: int) -> int | None:
+    """The epoch a cookie value was issued under, when it is ours, signed under ``token`` and
+    unexpired; else None. Whether that epoch is still current is the caller's ledger read."""
     if not isinstance(value, str) or len(value) > 200:
-        return False
-    version, _, rest = value.partition(".")
-    expiry_text, _, signature = rest.partition(".")
-    if version != "v1" or not expiry_text.isdigit() or len(expiry_text) > 12:
-        return False
-    expiry = int(expiry_text)
+        return None
+    parts = value.split(".")
+    if len(parts) != 4 or parts[0] != "v2":
+        return None
+    _, epoch_text, expiry_text, signature = parts
+    if not (epoch_text.isascii() and epoch_text.isdigit() and len(epoch_text) <= 12
+            and expiry_text.isascii() and expiry_text.isdigit() and len(expiry_text) <= 12):
+        return None
+    epoch, expiry = int(epoch_text), int(expiry_text)
     if expiry * 1000 <= now_ms:
-        return False
-    return hmac.compare_digest(signature.encode("ascii", "replace"), _signature(token, expiry).encode("ascii"))
+        return None
+    if not hmac.compare_digest(signature.encode("ascii", "replace"), _signature(token, epoch, expiry).encode("ascii")):
+        return None
+    return epoch
+
+
+def live_session(event: Any, token: str, now_ms: int) -> int | None:
+    """The epoch of the request's live session (a valid cookie naming the CURRENT epoch), or None."""
+    epochs = {e for e in (session_epoch(v, token, now_ms) for v in _cookie_values(event)) if e is not None}
+    if not epochs:
+        return None  # no ledger read for a request without a well-signed cookie
+    current = runtime.get().engine.ledger.ui_session_epoch()
+    return current if current in epochs else None
 
 
 def _cookie_values(event: Any) -> list[str]:
@@ -317,8 +336,7 @@ def _guard(req: Request, event: Any) -> Response | None:
     if not token:
         return req.respond(html_response(503, page("Unavailable", f"<p>{e(DISABLED)}</p>", nav=False)),
                            "ui.disabled", reason="token_not_configured")
-    now = runtime.get().engine.now()
-    if any(session_valid(v, token, now) for v in _cookie_values(event)):
+    if live_session(event, token, runtime.get().engine.now()) is not None:
         return None
     return req.respond(redirect("/ui/login"), "ui.login_required", level="info")
 
@@ -347,8 +365,12 @@ def register(shell: HttpShell) -> None:
     from . import ui_actions, ui_pages  # render with this module's helpers, so imported once both exist
 
     def _session_value(event: Any) -> str | None:
+        """The cookie value of the request's live session (what its CSRF token is derived from)."""
         token, now = _token(), runtime.get().engine.now()
-        return next((v for v in _cookie_values(event) if token and session_valid(v, token, now)), None)
+        current = live_session(event, token, now) if token else None
+        if current is None:
+            return None
+        return next((v for v in _cookie_values(event) if session_epoch(v, token, now) == current), None)
 
     def _csrf(event: Any) -> str | None:
         session, token = _session_value(event), _token()
@@ -385,12 +407,18 @@ def register(shell: HttpShell) -> None:
         if check_bearer({"authorization": f"Bearer {presented}"}, token) is not None:
             return req.respond(html_response(401, login_page("That is not the trigger token.")), "ui.login_refused",
                                reason="bad_token")
-        session = issue_session(token, runtime.get().engine.now())
+        engine = runtime.get().engine
+        session = issue_session(token, engine.ledger.ui_session_epoch(), engine.now())
         return req.respond(redirect("/ui", cookies=[_cookie(session, SESSION_MS // 1000)]), "ui.login")
 
     @route("POST", "/ui/logout")
     def ui_logout(req: Request) -> Response:
-        return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout")
+        """Ends the session server-side: the epoch its cookie named is over for every cookie."""
+        token = _token()
+        engine = runtime.get().engine
+        epoch = live_session(shell.app.current_event, token, engine.now()) if token else None
+        ended = engine.ledger.end_ui_sessions(epoch, engine.now()) if epoch is not None else None
+        return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout", ended=ended is not None)
 
     @route("GET", "/ui/slots")
     def ui_slots(req: Request) -> Response:
@@ -426,11 +454,13 @@ def register(shell: HttpShell) -> None:
 
     @route("GET", "/ui/jobs/<jobId>")
     def ui_job(req: Request, jobId: str) -> Response:
-        return _one(req, "job", unquote(jobId), inspection.show_job, ui_pages.job)
+        return _one(req, "job", jobId,  # percent-decoded and text-checked by the shell
+                     inspection.show_job, ui_pages.job)
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
-        return _one(req, "slot", unquote(slotId), inspection.show_slot, occurrence)
+        return _one(req, "slot", slotId,  # percent-decoded and text-checked by the shell
+                     inspection.show_slot, occurrence)
 
     def _one(req: Request, noun: str, item_id: str, show, render) -> Response:
         """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
@@ -479,4 +509,4 @@ def register(shell: HttpShell) -> None:
 
 
 
-__all__ = ["COOKIE", "CSS", "HEADERS", "SESSION_MS", "issue_session", "register", "session_valid"]
+__all__ = ["COOKIE", "CSS", "HEADERS", "SESSION_MS", "issue_session", "live_session", "register", "session_epoch"]

@@ -6,9 +6,10 @@ One process plays the whole stack on the loopback interface:
   reach the local table and queues with ``--endpoint-url``; the resources are provisioned from
   template.yaml (``local.provision``);
 * both HTTP functions on one port (``--port``, default 8000) as API Gateway HTTP API (payload 2.0)
-  events: requests are routed by template.yaml's own ``HttpApi`` events, so every route of both
-  surfaces answers what it answers deployed, and a request no route matches gets API Gateway's
-  own ``404 {"message":"Not Found"}``;
+  events: requests are routed by template.yaml's own ``HttpApi`` events (``ANY`` per path), so every
+  route of both surfaces answers what it answers deployed -- a wrong method on a known path the
+  function's 405 + ``Allow``, whatever the method -- and a request no route matches gets API
+  Gateway's own ``404 {"message":"Not Found"}``;
 * ``/docs`` (Swagger UI from Powertools' own bundled assets: no CDN) and ``/openapi.json`` for both
   surfaces, generated from the code (``http.openapi``); ``/ui`` is the trigger function's page;
 * a background thread that plays what AWS would do around the functions: the SQS event source
@@ -237,7 +238,7 @@ class DevServer:
     def __init__(self, config_path: str | os.PathLike[str] | None = None, *, port: int = 8000, speed: float = 1.0,
                  tokens: dict[str, str] | None = None, moto_port: int = 0, demo: bool = False, source: str = "fake-pixiv",
                  clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5, log_activity: bool = False,
-                 state_dir: str | os.PathLike[str] | None = None) -> None:
+                 state_dir: str | os.PathLike[str] | None = None, allow_egress: bool = False) -> None:
         if config_path is None and not demo:
             raise ValueError("a config path (or demo=True) is required")
         self.config_path = str(config_path) if config_path is not None else None
@@ -249,6 +250,8 @@ class DevServer:
         self.clock = clock or ScaledClock(speed)
         self.out = out or sys.stdout
         self.idle_s = idle_s
+        self.allow_egress = allow_egress  # False: the egress guard (local/egress.py) is on while it runs
+        self._guarded = False
         self.tokens, self.generated = self._tokens(tokens)
         self.stats = DevStats()
         self.rt: Any = None
@@ -371,7 +374,8 @@ class DevServer:
 
     def start(self) -> "DevServer":
         """Bind the HTTP port first (a busy port fails before anything else starts), then moto,
-        the provisioned resources and the runtime, then the HTTP and background threads."""
+        the provisioned resources and the runtime, then the HTTP and background threads. Unless
+        ``allow_egress``, the egress guard goes on first: nothing it runs reaches beyond loopback."""
         try:
             # bound now (a busy port fails before anything starts) but not listening: a client that
             # comes during start-up is refused, never accepted and then left hanging (issue 26)
@@ -386,6 +390,11 @@ class DevServer:
                 raise PortInUse(exc.errno, f"{HOST}:{self.requested_port} is already in use") from None
             raise
         self._http.daemon_threads = False  # server_close() joins every request thread
+        if not self.allow_egress and not self._guarded:  # lifted by _teardown, whatever fails below
+            from . import egress
+
+            egress.install()
+            self._guarded = True
         try:
             self._start_backend()
             self._http.server_activate()  # listen: the backend is ready
@@ -485,6 +494,11 @@ class DevServer:
             self._stack = ExitStack()
             self.rt = None
             self._restore_env()
+            if self._guarded:
+                from . import egress
+
+                egress.uninstall()
+                self._guarded = False
 
     def wake(self) -> None:
         """Make the background thread look at the clock, the queues and the schedules now."""
@@ -500,9 +514,12 @@ class DevServer:
         return response
 
     def route(self, method: str, path: str) -> Route | None:
-        for route in self._routes:
-            if route.method == method and route.regex.match(path):
-                return route
+        """The template route API Gateway would pick: an exact method first, then ``ANY`` (the
+        template's choice for every path, so a wrong method reaches the shell's 405)."""
+        for wanted in (method, "ANY"):
+            for route in self._routes:
+                if route.method == wanted and route.regex.match(path):
+                    return route
         return None
 
     # -- the background thread: event source mappings, schedules, the sweep -----------------------
@@ -589,6 +606,14 @@ class DevServer:
 
             def do_HEAD(self) -> None:  # noqa: N802
                 self._handle("HEAD")
+
+            def __getattr__(self, name: str) -> Any:
+                # Any other method (TRACE, CONNECT, an invented one) goes to the route like the
+                # rest -- the function answers 405 + Allow on a known path -- never the stdlib's
+                # 501 HTML page (issue 21 item 4).
+                if name.startswith("do_") and name[3:].isupper():
+                    return lambda: self._handle(name[3:])
+                raise AttributeError(name)
 
             def _handle(self, method: str) -> None:
                 self._began = time.monotonic()
@@ -743,6 +768,8 @@ class DevServer:
             f"  execution / outbox queues  {env['EXECUTION_QUEUE_URL']}",
             f"                             {env['OUTBOX_QUEUE_URL']}",
             f"  clock                      {clock}; schedules fire on it, the sweep runs every minute",
+            "  egress                     " + ("unrestricted (--allow-egress)" if self.allow_egress else
+                                               "loopback only: 127.0.0.0/8 and ::1 (--allow-egress lifts it)"),
         ]
         for kind, var in (("trigger", "TRIGGER_TOKEN"), ("jobs", "JOBS_TOKEN")):
             source = "generated: set " + var + " to choose it" if kind in self.generated else "from " + var
@@ -806,7 +833,8 @@ def write_env_file(server: DevServer, path: Path) -> str:
 
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
             moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
-            env_file: str | os.PathLike[str] | None = None, state_dir: str | os.PathLike[str] | None = None) -> int:
+            env_file: str | os.PathLike[str] | None = None, state_dir: str | os.PathLike[str] | None = None,
+            allow_egress: bool = False) -> int:
     """`pixivflow dev`: start, print the URLs, serve until Ctrl-C (SIGINT) or SIGTERM, stop cleanly."""
     out = out or sys.stdout
     if demo and config:
@@ -824,7 +852,7 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
 
         load_config(config)  # a bad config is named field by field before anything starts (a ConfigError)
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
-                       out=out, log_activity=True, state_dir=state_dir)
+                       out=out, log_activity=True, state_dir=state_dir, allow_egress=allow_egress)
     try:
         server.start()
     except PortInUse as exc:

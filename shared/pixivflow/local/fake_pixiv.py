@@ -344,6 +344,121 @@ class FakeRequest:
         return "image" if not (self.path.startswith("/v") or self.path.startswith("/webview")) else "api"
 
 
+class InFlight:
+    """How many requests the fake is answering at once, and the most it ever did (issue 24: an
+    account's requests in flight). ``latency_s`` holds each answer that long, standing in for
+    Pixiv's own response time so that overlapping requests actually overlap."""
+
+    def __init__(self) -> None:
+        self.latency_s = 0.0
+        self.current = 0
+        self.peak = 0
+        self.total = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "InFlight":
+        with self._lock:
+            self.current += 1
+            self.total += 1
+            self.peak = max(self.peak, self.current)
+        if self.latency_s:
+            threading.Event().wait(self.latency_s)  # the server thread's answer time, not the test's
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self.current -= 1
+
+
+class GeneratedFiles:
+    """Image-host files made on the fly, never held whole (issue 24's big works): ``add(path, size,
+    seed)`` serves a JPEG of ``size`` bytes (a real header, then deterministic filler) in chunks of
+    ``CHUNK``; ``content(path)`` yields the same bytes for a test to hash. With ``bill(clock,
+    bytes_per_s)`` each file served passes the virtual time its size takes at that bandwidth."""
+
+    CHUNK = 1024 * 1024
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[int, int]] = {}
+        self.served: list[str] = []
+        self._clock: Any = None
+        self._bytes_per_s = 0
+
+    def add(self, path: str, size: int, seed: int) -> None:
+        self._files[path] = (size, seed)
+
+    def bill(self, clock: Any, bytes_per_s: int) -> None:
+        self._clock, self._bytes_per_s = clock, bytes_per_s
+
+    def content(self, path: str):
+        size, seed = self._files[path]
+        head = jpeg(1200, 1700, seed)[:-2]  # SOI .. SOF0: sniffable; the rest is filler, then EOI
+        block = hashlib.sha256(str(seed).encode()).digest() * (self.CHUNK // 32)
+        sent = len(head)
+        yield head
+        while sent < size - 2:
+            piece = block[: min(self.CHUNK, size - 2 - sent)]
+            sent += len(piece)
+            yield piece
+        yield b"\xff\xd9"
+
+    def serve(self, handler: BaseHTTPRequestHandler, path: str) -> bool:
+        if path not in self._files:
+            return False
+        size, _ = self._files[path]
+        handler.send_response(200)
+        handler.send_header("Content-Type", "image/jpeg")
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        last = None
+        for piece in self.content(path):
+            if last is not None:
+                handler.wfile.write(last)
+            last = piece
+        self.served.append(path)
+        if self._clock is not None and self._bytes_per_s:
+            # Billed before the last piece leaves: the client cannot have read the whole file first.
+            self._clock.advance(size * 1000 // self._bytes_per_s)
+        if last is not None:
+            handler.wfile.write(last)
+        return True
+
+
+class Interruptions:
+    """Answers that never come (issue 24's OAuth schedule): ``stall(prefix, seconds)`` holds the
+    next matching request past the client's timeout, ``drop(prefix)`` closes its connection
+    unanswered. Consumed in the order they were added, like ``FakePixiv.fail``."""
+
+    def __init__(self) -> None:
+        self._planned: list[list] = []  # [prefix, kind, seconds, times left]
+        self._lock = threading.Lock()
+        self.stop = threading.Event()  # set on shutdown: a stalled answer ends at once
+
+    def stall(self, prefix: str, seconds: float, times: int = 1) -> None:
+        with self._lock:
+            self._planned.append([prefix, "stall", seconds, times])
+
+    def drop(self, prefix: str, times: int = 1) -> None:
+        with self._lock:
+            self._planned.append([prefix, "drop", 0.0, times])
+
+    def interrupt(self, handler: BaseHTTPRequestHandler, path: str) -> bool:
+        """True when this request was interrupted (the caller answers nothing)."""
+        with self._lock:
+            plan = next((p for p in self._planned if path.startswith(p[0]) and p[3] > 0), None)
+            if plan is None:
+                return False
+            plan[3] -= 1
+        if plan[1] == "stall":
+            self.stop.wait(plan[2])
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(2)
+        except OSError:
+            pass
+        return True
+
+
 @dataclass
 class _Fault:
     prefix: str
@@ -370,6 +485,9 @@ class FakePixiv:
         self._issued = 0
         self.issued_refresh_tokens: list[str] = []
         self.issued_access_tokens: list[str] = []
+        self.in_flight = InFlight()
+        self.interruptions = Interruptions()
+        self.generated = GeneratedFiles()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -379,10 +497,12 @@ class FakePixiv:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
-                fake._handle(self, "GET")
+                with fake.in_flight:
+                    fake._handle(self, "GET")
 
             def do_POST(self) -> None:  # noqa: N802
-                fake._handle(self, "POST")
+                with fake.in_flight:
+                    fake._handle(self, "POST")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -394,6 +514,7 @@ class FakePixiv:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.interruptions.stop.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -444,6 +565,9 @@ class FakePixiv:
                               {k.lower(): v for k, v in handler.headers.items()}, form)
         with self._lock:
             self._log.append(request)
+        if self.interruptions.interrupt(handler, request.path):
+            return None
+        with self._lock:
             fault = next((f for f in self._faults if request.path.startswith(f.prefix) and f.times > 0), None)
             if fault is not None:
                 fault.times -= 1
@@ -540,6 +664,9 @@ class FakePixiv:
         if path == "/v1/ugoira/metadata":
             meta = self.fixtures.ugoira.get(_int(q.get("illust_id")))
             return (200, {"ugoira_metadata": meta}) if meta else _not_found()
+        if path == "/v1/novel/text":  # the App API's text endpoint (the webview's fallback)
+            wid = _int(q.get("novel_id"))
+            return (200, {"novel_text": self.fixtures.texts.get(wid, "")}) if wid in self.fixtures.novels else _not_found()
         if path == "/webview/v2/novel":
             wid = _int(q.get("id"))
             work = self.fixtures.novels.get(wid)
@@ -628,6 +755,8 @@ class FakePixiv:
     def _image(self, handler: BaseHTTPRequestHandler, request: FakeRequest) -> None:
         if request.headers.get("referer") not in ("https://app-api.pixiv.net/", "https://www.pixiv.net/"):
             return self._send(handler, 403, b"<html>403 Forbidden</html>", content_type="text/html")
+        if self.generated.serve(handler, request.path):
+            return None
         if request.path in self.fixtures.missing or request.path not in self.fixtures.files:
             return self._send(handler, 404, b"<html>404 Not Found</html>", content_type="text/html")
         data = self.fixtures.files[request.path]

@@ -11,6 +11,7 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -27,8 +28,8 @@ from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, Skip
 from ..domain.selection import RESTRICTED, Plan, Query, Selection, has_ai_file_markers, plan_selection, select, select_pinned
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SearchRequest, StoredFile, Work
-from .assets import previews_for
+from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
+from .assets import PREVIEW_ROUTES, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
@@ -41,11 +42,18 @@ class LeaseLost(Exception):
     """This executor no longer holds the cell's lease: stop, touch nothing, leave it to the holder."""
 
 
+class PermitLost(Exception):
+    """The cell's permit on its source account expired and was taken (issue 24): stop its source work."""
+
+
+MAX_QUEUE_DELAY_S = 900  # SQS's DelaySeconds cap; a later due time is re-deferred, never run early
+
+
 @dataclass
 class ExecutionResult:
     slot_id: str
     target_id: str
-    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | continued (topic checkpoint)
+    action: str  # claimed_by_other | left_to_outbox | applied | no_change | missing | refused | deferred | continued (topic checkpoint)
     cell_status: str | None = None
     outcome: str | None = None
 
@@ -63,6 +71,8 @@ class CellRun:
     outbox_keys: list[str] = field(default_factory=list)
     lost_bind: str | None = None  # set when another executor bound a different work first
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
+    governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
+    time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -78,6 +88,8 @@ class CellRun:
         if now - self.last_beat >= HEARTBEAT_MS:
             if not self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
                 raise LeaseLost(f"lease on {self.slot.slot_id}/{self.target.id} was lost")
+            if self.governor is not None and not self.governor.renew(self.owner):
+                raise PermitLost(f"permit on the source account lapsed during {self.slot.slot_id}/{self.target.id}")
             self.last_beat = now
 
     def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
@@ -96,7 +108,8 @@ class CellRun:
         return ok
 
 
-def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResult:
+def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
+                 time_left: Callable[[], int] | None = None) -> ExecutionResult:
     now = engine.now()
     owner = engine.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
@@ -134,7 +147,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
         target, excluded = job_target(target, slot.params)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded) if target else None
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
@@ -143,7 +156,28 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
             settled = _settle_from_ledger(engine, run)
             if settled is not None:
                 return settled
-        outcome = run_target(run)
+        governor: SourceGovernor | None = getattr(engine.source, "governor", None)
+        if governor is not None:
+            # Issue 24: the account's maxConcurrency permits, held for the cell's whole source work.
+            admission = governor.admit(owner)
+            if not admission.granted:
+                return _defer(engine, run.cell, owner, admission)
+            run.governor = governor
+        try:
+            outcome = run_target(run)
+        except PermitLost:
+            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "pixiv_account_busy"))
+        except DownloadIncomplete as exc:
+            # Issue 24: not an attempt-burning failure; the next invocation resumes at the first
+            # missing file, on the same binding.
+            engine.log("info", "work partly stored; the cell resumes it in the next invocation",
+                       event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
+                       work_id=run.cell.work_id, files_stored=exc.stored, files=exc.total)
+            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "download_incomplete"),
+                          progress={"files_stored": exc.stored, "files": exc.total})
+        finally:
+            if governor is not None:
+                governor.release(owner)
         return _apply(engine, slot, run.cell, owner, outcome, run)
     except LeaseLost as exc:
         engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
@@ -164,6 +198,28 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str) -> ExecutionResul
         except LedgerUnavailable:
             pass
         raise
+
+
+def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
+           progress: dict[str, int] | None = None) -> ExecutionResult:
+    """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
+    the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
+    report says what it waited for."""
+    now = engine.now()
+    due = max(admission.wait_until, now + 1000)
+    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
+    report = dict(cell.candidate_report or {})
+    waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
+    report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
+                        **(progress or {})}
+    slot_id, target_id = cell.slot_id, cell.target_id
+    if not engine.ledger.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
+        return ExecutionResult(slot_id, target_id, "no_change", cell.status)
+    send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
+                event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
+    engine.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
+               reason=admission.reason, due_at=due, delay_s=delay_s)
+    return ExecutionResult(slot_id, target_id, "deferred", cell.status)
 
 
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
@@ -190,9 +246,17 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     effect = decide(outcome, cell.work_id)
     now = engine.now()
     report = bounded_report(outcome.scan) if outcome.scan is not None else None
+    waited = (cell.candidate_report or {}).get("waited")
+    if waited:
+        report = {**(report or {}), "waited": waited}  # issue 24: the report keeps that the cell waited
     slot_id, target_id = slot.slot_id, cell.target_id
     if effect.retry:
         delay = retry_delay_s(cell.attempt_count)
+        cooling = run.governor.cooldown_until() - now if run is not None and run.governor is not None else 0
+        if cooling > 0:
+            # Issue 24: a cell blocked by its account's cooldown is retried once, when it ends,
+            # not every 30 s meanwhile (each early retry would only be refused again).
+            delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
         recorded = engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
                                                    owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
@@ -448,19 +512,22 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             return "skipped"
         reserved.append(route)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work.work_id)
-    stored = _stored(engine, prefix)  # a re-run after a crash re-uses what is already stored
     try:
         if (work.raw or {}).get(LIGHT):
             # Restored from a topic checkpoint: only its id and rank were kept; fetch it whole.
             extra = {k: v for k, v in work.raw.items() if k != LIGHT}
             full = engine.source.get_work(work.work_type, work.work_id)
             work = replace(full, raw={**dict(full.raw or {}), **extra})
-        files = [] if stored else engine.source.download(work)
-        if not files and not stored:
-            raise SourceError("no files produced")
+        work = _store_work(run, work, prefix, resumed=False, filters=True)
     except FatalSourceError:
         _undo(run, work, reserved)
         raise
+    except _Filtered as exc:
+        # A content-side rule (aiMetadataCheck, the novel language filter): nothing was committed,
+        # so the candidate is given back like a failed download and the scan goes on.
+        _undo(run, work, reserved)
+        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(exc)[:200]))
+        return "skipped"
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         if verdict.outage or isinstance(exc, SourceOutage):
@@ -476,28 +543,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         _undo(run, work, reserved)
         scan.skipped.append(CandidateSkip(verdict.skip_code or SkipCode.UNAVAILABLE, work.work_id, str(exc)[:200], verdict.retryable))
         return "skipped"
-    if target.aiMetadataCheck and work.work_type == "illustration" and has_ai_file_markers(files[0].content):
-        # PixivFlow's optional content-side AI check (spec §6.1 aiMetadataCheck): nothing was
-        # stored yet, so the candidate is given back like a failed download and the scan goes on.
-        _undo(run, work, reserved)
-        scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id,
-                                          "excluded by aiMetadataCheck: the first page carries AI generator metadata"))
-        return "skipped"
-    if target.languageFilter and work.work_type == "novel":
-        # Note §3: the title and text are checked once the text is fetched; a mismatch is a
-        # filtered skip and the scan moves on (nothing was stored yet).
-        text = _novel_text(engine, files, stored)
-        verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
-                                   strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
-        if not verdict.keep:
-            _undo(run, work, reserved)
-            scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(verdict.reason)[:200]))
-            return "skipped"
-        if verdict.detected is not None:
-            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
     # From here an artifact exists: the binding is never released, whatever fails next.
-    if not stored:
-        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes)
@@ -507,6 +553,107 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
                    event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
                    work_type=work.work_type, artifact_key=prefix)
     return "taken"
+
+
+class _Filtered(Exception):
+    """A content-side rule excludes the work once its files are fetched (aiMetadataCheck, the
+    novel language filter); the message is the skip's reason."""
+
+
+AI_MARKED = "excluded by aiMetadataCheck: the first page carries AI generator metadata"
+
+
+class DownloadIncomplete(Exception):
+    """Issue 24: the invocation has no time left for the next file's worst case; the files stored so
+    far stay, the cell keeps its binding and is handed back to its queue to resume there."""
+
+    def __init__(self, stored: int, total: int) -> None:
+        super().__init__(f"download_incomplete: {stored} of {total} files stored; the rest in the next invocation")
+        self.stored = stored
+        self.total = total
+
+
+GUARD_SLACK_MS = 1_000  # what storing one file and recording it takes beyond its fetch
+AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image for generator markers
+INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
+
+
+def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> Work:
+    """The work's files in the store, committed (DESIGN §12: before any intent is recorded); the
+    work as the content rules left it (a detected language). ``filters``: apply the content-side
+    rules (a fresh candidate; raises ``_Filtered``).
+
+    A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
+    one at a time, a resumed work starting at its first missing file; each starts only when the
+    invocation's time left covers its worst case. Other sources, and works whose routes also send
+    previews (made from the whole files), hand over the whole work."""
+    engine, target = run.engine, run.target
+    stored = _stored(engine, prefix)  # committed before a crash: never downloaded twice
+    if stored:
+        return _content_rules(run, work, [], stored) if filters else work
+    planner = getattr(engine.source, "plan", None)
+    previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
+    streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
+    planned = planner(work) if streamable else None
+    if planned is None:
+        files = engine.source.download(work)
+        if not files:
+            raise SourceError("no files produced")
+        if filters:
+            work = _content_rules(run, work, files, [])
+        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
+        return work
+    have = engine.artifacts.partial(prefix) if resumed else {}
+    out: list[StoredFile] = []
+    for index, planned_file in enumerate(planned):
+        if planned_file.stem in have:
+            out.append(have[planned_file.stem])  # stored by an earlier invocation: resume after it
+            continue
+        if not _file_fits(run, planned_file.worst_case_ms):
+            raise DownloadIncomplete(len(out), len(planned))
+        check = filters and run.target.aiMetadataCheck and index == 0
+        head = bytearray()
+        with planned_file.open() as (chunks, header_type):
+            out.append(engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
+                                                   header_type=header_type, role=planned_file.role, meta=planned_file.meta))
+        if check and has_ai_file_markers(bytes(head)):
+            engine.artifacts.delete(prefix)
+            raise _Filtered(AI_MARKED)
+        run.heartbeat()
+    engine.artifacts.commit(prefix, out)
+    return work
+
+
+def _content_rules(run: CellRun, work: Work, files: list, stored: list[StoredFile]) -> Work:
+    """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
+    engine, target = run.engine, run.target
+    if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
+        raise _Filtered(AI_MARKED)
+    if target.languageFilter and work.work_type == "novel":
+        text = _novel_text(engine, files, stored)
+        verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
+                                   strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
+        if not verdict.keep:
+            raise _Filtered(str(verdict.reason))
+        if verdict.detected is not None:
+            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
+    return work
+
+
+def _watched(chunks, head: bytearray | None):
+    for chunk in chunks:
+        if head is not None and len(head) < AI_CHECK_BYTES:
+            head += chunk[: AI_CHECK_BYTES - len(head)]
+        yield chunk
+
+
+def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
+    """Start a file only when the time left covers its worst case plus a second (issue 24). A file
+    whose worst case no invocation could cover is started anyway: waiting would never help."""
+    if run.time_left is None:
+        return True
+    need = worst_case_ms + GUARD_SLACK_MS
+    return need > INVOCATION_BUDGET_MS or run.time_left() >= need
 
 
 def _novel_text(engine: Engine, files: list, stored: list[StoredFile]) -> str:
@@ -565,10 +712,9 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         kind = "novel" if work_type == "novel" else "illustration"
         return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
-    stored = _stored(engine, prefix)  # stored before a crash: never downloaded twice
     try:
         work = engine.source.get_work(work_type, work_id)
-        files = [] if stored else engine.source.download(work)
+        _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
@@ -578,8 +724,6 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
             return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
         return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
-    if not stored:
-        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

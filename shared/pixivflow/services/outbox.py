@@ -118,7 +118,12 @@ def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
     kind = ROW_KINDS.get(row.kind)
     if kind is None or not row.actionable:
         return RowResult(row.kind, row.key, "skipped", f"row is {row.status}")
-    timeout_s = attempt_timeout_s(engine, kind.timeout_s)  # NoTimeLeft: back to the queue, nothing claimed
+    try:
+        timeout_s = attempt_timeout_s(engine, kind.timeout_s)
+    except NoTimeLeft as exc:  # back to the queue (a batch item failure), nothing claimed
+        engine.log("info", "too little time left to start an attempt; the record goes back to its queue",
+                   event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))
+        raise
     owner = engine.entropy.token("obx")
     claimed = engine.outbox_rows.claim(row, owner, engine.now(), OUTBOX_LEASE_MS)
     if claimed is None:

@@ -394,6 +394,18 @@ class DynamoLedger(DynamoItems):
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
+    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
+                   candidate_report: Mapping[str, Any]) -> bool:
+        """Hand a claimed cell back to its queue until ``due_at`` without using an attempt (issue 24:
+        its account had no free permit, or was cooling down). The claim's attempt is given back,
+        the lease dropped, and ``dispatchedAt`` set to the due time so the sweep's recovery waits
+        for the delayed message instead of re-dispatching it earlier. Only the lease holder may."""
+        upd = _Update().remove("leaseOwner", "leaseUntil").set("dispatchedAt", int(due_at)).set("updatedAt", now_ms)
+        upd.add("attemptCount", -1).set("candidateReport", dict(candidate_report))
+        upd.when("#leaseOwner = :owner", owner=owner)
+        upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
+        return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
+
     def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
                         unwritten: Cell | None = None) -> bool:
         """Claim the right to re-dispatch a cell (so concurrent sweeps send once). ``unwritten``: the
@@ -814,3 +826,27 @@ class DynamoLedger(DynamoItems):
     def get_request_key(self, key: str) -> dict[str, Any] | None:
         item = self._get(f"REQUEST#{key.lower()}", "META")
         return {k: _from_ddb(v) for k, v in item.items()} if item else None
+
+    # -- the operator page's session epoch (issue 21 item 10; http/ui.py) --
+    # One item, ``UI#sessions`` / ``META``, holding ``epoch``. A logout moves it from the epoch its
+    # cookie named to the next one, conditionally: a lost race is a logout someone else already did
+    # (the seen epoch is over either way), never a second increment that a fresh login would lose.
+    _UI_SESSIONS = ("UI#sessions", "META")
+
+    def ui_session_epoch(self) -> int:
+        item = self._get(*self._UI_SESSIONS)
+        return int(item.get("epoch") or 0) if item else 0
+
+    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
+        try:
+            self._call("update_item", TableName=self._table, Key=self._key(*self._UI_SESSIONS),
+                       UpdateExpression="SET epoch = :next, entity = :entity, updatedAt = :now",
+                       ConditionExpression="attribute_not_exists(pk) AND :seen = :zero OR epoch = :seen",
+                       ExpressionAttributeValues={k: self._ser.serialize(v) for k, v in {
+                           ":next": int(seen_epoch) + 1, ":seen": int(seen_epoch), ":zero": 0,
+                           ":entity": "ui_sessions", ":now": int(now_ms)}.items()})
+            return int(seen_epoch) + 1
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return self.ui_session_epoch()

@@ -23,9 +23,10 @@ from .account_store import DynamoPixivAccounts, MemoryPixivAccounts
 from .auth import PixivAuth, RefreshToken
 from .client import Bases, PixivClient
 from .gate import RateGate
+from .governor import AccountGovernor
 from .source import PixivSource
 
-__all__ = ["Bases", "DynamoPixivAccounts", "MemoryPixivAccounts", "PixivAuth", "PixivClient", "PixivSource",
+__all__ = ["AccountGovernor", "Bases", "DynamoPixivAccounts", "MemoryPixivAccounts", "PixivAuth", "PixivClient", "PixivSource",
            "RateGate", "RefreshToken", "build_source"]
 
 
@@ -33,11 +34,7 @@ def _proxy_url(network: Any, resolver: SecretResolver) -> str | None:
     proxy = getattr(network, "proxy", None)
     if proxy is None or not proxy.enabled:
         return None
-    if proxy.protocol.startswith("socks"):
-        try:
-            import socksio  # noqa: F401  (httpx's SOCKS support)
-        except ImportError:
-            raise ConfigError(f"network.proxy.protocol: {proxy.protocol} needs the 'socksio' package in the layer") from None
+    # A SOCKS proxy never gets here: config/pixiv.py refuses it where `config check` says so (issue 24).
     auth = ""
     if proxy.username:
         password = proxy.password or ""
@@ -83,8 +80,11 @@ def build_source(config: Any, *, now_ms: Callable[[], int], uniform: Callable[[]
                      client_secret=client_secret, headers=headers, now_ms=now_ms, sleep=sleep,
                      retries=network.retries, store=store, gate=gate, log=log)
     client = PixivClient(http, auth, gate, bases=bases, headers=headers, sleep=sleep, retries=network.retries, log=log)
-    governance = ((config.schedulerRuntime.model_extra or {}).get("resourceGovernance") or {})
-    if isinstance(governance, dict) and governance.get("pixivAccounts"):
-        log("warning", "schedulerRuntime.resourceGovernance.pixivAccounts is not honoured; the execute function's "
-            "SQS MaximumConcurrency bounds concurrent Pixiv work (README)", event="pixiv.governance_ignored")
-    return PixivSource(client, now_ms=now_ms, sleep=sleep, request_delay_ms=config.download.requestDelay, log=log)
+    # Issue 24: schedulerRuntime.resourceGovernance.pixivAccounts.<account>.maxConcurrency permits,
+    # held by a cell for its whole Pixiv work (the execution service asks source.governor).
+    governance = config.schedulerRuntime.resourceGovernance.account(account)
+    governor = AccountGovernor(store, account, governance.maxConcurrency, now_ms=now_ms)
+    # A page's worst case (issue 24): every try of it running into the timeout.
+    worst_case_ms = network.timeoutMs * (network.retries + 1)
+    return PixivSource(client, now_ms=now_ms, sleep=sleep, request_delay_ms=config.download.requestDelay, log=log,
+                       governor=governor, fetch_worst_case_ms=worst_case_ms)

@@ -4,8 +4,14 @@ Items (same table as the ledger, low-level client, every write conditional):
 
   PIXIV#<accountId> / GATE    cooldownUntil (epoch ms), penalties, ver: the rate-limit gate every
                               container of the account shares (issue 10)
-  PIXIV#<accountId> / TOKEN   fingerprint (SHA-256 hex of the refresh token last persisted), ver,
-                              rotatedAt: the guard of a refresh-token rotation
+  PIXIV#<accountId> / TOKEN   fingerprint (SHA-256 hex of the refresh token the guard holds
+                              current), previous (the one it replaced), ver, rotatedAt: the guard
+                              of a refresh-token rotation
+  PIXIV#<accountId> / PERMIT#<nn>   holder, leaseUntil: one of the account's maxConcurrency
+                              permits (issue 24); taken only when free, expired or already the
+                              taker's, released and renewed only by its holder
+  PIXIV#<accountId> / PACE    nextAt: the earliest instant of the account's next App API request,
+                              across containers (requestPacingMs + jitter); moved only when due
 
 The token itself is never written here (it lives in SSM); only its fingerprint, so a container
 can tell that another one rotated it. Neither item carries a GSI key or a TTL: account state is
@@ -20,10 +26,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...domain.errors import LedgerUnavailable
-from ...ports import AccountGate
+from ...ports import AccountGate, AccountPermit
 
 GATE_SK = "GATE"
 TOKEN_SK = "TOKEN"
+PACE_SK = "PACE"
+PERMIT_PREFIX = "PERMIT#"
+
+
+def permit_sk(index: int) -> str:
+    return f"{PERMIT_PREFIX}{int(index):02d}"
 
 
 def account_pk(account_id: str) -> str:
@@ -88,8 +100,8 @@ class DynamoPixivAccounts:
         try:
             self._call(
                 "update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": TOKEN_SK}},
-                UpdateExpression="SET fingerprint = :new, rotatedAt = :now, entity = :entity, accountId = :acct "
-                                 "ADD ver :one",
+                UpdateExpression="SET fingerprint = :new, previous = :old, rotatedAt = :now, entity = :entity, "
+                                 "accountId = :acct ADD ver :one",
                 ConditionExpression="attribute_not_exists(fingerprint) OR fingerprint = :old",
                 ExpressionAttributeValues={":new": {"S": new_fingerprint}, ":old": {"S": old_fingerprint},
                                            ":now": {"N": str(int(now_ms))}, ":one": {"N": "1"},
@@ -99,6 +111,71 @@ class DynamoPixivAccounts:
         except ClientError:
             return False
 
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        # A hand-pasted token becomes the guard's current one, only if the guard is still as read.
+        condition = "attribute_not_exists(fingerprint)" if seen_fingerprint is None else "fingerprint = :seen"
+        values: dict[str, Any] = {":new": {"S": new_fingerprint}, ":now": {"N": str(int(now_ms))}, ":one": {"N": "1"},
+                                  ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}}
+        update = "SET fingerprint = :new, rotatedAt = :now, entity = :entity, accountId = :acct ADD ver :one"
+        if seen_fingerprint is not None:
+            values[":seen"] = {"S": seen_fingerprint}
+            update = "SET fingerprint = :new, previous = :seen, rotatedAt = :now, entity = :entity, accountId = :acct ADD ver :one"
+        try:
+            self._call("update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": TOKEN_SK}},
+                       UpdateExpression=update, ConditionExpression=condition, ExpressionAttributeValues=values)
+            return True
+        except ClientError:
+            return False
+
+    def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
+        item = self._get(account_id, TOKEN_SK)
+        return item.get("fingerprint", {}).get("S"), item.get("previous", {}).get("S")
+
+    # -- permits (issue 24) --------------------------------------------------------------
+    def permits(self, account_id: str, count: int) -> list[AccountPermit]:
+        answer = self._call("query", KeyConditionExpression="pk = :pk AND begins_with(sk, :pre)", ConsistentRead=True,
+                            ExpressionAttributeValues={":pk": {"S": account_pk(account_id)}, ":pre": {"S": PERMIT_PREFIX}})
+        stored = {item["sk"]["S"]: item for item in answer.get("Items", [])}
+        out = []
+        for index in range(count):
+            item = stored.get(permit_sk(index)) or {}
+            out.append(AccountPermit(index, item.get("holder", {}).get("S"), int(item.get("leaseUntil", {}).get("N", "0"))))
+        return out
+
+    def _permit_update(self, account_id: str, index: int, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self._call("update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": permit_sk(index)}},
+                       UpdateExpression=update, ConditionExpression=condition, ExpressionAttributeValues=values)
+            return True
+        except ClientError:
+            return False
+
+    def take_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        return self._permit_update(
+            account_id, index, "SET holder = :me, leaseUntil = :until, entity = :entity, accountId = :acct",
+            "attribute_not_exists(holder) OR leaseUntil <= :now OR holder = :me",
+            {":me": {"S": holder}, ":until": {"N": str(int(now_ms + lease_ms))}, ":now": {"N": str(int(now_ms))},
+             ":entity": {"S": "pixiv_permit"}, ":acct": {"S": account_id}})
+
+    def renew_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        return self._permit_update(account_id, index, "SET leaseUntil = :until", "holder = :me",
+                                   {":me": {"S": holder}, ":until": {"N": str(int(now_ms + lease_ms))}})
+
+    def release_permit(self, account_id: str, index: int, holder: str) -> bool:
+        return self._permit_update(account_id, index, "REMOVE holder, leaseUntil", "holder = :me", {":me": {"S": holder}})
+
+    def pace(self, account_id: str, now_ms: int, gap_ms: int) -> int:
+        key = {"pk": {"S": account_pk(account_id)}, "sk": {"S": PACE_SK}}
+        try:
+            self._call("update_item", Key=key, UpdateExpression="SET nextAt = :next, entity = :entity, accountId = :acct",
+                       ConditionExpression="attribute_not_exists(nextAt) OR nextAt <= :now",
+                       ExpressionAttributeValues={":next": {"N": str(int(now_ms + gap_ms))}, ":now": {"N": str(int(now_ms))},
+                                                  ":entity": {"S": "pixiv_pace"}, ":acct": {"S": account_id}})
+            return 0
+        except ClientError:
+            item = self._get(account_id, PACE_SK)
+            return max(1, int(item.get("nextAt", {}).get("N", "0")) - int(now_ms))
+
 
 class MemoryPixivAccounts:
     """The same contract in process memory (unit tests, and a source built without a ledger)."""
@@ -106,6 +183,9 @@ class MemoryPixivAccounts:
     def __init__(self) -> None:
         self._gates: dict[str, AccountGate] = {}
         self._tokens: dict[str, str] = {}
+        self._previous: dict[str, str] = {}
+        self._permits: dict[tuple[str, int], AccountPermit] = {}
+        self._next_at: dict[str, int] = {}
         self._lock = threading.Lock()
         self.gate_writes = 0
         self.rotations = 0
@@ -133,5 +213,53 @@ class MemoryPixivAccounts:
             if current is not None and current != old_fingerprint:
                 return False
             self._tokens[account_id] = new_fingerprint
+            self._previous[account_id] = old_fingerprint
             self.rotations += 1
             return True
+
+    def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
+        with self._lock:
+            if self._tokens.get(account_id) != seen_fingerprint:
+                return False
+            if seen_fingerprint is not None:
+                self._previous[account_id] = seen_fingerprint
+            self._tokens[account_id] = new_fingerprint
+            return True
+
+    def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
+        with self._lock:
+            return self._tokens.get(account_id), self._previous.get(account_id)
+
+    def permits(self, account_id: str, count: int) -> list[AccountPermit]:
+        with self._lock:
+            return [self._permits.get((account_id, i), AccountPermit(i)) for i in range(count)]
+
+    def take_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        with self._lock:
+            current = self._permits.get((account_id, index), AccountPermit(index))
+            if current.holder is not None and current.lease_until > now_ms and current.holder != holder:
+                return False
+            self._permits[(account_id, index)] = AccountPermit(index, holder, int(now_ms + lease_ms))
+            return True
+
+    def renew_permit(self, account_id: str, index: int, holder: str, now_ms: int, lease_ms: int) -> bool:
+        with self._lock:
+            if self._permits.get((account_id, index), AccountPermit(index)).holder != holder:
+                return False
+            self._permits[(account_id, index)] = AccountPermit(index, holder, int(now_ms + lease_ms))
+            return True
+
+    def release_permit(self, account_id: str, index: int, holder: str) -> bool:
+        with self._lock:
+            if self._permits.get((account_id, index), AccountPermit(index)).holder != holder:
+                return False
+            self._permits[(account_id, index)] = AccountPermit(index)
+            return True
+
+    def pace(self, account_id: str, now_ms: int, gap_ms: int) -> int:
+        with self._lock:
+            due = self._next_at.get(account_id, 0)
+            if due > now_ms:
+                return due - now_ms
+            self._next_at[account_id] = int(now_ms + gap_ms)
+            return 0

@@ -11,9 +11,12 @@
   ledger item ``PIXIV#<accountId>/TOKEN`` (a conditional update on the old token's fingerprint)
   elects ONE container per rotation, and only that one calls ``PutParameter(Overwrite=True)``:
   SSM has no conditional put, so without the guard two containers could overwrite each other.
-* **Rejected token.** ``invalid_grant`` (or any other 4xx of the token endpoint) first re-reads
-  the SSM parameter, in case another container rotated it; if that gives nothing new, it is an
+* **Rejected token.** An answer whose OAuth ``error`` is ``invalid_grant`` first re-reads the
+  SSM parameter, in case another container rotated it; if that gives nothing new, it is an
   ``AuthenticationError``: terminal ``auth_failed``, logged once per container, never retried.
+  ``invalid_client`` is terminal too. Every other failure of the token endpoint (a 400 without
+  the field such as the 1508 time/hash answer, Cloudflare's HTML 403, 5xx, a timeout) is retried
+  with backoff and then counted in the account's cooldown (issue 24): never terminal alone.
 
 No token, and no part of one, is ever logged or put in an exception message.
 """
@@ -78,7 +81,7 @@ class RefreshToken:
 
     @property
     def ssm_reference(self) -> str | None:
-        """The ``${NAME}`` whose SSM parameter holds the token (None: env, literal, or no SSM path)."""
+        """The ``${NAME}`` the token was SEEDED from SSM with (None: env, literal, or no SSM path)."""
         if (self._env.get(ENV_REFRESH_TOKEN) or "").strip() or not is_reference(self._configured):
             return None
         name = references(self._configured)[0]
@@ -86,26 +89,29 @@ class RefreshToken:
             return None
         return name
 
+    @property
+    def ssm_name(self) -> str | None:
+        """The SSM parameter (below ``ROUTE_SECRETS_PATH``) that holds the account's CURRENT token
+        once one was rotated (issue 24): the config's ``${NAME}``, else ``PIXIV_REFRESH_TOKEN``
+        (the stack may write ``PIXIV_*`` names). The environment and the config only seed it."""
+        name = references(self._configured)[0] if is_reference(self._configured) else ENV_REFRESH_TOKEN
+        return name if self._resolver.parameter_name(name) is not None else None
+
+    def stored(self) -> str | None:
+        """The SSM parameter's value right now (None: no parameter, or the store did not answer)."""
+        name = self.ssm_name
+        if name is None:
+            return None
+        try:
+            return self._resolver.read_stored(name)
+        except (SecretUnavailable, SecretMissing):
+            return None  # compared again at the next refresh
+
     def current(self) -> str:
         with self._lock:
             if self._value is None:
                 self._value = self._resolve(fresh=False)
             return self._value
-
-    def reload(self) -> str | None:
-        """Re-read an SSM-held token, bypassing every cache; the new value when it differs, else None."""
-        name = self.ssm_reference
-        if name is None:
-            return None
-        try:
-            value = self._resolver.lookup(name, fresh=True)
-        except (SecretUnavailable, SecretMissing):
-            return None
-        with self._lock:
-            if value and value != self._value:
-                self._value = value
-                return value
-        return None
 
     def replace(self, value: str) -> None:
         with self._lock:
@@ -115,9 +121,9 @@ class RefreshToken:
             self._resolver.remember(name, value)
 
     def persist(self, value: str) -> None:
-        name = self.ssm_reference
+        name = self.ssm_name
         if name is None:
-            raise SecretMissing("refreshToken", "it did not come from SSM")
+            raise SecretMissing("refreshToken", "no ROUTE_SECRETS_PATH to keep it below")
         self._resolver.put(name, value)
 
     def known(self) -> list[str]:
@@ -147,6 +153,24 @@ class RefreshToken:
         if not value.strip():
             raise SourceConfigurationError("configuration_error: pixiv.refreshToken resolved to an empty value")
         return value.strip()
+
+
+# The OAuth ``error`` values that only an operator can fix (issue 24), with what to tell them.
+TERMINAL_OAUTH_ERRORS = {
+    "invalid_grant": "the refresh token is invalid, expired or revoked; paste a new one",
+    "invalid_client": "the app's client id/secret were refused (pixiv.clientId / pixiv.clientSecret, "
+                      "PIXIV_CLIENT_ID / PIXIV_CLIENT_SECRET)",
+}
+
+
+def _transient_cause(status: int, body: Any) -> str:
+    """What a retryable token-endpoint answer was, in words free of any token."""
+    if body is None:
+        return "an HTML page, as Cloudflare's challenge" if status == 403 else "no JSON body"
+    system = (body.get("errors") or {}).get("system") if isinstance(body, dict) and isinstance(body.get("errors"), dict) else None
+    if isinstance(system, dict) and system.get("code") is not None:
+        return f"error code {system.get('code')} without an OAuth error, as Pixiv's time/hash refusal"
+    return "no OAuth error field" if status < 500 else "a server error"
 
 
 def _field(body: Any, name: str) -> Any:
@@ -217,16 +241,66 @@ class PixivAuth:
 
     # -- the grant --------------------------------------------------------------------------
     def _refresh(self) -> None:
-        refresh = self._token.current()
+        refresh = self._heal(self._token.current())
         try:
             self._grant(refresh)
         except AuthenticationError:
             # Another container may have rotated the token (and persisted it to SSM) meanwhile.
-            fresh = self._token.reload()
+            fresh = self._token.stored()
             if fresh is None or fresh == refresh:
                 self._fail_once()
                 raise
+            self._token.replace(fresh)
             self._grant(fresh)
+
+    def _heal(self, mine: str) -> str:
+        """The refresh token to use, after comparing the guard with SSM's value NOW (issue 24).
+
+        The guard (``PIXIV#<account>/TOKEN``) holds the fingerprint of the account's current token
+        and of the one it replaced. On every refresh:
+
+        * SSM holds the guard's current token: it wins over the environment, the config and a
+          stale copy in memory (they only seed it);
+        * SSM still holds the token the guard replaced while this container holds the current
+          one: this container's PutParameter failed; it writes it again now;
+        * SSM holds a token no rotation produced: pasted by hand. It is used, and recorded as
+          the guard's current one (conditional on the guard as read).
+
+        A container that holds neither (it started from a stale SSM value) changes nothing: the
+        container that holds the current token heals SSM at its own next refresh."""
+        if self._store is None:
+            return mine
+        stored = self._token.stored()
+        if stored is None:
+            return mine  # no SSM parameter (or SSM did not answer: compared again next time)
+        guard, previous = self._store.token_guard(self._account)
+        held, seen = fingerprint(mine), fingerprint(stored)
+        if guard is None and stored == mine:
+            return mine  # nothing rotated yet, and SSM holds the token this container uses
+        if seen == guard:
+            if stored != mine:
+                self._token.replace(stored)
+            return stored
+        if guard is not None and seen == previous:
+            if held == guard:
+                try:
+                    self._token.persist(mine)
+                except Exception as exc:  # noqa: BLE001 - tried again at the next refresh
+                    self._log("warning", "rotated Pixiv refresh token still missing from SSM; writing it failed again",
+                              event="pixiv.token_persist_failed", account_id=self._account, error_type=type(exc).__name__)
+                else:
+                    self._log("warning", "Pixiv refresh token healed: SSM still held the token a rotation had replaced "
+                              "(its PutParameter had failed); the current one was written again",
+                              event="pixiv.token_healed", account_id=self._account, cause="put_parameter_failed")
+            return mine
+        if guard is None and self._token.ssm_reference is None:
+            return mine  # seeded from the environment or the config: SSM wins only once a rotation is recorded
+        if self._store.adopt_token(self._account, guard, seen, self._now()):
+            self._log("warning", "Pixiv refresh token healed: SSM holds a token no rotation produced (pasted by hand); "
+                      "it is used and recorded from now on", event="pixiv.token_healed", account_id=self._account,
+                      cause="pasted_by_hand")
+        self._token.replace(stored)
+        return stored
 
     def _fail_once(self) -> None:
         if not self._failure_logged:
@@ -243,42 +317,57 @@ class PixivAuth:
                     "grant_type": "refresh_token", "refresh_token": refresh,
                     "get_secure_url": "1", "include_policy": "true"}
             self.refreshes += 1
+            status = None
             try:
                 response = self._http.post(self._url, data=form, headers=headers)
             except httpx.TimeoutException:
-                problem = "network_error: the Pixiv OAuth endpoint timed out"
+                problem = "network_error: the Pixiv OAuth endpoint did not answer in time"
             except httpx.TransportError as exc:
                 problem = f"network_error: the Pixiv OAuth endpoint could not be reached ({type(exc).__name__})"
             else:
+                status = response.status_code
                 problem = self._answer(response, refresh)
                 if problem is None:
                     return
             attempt += 1
             if attempt > self._retries:
-                raise SourceOutage(f"{problem} after {attempt} attempt(s)", reason=problem.split(":", 1)[0])
-            self._sleep(float(attempt))  # quick retries: 1 s, 2 s, ...
+                # Issue 24: a blip of the token endpoint is never terminal on its own. It counts in
+                # the account's cooldown (60 s doubling, shared by every container), and the cell
+                # is retried when that ends.
+                wait = self._gate.penalize(None, status=status, where="oauth") if self._gate else None
+                tail = f"; account cooling down {-(-wait // 1000)} s" if wait else ""
+                raise SourceOutage(f"{problem} after {attempt} attempt(s){tail}", status=status,
+                                   reason=problem.split(":", 1)[0], retry_after_ms=wait)
+            self._log("info", "Pixiv token request failed; retrying", event="pixiv.oauth_retry", status=status,
+                      attempt=attempt, problem=problem.split(":", 1)[0])
+            self._sleep(float(attempt))  # quick retries with backoff: 1 s, 2 s, ...
 
     def _answer(self, response: httpx.Response, refresh: str) -> str | None:
-        """None on success; a retryable problem's description; raises for the final answers."""
+        """None on success; a retryable problem's description; raises for the final answers.
+
+        Decided by the answer's OAuth ``error`` field (issue 24; notes/pixivflow-real-configs.md
+        §10): ``invalid_grant`` (the refresh token) and ``invalid_client`` (the app's id/secret)
+        are terminal ``auth_failed`` naming that cause. Everything else is retryable: a 400
+        without the field (Pixiv's 1508 time/hash answer carries the same ``errors.system.code``
+        as a bad token, but no ``error``), Cloudflare's HTML 403 challenge, other 4xx, 5xx."""
         status = response.status_code
         try:
             body = response.json()
         except ValueError:
             body = None
         text = "" if body is not None else response.text
-        message = _error_text(body, text)
+        message = redact(_error_text(body, text), [refresh])
         if status == 429 or "rate limit" in message.lower():
             retry_after = _retry_after_ms(response, self._now())
             wait = self._gate.penalize(retry_after, status=status, where="oauth") if self._gate else retry_after
             raise RateLimitedError(f"rate_limited: the Pixiv OAuth endpoint answered HTTP {status} (Rate Limit)",
                                    status=status, retry_after_ms=wait)
-        if status >= 500:
-            return f"remote_http_error: the Pixiv OAuth endpoint answered HTTP {status}"
-        if status >= 400:
-            message = redact(message, [refresh])
-            hint = "the refresh token is invalid or revoked" if "invalid" in message.lower() or "grant" in message.lower() \
-                else "the token request was refused"
-            raise AuthenticationError(f"auth_failed: Pixiv OAuth answered HTTP {status} ({message}): {hint}", status=status)
+        if status >= 300 or not isinstance(body, dict):
+            code = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), str) else None
+            if code in TERMINAL_OAUTH_ERRORS:
+                raise AuthenticationError(f"auth_failed: Pixiv OAuth answered HTTP {status} {code} ({message}): "
+                                          f"{TERMINAL_OAUTH_ERRORS[code]}", status=status)
+            return f"remote_http_error: the Pixiv OAuth endpoint answered HTTP {status} ({_transient_cause(status, body)})"
         access = _field(body, "access_token")
         if not isinstance(access, str) or not access:
             return "remote_http_error: the Pixiv OAuth endpoint answered without an access token"
@@ -290,6 +379,8 @@ class PixivAuth:
         self._expires_at = self._now() + max(0, expires_s) * 1000
         self._log("info", "Pixiv access token refreshed", event="pixiv.token_refreshed", account_id=self._account,
                   expires_in_s=expires_s)
+        if self._gate is not None:
+            self._gate.succeeded()
         rotated = _field(body, "refresh_token")
         if isinstance(rotated, str) and rotated and rotated != refresh:
             self._rotate(refresh, rotated)
@@ -298,7 +389,7 @@ class PixivAuth:
     def _rotate(self, old: str, new: str) -> None:
         self._token.replace(new)  # this container uses the newest token from now on
         persisted = False
-        if self._token.ssm_reference is not None and self._store is not None:
+        if self._token.ssm_name is not None and self._store is not None:
             if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now()):
                 try:
                     self._token.persist(new)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -35,7 +36,8 @@ from . import constants
 from .auth import PixivAuth, redact, retry_after_ms
 from .gate import RateGate
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # a Pixiv original is at most a few tens of MB; a zip rarely more
+MAX_FILE_BYTES = 64 * 1024 * 1024
+STREAM_CHUNK = 1024 * 1024  # what one read of a streamed image holds in memory (issue 24)  # a Pixiv original is at most a few tens of MB; a zip rarely more
 _AUTH_TEXT = re.compile(r"invalid_grant|invalid_request|oauth process|access token", re.IGNORECASE)
 _RATE_TEXT = re.compile(r"rate limit", re.IGNORECASE)
 _OFFSET_TEXT = re.compile(r"offset must be no more than", re.IGNORECASE)
@@ -216,6 +218,59 @@ class PixivClient:
                       attempt=attempt)
             self._sleep(float(attempt))
 
+    @contextmanager
+    def image_stream(self, url: str) -> Iterator[tuple[Iterator[bytes], str]]:
+        """The image at ``url`` as chunks of at most ``STREAM_CHUNK`` bytes, and its content type
+        (issue 24: a page goes to the store as it arrives, never whole in memory). The answers
+        before the body are handled like ``image`` (retries, cooldown, 404 -> ``ImageNotFound``);
+        a body cut off midway is a retryable ``SourceOutage`` (the next run re-fetches that page)."""
+        target = self.image_url(url)
+        where = urlsplit(target).path
+        attempt = 0
+        while True:
+            self._gate.before_request(pace=False)
+            headers = {**self._headers, "Referer": constants.REFERER}
+            self.image_requests += 1
+            problem = None
+            try:
+                with self._http.stream("GET", target, headers=headers) as response:
+                    status = response.status_code
+                    if status == 200:
+                        declared = response.headers.get("content-length")
+                        if declared and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
+                            raise SourceError(f"unsupported media: image {where} is {declared} bytes "
+                                              f"(limit {MAX_FILE_BYTES})", retryable=False)
+                        try:
+                            yield _bounded_chunks(response, where), response.headers.get("content-type", "")
+                        except httpx.HTTPError as exc:  # cut off midway: never retried here (part of it was consumed)
+                            raise SourceOutage(f"download_failed: image {where} was cut off ({type(exc).__name__})",
+                                               reason="download_failed") from None
+                        self._gate.succeeded()
+                        return
+                    response.read()
+                    body = _json(response)
+            except httpx.TimeoutException:
+                problem, status = f"download_timeout: image {where} timed out", None
+            except httpx.TransportError as exc:
+                problem, status = f"download_failed: image {where} could not be fetched ({type(exc).__name__})", None
+            if problem is None:
+                if status == 429 or _RATE_TEXT.search(_message(body)):
+                    self._rate_limited(response, where)
+                if status == 404:
+                    raise ImageNotFound(f"download_failed: image {where} not found (HTTP 404)", status=404, retryable=False)
+                if status == 403:
+                    raise SourceError(f"access_denied: image {where} answered HTTP 403", status=403, retryable=False)
+                if status < 500:
+                    raise SourceError(f"download_failed: image {where} answered HTTP {status}", status=status,
+                                      retryable=False, reason="download_failed")
+                problem = f"download_failed: image {where} answered HTTP {status}"
+            attempt += 1
+            if attempt > self._retries:
+                raise SourceOutage(f"{problem} after {attempt} attempt(s)", status=status, reason=problem.split(":", 1)[0])
+            self._log("info", "Pixiv image request failed; retrying", event="pixiv.retry", endpoint=where, status=status,
+                      attempt=attempt)
+            self._sleep(float(attempt))
+
     def _rate_limited(self, response: httpx.Response, where: str) -> None:
         status = response.status_code
         wait = self._gate.penalize(retry_after_ms(response, self._gate.now()), status=status, where=where)
@@ -234,6 +289,15 @@ def _raw_error(body: Any) -> str:
     if isinstance(body, dict) and body.get("error") is not None:
         return json.dumps(body.get("error"), ensure_ascii=False)
     return ""
+
+
+def _bounded_chunks(response: httpx.Response, where: str) -> Iterator[bytes]:
+    size = 0
+    for chunk in response.iter_bytes(chunk_size=STREAM_CHUNK):
+        size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise SourceError(f"unsupported media: image {where} is larger than {MAX_FILE_BYTES} bytes", retryable=False)
+        yield chunk
 
 
 def _read_bounded(response: httpx.Response, where: str) -> bytes:

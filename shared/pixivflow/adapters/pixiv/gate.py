@@ -7,10 +7,11 @@
   Writes are conditional on the item's version, so two containers hit at once escalate it once.
   While it lasts, a request fails at once with ``RateLimitedError`` without reaching Pixiv; the
   cell retries its bound work later. The first success after a cooldown clears the penalties.
-* **Pacing, per container.** ``requestPacingMs`` (+ up to 25 % jitter from the injected entropy)
-  between two App API requests of this container. Sharing pacing across containers would cost a
-  conditional write per Pixiv request; concurrency is bounded by the execute function's SQS
-  ``MaximumConcurrency`` instead (README).
+* **Pacing, per account.** ``requestPacingMs`` (+ up to 25 % jitter from the injected entropy)
+  between two App API requests of the ACCOUNT, whichever container sends them (issue 24): each
+  request first takes the account's next turn on the ledger item ``PIXIV#<accountId>/PACE``
+  (one conditional write; a refused one says how long to wait). Concurrency is bounded by the
+  account's permits (``governor``).
 
 The gate state is re-read at most every ``refresh_ms`` (a GetItem per container, not per request).
 Time comes from the injected clock and waiting from the injected ``sleep``: tests never sleep.
@@ -28,6 +29,7 @@ BASE_COOLDOWN_MS = 60_000
 MAX_COOLDOWN_MS = 15 * 60_000
 JITTER = 0.25
 REFRESH_MS = 5_000
+MAX_PACE_ROUNDS = 64  # turns lost in a row before the request gives up (others hold the account)
 
 
 def cooldown_ms(penalties: int, retry_after_ms: int | None = None) -> int:
@@ -51,7 +53,6 @@ class RateGate:
         self._log = log or (lambda *a, **k: None)
         self._state: AccountGate | None = None
         self._read_at = 0
-        self._last_request = None  # type: int | None
         self._lock = threading.RLock()
 
     @property
@@ -70,7 +71,7 @@ class RateGate:
             return self._state
 
     def before_request(self, *, pace: bool = True) -> None:
-        """Refuse while the account cools down; otherwise wait out this container's pacing."""
+        """Refuse while the account cools down; otherwise wait for the account's next request turn."""
         with self._lock:
             state = self.state()
             now = self._now()
@@ -79,13 +80,19 @@ class RateGate:
                 raise RateLimitedError(
                     f"rate_limited: Pixiv account {self._account} is cooling down after a rate limit "
                     f"({-(-left // 1000)} s left, penalty {state.penalties})", retry_after_ms=left)
-            if pace and self._pacing_ms and self._last_request is not None:
-                gap = int(self._pacing_ms * (1 + JITTER * self._uniform()))
-                wait = self._last_request + gap - now
-                if wait > 0:
-                    self._sleep(wait / 1000)
-            if pace:
-                self._last_request = self._now()
+        if not (pace and self._pacing_ms):
+            return
+        # Issue 24: the turn is the account's, on the ledger's PACE item, so the pacing holds across
+        # containers; the wait happens outside the lock (another permit holder of this container
+        # may be streaming an image meanwhile).
+        gap = int(self._pacing_ms * (1 + JITTER * self._uniform()))
+        for _ in range(MAX_PACE_ROUNDS):
+            wait = self._store.pace(self._account, self._now(), gap)
+            if wait <= 0:
+                return
+            self._sleep(wait / 1000)
+        raise RateLimitedError(f"rate_limited: Pixiv account {self._account}'s request turns are contended; "
+                               "retrying later", retry_after_ms=gap)
 
     def penalize(self, retry_after_ms: int | None, *, status: int | None, where: str) -> int:
         """Record a rate-limit answer; returns the cooldown (ms) the account is now under."""

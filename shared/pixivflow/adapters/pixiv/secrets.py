@@ -103,6 +103,12 @@ class SecretResolver:
                 self._found[name] = value
         return value
 
+    def read_stored(self, name: str) -> str | None:
+        """The SSM parameter of ``${name}`` as it is now: no environment, no cache (issue 24: the
+        rotation guard compares it on every refresh). None when no path is configured or it is absent."""
+        parameter = self.parameter_name(name)
+        return None if parameter is None else self._read(name, parameter)
+
     def remember(self, name: str, value: str) -> None:
         """Replace the cached value of an SSM-held secret (after this container rotated it)."""
         with self._lock:

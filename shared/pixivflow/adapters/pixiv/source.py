@@ -16,13 +16,14 @@ carries that mark after ``#``, which is never sent). Any other walk stops there,
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
-from ...domain.errors import SourceError, WorkGoneError, WorkRestrictedError
-from ...ports import ArtifactFile, Page, SearchRequest, Work
+from ...domain.errors import FatalSourceError, RateLimitedError, SourceError, WorkGoneError, WorkRestrictedError
+from ...ports import ArtifactFile, FileDownload, Page, SearchRequest, Work
 from .client import ImageNotFound, OffsetCapError, PixivClient
 from ...domain.novel_markup import inline_images, render_markdown
 from .mapping import is_restricted, master_variant, page_urls, to_work
@@ -65,8 +66,11 @@ def _int_id(work_id: str) -> int:
 
 class PixivSource:
     def __init__(self, client: PixivClient, *, now_ms: Callable[[], int], sleep: Callable[[float], None],
-                 request_delay_ms: int = 500, log: Callable[..., None] | None = None) -> None:
+                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: Any = None,
+                 fetch_worst_case_ms: int = 0) -> None:
+        self._fetch_worst_case_ms = fetch_worst_case_ms
         self._client = client
+        self.governor = governor  # the account's permits (issue 24); None: unbounded (unit tests)
         self._now = now_ms
         self._sleep = sleep
         self._request_delay_ms = max(0, int(request_delay_ms))
@@ -108,6 +112,7 @@ class PixivSource:
         params["include_translated_tag_results"] = "true"
         params["start_date"] = request.start_date
         params["end_date"] = request.end_date
+        params["duration"] = request.duration  # None: not sent (urlencode drops None)
         params["filter"] = "for_ios"
         if request.exclude_ai:
             params["search_ai_type"] = 0  # 0 hides AI-generated works (pixivpy never sends 0: we do)
@@ -239,6 +244,64 @@ class PixivSource:
             return [self._ugoira(work.work_id, raw)]
         return self._pages(work.work_id, raw)
 
+    def plan(self, work: Work) -> list[FileDownload] | None:
+        """An illustration's pages as files fetched one at a time, streamed (issue 24); None for a
+        novel or a ugoira, whose files ``download`` builds whole (text + cover, one zip)."""
+        raw: Mapping[str, Any] = work.raw or {}
+        if not raw.get("id"):
+            raw = self.get_work(work.work_type, work.work_id).raw
+        if work.restricted or is_restricted(raw):
+            raise WorkRestrictedError(
+                f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
+                "(limit_* image or visible=false)")
+        if work.work_type != "illustration" or raw.get("type") == "ugoira":
+            return None
+        pages = page_urls(raw)
+        single = (raw.get("width"), raw.get("height")) if len(pages) == 1 else (None, None)
+        files = []
+        for n, (original, large) in enumerate(pages):
+            candidates = [u for u in (original, master_variant(original) if original else None, large) if u]
+            if not candidates:
+                raise SourceError(f"missing image: page {n} of work {work.work_id} has no URL", retryable=False)
+            meta: dict[str, Any] = {"page": n}
+            files.append(FileDownload(
+                stem=f"{work.work_id}_p{n}", role="original", meta=meta, worst_case_ms=self._fetch_worst_case_ms,
+                open=lambda urls=candidates, n=n, meta=meta: self._open_first(urls, work.work_id, n, meta),
+                describe=lambda head, header_type, stem=f"{work.work_id}_p{n}", meta=meta: _describe(
+                    stem, head, header_type, meta.get("source_url") or "", single)))
+        return files
+
+    @contextmanager
+    def _open_first(self, urls: list[str], work_id: str, page: int, meta: dict[str, Any]):
+        last: ImageNotFound | None = None
+        for url in urls:
+            try:
+                with self._client.image_stream(url) as (chunks, header_type):
+                    meta["source_url"] = url
+                    yield chunks, header_type
+                    return
+            except ImageNotFound as exc:
+                last = exc
+                self._log("info", "Pixiv image not found; trying the next variant", event="pixiv.image_fallback",
+                          work_id=work_id, page=page)
+        assert last is not None
+        raise last
+
+    def _novel_object(self, work_id: str) -> dict[str, Any]:
+        """The webview page's text; when that page fails (an error answer, or no parsable novel
+        object), the App API's ``/v1/novel/text`` (issue 24; PixivFlow tries both in this order).
+        A rate limit or an auth failure is the account's, not the page's: it stops here."""
+        try:
+            page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
+            return _webview_novel(page, work_id)
+        except (RateLimitedError, FatalSourceError):
+            raise
+        except SourceError as exc:
+            self._log("info", "novel webview page failed; reading the text endpoint", event="pixiv.novel_text_fallback",
+                      work_id=work_id, error=str(exc)[:120])
+        # The text endpoint carries the body alone: no markup for a rich preview.
+        return {"text": _text_of(self._client.get("/v1/novel/text", {"novel_id": work_id}), work_id)}
+
     def _pages(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
         files = []
         pages = page_urls(raw)
@@ -337,8 +400,7 @@ class PixivSource:
                             meta={"frames": frames, "source_url": used})
 
     def _novel(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
-        page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
-        novel = _webview_novel(page, work_id)
+        novel = self._novel_object(work_id)
         text = novel["text"]
         files = [ArtifactFile(name=f"{work_id}.txt", content=text.encode("utf-8"),
                               content_type="text/plain; charset=utf-8", role="text",
@@ -360,8 +422,26 @@ class PixivSource:
         return files
 
 
+def _text_of(answer: Any, work_id: str) -> str:
+    text = answer.get("novel_text") if isinstance(answer, Mapping) else None
+    if not isinstance(text, str):
+        raise SourceError(f"metadata_failed: novel {work_id}: the text endpoint answered without novel_text", retryable=True)
+    return text
+
+
+def _describe(stem: str, head: bytes, header_type: str, url: str,
+              single: tuple[Any, Any]) -> tuple[str, str, int | None, int | None]:
+    """A streamed page's name, type and size in pixels, from its first bytes (as ``_pages`` does)."""
+    mime, width, height = sniff(head)
+    mime = mime or mime_of_name(url) or (header_type.split(";")[0].strip() or "application/octet-stream")
+    if width is None:
+        width, height = single
+    return f"{stem}{extension_for(mime)}", mime, width, height
+
+
 def _webview_novel(page: Any, work_id: str) -> dict[str, Any]:
     """The ``novel: {...}`` object embedded in the webview page (its ``text`` a string)."""
+
     html = page if isinstance(page, str) else ""
     at = html.find(_WEBVIEW_MARK)
     if at < 0:

@@ -7,6 +7,11 @@ same checks against moto and against the twins, so neither can drift from the ot
 
 ``TwinCloud(now_ms=clock.now_ms).install()`` makes ``pixivflow.aws.client(name)`` hand out the
 twins until ``uninstall()``; ``EmbeddedRuntime(..., backend="twin")`` does this for you.
+
+The twins are strict by default (they refuse what DynamoDB refuses) and faithful-but-kind by default
+(no TTL deletion, fresh reads, no throttling). The weaker guarantees are opt-in per test through one
+knob, ``TwinCloud(faults=TwinFaults(seed=..., stale_reads=0.2, index_lag_ms=500, unprocessed=0.1,
+transaction_conflict=0.05, throttle=0.01, ttl_delete_within_ms=60_000))``; ``faults.py`` documents each.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from typing import Any, Callable
 
 from .dynamodb import TwinDynamoDB
 from .errors import Meta
+from .faults import TwinFaults
 from .s3 import TwinS3
 from .sqs import TwinSQS
 
-__all__ = ["TwinCloud", "TwinDynamoDB", "TwinS3", "TwinSQS"]
+__all__ = ["TwinCloud", "TwinDynamoDB", "TwinFaults", "TwinS3", "TwinSQS"]
 
 
 class _TwinSTS:
@@ -32,12 +38,13 @@ class _TwinSTS:
 
 class TwinCloud:
     """One account's worth of twins on one clock. ``index_lag_ms`` makes GSIs eventually consistent;
-    ``seed`` makes SQS return visible messages in a seeded random order (standard queues keep none)."""
+    ``seed`` makes SQS return visible messages in a seeded random order (standard queues keep none);
+    ``faults`` switches on DynamoDB's opt-in models (``faults.TwinFaults``)."""
 
     def __init__(self, *, now_ms: Callable[[], int] | None = None, index_lag_ms: int | Callable[[], int] = 0,
-                 seed: int | None = None, region: str = "us-east-1") -> None:
+                 seed: int | None = None, region: str = "us-east-1", faults: TwinFaults | None = None) -> None:
         shuffle = random.Random(f"{seed}:sqs-order") if seed is not None else None
-        self.dynamodb = TwinDynamoDB(now_ms=now_ms, index_lag_ms=index_lag_ms, region=region)
+        self.dynamodb = TwinDynamoDB(now_ms=now_ms, index_lag_ms=index_lag_ms, region=region, faults=faults)
         self.sqs = TwinSQS(now_ms=now_ms, shuffle=shuffle, region=region)
         self.s3 = TwinS3(region=region)
         self.sts = _TwinSTS(region)

@@ -18,6 +18,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Mapping
 
+from .reserved import RESERVED_WORDS
+
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+)|(?P<name>#[A-Za-z0-9_]+)|(?P<value>:[A-Za-z0-9_]+)|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op><>|<=|>=|[=<>(),.\[\]+\-]))"
@@ -29,7 +31,8 @@ class ExpressionError(ValueError):
     """A malformed expression, a missing placeholder or a type error: DynamoDB's ValidationException."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def _tokens(text: str, raw: list[str] | None = None) -> list[tuple[str, str]]:
+    """The tokens of ``text`` (keywords upper-cased); ``raw`` collects each token as written."""
     out: list[tuple[str, str]] = []
     pos = 0
     text = text.strip()
@@ -42,6 +45,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if kind == "ident" and tok.upper() in _KEYWORDS:
             kind, tok = "kw", tok.upper()
         out.append((kind, tok))
+        if raw is not None:
+            raw.append(m.group(m.lastgroup or ""))
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
@@ -50,7 +55,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
+        self.raw: list[str] = []
+        self.toks = _tokens(text, self.raw)
         self.i = 0
 
     def peek(self, offset: int = 0) -> tuple[str, str] | None:
@@ -88,8 +94,13 @@ class _Parser:
 
     def _segment(self) -> tuple[str, str]:
         kind, tok = self.take()
+        if kind == "kw":  # AND, SET, ... are reserved words too
+            raise ExpressionError(f"Attribute name is a reserved keyword; reserved keyword: {self.raw[self.i - 1]}")
         if kind not in ("name", "ident"):
             raise ExpressionError(f"Invalid expression: {tok!r} is not an attribute name")
+        if kind == "ident" and tok.upper() in RESERVED_WORDS:
+            # DynamoDB refuses a reserved word named bare anywhere in a document path (reserved.py)
+            raise ExpressionError(f"Attribute name is a reserved keyword; reserved keyword: {tok}")
         return (kind, tok)
 
     # conditions
@@ -228,28 +239,35 @@ class _Parser:
         return paths
 
 
+def _parse(text: str, kind: str, rule: str) -> Any:
+    """Parse ``text`` by one grammar rule; a refusal names the parameter as DynamoDB does
+    ("Invalid UpdateExpression: ...")."""
+    try:
+        p = _Parser(text)
+        out = getattr(p, rule)()
+        p.done()
+    except ExpressionError as exc:
+        detail = str(exc)
+        for prefix in ("Invalid expression: ", f"Invalid {kind}: "):
+            detail = detail.removeprefix(prefix)
+        raise ExpressionError(f"Invalid {kind}: {detail}") from None
+    return out
+
+
 @lru_cache(maxsize=4096)
-def parse_condition(text: str) -> tuple:
-    p = _Parser(text)
-    tree = p.condition()
-    p.done()
-    return tree
+def parse_condition(text: str, kind: str = "ConditionExpression") -> tuple:
+    """A ConditionExpression, FilterExpression or KeyConditionExpression (``kind`` names it in errors)."""
+    return _parse(text, kind, "condition")
 
 
 @lru_cache(maxsize=4096)
 def parse_update(text: str) -> tuple:
-    p = _Parser(text)
-    clauses = p.update()
-    p.done()
-    return tuple(clauses)
+    return tuple(_parse(text, "UpdateExpression", "update"))
 
 
 @lru_cache(maxsize=1024)
 def parse_projection(text: str) -> tuple:
-    p = _Parser(text)
-    paths = p.projection()
-    p.done()
-    return tuple(paths)
+    return tuple(_parse(text, "ProjectionExpression", "projection"))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -265,7 +283,13 @@ def tree_placeholders(tree: Any) -> tuple[frozenset[str], frozenset[str]]:
 
 def clone(value: Any) -> Any:
     """A copy of an attribute value or item (dicts, lists and immutable leaves only): copy.deepcopy
-    was the twin's hottest function."""
+    was the twin's hottest function, and this one recursing into every leaf the next (leaves are
+    copied by reference, so only containers cost a call)."""
+    t = type(value)
+    if t is dict:
+        return {k: (clone(v) if type(v) is dict or type(v) is list else v) for k, v in value.items()}
+    if t is list:
+        return [(clone(v) if type(v) is dict or type(v) is list else v) for v in value]
     if isinstance(value, dict):
         return {k: clone(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -288,6 +312,36 @@ def placeholders(tree: Any, names: set[str] | None = None, values: set[str] | No
     return names, values
 
 
+@lru_cache(maxsize=4096)
+def _check_placeholders(trees: tuple, names: frozenset[str], values: frozenset[str]) -> None:
+    """DynamoDB's placeholder rules for one request's expressions and placeholder keys (cached: the same
+    few combinations come back on every call; a refusal is not cached and is recomputed)."""
+    if not trees:  # placeholders without any expression: refused before any "unused" check
+        for label, given in (("ExpressionAttributeNames", names), ("ExpressionAttributeValues", values)):
+            if given:
+                raise ExpressionError(f"{label} can only be specified when using expressions")
+    used_n: set[str] = set()
+    used_v: set[str] = set()
+    for tree in trees:
+        n, v = tree_placeholders(tree)
+        used_n |= n
+        used_v |= v
+    missing_n = used_n - names
+    if missing_n:
+        raise ExpressionError("An expression attribute name used in the document path is not defined; "
+                              f"attribute name: {sorted(missing_n)[0]}")
+    missing_v = used_v - values
+    if missing_v:
+        raise ExpressionError("An expression attribute value used in expression is not defined; "
+                              f"attribute value: {sorted(missing_v)[0]}")
+    unused_n = names - used_n
+    if unused_n:
+        raise ExpressionError(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(sorted(unused_n))}}}")
+    unused_v = values - used_v
+    if unused_v:
+        raise ExpressionError(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(sorted(unused_v))}}}")
+
+
 class Context:
     """The placeholders of one request. Like DynamoDB, every placeholder an expression uses must be
     defined, and every one defined must be used by one of the request's expressions."""
@@ -295,26 +349,7 @@ class Context:
     def __init__(self, names: Mapping[str, str] | None, values: Mapping[str, Any] | None, *trees: Any) -> None:
         self.names = dict(names or {})
         self.values = dict(values or {})
-        used_n: set[str] = set()
-        used_v: set[str] = set()
-        for tree in trees:
-            n, v = tree_placeholders(tree)
-            used_n |= n
-            used_v |= v
-        missing_n = used_n - set(self.names)
-        if missing_n:
-            raise ExpressionError("An expression attribute name used in the document path is not defined; "
-                                  f"attribute name: {sorted(missing_n)[0]}")
-        missing_v = used_v - set(self.values)
-        if missing_v:
-            raise ExpressionError("An expression attribute value used in expression is not defined; "
-                                  f"attribute value: {sorted(missing_v)[0]}")
-        unused_n = set(self.names) - used_n
-        if unused_n:
-            raise ExpressionError(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(sorted(unused_n))}}}")
-        unused_v = set(self.values) - used_v
-        if unused_v:
-            raise ExpressionError(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(sorted(unused_v))}}}")
+        _check_placeholders(trees, frozenset(self.names), frozenset(self.values))
 
     def name(self, seg: tuple[str, str]) -> str:
         kind, tok = seg
@@ -514,6 +549,11 @@ def _remove(item: dict[str, Any], path: tuple, ctx: Context) -> None:
         node.get("M", {}).pop(ctx.name(last), None)
 
 
+def updated_roots(clauses: tuple, ctx: Context) -> set[str]:
+    """The top-level attribute names an update expression writes (found statically, before any read)."""
+    return {ctx.name(c[1][1][0]) for c in clauses if not isinstance(c[1][1][0], int)}
+
+
 def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[dict[str, Any], set[str]]:
     """The item after the update, and the top-level attribute names it touched."""
     new = clone(dict(old))
@@ -532,7 +572,8 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
             planned.append(("remove", path, None))
         else:
             planned.append((kind, path, ctx.value(clause[2][1])))
-        touched.add(path[1][0] if isinstance(path[1][0], int) else ctx.name(path[1][0]))
+        root = path[1][0]
+        touched.add(str(root) if isinstance(root, int) else ctx.name(root))
     for kind, path, value in planned:
         if kind == "set":
             _assign(new, path, value, ctx)

@@ -1,0 +1,107 @@
+"""The one text rule of the HTTP edge (issue 21 item 1; spec §11.3, §12.3; DESIGN §8).
+
+Every string the edge accepts -- a body field at any depth (object keys included), a path
+parameter, a query value -- is checked ONCE, by the shell, against the rule its route declares
+for it beside the route (``HttpShell.route(text=..., query=...)``), before any handler or model
+sees it. A route cannot skip it: the rule is not opted into, only tuned per field.
+
+The default rule (``TEXT``): no lone UTF-16 surrogate (no UTF-8 encoder accepts one: the ledger
+write would fail long after admission), no C0/C1 control character or DEL (U+0085 NEL among them:
+they split log lines and reach an operator's terminal), and a UTF-8 byte cap. ``ID`` caps a value
+that becomes part of a DynamoDB key at 1,024 bytes, so with its ``SLOT#``/``REQUEST#`` prefix a
+partition key stays under 2,048 bytes and a sort key under 1,024 (real DynamoDB answers a larger
+key with ValidationException -- a 500 -- even on a read). A field may allow ``\\n`` (``PROSE``).
+
+A failure is a ``BodyProblem`` (400, reason ``invalid_text`` / ``text_too_long``) whose message and
+``detail.field`` name the field (``params.query.tags[0]``, ``jobId``, ``after``); the shell answers it
+in the route's surface shape, and nothing has been read or written by then.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .bodies import BAD_TEXT, BodyProblem
+
+# C0 controls, DEL, C1 controls (U+0080..U+009F, U+0085 included) and lone surrogates.
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_FORBIDDEN_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+MAX_ID_BYTES = 1024
+MAX_TEXT_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """What one field may hold. ``message``: the refusal text when a surface fixes it (the refetch
+    route's ``requestId must be a UUID``, spec §11.3); else the rule's own words naming the field."""
+
+    max_bytes: int = MAX_TEXT_BYTES
+    newline: bool = False
+    message: str | None = None
+
+    def problem(self, value: str, field: str) -> BodyProblem | None:
+        """Why ``value`` (at ``field``) breaks the rule, or None."""
+        pattern = _FORBIDDEN_BUT_NEWLINE if self.newline else _FORBIDDEN
+        if pattern.search(value) is not None:
+            return BodyProblem(400, "invalid_text", self.message or f"{field} {BAD_TEXT}", field=field)
+        # A lone surrogate was refused above, so plain UTF-8 encoding cannot fail here.
+        if len(value) > self.max_bytes or len(value.encode("utf-8")) > self.max_bytes:
+            return BodyProblem(400, "text_too_long", self.message or f"{field} is longer than {self.max_bytes} bytes",
+                               field=field)
+        return None
+
+
+TEXT = TextRule()
+ID = TextRule(max_bytes=MAX_ID_BYTES)
+PROSE = TextRule(newline=True)
+
+
+def _pattern(field: str) -> str:
+    """``params.query.tags[3]`` -> ``params.query.tags[]``: a declared rule covers every item."""
+    return re.sub(r"\[\d+\]", "[]", field)
+
+
+@dataclass(frozen=True)
+class TextRules:
+    """A route's rules: ``fields`` by dotted path (``[]`` = every item of a list), else ``default``."""
+
+    fields: Mapping[str, TextRule]
+    default: TextRule = TEXT
+
+    def rule(self, field: str) -> TextRule:
+        return self.fields.get(_pattern(field), self.default)
+
+    def check_value(self, value: str, field: str) -> None:
+        problem = self.rule(field).problem(value, field)
+        if problem is not None:
+            raise problem
+
+    def check_document(self, document: Any, root: str = "") -> None:
+        """Every string of a parsed JSON document, keys too, in document order (an explicit
+        stack: the body's depth is already bounded, but no recursion is needed)."""
+        stack: list[tuple[str, Any]] = [(root, document)]
+        while stack:
+            where, item = stack.pop()
+            if isinstance(item, str):
+                self.check_value(item, where or "body")
+            elif isinstance(item, dict):
+                children = []
+                for key, child in item.items():
+                    path = f"{where}.{key}" if where else str(key)
+                    # An object key is text the edge accepts too (pydantic and the Task parser read
+                    # them); named by its parent, never echoed: the key itself is the bad text.
+                    problem = self.default.problem(str(key), f"{where or 'body'} (an object key)")
+                    if problem is not None:
+                        problem.field = where or "body"
+                        raise problem
+                    children.append((path, child))
+                stack.extend(reversed(children))
+            elif isinstance(item, list):
+                stack.extend(reversed([(f"{where}[{i}]", child) for i, child in enumerate(item)]))
+
+
+NO_RULES = TextRules({})
+
+__all__ = ["ID", "MAX_ID_BYTES", "MAX_TEXT_BYTES", "NO_RULES", "PROSE", "TEXT", "TextRule", "TextRules"]

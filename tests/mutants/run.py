@@ -1,0 +1,266 @@
+"""``make mutants``: proof that the proof works (issue 20).
+
+Every ``tests/mutants.d/*.toml`` lists mutants in the format COMMON.md fixes::
+
+    [[mutant]]
+    id = "reserve-work-condition"       # unique, kebab-case
+    file = "shared/pixivflow/adapters/....py"
+    old = "exact text that occurs exactly once in the file"
+    new = "the weakened text"
+    tests = ["tests/unit/test_x.py", "tests/e2e/test_y.py::test_z"]   # what should kill it
+    # equivalent = "reason"  -- only if it truly cannot be observed
+
+Each mutant is applied to a private COPY of the tree (``shared/``, ``functions/``, ``tests/``,
+``events/``, ``template.yaml``, ``pyproject.toml``; one copy per worker, the file restored after each
+mutant), never to the working tree. The copy's ``shared/`` goes first on ``PYTHONPATH``, so it is the
+copy's package that runs even though the venv's editable install names the working tree. A mutant is
+KILLED when its listed tests fail, or else when a ``--seeds``-seed ``make sim`` (concurrent, with
+deaths) reports a violation; a mutant that does neither SURVIVED. A run that times out counts as
+killed (a mutant that hangs is noticed). The table at the end lists every mutant; the exit status is
+1 when a mutant survived that is not marked ``equivalent`` (or when the list itself is malformed).
+
+    python tests/mutants/run.py [--jobs 2] [--seeds 100] [--only id,id] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LISTS = ROOT / "tests" / "mutants.d"
+COPIED = ("shared", "functions", "tests", "events", "template.yaml", "pyproject.toml")
+ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+TEST_TIMEOUT_S = 600
+SIM_TIMEOUT_S = 900
+# Environment a test run must not inherit from whoever runs make mutants.
+_DROP_ENV = ("POWERTOOLS_", "LOG_LEVEL", "AWS_", "PIXIV", "TRIGGER_", "JOBS_", "LEDGER_", "EXECUTION_", "OUTBOX_",
+             "ARTIFACT_", "SIM_", "PYTEST_")
+
+
+@dataclass
+class Mutant:
+    id: str
+    file: str
+    old: str
+    new: str
+    tests: list[str]
+    source: str  # which toml
+    equivalent: str | None = None
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    verdict: str  # killed-by-tests | killed-by-sim | survived | equivalent | error
+    seconds: float
+    detail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def load(lists: Path = LISTS, root: Path = ROOT) -> tuple[list[Mutant], list[str]]:
+    """Every mutant of every list, and what is wrong with the lists (empty when they are sound)."""
+    mutants: list[Mutant] = []
+    errors: list[str] = []
+    seen: dict[str, str] = {}
+    for path in sorted(lists.glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            errors.append(f"{path.name}: not TOML: {exc}")
+            continue
+        for n, raw in enumerate(data.get("mutant", [])):
+            where = f"{path.name} mutant #{n + 1}"
+            missing = [k for k in ("id", "file", "old", "new", "tests") if k not in raw]
+            if missing:
+                errors.append(f"{where}: missing {', '.join(missing)}")
+                continue
+            m = Mutant(raw["id"], raw["file"], raw["old"], raw["new"], list(raw["tests"]), path.name, raw.get("equivalent"))
+            where = f"{path.name} {m.id}"
+            if not ID.match(m.id):
+                errors.append(f"{where}: id is not kebab-case")
+            if m.id in seen:
+                errors.append(f"{where}: id already used in {seen[m.id]}")
+            seen[m.id] = path.name
+            target = root / m.file
+            if not target.is_file():
+                errors.append(f"{where}: no file {m.file}")
+            else:
+                count = target.read_text(encoding="utf-8").count(m.old)
+                if count != 1:
+                    errors.append(f"{where}: 'old' occurs {count} times in {m.file} (must be exactly once)")
+            if m.old == m.new:
+                errors.append(f"{where}: 'new' equals 'old'")
+            if not m.tests and not m.equivalent:
+                errors.append(f"{where}: no tests listed")
+            for t in m.tests:
+                if not (root / t.split("::")[0]).exists():
+                    errors.append(f"{where}: no test file {t.split('::')[0]}")
+            mutants.append(m)
+    return mutants, errors
+
+
+class Sandbox:
+    """One private copy of the tree; ``mutated(m)`` applies a mutant to it and restores it after."""
+
+    def __init__(self, root: Path = ROOT) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="pixivflow-mutants-"))
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+        for name in COPIED:
+            src = root / name
+            if src.is_dir():
+                shutil.copytree(src, self.dir / name, ignore=ignore)
+            elif src.exists():
+                shutil.copy2(src, self.dir / name)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
+        self.env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "shared"), str(self.dir / "tests")])
+        self.env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant's bytecode never outlives it
+
+    def apply(self, m: Mutant) -> str:
+        path = self.dir / m.file
+        original = path.read_text(encoding="utf-8")
+        path.write_text(original.replace(m.old, m.new, 1), encoding="utf-8")
+        return original
+
+    def restore(self, m: Mutant, original: str) -> None:
+        (self.dir / m.file).write_text(original, encoding="utf-8")
+
+    def run(self, args: list[str], timeout: int) -> tuple[int | None, str]:
+        try:
+            done = subprocess.run([sys.executable, *args], cwd=self.dir, env=self.env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {timeout} s"
+        return done.returncode, (done.stdout + done.stderr)[-4000:]
+
+    def pytest(self, tests: list[str]) -> tuple[int | None, str]:
+        return self.run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=",
+                         *tests], TEST_TIMEOUT_S)
+
+    def sim(self, seeds: int) -> tuple[int | None, str]:
+        return self.run(["tests/simulation/sim.py", "--seeds", str(seeds), "--jobs", "1", "--stop-at-first"], SIM_TIMEOUT_S)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _failed_line(output: str) -> str:
+    for pattern in (r"^FAILED .*$", r"^ERROR .*$", r"^sim:   seed .*$", r"^sim: seeds=.*violations=\d+ \([^)]*\)"):
+        found = re.search(pattern, output, re.M)
+        if found:
+            return found.group(0)[:160]
+    return output.strip().splitlines()[-1][:160] if output.strip() else ""
+
+
+def judge(box: Sandbox, m: Mutant, seeds: int) -> Outcome:
+    began = time.monotonic()
+    original = box.apply(m)
+    try:
+        code, out = box.pytest(m.tests) if m.tests else (0, "")
+        if code != 0:
+            return Outcome(m, "killed-by-tests", time.monotonic() - began, _failed_line(out) if code is not None else out)
+        if seeds > 0:
+            code, out = box.sim(seeds)
+            if code != 0:
+                return Outcome(m, "killed-by-sim", time.monotonic() - began, _failed_line(out) if code is not None else out)
+        verdict = "equivalent" if m.equivalent else "survived"
+        return Outcome(m, verdict, time.monotonic() - began, m.equivalent or "")
+    finally:
+        box.restore(m, original)
+
+
+def baseline(box: Sandbox, mutants: list[Mutant]) -> str | None:
+    """The unmutated copy must pass every listed test: otherwise 'killed' would mean nothing."""
+    tests = sorted({t for m in mutants for t in m.tests})
+    code, out = box.pytest(tests) if tests else (0, "")
+    return None if code == 0 else f"the unmutated tree fails its own mutant tests: {_failed_line(out)}"
+
+
+def table(outcomes: list[Outcome]) -> str:
+    width = max([len(o.mutant.id) for o in outcomes] + [6])
+    lines = [f"{'mutant':<{width}}  {'verdict':<15}  {'s':>5}  detail", "-" * (width + 60)]
+    for o in outcomes:
+        lines.append(f"{o.mutant.id:<{width}}  {o.verdict:<15}  {o.seconds:>5.0f}  {o.detail}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTANT_JOBS", "2")))
+    parser.add_argument("--seeds", type=int, default=int(os.environ.get("MUTANT_SEEDS", "100")),
+                        help="seeds of make sim per mutant its tests did not kill (0: none)")
+    parser.add_argument("--only", default=None, help="comma-separated mutant ids")
+    parser.add_argument("--list", action="store_true", help="check and list the mutants, run nothing")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the listed tests")
+    args = parser.parse_args(argv)
+
+    mutants, errors = load()
+    for e in errors:
+        print(f"mutants: {e}")
+    if errors:
+        return 1
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {m.id for m in mutants}
+        if unknown:
+            print(f"mutants: unknown ids {sorted(unknown)}")
+            return 1
+        mutants = [m for m in mutants if m.id in wanted]
+    if args.list:
+        for m in mutants:
+            print(f"{m.id:<44} {m.source:<14} {m.file}{'  (equivalent)' if m.equivalent else ''}")
+        print(f"mutants: {len(mutants)} listed")
+        return 0
+
+    # A stopped run (kill, Ctrl-C) still removes its copies: SIGTERM unwinds like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    began = time.monotonic()
+    jobs = max(1, min(args.jobs, len(mutants)))
+    boxes = [Sandbox() for _ in range(jobs)]
+    try:
+        if not args.no_baseline:
+            problem = baseline(boxes[0], mutants)
+            if problem:
+                print(f"mutants: {problem}")
+                return 1
+        free = list(boxes)
+        outcomes: list[Outcome] = []
+
+        def work(m: Mutant) -> Outcome:
+            box = free.pop()
+            try:
+                outcome = judge(box, m, args.seeds)
+            finally:
+                free.append(box)
+            print(f"mutants: {m.id}: {outcome.verdict} ({outcome.seconds:.0f} s)", flush=True)
+            return outcome
+
+        with ThreadPoolExecutor(jobs) as pool:
+            outcomes = list(pool.map(work, mutants))
+    finally:
+        for box in boxes:
+            box.close()
+    print(table(outcomes))
+    survivors = [o for o in outcomes if o.verdict == "survived"]
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in ("killed-by-tests", "killed-by-sim", "equivalent", "survived")}
+    print(f"mutants: {len(outcomes)} run in {time.monotonic() - began:.0f} s: "
+          + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    if survivors:
+        print("mutants: SURVIVED (add a test that kills it, or name it equivalent with the reason): "
+              + ", ".join(o.mutant.id for o in survivors))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

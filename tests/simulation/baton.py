@@ -1,0 +1,238 @@
+"""A deterministic scheduler of concurrent Lambda invocations (issue 20; the FoundationDB approach).
+
+Each invocation (a trigger fire, an executor or deliverer batch, a sweep tick) runs the real handler
+in a thread of its own, but only ONE thread runs at a time: it holds the baton. Every AWS call the
+invocation makes goes through ``SteppedClient`` (a wrapper around the twin's boto3-level client),
+and each call is a *step*: before it, the scheduler's seeded RNG may take the baton back and hand it
+to another live invocation, which runs until its own next step. Because every decision is drawn
+from one ``random.Random`` while exactly one thread runs, a seed replays exactly.
+
+A crash is a DEATH (issue 20 §3): at a step, before or after the call, the invocation's thread is
+simply never resumed again. None of its code runs after that point: no ``finally``, no lease
+release, no batch processor finishing the other records; the messages it was handed stay
+in flight until the queue's visibility timeout lapses. The scheduler releases its dead threads at
+the end of the seed (``release_dead``): each is woken with ``Released``, a ``BaseException`` that
+no ``except Exception`` catches, and from then on every AWS call it attempts raises ``Released``
+again before touching the twin, so what a released thread's ``finally`` blocks try changes nothing.
+
+Time passes in steps too: each AWS call takes a few virtual milliseconds, and now and then one
+takes minutes (a paused container), so a lease can expire under an invocation that is still running.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from random import Random
+from typing import Any, Callable
+
+# Client attributes that are not AWS requests (no step): botocore's helpers and the twin's own.
+NOT_REQUESTS = frozenset({"meta", "exceptions", "generate_presigned_url", "get_paginator", "can_paginate", "close",
+                          "get_waiter", "waiter_names"})
+STUCK_S = 60.0  # real seconds an invocation may run without reaching a step before the harness calls it stuck
+
+_local = threading.local()
+
+
+class Released(BaseException):
+    """Wakes a dead invocation's thread at seed end; not an Exception, so no handler swallows it."""
+
+
+class Stuck(RuntimeError):
+    """An invocation neither reached a step nor finished: it blocks on something outside the baton."""
+
+
+class Invocation:
+    """One Lambda invocation: ``fn()`` in a thread that runs only while it holds the baton."""
+
+    def __init__(self, scheduler: "Baton", name: str, fn: Callable[[], Any],
+                 on_end: Callable[["Invocation"], None] | None) -> None:
+        self.scheduler = scheduler
+        self.name = name
+        self.fn = fn
+        self.on_end = on_end
+        self.state = "runnable"  # runnable | done | dead
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.released = False
+        self.steps = 0
+        self.go = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=f"sim-{name}", daemon=True)
+
+    def _main(self) -> None:
+        self.go.wait()
+        self.go.clear()
+        if self.released:
+            return  # released before it ever ran (a harness error ended the seed)
+        _local.invocation = self
+        try:
+            self.result = self.fn()
+        except Released:
+            return  # released after its death: the scheduler stopped waiting for it long ago
+        except BaseException as exc:  # noqa: BLE001 - an invocation that failed: Lambda reports the error
+            self.error = exc
+        if self.released:
+            return
+        self.state = "done"
+        self.scheduler.back.set()
+
+
+class Baton:
+    """The seeded scheduler. ``spawn`` adds an invocation; ``run_one`` resumes one live invocation
+    (picked by the RNG) until its next step, its end or its death."""
+
+    def __init__(self, clock: Any, rng: Random, *, switch: float = 0.5, death: float = 0.0, pause: float = 0.0,
+                 latency_ms: tuple[int, int] = (1, 12)) -> None:
+        self.clock = clock
+        self.rng = rng
+        self.switch = switch  # chance that a step hands the baton back to the scheduler
+        self.death = death  # chance of a death at each step (before, and again after, the call)
+        self.pause = pause  # chance that a call takes 30 s - 4 min (a frozen container)
+        self.latency_ms = latency_ms
+        self.back = threading.Event()
+        self.live: list[Invocation] = []
+        self.dead: list[Invocation] = []
+        self.counts: Counter[str] = Counter()
+        self.deaths: list[str] = []  # "t=... before|after ledger.finish_slot(slot-id) in deliver" per death
+        self.current: Invocation | None = None
+
+    # -- the driver's side (main thread) ---------------------------------------------------------
+    def spawn(self, name: str, fn: Callable[[], Any], on_end: Callable[[Invocation], None] | None = None) -> Invocation:
+        inv = Invocation(self, name, fn, on_end)
+        inv.thread.start()
+        self.live.append(inv)
+        self.counts[f"spawn.{name}"] += 1
+        return inv
+
+    def running(self, name: str) -> int:
+        return sum(1 for inv in self.live if inv.name == name)
+
+    def run_one(self) -> Invocation | None:
+        """Hand the baton to one live invocation (seeded choice) and wait for it to give it back."""
+        if not self.live:
+            return None
+        inv = self.live[self.rng.randrange(len(self.live))] if len(self.live) > 1 else self.live[0]
+        self.current = inv
+        self.back.clear()
+        inv.go.set()
+        if not self.back.wait(STUCK_S):
+            raise Stuck(f"invocation {inv.name} neither reached an AWS call nor finished in {STUCK_S:.0f} s")
+        self.current = None
+        if inv.state != "runnable":
+            self.live.remove(inv)
+            if inv.state == "dead":
+                self.dead.append(inv)
+            if inv.on_end is not None:
+                inv.on_end(inv)
+        return inv
+
+    def drain(self) -> None:
+        """Run every live invocation to its end (or death)."""
+        while self.live:
+            self.run_one()
+
+    def release_dead(self) -> None:
+        """Seed end: wake each dead thread with Released and wait for it to unwind."""
+        for inv in self.dead:
+            inv.released = True
+            inv.go.set()
+        for inv in self.dead:
+            inv.thread.join(timeout=10)
+        self.dead.clear()
+
+    # -- the invocation's side (inside a step) ----------------------------------------------------
+    def before(self, inv: Invocation, label: str) -> None:
+        if inv.released:
+            raise Released()
+        inv.steps += 1
+        rng = self.rng
+        self.clock.advance(rng.randint(*self.latency_ms))
+        if self.pause and rng.random() < self.pause:
+            self.counts["pause"] += 1
+            self.clock.advance(rng.randint(30, 240) * 1000)
+        if self.death and rng.random() < self.death:
+            self._die(inv, "before", label)
+        if rng.random() < self.switch:
+            self._yield(inv)
+
+    def after(self, inv: Invocation, label: str) -> None:
+        if inv.released:
+            raise Released()
+        if self.death and self.rng.random() < self.death:
+            self._die(inv, "after", label)
+
+    def _yield(self, inv: Invocation) -> None:
+        self.back.set()
+        inv.go.wait()
+        inv.go.clear()
+        if inv.released:
+            raise Released()
+
+    def _die(self, inv: Invocation, when: str, label: str) -> None:
+        inv.state = "dead"
+        self.counts["death"] += 1
+        self.counts[f"death.{inv.name}"] += 1
+        self.deaths.append(f"t={self.clock.now_ms()} {when} {_port_call(label)} in {inv.name}")
+        self.back.set()
+        inv.go.wait()  # never set again until release_dead
+        raise Released()
+
+
+class SteppedClient:
+    """Delegates to a twin client; each request made from an invocation thread is a step."""
+
+    def __init__(self, inner: Any, service: str) -> None:
+        self._inner = inner
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name in NOT_REQUESTS or name.startswith("_") or not callable(attr):
+            return attr
+        label = f"{self._service}.{name}"
+
+        def request(*args: Any, **kwargs: Any) -> Any:
+            inv = getattr(_local, "invocation", None)
+            if inv is None:
+                return attr(*args, **kwargs)  # the harness's own look (main thread): not a step
+            sched = inv.scheduler
+            sched.before(inv, label)
+            result = attr(*args, **kwargs)
+            sched.after(inv, label)
+            return result
+
+        self.__dict__[name] = request  # the next call skips __getattr__
+        return request
+
+
+def stepped_factory(make: Callable[..., Any]) -> Callable[..., Any]:
+    """An ``aws.set_factory`` factory: ``make``'s clients, each wrapped once in a SteppedClient."""
+    cache: dict[str, SteppedClient] = {}
+
+    def factory(service: str, **kwargs: Any) -> Any:
+        if service not in cache:
+            cache[service] = SteppedClient(make(service, **kwargs), service)
+        return cache[service]
+
+    return factory
+
+
+_PORT_OWNERS = ("DynamoLedger", "DynamoJobStore", "DynamoOutboxRows", "DynamoSweepState", "SqsQueues", "S3Artifacts")
+
+
+def _port_call(label: str) -> str:
+    """Name a death by the adapter method it fell in (``ledger.finish_slot(<slot>)``), read off the
+    dying thread's stack: the outcome-line oracle needs to know a death fell inside the close."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        kind = type(owner).__name__ if owner is not None else ""
+        if kind in _PORT_OWNERS and not frame.f_code.co_name.startswith("_"):
+            args = [v for k, v in frame.f_locals.items() if k != "self" and isinstance(v, (str, int))][:1]
+            subject = next((getattr(v, a) for v in frame.f_locals.values() for a in ("slot_id", "idempotency_key")
+                            if hasattr(v, a)), None)
+            name = "ledger" if kind == "DynamoLedger" else kind
+            return f"{name}.{frame.f_code.co_name}({subject or (args[0] if args else '')}) [{label}]"
+        frame = frame.f_back
+    return label

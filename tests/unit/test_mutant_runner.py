@@ -1,0 +1,88 @@
+"""``make mutants``' runner (tests/mutants/run.py, issue 20): a mutant runs on a private copy, never
+on the tree it came from; a mutant its tests catch is killed, one they miss survives; a malformed
+list is refused before anything runs; every listed mutant of the repository is well-formed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+RUNNER = Path(__file__).resolve().parents[1] / "mutants" / "run.py"
+spec = importlib.util.spec_from_file_location("mutant_runner", RUNNER)
+run = importlib.util.module_from_spec(spec)
+sys.modules["mutant_runner"] = run  # dataclasses look their module up while the class is made
+spec.loader.exec_module(run)
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "shared").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "shared" / "guard.py").write_text("def allowed(owner, me):\n    return owner is None or owner == me\n")
+    (root / "tests" / "test_guard.py").write_text(textwrap.dedent("""
+        from guard import allowed
+
+        def test_another_owner_is_refused():
+            assert not allowed("them", "me")
+    """))
+    (root / "tests" / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
+    return root
+
+
+def _mutant(tests: list[str], **kw) -> "run.Mutant":
+    return run.Mutant(kw.get("id", "guard-owner"), "shared/guard.py", "owner is None or owner == me", "True", tests, "x.toml",
+                      kw.get("equivalent"))
+
+
+def test_a_mutant_its_test_catches_is_killed_and_the_source_tree_is_never_touched(tmp_path):
+    root = _tree(tmp_path)
+    before = (root / "shared" / "guard.py").read_text()
+    box = run.Sandbox(root)
+    try:
+        killed = run.judge(box, _mutant(["tests/test_guard.py"]), seeds=0)
+        survived = run.judge(box, _mutant(["tests/test_nothing.py"]), seeds=0)
+        equivalent = run.judge(box, _mutant(["tests/test_nothing.py"], equivalent="cannot be observed"), seeds=0)
+        assert (box.dir / "shared" / "guard.py").read_text() == before  # the copy is restored after each
+    finally:
+        box.close()
+    assert killed.verdict == "killed-by-tests" and "test_another_owner_is_refused" in killed.detail
+    assert survived.verdict == "survived"
+    assert equivalent.verdict == "equivalent" and equivalent.detail == "cannot be observed"
+    assert (root / "shared" / "guard.py").read_text() == before
+
+
+def test_a_malformed_list_is_refused(tmp_path):
+    root = _tree(tmp_path)
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "a.toml").write_text(textwrap.dedent('''
+        [[mutant]]
+        id = "Not Kebab"
+        file = "shared/guard.py"
+        old = "return"
+        new = "return"
+        tests = ["tests/missing.py"]
+
+        [[mutant]]
+        id = "twice"
+        file = "shared/nowhere.py"
+        old = "x"
+        new = "y"
+        tests = []
+    '''))
+    (lists / "b.toml").write_text('[[mutant]]\nid = "twice"\nfile = "shared/guard.py"\nold = "o"\nnew = "0"\ntests = ["tests/test_guard.py"]\n')
+    _, errors = run.load(lists, root)
+    text = "\n".join(errors)
+    assert "not kebab-case" in text and "equals 'old'" in text and "no test file tests/missing.py" in text
+    assert "no file shared/nowhere.py" in text and "no tests listed" in text
+    assert "already used" in text and "occurs 6 times" in text  # "o" is six times in guard.py
+
+
+def test_every_mutant_of_the_repository_is_well_formed():
+    mutants, errors = run.load()
+    assert errors == []
+    assert len(mutants) >= 30
+    assert {"ledger-reserve-work-condition", "owned-by-outbox-handed-over-live", "delivery-cell-already-ended",
+            "rollup-close-waits-for-open-cells"} <= {m.id for m in mutants}
