@@ -7,10 +7,13 @@ clock at a fire of ``morning-tokyo``), runs that occurrence through the real fun
 logs in through the form, opens the occurrence list and one occurrence, and fails on any console
 error, uncaught exception or browser log error, on a missing table, or on a login that did not
 stick (the session cookie is Secure: Chromium keeps it for http://127.0.0.1, a trustworthy origin).
-Screenshots of the three pages are written next to the browser profile and their paths printed.
+Issue 26 adds: the Chinese reason texts must draw as glyphs, not tofu (a CJK character's pixels
+differ from an unassigned code point's .notdef box), the jobs and dead-letter pages open, one action
+(run now, from its form) succeeds and a POST without the CSRF token is refused. Screenshots of every
+page are written next to the browser profile and their paths printed.
 
-Not part of ``make test`` (it needs Chromium); ``.ci/run`` installs ``chromium`` (Debian) when it is
-missing and runs it. Exit 0 when every check passes, 1 otherwise.
+Not part of ``make test`` (it needs Chromium); ``.ci/run`` installs ``chromium`` and
+``fonts-noto-cjk`` (Debian) when missing, runs it, and fails when it cannot. Exit 0 when every check passes, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -263,7 +266,50 @@ def check(out=sys.stdout) -> int:
             browser.screenshot(shots[-1])
             print(f"ui-check: occurrence {SLOT}: {status}, {steps} timeline entries", file=out)
 
-            problems = browser.problems()
+            # The Chinese reason texts must render as glyphs, not tofu (issue 26): with no CJK font a
+            # CJK character and an unassigned code point both draw the same .notdef box.
+            same = browser.evaluate(
+                "(() => { const c = document.createElement('canvas'); c.width = 40; c.height = 40;"
+                " const g = c.getContext('2d'); const draw = t => { g.clearRect(0, 0, 40, 40);"
+                " g.font = '28px sans-serif'; g.fillText(t, 4, 32); return Array.from(g.getImageData(0, 0, 40, 40).data)"
+                ".join(','); }; return ['没', '找', '品'].map(ch => draw(ch) === draw('\\u0378')); })()")
+            if any(same):
+                raise CheckFailed(f"Chinese text renders as tofu (no CJK font; install fonts-noto-cjk): {same}")
+            print("ui-check: Chinese glyphs render (not tofu)", file=out)
+
+            for path, name, wanted in (("/ui/jobs", "jobs", "Jobs"), ("/ui/dead", "dead", "Dead letters")):
+                browser.navigate(f"{dev.url}{path}")
+                if browser.evaluate("document.querySelector('h1').textContent") != wanted:
+                    raise CheckFailed(f"{path} did not render its page")
+                shots.append(Path(tmp).parent / f"pixivflow-ui-check-{name}.png")
+                browser.screenshot(shots[-1])
+
+            browser.navigate(f"{dev.url}/ui")  # one action: run now, from its form (with the CSRF token)
+            mark = len(browser.events)
+            browser.evaluate("document.querySelector('form.act[action=\"/ui/act/run\"]').submit(); true")
+            browser.wait_event("Page.loadEventFired", mark)
+            ran = browser.evaluate("document.querySelector('main').textContent")
+            if browser.evaluate("document.querySelector('h1').textContent") != "Run now" or "csrf" in ran:
+                raise CheckFailed(f"run now from the page failed: {ran[:300]}")
+            shots.append(Path(tmp).parent / "pixivflow-ui-check-run-now.png")
+            browser.screenshot(shots[-1])
+            print(f"ui-check: run now: {' '.join(ran.split())[:200]}", file=out)
+
+            seen = browser.problems()  # the refused POST below is a 403 the browser logs on purpose
+            mark = len(browser.events)  # a forged POST: the session cookie, no CSRF token
+            browser.evaluate("(() => { const f = document.createElement('form'); f.method = 'post';"
+                             " f.action = '/ui/act/run'; const i = document.createElement('input'); i.type = 'hidden';"
+                             " i.name = 'schedule'; i.value = 'morning-tokyo'; f.appendChild(i);"
+                             " document.body.appendChild(f); f.submit(); return true; })()")
+            browser.wait_event("Page.loadEventFired", mark)
+            forged = browser.evaluate("document.querySelector('main').textContent")
+            if "csrf" not in forged:
+                raise CheckFailed(f"a POST without the CSRF token was not refused: {forged[:300]}")
+            shots.append(Path(tmp).parent / "pixivflow-ui-check-forged.png")
+            browser.screenshot(shots[-1])
+            print("ui-check: a POST without the CSRF token is refused", file=out)
+
+            problems = seen
             if problems:
                 raise CheckFailed("the browser reported: " + "; ".join(problems))
             print("ui-check: screenshots " + " ".join(map(str, shots)), file=out)

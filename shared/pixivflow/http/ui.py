@@ -11,12 +11,12 @@ rendered on the server from the operator read model (``services.inspection``) wi
 no external asset (one inline stylesheet allowed by its hash in the Content-Security-Policy).
 
 Pages: ``/ui`` (schedules with their next fires, the latest occurrences with status colours and
-reasons, a dead-letter count), ``/ui/slots`` (the latest occurrences, a jump to any slot id),
-``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs, notifications, events,
-all on one timeline) and ``/ui/dead`` (dead letters). Everything is read through item reads only
-(the deployed function's IAM grants no Scan): the latest occurrences are the slots of each enabled
-schedule's last fires plus the active index; ``pixivflow slots list`` and ``outbox list --dead``
-are the whole-table views.
+reasons, a dead-letter count), ``/ui/slots`` (every occurrence of the ledger by trigger, filtered
+and paged), ``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs,
+notifications, events, all on one timeline), ``/ui/jobs`` and ``/ui/jobs/{jobId}`` (protocol jobs,
+their events and callbacks) and ``/ui/dead`` (every dead row). The whole-ledger pages are rendered
+by ``http/ui_pages.py`` from the CLI's read model; they scan the table (the trigger function's one
+``dynamodb:Scan`` grant, template ``OperatorPageScan``), the overview reads items only.
 
 Routes go through the shared shell (``http/shell.py``), so its guarantees hold here too: route
 match, 404/405 in the legacy JSON shape, one outcome line per request, no internal text in a 500.
@@ -48,7 +48,6 @@ COOKIE = "pixivflow_ui"
 SESSION_MS = 8 * 3_600_000
 MAX_FORM_BYTES = 4096
 LATEST_PER_SCHEDULE = 5
-LIST_PER_SCHEDULE = 20
 _SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KEY_CONTEXT = b"pixivflow-ui-session-key:v1"
 
@@ -64,7 +63,8 @@ th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
 .st-success,.st-submitted,.st-delivered,.st-done{background:#1f8a4c}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
 .st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
-.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}
+.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}
+.st-expired{background:#7b341e}dl dt{font-weight:600;margin-top:.4em}dl dd{margin:.2em 0 0}
 .note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
 ol.timeline li{margin:.15em 0}form.login{background:#fff;border:1px solid #d8dde3;padding:1em;max-width:28em}
 input[type=password],input[type=text]{width:100%;padding:.4em;margin:.3em 0 .8em;box-sizing:border-box}
@@ -79,7 +79,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STATUSES = {"success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+_STATUSES = {"missed", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
 
 
@@ -179,14 +179,16 @@ def slot_link(slot_id: str) -> Html:
     return Html(f'<a href="/ui/slots/{e(quote(slot_id, safe="@:"))}">{e(slot_id)}</a>')
 
 
-def page(title: str, body: str, *, nav: bool = True) -> str:
+def page(title: str, body: str, *, nav: bool = True, refresh: int | None = None) -> str:
+    """One page; ``refresh`` (seconds) asks the browser to reload it while something shown is live."""
     header_html = ""
     if nav:
         header_html = ('<header><strong>PixivFlow</strong><a href="/ui">Overview</a><a href="/ui/slots">Occurrences</a>'
-                       '<a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
+                       '<a href="/ui/jobs">Jobs</a><a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
                        '<button type="submit">Log out</button></form></header>')
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} · PixivFlow</title>'
             '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
+            + (f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh else "") +
             f"<style>{CSS}</style></head><body>{header_html}<main><h1>{e(title)}</h1>{body}</main></body></html>")
 
 
@@ -246,23 +248,18 @@ def _dead_table(rows: list[dict[str, Any]]) -> Html:
                    iso(r["updatedAt"]), r["lastError"]] for r in rows], empty="no dead letters")
 
 
-def overview(reads: Reads) -> str:
+def overview(reads: Reads, csrf: str | None = None) -> str:
     states = inspection.recent_states(reads, per_schedule=LATEST_PER_SCHEDULE)
     dead = inspection.dead_among(reads, states)
     dead_note = (f'<p><a href="/ui/dead">{len(dead)} dead letter(s)</a> among these occurrences.</p>' if dead
                  else '<p class="note">No dead letters among these occurrences.</p>')
+    from . import ui_actions, ui_pages  # the history strips, the chart, the action forms (they use this module's helpers)
+
+    live = any(st.slot.open for st in states)
     return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads)}"
-                            f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}")
-
-
-def occurrences(reads: Reads, schedule_id: str | None) -> str:
-    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE, schedule_id=schedule_id)
-    jump = ('<form method="get" action="/ui/slots"><label>Slot id <input type="text" name="id" maxlength="300"></label>'
-            '<button type="submit">Open</button></form>')
-    scope = f" of {e(schedule_id)}" if schedule_id else ""
-    return page("Occurrences", f"{jump}<p class=\"note\">The slots of each enabled schedule's last {LIST_PER_SCHEDULE} "
-                               f"fires{scope}, and every slot still running. The whole ledger: "
-                               f"<code>pixivflow slots list</code>.</p>{_slot_table(inspection.slot_rows(states))}")
+                            f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}"
+                            f"{ui_pages.history(reads)}{ui_actions.actions_section(reads, csrf) if csrf else ''}",
+                refresh=ui_pages.REFRESH_S if live else None)
 
 
 def _lease(lease: dict[str, Any] | None) -> str:
@@ -272,6 +269,8 @@ def _lease(lease: dict[str, Any] | None) -> str:
 
 
 def occurrence(view: dict[str, Any]) -> str:
+    from . import ui_pages  # the report's renderer (it imports this module's helpers)
+
     slot = view["slot"]
     outcome = view.get("outcome") or {}
     facts = table(["Field", "Value"], [
@@ -288,7 +287,7 @@ def occurrence(view: dict[str, Any]) -> str:
                   [[c["targetId"], badge(c["status"]), f"{c['workType']} {c['workId']}" if c["workId"] else "-",
                     c["attempts"], _lease(c["lease"]),
                     f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonCode"] else "-",
-                    c["lastError"], Html(f"<code>{e(_report(c['candidateReport']))}</code>") if c["candidateReport"] else "-"]
+                    c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-"]
                    for c in view["cells"]])
     deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",
                         "Idempotency key"],
@@ -310,21 +309,6 @@ def occurrence(view: dict[str, Any]) -> str:
     return page(f"Occurrence {slot['slotId']}",
                 f"{facts}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}<h2>Notifications</h2>{notes}"
                 f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
-
-
-def _report(report: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(report, ensure_ascii=False, sort_keys=True)
-
-
-def dead_letters(reads: Reads) -> str:
-    states = inspection.recent_states(reads, per_schedule=LIST_PER_SCHEDULE)
-    rows = inspection.dead_among(reads, states)
-    return page("Dead letters", f'<p class="note">Dead outbox rows of the latest occurrences (each enabled schedule\'s '
-                                f"last {LIST_PER_SCHEDULE} fires and the running slots). Every dead row of the ledger: "
-                                "<code>pixivflow outbox list --dead</code>; re-arm one with "
-                                "<code>pixivflow outbox redrive &lt;key&gt;</code>.</p>" + _dead_table(rows))
 
 
 def login_page(message: str | None = None) -> str:
@@ -378,6 +362,19 @@ def _form(event: Any) -> dict[str, list[str]]:
 
 def register(shell: HttpShell) -> None:
     """Add the /ui routes to the trigger function's shell (left out of the OpenAPI document)."""
+    from . import ui_actions, ui_pages  # render with this module's helpers, so imported once both exist
+
+    def _session_value(event: Any) -> str | None:
+        """The cookie value of the request's live session (what its CSRF token is derived from)."""
+        token, now = _token(), runtime.get().engine.now()
+        current = live_session(event, token, now) if token else None
+        if current is None:
+            return None
+        return next((v for v in _cookie_values(event) if session_epoch(v, token, now) == current), None)
+
+    def _csrf(event: Any) -> str | None:
+        session, token = _session_value(event), _token()
+        return ui_actions.csrf_token(session, token) if session and token else None
 
     def route(method: str, rule: str):
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
@@ -388,7 +385,7 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, overview(_reads())), "ui.page", page="overview")
+        return req.respond(html_response(200, overview(_reads(), _csrf(event))), "ui.page", page="overview")
 
     @route("GET", "/ui/login")
     def ui_login_form(req: Request) -> Response:
@@ -440,21 +437,43 @@ def register(shell: HttpShell) -> None:
         if schedule_id is not None and not _SCHEDULE_ID.match(schedule_id):
             return req.respond(html_response(400, page("Occurrences", "<p class=\"err\">schedule: not a schedule id</p>")),
                                "ui.bad_query")
-        return req.respond(html_response(200, occurrences(_reads(), schedule_id)), "ui.page", page="occurrences")
+        try:
+            filters = ui_pages.slot_filters(query)
+        except ui_pages.QueryProblem as problem:
+            return req.respond(html_response(400, ui_pages.problem_page("Occurrences", problem)), "ui.bad_query",
+                               field=problem.field)
+        return req.respond(html_response(200, ui_pages.occurrences(_reads(), schedule_id, filters)), "ui.page",
+                           page="occurrences")
+
+    @route("GET", "/ui/jobs")
+    def ui_jobs(req: Request) -> Response:
+        denied = _guard(req, shell.app.current_event)
+        if denied is not None:
+            return denied
+        return req.respond(html_response(200, ui_pages.jobs(_reads())), "ui.page", page="jobs")
+
+    @route("GET", "/ui/jobs/<jobId>")
+    def ui_job(req: Request, jobId: str) -> Response:
+        return _one(req, "job", jobId,  # percent-decoded and text-checked by the shell
+                     inspection.show_job, ui_pages.job)
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
-        event = shell.app.current_event
-        denied = _guard(req, event)
+        return _one(req, "slot", slotId,  # percent-decoded and text-checked by the shell
+                     inspection.show_slot, occurrence)
+
+    def _one(req: Request, noun: str, item_id: str, show, render) -> Response:
+        """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
+        denied = _guard(req, shell.app.current_event)
         if denied is not None:
             return denied
-        slot_id = slotId  # percent-decoded and text-checked by the shell
         try:
-            view = inspection.show_slot(_reads(), slot_id)
+            view = show(_reads(), item_id)
         except InspectionError:
-            body = page("Not found", f"<p>There is no slot <code>{e(slot_id)}</code> in the ledger.</p>")
-            return req.respond(html_response(404, body), "ui.not_found", slot_id=slot_id[:300])
-        return req.respond(html_response(200, occurrence(view)), "ui.page", page="occurrence", slot_id=slot_id)
+            body = page("Not found", f"<p>There is no {noun} <code>{e(item_id)}</code> in the ledger.</p>")
+            return req.respond(html_response(404, body), "ui.not_found", **{f"{noun}_id": item_id[:300]})
+        page_name = "occurrence" if noun == "slot" else noun
+        return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
 
     @route("GET", "/ui/dead")
     def ui_dead(req: Request) -> Response:
@@ -462,7 +481,31 @@ def register(shell: HttpShell) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, dead_letters(_reads())), "ui.page", page="dead")
+        return req.respond(html_response(200, ui_pages.dead_letters(_reads(), _csrf(event))), "ui.page", page="dead")
+
+    @route("POST", "/ui/act/<action>")
+    def ui_act(req: Request, action: str) -> Response:
+        """An operator's action (``http/ui_actions.py``): a live session AND its CSRF token, else nothing happens."""
+        event = shell.app.current_event
+        denied = _guard(req, event)
+        if denied is not None:
+            return denied
+        if action not in ui_actions.ACTIONS:
+            return req.respond(html_response(404, page("Not found", f"<p>No action <code>{e(action)}</code>.</p>")),
+                               "ui.not_found", action=action[:50])
+        try:
+            form = _form(event)
+        except BodyProblem as problem:
+            return req.respond(html_response(problem.status, page("Refused", f'<p class="err">{e(problem.message)}</p>')),
+                               "ui.action_refused", action=action, reason=problem.reason)
+        session = _session_value(event)
+        if session is None or not ui_actions.csrf_valid((form.get("csrf") or [""])[0], session, _token() or ""):
+            body = page("Refused", '<p class="err">csrf: the form\'s token is missing or not this session\'s; '
+                                   "reload the page and try again.</p>")
+            return req.respond(html_response(403, body), "ui.csrf_refused", action=action)
+        result = ui_actions.perform(runtime.get().engine, _reads(), action, form)
+        level = result.fields.pop("level", None)
+        return req.respond(html_response(result.status, result.html), result.event, level=level, **result.fields)
 
 
 

@@ -164,6 +164,59 @@ def slot_rows(states: list[SlotState]) -> list[dict[str, Any]]:
     return rows
 
 
+SCHEDULED, REFETCH, JOB = "scheduled", "refetch", "job"
+TRIGGER_KINDS = (SCHEDULED, REFETCH, JOB)
+
+
+def trigger_kind(reads: Reads, manual_request_id: str | None) -> str:
+    """What opened a slot, as an operator names it: ``scheduled`` (a cron fire or a run of the
+    schedule), ``refetch`` (an operator's refetch of one target) or ``job`` (a protocol job). A
+    refetch and a job both open a manual slot; the request key's record says which (spec §12.3)."""
+    if not manual_request_id:
+        return SCHEDULED
+    record = reads.ledger.get_request_key(manual_request_id) or {}
+    return JOB if record.get("kind") == "job" else REFETCH
+
+
+def occurrence_rows(reads: Reads, *, schedule_id: str | None = None, status: str | None = None,
+                    trigger: str | None = None) -> list[dict[str, Any]]:
+    """Every slot of the ledger matching the filters (a scan: what ``pixivflow slots list`` reads),
+    newest first, each row naming its trigger kind (``trigger``)."""
+    rows = []
+    for row in list_slots(reads, schedule_id=schedule_id, status=status, limit=None):
+        row["trigger"] = trigger_kind(reads, row["manualRequestId"])
+        if trigger is None or row["trigger"] == trigger:
+            rows.append(row)
+    return rows
+
+
+def list_jobs(reads: Reads) -> list[dict[str, Any]]:
+    """Every protocol job of the ledger, newest first: its projection (what ``GET /jobs/{jobId}``
+    answers), the number of its events, its callbacks by status, and whether it was cancelled."""
+    out = []
+    for row in occurrence_rows(reads, trigger=JOB):
+        try:
+            view = show_job(reads, row["slotId"])
+        except InspectionError:  # expired between the scan and the read
+            continue
+        out.append(job_row(view))
+    return out
+
+
+def job_row(view: Mapping[str, Any]) -> dict[str, Any]:
+    job = view["job"]
+    callbacks: dict[str, int] = {}
+    for event in view["events"]:
+        if event.get("callback"):
+            status = event["callback"]["status"]
+            callbacks[status] = callbacks.get(status, 0) + 1
+    error = job.get("error") or {}
+    return {"jobId": job["job_id"], "status": job["status"], "key": job.get("idempotency_key"),
+            "createdAt": job["created_at"], "updatedAt": job["updated_at"], "events": len(view["events"]),
+            "callbacks": dict(sorted(callbacks.items())), "cancelled": job["status"] == "cancelled",
+            "error": error.get("message") or error.get("code")}
+
+
 def dead_among(reads: Reads, states: list[SlotState]) -> list[dict[str, Any]]:
     """The dead outbox rows of these occurrences: their intents, notifications and job callbacks
     (item reads only; ``dead_letters`` is the whole-table list the CLI prints)."""
@@ -449,6 +502,41 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             "sent": sent, "redrivenAt": now}
 
 
+def schedule_history(reads: Reads, schedule: Any, count: int = 30) -> list[dict[str, Any]]:
+    """The schedule's last ``count`` fires, oldest first, each with its slot's status, or
+    ``missed`` when the fire made no slot (item reads only: one GetItem a fire)."""
+    fires: list[int] = []
+    before = reads.now_ms() + 1
+    for _ in range(count):
+        try:
+            before = previous_fire(schedule.cron, schedule.timezone, before)
+        except ValueError:
+            break
+        fires.append(before)
+    out = []
+    for fire in reversed(fires):
+        slot_id = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id
+        slot = reads.ledger.get_slot(slot_id)
+        out.append({"slotId": slot_id, "at": fire, "timezone": schedule.timezone,
+                    "status": slot.status if slot is not None else "missed"})
+    return out
+
+
+def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict[str, Any]]:
+    """Slots by status for each of the last ``days`` days (in ``zone``), oldest first: the
+    chart's data (a scan, like ``slots list --since``)."""
+    tz = ZoneInfo(zone)
+    today = datetime.fromtimestamp(reads.now_ms() / 1000, tz=tz).date()
+    first = today.toordinal() - days + 1
+    start = datetime.combine(datetime.fromordinal(first).date(), datetime.min.time(), tzinfo=tz)
+    counts: dict[str, dict[str, int]] = {datetime.fromordinal(first + n).date().isoformat(): {} for n in range(days)}
+    for slot in reads.ledger.find_slots(since_ms=int(start.timestamp() * 1000)):
+        day = datetime.fromtimestamp(int(slot.created_at or 0) / 1000, tz=tz).date().isoformat()
+        if day in counts:
+            counts[day][slot.status] = counts[day].get(slot.status, 0) + 1
+    return [{"day": day, "counts": dict(sorted(c.items()))} for day, c in counts.items()]
+
+
 # -- schedules ----------------------------------------------------------------------------------------
 
 
@@ -465,5 +553,6 @@ def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]
     return out
 
 
-__all__ = ["InspectionError", "Reads", "dead_among", "dead_letters", "iso", "kind_of", "list_slots", "local", "next_fires", "redrive",
-           "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary", "timeline"]
+__all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "daily_outcomes", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
+           "list_slots", "local", "next_fires", "occurrence_rows", "redrive", "recent_states", "safe_url", "schedule_history", "show_job", "show_slot", "slot_rows", "slot_summary",
+           "timeline", "trigger_kind"]

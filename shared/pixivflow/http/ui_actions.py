@@ -1,0 +1,137 @@
+"""The operator page's actions (issue 26): run a schedule now, refetch one target, redrive a dead
+row. Each is a form POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
+
+The token is an HMAC, keyed by the trigger token, of the session cookie's value: a page that
+knows the session renders it into its forms, a forged cross-site POST cannot compute it (the
+cookie is HttpOnly and the key is the server's), and it needs no storage, so it holds however
+sessions are kept (``http/ui.py``). SameSite=Strict already keeps the cookie off cross-site
+POSTs; the token is the second, independent guard.
+
+Each action logs the operator's audit line: a redrive the same event and fields as
+``pixivflow outbox redrive`` (``cli._audit``: ``outbox.redriven`` / ``outbox.redrive_refused``),
+run and refetch their own ``ui.run_requested`` / ``ui.refetch_requested``, with
+``operator="ui"``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import uuid
+from typing import Any, Mapping
+
+from ..domain.errors import StatusError
+from ..services import inspection, manual
+from ..services.inspection import InspectionError, Reads
+from ..services.trigger import run_now
+from .ui import Html, e, page, slot_link
+
+_CSRF_CONTEXT = b"pixivflow-ui-csrf:v1:"
+ACTIONS = ("run", "refetch", "redrive")
+OPERATOR = "ui"
+
+
+def csrf_token(session: str, trigger_token: str) -> str:
+    mac = hmac.new(trigger_token.encode("utf-8", "surrogatepass"), _CSRF_CONTEXT + session.encode("ascii", "replace"),
+                   hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
+
+
+def csrf_valid(presented: str | None, session: str, trigger_token: str) -> bool:
+    if not isinstance(presented, str) or len(presented) > 100:
+        return False
+    return hmac.compare_digest(presented.encode("ascii", "replace"), csrf_token(session, trigger_token).encode("ascii"))
+
+
+def _form(action: str, csrf: str, fields: Mapping[str, str], label: str) -> str:
+    hidden = "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in {"csrf": csrf, **fields}.items())
+    return f'<form class="act" method="post" action="/ui/act/{e(action)}">{hidden}<button type="submit">{e(label)}</button></form>'
+
+
+def run_form(schedule_id: str, csrf: str) -> Html:
+    return Html(_form("run", csrf, {"schedule": schedule_id}, f"Run {schedule_id} now"))
+
+
+def refetch_form(target_id: str, csrf: str) -> Html:
+    # The request id is fixed when the form is rendered: submitting the same form twice is one refetch.
+    return Html(_form("refetch", csrf, {"target": target_id, "requestId": str(uuid.uuid4())}, f"Refetch {target_id}"))
+
+
+def redrive_form(kind: str, key: str, csrf: str) -> Html:
+    return Html(_form("redrive", csrf, {"kind": kind, "key": key}, "Redrive"))
+
+
+def actions_section(reads: Reads, csrf: str) -> Html:
+    config = reads.config
+    schedules = [s for s in (config.schedules if config is not None else []) if s.enabled and s.cron]
+    targets = list(dict.fromkeys(t for s in schedules for t in (s.targetIds or [])))
+    runs = "".join(run_form(s.id, csrf) for s in schedules)
+    refetches = "".join(refetch_form(t, csrf) for t in targets)
+    return Html(f"<h2>Actions</h2><p class=\"note\">Run the occurrence due now (within the grace window), or refetch one "
+                f"target into its own manual slot.</p><div>{runs}</div><div>{refetches}</div>")
+
+
+class ActionResult:
+    def __init__(self, status: int, html: str, event: str, **fields: Any) -> None:
+        self.status, self.html, self.event, self.fields = status, html, event, fields
+
+
+def _field(form: Mapping[str, list[str]], name: str) -> str:
+    return ((form.get(name) or [""])[0]).strip()
+
+
+def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]]) -> ActionResult:
+    """Do one action; the answer's page says what happened (or why not, naming the field)."""
+    if action == "run":
+        schedule_id = _field(form, "schedule")
+        schedule = engine.config.schedule(schedule_id) if schedule_id else None
+        if schedule is None or not schedule.enabled:
+            return _refused("Run now", 404, f"schedule: no enabled schedule {schedule_id!r}", "ui.run_refused",
+                            schedule_id=schedule_id[:100])
+        try:
+            _occ, admission = run_now(engine, schedule.id, None)
+        except StatusError as exc:
+            return _refused("Run now", exc.status, f"schedule {schedule.id}: {exc.message}", "ui.run_refused",
+                            schedule_id=schedule.id, reason=exc.message)
+        slot_id = admission.slot.slot_id
+        return ActionResult(202, page("Run now", f"<p>{e(schedule.id)}: {e(admission.disposition)}, "
+                                                 f"occurrence {slot_link(slot_id)}.</p>"),
+                            "ui.run_requested", operator=OPERATOR, schedule_id=schedule.id, slot_id=slot_id,
+                            disposition=admission.disposition)
+    if action == "refetch":
+        target_id, request_id = _field(form, "target"), _field(form, "requestId")
+        try:
+            result = manual.refetch(engine, target_id, request_id)
+        except StatusError as exc:
+            field = "requestId" if exc.status == 400 else "target"
+            return _refused("Refetch", exc.status, f"{field}: {exc.message}", "ui.refetch_refused",
+                            target_id=target_id[:100], reason=exc.message)
+        slot_id = result.slot.slot_id
+        return ActionResult(202, page("Refetch", f"<p>{e(target_id)}: {e(result.disposition)}, occurrence "
+                                                 f"{slot_link(slot_id)}.</p>"),
+                            "ui.refetch_requested", operator=OPERATOR, target_id=target_id, request_id=request_id,
+                            slot_id=slot_id, disposition=result.disposition)
+    # redrive: the CLI's own service call and audit fields (cli.py ``outbox redrive``)
+    kind, key = _field(form, "kind") or None, _field(form, "key")
+    if not key:
+        return _refused("Redrive", 400, "key: the dead row's key is required", "outbox.redrive_refused",
+                        operator=OPERATOR, reason="key missing")
+    try:
+        done = inspection.redrive(reads, key, kind)
+    except InspectionError as exc:
+        return _refused("Redrive", 404 if exc.code == "not_found" else 409, exc.message, "outbox.redrive_refused",
+                        operator=OPERATOR, kind=kind, key=key[:300], reason=exc.message)
+    return ActionResult(200, page("Redrive", f"<p>Re-armed {e(done['kind'])} row <code>{e(key)}</code> (was "
+                                             f"{e(done['previousAttempts'])} attempt(s), last error: "
+                                             f"{e(done['previousError'])}); "
+                                             f"{'sent to the outbox queue now' if done['sent'] else 'the sweep re-drives it'}"
+                                             '.</p><p><a href="/ui/dead">Dead letters</a></p>'),
+                        "outbox.redriven", level="info", operator=OPERATOR, kind=done["kind"], key=key,
+                        previous_attempts=done["previousAttempts"], previous_error=done["previousError"], sent=done["sent"])
+
+
+def _refused(title: str, status: int, message: str, event: str, **fields: Any) -> ActionResult:
+    return ActionResult(status, page(title, f'<p class="err">{e(message)}</p>'), event, **fields)
+
+
+__all__ = ["ACTIONS", "actions_section", "csrf_token", "csrf_valid", "perform", "redrive_form"]

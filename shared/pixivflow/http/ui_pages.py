@@ -1,0 +1,199 @@
+"""The operator page's whole-ledger views (issue 26): every occurrence by trigger, the jobs, every
+dead row. They render the CLI's own read model (``services.inspection``: ``occurrence_rows``,
+``list_jobs``, ``show_job``, ``dead_letters``), so ``/ui`` and ``pixivflow slots list`` /
+``outbox list --dead`` show the same rows. The login and session code stays in ``http/ui.py``;
+this module only renders.
+
+A page showing anything live (a slot still open, a job not yet terminal) asks the browser to
+reload it with ``<meta http-equiv="refresh">``: no script, so the strict CSP stays as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import quote, urlencode
+
+from ..domain.cells import SlotStatus
+from ..domain.protocol import QUEUED, RUNNING
+from ..services import inspection
+from ..services.inspection import TRIGGER_KINDS, Reads, iso, local
+from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table
+
+PAGE_SIZE = 50
+MAX_PAGE = 10_000
+REFRESH_S = 5
+SLOT_STATUSES = tuple(s.value for s in SlotStatus)
+LIVE_JOB_STATUSES = {QUEUED, RUNNING}
+HISTORY_FIRES = 30
+CHART_DAYS = 14
+
+
+class QueryProblem(ValueError):
+    """A filter value the page refuses: ``field`` names it (answered 400, nothing read)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def slot_filters(query: Mapping[str, str]) -> dict[str, Any]:
+    """The list's filters from the query string, each checked against its closed set."""
+    status = query.get("status") or None
+    if status is not None and status not in SLOT_STATUSES:
+        raise QueryProblem("status", f"status: one of {', '.join(SLOT_STATUSES)}")
+    trigger = query.get("trigger") or None
+    if trigger is not None and trigger not in TRIGGER_KINDS:
+        raise QueryProblem("trigger", f"trigger: one of {', '.join(TRIGGER_KINDS)}")
+    page_text = query.get("page") or "1"
+    if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
+        raise QueryProblem("page", f"page: a whole number from 1 to {MAX_PAGE}")
+    return {"status": status, "trigger": trigger, "page": int(page_text)}
+
+
+def problem_page(title: str, problem: QueryProblem) -> str:
+    return page(title, f'<p class="err">{e(problem.message)}</p>')
+
+
+def _link(base: str, params: Mapping[str, Any], label: str) -> Html:
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return Html(f'<a href="{e(base + ("?" + query if query else ""))}">{e(label)}</a>')
+
+
+def _filter_form(reads: Reads, schedule_id: str | None, status: str | None, trigger: str | None) -> Html:
+    def select(name: str, options: list[str], chosen: str | None) -> str:
+        opts = '<option value="">any</option>' + "".join(
+            f'<option value="{e(o)}"{" selected" if o == chosen else ""}>{e(o)}</option>' for o in options)
+        return f'<label>{e(name)} <select name="{e(name)}">{opts}</select></label> '
+
+    schedules = [s.id for s in (reads.config.schedules if reads.config is not None else [])]
+    return Html('<form method="get" action="/ui/slots">' + select("schedule", schedules, schedule_id)
+                + select("status", list(SLOT_STATUSES), status) + select("trigger", list(TRIGGER_KINDS), trigger)
+                + '<button type="submit">Filter</button></form>')
+
+
+def occurrence_table(rows: list[dict[str, Any]]) -> Html:
+    return table(["Occurrence", "Status", "Trigger", "Schedule", "Local time", "UTC", "Cells", "Reasons", "Last error"],
+                 [[slot_link(r["slotId"]), badge(r["status"]), r["trigger"], r["scheduleId"],
+                   local(r["occurrenceAt"], r["timezone"]), iso(r["occurrenceAt"]), _counts(r["cells"]),
+                   ", ".join(r["reasons"]),
+                   Html(f'<span class="err">{e(r["lastError"])}</span>') if r["lastError"] else "-"] for r in rows],
+                 empty="no occurrences match")
+
+
+def occurrences(reads: Reads, schedule_id: str | None, filters: Mapping[str, Any]) -> str:
+    """Every slot of the ledger (scheduled, refetch, job), filtered, ``PAGE_SIZE`` a page."""
+    rows = inspection.occurrence_rows(reads, schedule_id=schedule_id, status=filters["status"],
+                                      trigger=filters["trigger"])
+    number = filters["page"]
+    shown = rows[(number - 1) * PAGE_SIZE: number * PAGE_SIZE]
+    params = {"schedule": schedule_id, "status": filters["status"], "trigger": filters["trigger"]}
+    pages = max(1, -(-len(rows) // PAGE_SIZE))
+    nav = [f"page {number} of {pages}, {len(rows)} occurrence(s)"]
+    if number > 1:
+        nav.append(_link("/ui/slots", {**params, "page": number - 1}, "previous"))
+    if number < pages:
+        nav.append(_link("/ui/slots", {**params, "page": number + 1}, "next"))
+    jump = ('<form method="get" action="/ui/slots"><label>Slot id <input type="text" name="id" maxlength="300"></label>'
+            '<button type="submit">Open</button></form>')
+    live = any(r["open"] for r in shown)
+    return page("Occurrences", f"{jump}{_filter_form(reads, schedule_id, filters['status'], filters['trigger'])}"
+                               f'<p class="note">{" · ".join(e(n) for n in nav)}</p>{occurrence_table(shown)}',
+                refresh=REFRESH_S if live else None)
+
+
+def _job_link(job_id: str) -> Html:
+    return Html(f'<a href="/ui/jobs/{e(quote(job_id, safe="@:"))}">{e(job_id)}</a>')
+
+
+def jobs(reads: Reads) -> str:
+    rows = inspection.list_jobs(reads)
+    body = table(["Job", "Status", "Idempotency key", "Created", "Updated", "Events", "Callbacks", "Cancelled", "Error"],
+                 [[_job_link(r["jobId"]), badge(r["status"]), r["key"], iso(r["createdAt"]), iso(r["updatedAt"]),
+                   r["events"], _counts(r["callbacks"]), "yes" if r["cancelled"] else "no", r["error"]] for r in rows],
+                 empty="no jobs yet")
+    live = any(r["status"] in LIVE_JOB_STATUSES for r in rows)
+    return page("Jobs", f'<p class="note">Every protocol job of the ledger (<code>POST /jobs</code>), newest first; '
+                        f"one job: <code>pixivflow jobs show &lt;jobId&gt;</code>.</p>{body}",
+                refresh=REFRESH_S if live else None)
+
+
+def job(view: Mapping[str, Any]) -> str:
+    projection = view["job"]
+    row = inspection.job_row(view)
+    facts = table(["Field", "Value"], [
+        ["status", badge(projection["status"])], ["idempotency key", projection.get("idempotency_key")],
+        ["correlation", projection.get("correlation_id")], ["created", iso(projection["created_at"])],
+        ["started", iso(projection["started_at"])], ["updated", iso(projection["updated_at"])],
+        ["deadline", iso(projection["deadline_at"])], ["attempt", projection["attempt"]],
+        ["lease", "live" if projection["lease_active"] else "none"], ["progress", projection["progress"]["stage"]],
+        ["cancelled", "yes" if row["cancelled"] else "no"], ["error", row["error"]],
+        ["occurrence", slot_link(projection["job_id"])],
+    ])
+    events = table(["At", "Type", "Event id", "Callback", "Attempts", "Callback error"],
+                   [[iso(ev["at"]), ev["type"] or ev["kind"], ev.get("eventId"),
+                     badge(ev["callback"]["status"]) if ev.get("callback") else "-",
+                     f"{ev['callback']['attempts']}/{ev['callback']['maxAttempts']}" if ev.get("callback") else "-",
+                     (ev.get("callback") or {}).get("lastError")] for ev in view["events"]], empty="no events")
+    timeline = "".join(f"<li><time>{e(iso(t['at']))}</time> <strong>{e(t['subject'])}</strong> {e(t['what'])}</li>"
+                       for t in view["timeline"])
+    return page(f"Job {projection['job_id']}", f"{facts}<h2>Events and callbacks</h2>{events}"
+                                               f'<h2>Timeline</h2><ol class="timeline">{timeline}</ol>',
+                refresh=REFRESH_S if projection["status"] in LIVE_JOB_STATUSES else None)
+
+
+def candidate_report(report: Mapping[str, Any]) -> Html:
+    """A cell's candidate report (``domain.scan.bounded_report``, spec §6.3) as a person reads it:
+    how far the scan went, the source's funnel, each rule's count, each work passed over and why."""
+    supply = report.get("supply")
+    items = [f"scanned {e(report.get('attempted'))} of at most {e(report.get('bound'))}"]
+    if supply:
+        items.append(f"source returned {e(supply.get('fetched'))}, selected {e(supply.get('selected'))}, "
+                     f"rejected {e(supply.get('rejected'))}")
+        reasons = ", ".join(f"{e(r.get('code'))} × {e(r.get('count'))}" for r in supply.get("reasons") or [])
+        if reasons:
+            items.append(f"rejected by rule: {reasons}")
+    for skip in report.get("skipped") or []:
+        again = " (retryable)" if skip.get("retryable") else ""
+        items.append(f"passed over work {e(skip.get('workId'))}: <strong>{e(skip.get('code'))}</strong>{again} "
+                     f"{e(skip.get('reason'))}")
+    if report.get("truncated"):
+        items.append(f"{e(report['truncated'])} more work(s) passed over, not kept")
+    if report.get("outages"):
+        items.append(f"outages: {e(', '.join(map(str, report['outages'])))}")
+    return Html('<ul class="report">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
+
+
+def history(reads: Reads) -> Html:
+    """Each enabled schedule's last ``HISTORY_FIRES`` fires as a strip, and the slots of the last
+    ``CHART_DAYS`` days by outcome (UTC days: one chart across the schedules' zones)."""
+    from .ui_svg import COLOURS, daily_chart, history_strip
+
+    strips = "".join(
+        f"<dt>{e(s.id)}</dt><dd>{history_strip(s.id, inspection.schedule_history(reads, s, HISTORY_FIRES))}</dd>"
+        for s in (reads.config.schedules if reads.config is not None else []) if s.enabled and s.cron)
+    legend = " ".join(f'<span class="st st-{e(status)}">{e(status)}</span>' for status in COLOURS)
+    chart = daily_chart(inspection.daily_outcomes(reads, CHART_DAYS))
+    return Html(f"<h2>History: the last {HISTORY_FIRES} fires</h2><p>{legend}</p><dl>{strips}</dl>"
+                f"<h2>Outcomes by day (UTC, last {CHART_DAYS} days)</h2>{chart}")
+
+
+def dead_letters(reads: Reads, csrf: str | None = None) -> str:
+    """Every dead outbox row of the ledger (deliveries, notifications, job callbacks): the rows
+    ``pixivflow outbox list --dead`` prints, each with its last error."""
+    rows = inspection.dead_letters(reads)
+    return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
+                                "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
+                                + _dead_table(rows) + _redrive_forms(rows, csrf))
+
+
+def _redrive_forms(rows: list[dict[str, Any]], csrf: str | None) -> Html:
+    from .ui_actions import redrive_form
+
+    if not rows or not csrf:
+        return Html("")
+    return Html("<h2>Redrive</h2>" + table(["Kind", "Key", ""], [[r["kind"], Html(f"<code>{e(r['key'])}</code>"),
+                                                                  redrive_form(r["kind"], r["key"], csrf)] for r in rows]))
+
+
+__all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "history", "job", "jobs", "occurrences", "problem_page", "slot_filters"]
