@@ -152,8 +152,21 @@ def reset() -> None:
     """Drop the cached graph (and any overrides)."""
     global _runtime
     with _lock:
-        _runtime = None
+        dropped, _runtime = _runtime, None
         _overrides.clear()
+    _close(dropped)
+
+
+def _close(dropped: Any) -> None:
+    """The routes' pooled connections go with the graph that used them: a torn-down runtime (the dev
+    server's stop, a test's teardown) leaves no kept-alive connection, and so no request thread of
+    a downstream, behind it."""
+    close = getattr(getattr(getattr(dropped, "engine", None), "channel", None), "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # closing is best effort: the process may be going away anyway
+            pass
 
 
 def override(**values: Any) -> None:

@@ -69,6 +69,7 @@ VALID = {
     "requestId": RIDS,
     "jobId": ["morning-tokyo@manual-" + RIDS[0], "job-1"],
     "slotId": ["morning-tokyo@2026-12-01T0800", "nope"],
+    "action": ["run", "refetch", "redrive", "nope"],  # the operator page's actions (issue 26)
 }
 # The operator page (issue 12) answers HTML for what it decides itself: the page, the login redirect
 # (303), a refused login (401, 415, 413, 400), an unknown slot (404), no token configured (503).
