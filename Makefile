@@ -59,7 +59,7 @@ $(LINT_VENV)/.installed:
 	@touch $(LINT_VENV)/.installed
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
-# (../shared/notes/toolchain-facts.md §6): keep it pinned, with aws-sam-translator beside it.
+# (seen with 1.54): keep it pinned, with aws-sam-translator beside it.
 # checkov (issue 21: least privilege): the template's IAM and resource checks; every suppression is
 # a `checkov:skip=<id>:<why>` comment on its resource in template.yaml.
 lint: $(LINT_VENV)/.installed
