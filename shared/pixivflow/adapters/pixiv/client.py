@@ -201,22 +201,8 @@ class PixivClient:
             except httpx.TransportError as exc:
                 problem, status = f"download_failed: image {where} could not be fetched ({type(exc).__name__})", None
             else:
-                if status == 429 or _RATE_TEXT.search(_message(body)):
-                    self._rate_limited(response, where)
-                if status == 404:
-                    raise ImageNotFound(f"download_failed: image {where} not found (HTTP 404)", status=404, retryable=False)
-                if status == 403:
-                    raise SourceError(f"access_denied: image {where} answered HTTP 403", status=403, retryable=False)
-                if status < 500:
-                    raise SourceError(f"download_failed: image {where} answered HTTP {status}", status=status,
-                                      retryable=False, reason="download_failed")
-                problem = f"download_failed: image {where} answered HTTP {status}"
-            attempt += 1
-            if attempt > self._retries:
-                raise SourceOutage(f"{problem} after {attempt} attempt(s)", status=status, reason=problem.split(":", 1)[0])
-            self._log("info", "Pixiv image request failed; retrying", event="pixiv.retry", endpoint=where, status=status,
-                      attempt=attempt)
-            self._sleep(float(attempt))
+                problem = self._image_answer(response, status, body, where)
+            attempt = self._image_retry(attempt, problem, status, where)
 
     @contextmanager
     def image_stream(self, url: str) -> Iterator[tuple[Iterator[bytes], str]]:
@@ -254,22 +240,33 @@ class PixivClient:
             except httpx.TransportError as exc:
                 problem, status = f"download_failed: image {where} could not be fetched ({type(exc).__name__})", None
             if problem is None:
-                if status == 429 or _RATE_TEXT.search(_message(body)):
-                    self._rate_limited(response, where)
-                if status == 404:
-                    raise ImageNotFound(f"download_failed: image {where} not found (HTTP 404)", status=404, retryable=False)
-                if status == 403:
-                    raise SourceError(f"access_denied: image {where} answered HTTP 403", status=403, retryable=False)
-                if status < 500:
-                    raise SourceError(f"download_failed: image {where} answered HTTP {status}", status=status,
-                                      retryable=False, reason="download_failed")
-                problem = f"download_failed: image {where} answered HTTP {status}"
-            attempt += 1
-            if attempt > self._retries:
-                raise SourceOutage(f"{problem} after {attempt} attempt(s)", status=status, reason=problem.split(":", 1)[0])
-            self._log("info", "Pixiv image request failed; retrying", event="pixiv.retry", endpoint=where, status=status,
-                      attempt=attempt)
-            self._sleep(float(attempt))
+                problem = self._image_answer(response, status, body, where)
+            attempt = self._image_retry(attempt, problem, status, where)
+
+    def _image_answer(self, response: httpx.Response, status: int, body: Any, where: str) -> str:
+        """A non-200 image answer (``image`` and ``image_stream`` alike): raises for what no retry
+        can change (404, 403, other 4xx), starts a cooldown on a rate limit, and returns the
+        retryable problem of a 5xx."""
+        if status == 429 or _RATE_TEXT.search(_message(body)):
+            self._rate_limited(response, where)
+        if status == 404:
+            raise ImageNotFound(f"download_failed: image {where} not found (HTTP 404)", status=404, retryable=False)
+        if status == 403:
+            raise SourceError(f"access_denied: image {where} answered HTTP 403", status=403, retryable=False)
+        if status < 500:
+            raise SourceError(f"download_failed: image {where} answered HTTP {status}", status=status,
+                              retryable=False, reason="download_failed")
+        return f"download_failed: image {where} answered HTTP {status}"
+
+    def _image_retry(self, attempt: int, problem: str, status: int | None, where: str) -> int:
+        """One more quick retry of an image request (after 1 s, 2 s, ...), or an outage past them."""
+        attempt += 1
+        if attempt > self._retries:
+            raise SourceOutage(f"{problem} after {attempt} attempt(s)", status=status, reason=problem.split(":", 1)[0])
+        self._log("info", "Pixiv image request failed; retrying", event="pixiv.retry", endpoint=where, status=status,
+                  attempt=attempt)
+        self._sleep(float(attempt))
+        return attempt
 
     def _rate_limited(self, response: httpx.Response, where: str) -> None:
         status = response.status_code
