@@ -138,14 +138,22 @@ class WorkSource(Protocol):
 
 
 class ArtifactStore(Protocol):
-    def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
-        """Store files under ``key``; returns their locations."""
+    """Where a bound work's files live, one object per file (issue 25: no manifest object; what
+    was stored is recorded in the ledger, in the work's delivery intents)."""
+
+    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
+        """Store files under ``key``, one PUT each; with ``reuse`` (a resumed work), none for a file
+        whose object under the same key already has the same checksum. Returns what was stored."""
         ...
 
-    # The methods below are what the Pixiv source and the file-carrying routes build on
-    # (issues 10 and 11); an adapter that predates them may raise NotImplementedError.
-    def stored(self, key: str) -> list[StoredFile]:
-        """The files already stored under ``key`` (a re-run after a crash re-uses them), in page order."""
+    def put_stream(self, key: str, chunks: Iterable[bytes], describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]],
+                   *, header_type: str = "", role: str = "original", meta: Mapping[str, Any] | None = None) -> StoredFile:
+        """Store one file as it arrives (issue 24); ``describe`` names it from its first bytes."""
+        ...
+
+    def partial(self, key: str) -> dict[str, StoredFile]:
+        """The files stored whole under ``key`` by a run that stopped before its intent was
+        recorded, by name without extension (a LIST, a HEAD each: only for a resumed work)."""
         ...
 
     def read(self, file: StoredFile) -> bytes:
@@ -156,8 +164,8 @@ class ArtifactStore(Protocol):
         """A GET URL for one stored file, valid for ``ttl_s`` seconds (presigned on S3)."""
         ...
 
-    def delete(self, key: str) -> int:
-        """Delete every file under ``key`` (idempotent); returns how many were deleted."""
+    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
+        """Delete ``files``, or every file under ``key`` (idempotent); returns how many were asked."""
         ...
 
 
@@ -266,6 +274,7 @@ class DeliveryRequest:
     body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
+    files: Sequence[StoredFile] = ()  # the stored files, as the intent recorded them (issue 25)
     guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
     preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
 

@@ -10,7 +10,7 @@ from .base import MAX_ROUTES_PER_TARGET, MAX_TARGETS_PER_SCHEDULE, _Model
 from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, SourceConfig
 from .plans import ScheduleConfig
 from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, TelegramRoute, WebhookRoute
-from .runtime import JobsConfig, SchedulerRuntimeConfig
+from .runtime import JobsConfig, SchedulerRuntimeConfig, StorageConfig
 from .targets import TargetConfig
 
 class PixivFlowConfig(_Model):
@@ -25,6 +25,7 @@ class PixivFlowConfig(_Model):
     schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
     download: DownloadConfig = Field(default_factory=DownloadConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
 
     @model_validator(mode="before")
     @classmethod

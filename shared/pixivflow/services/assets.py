@@ -1,19 +1,22 @@
 """The stored files a delivery carries, as protocol Assets, signed at send time (issue 10).
 
-The intent row never holds them: a presigned URL is ~1-2 KB, so a few pages would multiply the
-write units of every outbox write of the row, and a URL signed at enqueue could expire before a
-late retry. Each attempt instead reads the work's manifest (one S3 GET; the store keeps what it
-just wrote or read) and signs fresh URLs valid for ``download.assetUrlTtlSeconds``.
+The intent row holds each stored file's record (``file_records``: key, size, SHA-256, type, role,
+pixel size, meta; ~200 bytes), written once when the row is created after every file is stored
+(issue 25: one S3 PUT per file, no manifest object; DESIGN §12). It never holds a URL: a
+presigned URL is ~1-2 KB and one signed at enqueue could expire before a late retry, so each
+attempt signs fresh URLs valid for ``download.assetUrlTtlSeconds`` from the records.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..domain.assets import artifact_prefix, assets_for
+from collections.abc import Mapping, Sequence
+
+from ..domain.assets import assets_for
 from ..domain.errors import SourceError
 from ..domain.model import Intent
-from ..ports import ArtifactFile, Work
+from ..ports import ArtifactFile, StoredFile, Work
 from .engine import Engine
 
 # The route families that upload previews beside the originals: httpMultipart sends them under
@@ -21,17 +24,48 @@ from .engine import Engine
 PREVIEW_ROUTES = ("httpMultipart", "telegram")
 
 
+def file_records(files: Sequence[StoredFile]) -> list[dict[str, Any]]:
+    """What the intent records of each stored file (the ledger's copy of the store's answer)."""
+    out: list[dict[str, Any]] = []
+    for f in files:
+        record: dict[str, Any] = {"key": f.key, "name": f.name, "type": f.content_type, "size": f.size, "sha256": f.sha256,
+                                  "role": f.role}
+        if f.width is not None:
+            record["width"] = f.width
+        if f.height is not None:
+            record["height"] = f.height
+        if f.meta:
+            record["meta"] = dict(f.meta)
+        out.append(record)
+    return out
+
+
+def _from_record(record: Mapping[str, Any]) -> StoredFile:
+    return StoredFile(key=str(record["key"]), name=str(record["name"]), content_type=str(record["type"]),
+                      size=int(record["size"]), sha256=str(record["sha256"]), role=str(record.get("role") or "original"),
+                      width=record.get("width"), height=record.get("height"), meta=dict(record.get("meta") or {}))
+
+
+def recorded_files(intent: Intent) -> list[StoredFile]:
+    """The bound work's stored files, in page order, as its intent recorded them."""
+    return [_from_record(r) for r in intent.files or []]
+
+
 def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` plus ``assets`` when the intent's work has stored files (else unchanged)."""
-    try:
-        files = engine.artifacts.stored(artifact_prefix(intent.slot_id, intent.target_id, intent.work_id))
-    except NotImplementedError:
-        return body
+    files = recorded_files(intent)
     if not files:
         return body
     ttl = engine.config.download.assetUrlTtlSeconds
     origin = "pixiv" if engine.config.source.kind == "pixiv" else "generated"
     return {**body, "assets": assets_for(files, lambda f: engine.artifacts.url(f, ttl), source=origin)}
+
+
+def preview_of(files: Sequence[StoredFile]) -> StoredFile | None:
+    """THE place that finds a work's preview (the operator page's thumbnail): its first stored
+    ``preview`` file (Pixiv's ``large`` image, kept for the retention after deleteAfterDelivery
+    removed the originals), else None. ``files``: ``recorded_files(intent)``."""
+    return next((f for f in files if f.role == "preview"), None)
 
 
 def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:

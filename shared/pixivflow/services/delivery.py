@@ -10,7 +10,8 @@ SQS; longer ones wait for the sweep.
 Per delivery attempt (spec §10.5): consumer-cancel guard, the route's readiness probe (a failing
 probe releases the row without consuming an attempt), one call on the route's wire format, its
 answer parsed into an ACK by the route family's rules, the ACK settled. Once every route of a
-cell has delivered a work, its stored files are deleted unless ``deleteAfterDelivery`` is false.
+cell has delivered a work, its stored originals are deleted unless ``deleteAfterDelivery`` is false
+(the preview stays for the retention: the operator page's thumbnail).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
-from .assets import with_assets
+from .assets import recorded_files, with_assets
 from .messages import outbox_body, send_logged
 from .outbox import READINESS_DEFER_MS, deliver_row_message, drain_rows
 from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
@@ -179,7 +180,8 @@ def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
     preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
                            body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
-                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id), preview=preview)
+                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id),
+                           files=recorded_files(intent), preview=preview)
 
 
 def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
@@ -293,8 +295,12 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
         if not routes or any(r not in delivered for r in routes):
             return
     key = artifact_key(intent.slot_id, intent.target_id, intent.work_id)
+    # The originals go; the small preview stays for the retention (the operator page's thumbnail).
+    originals = [f for f in recorded_files(intent) if f.role != "preview"]
+    if not originals:
+        return
     try:
-        count = engine.artifacts.delete(key)
+        count = engine.artifacts.delete(key, originals)
     except (AttributeError, NotImplementedError):
         return
     except Exception as exc:

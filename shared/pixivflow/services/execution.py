@@ -38,8 +38,8 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
-from .assets import PREVIEW_ROUTES, previews_for
+from ..ports import Admission, ArtifactFile, SearchRequest, SourceGovernor, StoredFile, Work
+from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
@@ -533,7 +533,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             extra = {k: v for k, v in work.raw.items() if k != LIGHT}
             full = engine.source.get_work(work.work_type, work.work_id)
             work = replace(full, raw={**dict(full.raw or {}), **extra})
-        work = _store_work(run, work, prefix, resumed=False, filters=True)
+        work, files = _store_work(run, work, prefix, resumed=False, filters=True)
     except FatalSourceError:
         _undo(run, work, reserved)
         raise
@@ -563,7 +563,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     # From here an artifact exists: the binding is never released, whatever fails next.
     run.heartbeat()
     if routes:
-        _enqueue(run, work, routes)
+        _enqueue(run, work, routes, files)
     elif engine.config.dry_run(target):
         # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
         engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
@@ -595,19 +595,20 @@ AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image 
 INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
 
 
-def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> Work:
-    """The work's files in the store, committed (DESIGN §12: before any intent is recorded); the
-    work as the content rules left it (a detected language). ``filters``: apply the content-side
-    rules (a fresh candidate; raises ``_Filtered``).
+def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> tuple[Work, list[StoredFile]]:
+    """The work's files in the store, all of them (DESIGN §12: before any intent is recorded; the
+    intents then record what was stored, issue 25); the work as the content rules left it (a
+    detected language). ``filters``: apply the content-side rules (a fresh candidate; raises
+    ``_Filtered``).
 
+    A ``resumed`` work (a bound cell run again: a hand-back, or a crash before its intents)
+    re-uses every file an earlier run stored whole (the store checks each object's checksum), so
+    a retry PUTs only what is missing and downloads nothing a streamed run already stored.
     A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
     one at a time, a resumed work starting at its first missing file; each starts only when the
     invocation's time left covers its worst case. Other sources, and works whose routes also send
     previews (made from the whole files), hand over the whole work."""
     engine, target = run.engine, run.target
-    stored = _stored(engine, prefix)  # committed before a crash: never downloaded twice
-    if stored:
-        return _content_rules(run, work, [], stored) if filters else work
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
@@ -617,9 +618,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         if not files:
             raise SourceError("no files produced")
         if filters:
-            work = _content_rules(run, work, files, [])
-        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
-        return work
+            work = _content_rules(run, work, files)
+        return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
     have = engine.artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
     for index, planned_file in enumerate(planned):
@@ -637,17 +637,16 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
             engine.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
-    engine.artifacts.commit(prefix, out)
-    return work
+    return work, out
 
 
-def _content_rules(run: CellRun, work: Work, files: list, stored: list[StoredFile]) -> Work:
+def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
     """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
-    engine, target = run.engine, run.target
+    target = run.target
     if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
         raise _Filtered(AI_MARKED)
     if target.languageFilter and work.work_type == "novel":
-        text = _novel_text(engine, files, stored)
+        text = _novel_text(files)
         verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
                                    strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
         if not verdict.keep:
@@ -673,22 +672,12 @@ def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
     return need > INVOCATION_BUDGET_MS or run.time_left() >= need
 
 
-def _novel_text(engine: Engine, files: list, stored: list[StoredFile]) -> str:
-    """The novel's body: the fetched text file, or the stored one on a re-run after a crash."""
+def _novel_text(files: list[ArtifactFile]) -> str:
+    """The novel's body: the fetched text file."""
     for file in files:
-        if getattr(file, "role", None) == "text":
+        if file.role == "text":
             return bytes(file.content).decode("utf-8", "replace")
-    for file in stored:
-        if getattr(file, "role", None) == "text" or str(getattr(file, "name", "")).endswith(".txt"):
-            return engine.artifacts.read(file).decode("utf-8", "replace")
     return ""
-
-
-def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
-    try:
-        return list(engine.artifacts.stored(prefix))
-    except NotImplementedError:
-        return []
 
 
 def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = False) -> None:
@@ -703,8 +692,9 @@ def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = F
         run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
 
 
-def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
-    """One intent per route, created insert-if-absent: a re-run finds the same rows."""
+def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile]) -> None:
+    """One intent per route, created insert-if-absent: a re-run finds the same rows. Each records
+    the work's stored files (issue 25: the ledger is the store's commit record)."""
     engine, slot = run.engine, run.slot
     now = engine.now()
     for route in routes:
@@ -714,7 +704,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
             work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
-            next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
+            next_attempt_at=now, created_at=now, updated_at=now, payload=payload, files=file_records(files) or None,
         )
         stored, _ = engine.ledger.put_intent(intent)
         if stored.actionable:
@@ -731,7 +721,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
     try:
         work = engine.source.get_work(work_type, work_id)
-        _store_work(run, work, prefix, resumed=True)
+        work, files = _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
@@ -753,5 +743,5 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         # reserved): it is delivered or pending there. Never deliver it twice, never substitute.
         where = ", ".join(f"{r} by {o}" for r, o in taken)
         return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
-    _enqueue(run, work, [r for r, _ in held])
+    _enqueue(run, work, [r for r, _ in held], files)
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)
