@@ -74,16 +74,14 @@ def _checksum(sha256_hex: str) -> str:
 def _verified(key: str, head: dict[str, Any]) -> StoredFile | None:
     """The stored file a retry may re-use instead of a PUT, or None to store it again (issue 25).
 
-    Re-used only when the object carries the ``sha256`` and ``size`` this store wrote WITH its
-    bytes (a multipart upload gets them only after its completion), its length is that size, and
-    S3's own SHA-256 of the bytes (kept since the PUT or the checksum copy) is that sha256: an
-    object another writer left, or one whose upload never finished, is stored again."""
+    Re-used only when the object carries the ``sha256`` this store wrote WITH its bytes (a
+    multipart upload gets it only after its completion) and S3's own SHA-256 of the bytes (kept
+    since the PUT or the checksum copy) is that sha256: an object another writer left, or one
+    whose upload never finished, is stored again."""
     metadata = head.get("Metadata") or {}
     sha256 = metadata.get("sha256") or ""
     size = int(head.get("ContentLength") or 0)
-    if len(sha256) != 64 or metadata.get("size") != str(size):
-        return None
-    if head.get("ChecksumSHA256") != _checksum(sha256):
+    if len(sha256) != 64 or head.get("ChecksumSHA256") != _checksum(sha256):
         return None
     try:
         meta = json.loads(metadata.get("meta") or "{}")
