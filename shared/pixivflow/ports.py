@@ -106,6 +106,10 @@ class FileDownload:
     worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
     # (first bytes, announced content type) -> (stored name, content type, width, height)
     describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]] | None = None
+    # A preview: the stem of the page it belongs to. Its stored name is that page's stored name
+    # followed by what ``describe`` names (PixivFlow's ``<original>.preview.jpg``), its stem the
+    # page's stored name + ``.preview``; it is stored only when every page's preview is.
+    pairs_with: str | None = None
 
 
 @dataclass(frozen=True)

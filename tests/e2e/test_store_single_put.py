@@ -16,6 +16,7 @@ import pytest
 
 from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, illust
+from pixivflow.services.assets import recorded_files
 from pixivflow.services.execution import execute_cell
 
 FIRE = "2026-11-30T23:00:00Z"
@@ -82,20 +83,20 @@ def test_a_work_costs_one_put_per_file_and_its_intent_records_them(rt, downstrea
     objects = _objects(rt)
     assert sorted(objects) == [f"{WORK}_p{n}.png" for n in range(PAGES)]  # no manifest object
     # The intent records each file once: its key, size and SHA-256, which are the object's.
-    records = _intent(rt).files
-    assert [r["key"] for r in records] == [f"{PREFIX}/{WORK}_p{n}.png" for n in range(PAGES)]
+    records = recorded_files(_intent(rt))
+    assert [r.key for r in records] == [f"{PREFIX}/{WORK}_p{n}.png" for n in range(PAGES)]
     for record in records:
-        body = objects[record["name"]]
-        assert (record["size"], record["sha256"]) == (len(body), hashlib.sha256(body).hexdigest())
+        body = objects[record.name]
+        assert (record.size, record.sha256, record.content_type) == (len(body), hashlib.sha256(body).hexdigest(), "image/png")
     # The delivery reads them from the intent: each page as an asset of its size.
     [request] = downstream.requests
-    assert [a["bytes"] for a in request.body["assets"]] == [r["size"] for r in records]
+    assert [a["bytes"] for a in request.body["assets"]] == [r.size for r in records]
     # Every object carries S3's checksum of its bytes and its retention class (7 days -> 7d).
     client = aws.client("s3")
     for record in records:
-        head = client.head_object(Bucket=rt.env["ARTIFACT_BUCKET"], Key=record["key"], ChecksumMode="ENABLED")
-        assert head["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(record["sha256"])).decode()
-        tags = client.get_object_tagging(Bucket=rt.env["ARTIFACT_BUCKET"], Key=record["key"])["TagSet"]
+        head = client.head_object(Bucket=rt.env["ARTIFACT_BUCKET"], Key=record.key, ChecksumMode="ENABLED")
+        assert head["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(record.sha256)).decode()
+        tags = client.get_object_tagging(Bucket=rt.env["ARTIFACT_BUCKET"], Key=record.key)["TagSet"]
         assert tags == [{"Key": "retention", "Value": "7d"}]
 
 
@@ -118,7 +119,7 @@ def test_a_run_that_died_after_k_of_n_files_is_retried_with_a_put_for_each_missi
     images = [r.path.rsplit("/", 1)[1] for r in rt.fake.requests if r.host == "image"]
     assert sorted(set(images)) == [f"{WORK}_p{n}.png" for n in range(PAGES)]
     assert all(images.count(f"{WORK}_p{n}.png") == 1 for n in range(k))  # stored pages never fetched again
-    assert [r["name"] for r in _intent(rt).files] == [f"{WORK}_p{n}.png" for n in range(PAGES)]
+    assert [r.name for r in recorded_files(_intent(rt))] == [f"{WORK}_p{n}.png" for n in range(PAGES)]
     [request] = downstream.requests
     assert len(request.body["assets"]) == PAGES
 
@@ -142,6 +143,6 @@ def test_a_left_object_whose_checksum_does_not_hold_is_stored_again(rt, downstre
     rt.settle()
     assert engine.ledger.get_cell(SLOT, "manga").status == "submitted"
     assert rt.cloud.s3.calls["PutObject"] - before == PAGES - 1  # p1 again, p2 and p3; p0 re-used
-    record = next(r for r in _intent(rt).files if r["name"] == f"{WORK}_p1.png")
-    assert hashlib.sha256(_objects(rt)[f"{WORK}_p1.png"]).hexdigest() == record["sha256"] != hashlib.sha256(
+    record = next(r for r in recorded_files(_intent(rt)) if r.name == f"{WORK}_p1.png")
+    assert hashlib.sha256(_objects(rt)[f"{WORK}_p1.png"]).hexdigest() == record.sha256 != hashlib.sha256(
         b"\x89PNG-not-the-page").hexdigest()

@@ -38,6 +38,7 @@ from typing import Any, Iterable, Sequence
 from urllib.parse import urlencode
 
 from ..config.runtime import DEFAULT_RETENTION_CLASS
+from ..domain.assets import file_key
 from ..ports import ArtifactFile, StoredFile
 
 PART_BYTES = 8 * 1024 * 1024  # one S3 part; a file up to this size is ONE PutObject
@@ -48,7 +49,7 @@ _DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
 def _stored(prefix: str, f: ArtifactFile) -> StoredFile:
     return StoredFile(
-        key=f"{prefix}/{f.name}", name=f.name, content_type=f.content_type, size=len(f.content),
+        key=file_key(prefix, f.name), name=f.name, content_type=f.content_type, size=len(f.content),
         sha256=hashlib.sha256(f.content).hexdigest(), role=f.role, width=f.width, height=f.height,
         meta=dict(f.meta or {}),
     )
@@ -169,15 +170,15 @@ class S3Artifacts:
                     described = _describe_once(buffer, described, describe, header_type)
                     if upload is None:
                         upload = self._client.create_multipart_upload(
-                            Bucket=bucket, Key=f"{key}/{described[0]}", ContentType=described[1],
+                            Bucket=bucket, Key=file_key(key, described[0]), ContentType=described[1],
                             Tagging=self._tagging)["UploadId"]
                     number = len(parts) + 1
-                    answer = self._client.upload_part(Bucket=bucket, Key=f"{key}/{described[0]}", UploadId=upload,
+                    answer = self._client.upload_part(Bucket=bucket, Key=file_key(key, described[0]), UploadId=upload,
                                                       PartNumber=number, Body=buffer.take(PART_BYTES))
                     parts.append({"PartNumber": number, "ETag": answer["ETag"]})
             described = _describe_once(buffer, described, describe, header_type)
             name, content_type, width, height = described
-            stored = StoredFile(key=f"{key}/{name}", name=name, content_type=content_type, size=size,
+            stored = StoredFile(key=file_key(key, name), name=name, content_type=content_type, size=size,
                                 sha256=digest.hexdigest(), role=role, width=width, height=height, meta=dict(meta or {}))
             if upload is None:
                 self._put_object(stored, buffer.take(len(buffer.data)))
@@ -197,7 +198,7 @@ class S3Artifacts:
         except BaseException:
             if upload is not None and described is not None:
                 try:
-                    self._client.abort_multipart_upload(Bucket=bucket, Key=f"{key}/{described[0]}", UploadId=upload)
+                    self._client.abort_multipart_upload(Bucket=bucket, Key=file_key(key, described[0]), UploadId=upload)
                 except Exception:  # noqa: BLE001 - the bucket's lifecycle rule aborts what is left
                     pass
             raise

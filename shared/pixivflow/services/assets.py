@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from collections.abc import Mapping, Sequence
+import base64
+from collections.abc import Sequence
 
-from ..domain.assets import assets_for
+from ..domain.assets import artifact_prefix, assets_for, file_key
 from ..domain.errors import SourceError
 from ..domain.model import Intent
 from ..ports import ArtifactFile, StoredFile, Work
@@ -24,31 +25,37 @@ from .engine import Engine
 PREVIEW_ROUTES = ("httpMultipart", "telegram")
 
 
+# A record's attributes are one letter each (n name, t type, z size, h SHA-256 in base64, r role
+# when not "original", w/y width/height, m meta): every write of the intent row pays for its bytes
+# (one write unit per KB; tests/perf/test_cost.py).
+
+
 def file_records(files: Sequence[StoredFile]) -> list[dict[str, Any]]:
-    """What the intent records of each stored file (the ledger's copy of the store's answer)."""
+    """What the intent records of each stored file (the ledger's copy of the store's answer):
+    name, type, size, SHA-256 (base64), role, size in pixels, meta; the key is rebuilt from the name."""
     out: list[dict[str, Any]] = []
     for f in files:
-        record: dict[str, Any] = {"key": f.key, "name": f.name, "type": f.content_type, "size": f.size, "sha256": f.sha256,
-                                  "role": f.role}
+        record: dict[str, Any] = {"n": f.name, "t": f.content_type, "z": f.size,
+                                  "h": base64.b64encode(bytes.fromhex(f.sha256)).decode("ascii")}
+        if f.role != "original":
+            record["r"] = f.role
         if f.width is not None:
-            record["width"] = f.width
+            record["w"] = f.width
         if f.height is not None:
-            record["height"] = f.height
+            record["y"] = f.height
         if f.meta:
-            record["meta"] = dict(f.meta)
+            record["m"] = dict(f.meta)
         out.append(record)
     return out
 
 
-def _from_record(record: Mapping[str, Any]) -> StoredFile:
-    return StoredFile(key=str(record["key"]), name=str(record["name"]), content_type=str(record["type"]),
-                      size=int(record["size"]), sha256=str(record["sha256"]), role=str(record.get("role") or "original"),
-                      width=record.get("width"), height=record.get("height"), meta=dict(record.get("meta") or {}))
-
-
 def recorded_files(intent: Intent) -> list[StoredFile]:
     """The bound work's stored files, in page order, as its intent recorded them."""
-    return [_from_record(r) for r in intent.files or []]
+    prefix = artifact_prefix(intent.slot_id, intent.target_id, intent.work_id)
+    return [StoredFile(key=file_key(prefix, str(r["n"])), name=str(r["n"]), content_type=str(r["t"]), size=int(r["z"]),
+                       sha256=base64.b64decode(str(r["h"])).hex(), role=str(r.get("r") or "original"),
+                       width=r.get("w"), height=r.get("y"), meta=dict(r.get("m") or {}))
+            for r in intent.files or []]
 
 
 def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[str, Any]:

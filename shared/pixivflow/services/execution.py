@@ -83,6 +83,7 @@ class CellRun:
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
     governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
     time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
+    time_budget: int | None = None  # ms the invocation had when it began (the same context's, read then)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -119,7 +120,11 @@ class CellRun:
 
 
 def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
-                 time_left: Callable[[], int] | None = None) -> ExecutionResult:
+                 time_left: Callable[[], int] | None = None, time_budget: int | None = None) -> ExecutionResult:
+    """Run one cell. ``time_left``: the Lambda context's remaining time; ``time_budget``: what it
+    was when the invocation began (default: what it is now, for a caller running one cell)."""
+    if time_budget is None and time_left is not None:
+        time_budget = int(time_left())
     now = engine.now()
     owner = engine.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
@@ -157,7 +162,8 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
         target, excluded = job_target(target, slot.params)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left) if target else None
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
+                  time_budget=time_budget) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
@@ -592,7 +598,6 @@ class DownloadIncomplete(Exception):
 
 GUARD_SLACK_MS = 1_000  # what storing one file and recording it takes beyond its fetch
 AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image for generator markers
-INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
 
 
 def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> tuple[Work, list[StoredFile]]:
@@ -604,15 +609,15 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     A ``resumed`` work (a bound cell run again: a hand-back, or a crash before its intents)
     re-uses every file an earlier run stored whole (the store checks each object's checksum), so
     a retry PUTs only what is missing and downloads nothing a streamed run already stored.
-    A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
-    one at a time, a resumed work starting at its first missing file; each starts only when the
-    invocation's time left covers its worst case. Other sources, and works whose routes also send
-    previews (made from the whole files), hand over the whole work."""
+    A source that plans its files (the Pixiv source's illustrations and ugoira, and the previews
+    its routes send; issue 24) has them streamed one at a time, a resumed work starting at its
+    first missing file; each starts only when the invocation's time left covers its worst case.
+    Other sources, and novels, hand over the whole work."""
     engine, target = run.engine, run.target
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
-    streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
-    planned = planner(work) if streamable else None
+    streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
+    planned = planner(work, previews=previews) if streamable else None
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -622,22 +627,63 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
     have = engine.artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
+    names: dict[str, str] = {}  # a page's stem -> its stored name, which its preview's name follows
+    no_previews = False
     for index, planned_file in enumerate(planned):
-        if planned_file.stem in have:
-            out.append(have[planned_file.stem])  # stored by an earlier invocation: resume after it
+        page = planned_file.pairs_with
+        if page is not None and (no_previews or page not in names):
+            continue
+        stem = planned_file.stem if page is None else f"{names[page]}.preview"
+        if stem in have:
+            # Stored by an earlier invocation: resume after it. What S3 metadata could not carry
+            # (a ugoira's frame delays, over its 2 KB) comes from the plan.
+            out.append(replace(have[stem], meta={**dict(planned_file.meta), **dict(have[stem].meta)}))
+            names[planned_file.stem] = have[stem].name
             continue
         if not _file_fits(run, planned_file.worst_case_ms):
             raise DownloadIncomplete(len(out), len(planned))
         check = filters and run.target.aiMetadataCheck and index == 0
         head = bytearray()
-        with planned_file.open() as (chunks, header_type):
-            out.append(engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
-                                                   header_type=header_type, role=planned_file.role, meta=planned_file.meta))
+        describe = planned_file.describe if page is None else _after_name(names[page], planned_file.describe)
+        try:
+            with planned_file.open() as (chunks, header_type):
+                stored = engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
+                                                     header_type=header_type, role=planned_file.role, meta=planned_file.meta)
+        except SourceError as exc:
+            if page is None or isinstance(exc, TransientSourceError):
+                raise  # a page, or a preview the retry may get: the cell resumes here
+            out = _drop_previews(run, work, prefix, out, exc)
+            no_previews = True
+            continue
+        out.append(stored)
+        names[planned_file.stem] = stored.name
         if check and has_ai_file_markers(bytes(head)):
             engine.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
     return work, out
+
+
+def _after_name(name: str, describe: Callable[..., tuple[str, str, int | None, int | None]] | None) -> Callable[
+        [bytes, str], tuple[str, str, int | None, int | None]]:
+    """A preview's describe: its page's stored name + what the source names (``.preview.jpg``)."""
+    assert describe is not None
+
+    def named(head: bytes, header_type: str) -> tuple[str, str, int | None, int | None]:
+        suffix, content_type, width, height = describe(head, header_type)
+        return f"{name}{suffix}", content_type, width, height
+    return named
+
+
+def _drop_previews(run: CellRun, work: Work, prefix: str, out: list[StoredFile], exc: SourceError) -> list[StoredFile]:
+    """All previews or none (a receiver refuses previews that do not pair one-to-one with the
+    pages; assets.previews_for's rule): a preview Pixiv does not have drops those stored so far."""
+    stored = [f for f in out if f.role == "preview"]
+    if stored:
+        run.engine.artifacts.delete(prefix, stored)
+    run.engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
+                   work_id=work.work_id, target_id=run.target.id, error=str(exc)[:300])
+    return [f for f in out if f.role != "preview"]
 
 
 def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
@@ -665,11 +711,12 @@ def _watched(chunks, head: bytearray | None):
 
 def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
     """Start a file only when the time left covers its worst case plus a second (issue 24). A file
-    whose worst case no invocation could cover is started anyway: waiting would never help."""
+    whose worst case no invocation could cover (more than this invocation's whole budget, both
+    read from the Lambda context) is started anyway: waiting would never help."""
     if run.time_left is None:
         return True
     need = worst_case_ms + GUARD_SLACK_MS
-    return need > INVOCATION_BUDGET_MS or run.time_left() >= need
+    return (run.time_budget is not None and need > run.time_budget) or run.time_left() >= need
 
 
 def _novel_text(files: list[ArtifactFile]) -> str:
