@@ -216,16 +216,31 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         raise
 
 
+BUSY_POLL_FIRST_MS = 2_000  # a cell waiting for a permit asks again after 2 s, 4 s, 8 s, ...
+BUSY_POLL_MAX_MS = 64_000
+
+
+def busy_poll_ms(times_waited: int) -> int:
+    """How long a cell that found every permit held waits before asking again (issue 24, the
+    store brief's item 5): the holder's lease end is only the latest its permit can be free (a
+    holder that dies stops renewing; one that finishes releases at once, usually within seconds),
+    so the waiter asks again after 2 s, doubling each time it is refused again, never later than
+    the lease end. Each ask is one invocation and one conditional take: the permits still decide."""
+    return min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited))
+
+
 def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
            progress: dict[str, int] | None = None) -> ExecutionResult:
     """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
     the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
     report says what it waited for."""
     now = engine.now()
-    due = max(admission.wait_until, now + 1000)
-    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report = dict(cell.candidate_report or {})
     waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
+    due = max(admission.wait_until, now + 1000)
+    if admission.reason == "pixiv_account_busy":
+        due = min(due, now + busy_poll_ms(int(waited.get("times") or 0) if waited.get("reason") == admission.reason else 0))
+    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
