@@ -6,7 +6,7 @@ targets; ``fly-two-bots.example.json``: the same shape with ``notify`` on the no
 occurrence goes through the real trigger, execute and deliver handlers (embedded runtime on
 moto), the real Pixiv client against the strict fake Pixiv (``topic_fixtures``), and a loopback
 TelePost-like receiver. The targets, schedules and routes are the published blocks verbatim (the
-copies in tests/fixtures/pixivflow-configs/); only the Pixiv credentials and the source point at
+copies in tests/fixtures/pixivflow_configs/); only the Pixiv credentials and the source point at
 the fake, and ``richNovelPreview`` (another issue's route feature) is left out.
 
 Each assertion names the rule that picked the work: topic day (Japan's yesterday), the whole
@@ -28,7 +28,7 @@ from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, topic_f
 from conftest import ms
 from route_receiver import Receiver
 
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow-configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"
 # 10:00 Asia/Shanghai on 1 Dec = 11:00 JST: Japan's yesterday is 30 Nov.
 FIRE = "2026-12-01T02:00:00Z"
