@@ -161,6 +161,25 @@ class ArtifactStore(Protocol):
         ...
 
 
+class StreamingArtifactStore(ArtifactStore, Protocol):
+    """A store that takes one file at a time from a stream (S3 and the in-memory store): the
+    executor streams a work's files when the store has ``put_stream`` and resumes after the files
+    an earlier invocation stored (issue 24)."""
+
+    def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
+                   meta: Any = None) -> StoredFile:
+        """Store one file from ``chunks``; ``describe(head, header_type)`` names it from its first bytes."""
+        ...
+
+    def partial(self, key: str) -> dict[str, StoredFile]:
+        """The files a run stored under ``key`` before it stopped, by name without extension."""
+        ...
+
+    def commit(self, key: str, files: Sequence[StoredFile]) -> None:
+        """The work is complete: its manifest, written last."""
+        ...
+
+
 @dataclass(frozen=True)
 class AccountGate:
     """The shared rate-limit state of one Pixiv account (ledger item ``PIXIV#<accountId>`` / ``GATE``)."""
@@ -485,6 +504,10 @@ class Ledger(Protocol):
     def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
     def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
     def settle_intent(self, intent: Intent, owner: str, now_ms: int, **result: Any) -> Intent | None: ...
+    def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
+        """Readiness deferral: processing -> pending as the lease holder, due at ``next_attempt_at``,
+        without consuming an attempt (None when the lease was lost)."""
+        ...
     def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
         """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
         ...
