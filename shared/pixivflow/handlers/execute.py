@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._sqs import process
+from ._sqs import PartialItemFailureResponse, process
 
 
 def _execute(body: str, remaining: Callable[[], int] | None, budget: int | None) -> None:
@@ -16,7 +16,7 @@ def _execute(body: str, remaining: Callable[[], int] | None, budget: int | None)
     execute_cell(runtime.get().engine, message.slotId, message.targetId, time_left=remaining, time_budget=budget)
 
 
-def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     """Infrastructure errors and unparsable bodies become batchItemFailures; outcomes never do."""
     # Issue 24: the Lambda context is the ONE source of time: its time left guards each file
     # download, and what was left as the invocation began is its budget (the function's timeout,

@@ -11,7 +11,8 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from collections.abc import Iterable, Iterator
+from typing import Callable, cast
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -38,7 +39,8 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import Admission, ArtifactFile, SearchRequest, SourceGovernor, StoredFile, Work
+from ..ports import (Admission, ArtifactFile, Page, SearchRequest, SourceGovernor, StoredFile, StreamingArtifactStore,
+                     Work)
 from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
@@ -168,7 +170,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
             return _apply(engine, slot, cell, owner, outcome, None)
-        if cell.status == CellStatus.DELIVERY_PENDING and target.single_work:
+        if cell.status == CellStatus.DELIVERY_PENDING and run.target.single_work:
             settled = _settle_from_ledger(engine, run)
             if settled is not None:
                 return settled
@@ -226,7 +228,7 @@ def busy_poll_ms(times_waited: int) -> int:
     holder that dies stops renewing; one that finishes releases at once, usually within seconds),
     so the waiter asks again after 2 s, doubling each time it is refused again, never later than
     the lease end. Each ask is one invocation and one conditional take: the permits still decide."""
-    return min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited))
+    return int(min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited)))
 
 
 def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
@@ -236,7 +238,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
     report says what it waited for."""
     now = engine.now()
     report = dict(cell.candidate_report or {})
-    waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
+    waited = before if isinstance(before := report.get("waited"), dict) else {}
     due = max(admission.wait_until, now + 1000)
     if admission.reason == "pixiv_account_busy":
         due = min(due, now + busy_poll_ms(int(waited.get("times") or 0) if waited.get("reason") == admission.reason else 0))
@@ -395,7 +397,7 @@ def _search(run: CellRun, plan: Plan) -> Selection:
     never by the source running out: a popular tag has thousands of works."""
     source = run.engine.source
 
-    def fetch(query: Query, cursor: str | None):
+    def fetch(query: Query, cursor: str | None) -> Page:
         run.heartbeat()
         return source.search_page(SearchRequest(**query.fields()), cursor)
 
@@ -632,7 +634,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
-    planned = planner(work, previews=previews) if streamable else None
+    planned = planner(work, previews=previews) if streamable and planner is not None else None
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -640,7 +642,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         if filters:
             work = _content_rules(run, work, files)
         return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
-    have = engine.artifacts.partial(prefix) if resumed else {}
+    artifacts = cast(StreamingArtifactStore, engine.artifacts)  # streamable: it has put_stream
+    have = artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
     names: dict[str, str] = {}  # a page's stem -> its stored name, which its preview's name follows
     no_previews = False
@@ -662,8 +665,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         describe = planned_file.describe if page is None else _after_name(names[page], planned_file.describe)
         try:
             with planned_file.open() as (chunks, header_type):
-                stored = engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
-                                                     header_type=header_type, role=planned_file.role, meta=planned_file.meta)
+                stored = artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
+                                             header_type=header_type, role=planned_file.role, meta=planned_file.meta)
         except SourceError as exc:
             if page is None or isinstance(exc, TransientSourceError):
                 raise  # a page, or a preview the retry may get: the cell resumes here
@@ -717,7 +720,7 @@ def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
     return work
 
 
-def _watched(chunks, head: bytearray | None):
+def _watched(chunks: Iterable[bytes], head: bytearray | None) -> Iterator[bytes]:
     for chunk in chunks:
         if head is not None and len(head) < AI_CHECK_BYTES:
             head += chunk[: AI_CHECK_BYTES - len(head)]
@@ -796,7 +799,8 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)
-    held, taken = [], []
+    held: list[tuple[str, str | None]] = []
+    taken: list[tuple[str, str | None]] = []
     for route in routes:
         ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
         (held if ok else taken).append((route, owner))
