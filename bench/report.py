@@ -50,10 +50,29 @@ STEP_ORDER = ("admit", "claim", "bind", "reserve", "intent", "outbox claim", "se
 # -- template facts ---------------------------------------------------------------------------------
 
 
-def template_facts() -> dict[str, Any]:
+def _resolve(tpl: dict[str, Any], value: Any, params: dict[str, Any]) -> Any:
+    """A property's value under ``params``: parameter Refs and the ``Has<X>`` conditions the
+    concurrency knobs use (``!If [cond, !Ref p, !Ref AWS::NoValue]``); None for AWS::NoValue."""
+    if isinstance(value, dict) and "Ref" in value:
+        return params.get(value["Ref"]) if value["Ref"] != "AWS::NoValue" else None
+    if isinstance(value, dict) and "Fn::If" in value:
+        name, yes, no = value["Fn::If"]
+        test = tpl["Conditions"][name]["Fn::Not"][0]["Fn::Equals"]
+        return _resolve(tpl, yes if str(_resolve(tpl, test[0], params)) != str(test[1]) else no, params)
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def template_facts(**overrides: Any) -> dict[str, Any]:
+    """What the template deploys, under its parameter defaults (or ``overrides``): each function's
+    memory, architecture, timeout, event source batch and MaximumConcurrency, reserved concurrency."""
     from pixivflow.local.template import load_template
 
     tpl = load_template(ROOT / "template.yaml")
+    params = {name: p.get("Default") for name, p in tpl["Parameters"].items()} | overrides
     glob = tpl.get("Globals", {}).get("Function", {})
     functions: dict[str, dict[str, Any]] = {}
     alarms = 0
@@ -69,10 +88,13 @@ def template_facts() -> dict[str, Any]:
         esm = next((e["Properties"] for e in (props.get("Events") or {}).values() if e.get("Type") == "SQS"), {})
         functions[name] = {
             "logical_id": logical,
-            "memory_mb": int(props.get("MemorySize", glob.get("MemorySize", 128))),
+            "memory_mb": int(_resolve(tpl, props.get("MemorySize", glob.get("MemorySize", 128)), params)),
             "arch": (props.get("Architectures") or glob.get("Architectures") or ["x86_64"])[0],
-            "timeout_s": int(props.get("Timeout", glob.get("Timeout", 3))),
-            "max_concurrency": (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+            "timeout_s": int(_resolve(tpl, props.get("Timeout", glob.get("Timeout", 3)), params)),
+            "max_concurrency": _int(_resolve(tpl, (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"), params)),
+            "max_concurrency_parameter": ((esm.get("ScalingConfig") or {}).get("MaximumConcurrency") or {}).get("Ref")
+            if isinstance((esm.get("ScalingConfig") or {}).get("MaximumConcurrency"), dict) else None,
+            "reserved_concurrency": _int(_resolve(tpl, props.get("ReservedConcurrentExecutions"), params)),
             "batch_size": esm.get("BatchSize"),
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
@@ -240,10 +262,73 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
         bills.append(monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
                                   fixed=fixed, ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb,
                                   retention_days_ledger=facts["retention_days"]))
+    variants = {}
+    if compute is not None and load_run is not None:
+        variants = what_it_would_take(monthly.profiles(a), bills, per_million, ref_cells, idle_f, first, facts, series,
+                                      ledger_per_cell, load_run, a)
+    for b in bills:
+        b["free_tier"] = free_tier_credit(b, idle_f)
+        b["total_with_free_tier"] = b["total"] - sum(b["free_tier"].values())
+        b["variants"] = variants.get(b["key"], {})
+    items_per_cell = detail["ledger_items"] / max(1, detail["delivered"])
+    days = facts["retention_days"] + A["ttl_deletion_lag_days"]
+    table = {b["key"]: {"items": round(b["cells_per_month"] / monthly.MONTH_DAYS * days * items_per_cell),
+                        "gb": b["cells_per_month"] / monthly.MONTH_DAYS * days * ledger_per_cell / 1e9,
+                        "days_kept": days} for b in bills}
     return {"profiles": bills, "ledger_bytes_per_cell": ledger_per_cell, "ledger_items_per_slot": detail["ledger_items"],
+            "ledger_items_per_cell": items_per_cell, "steady_state_table": table,
             "measured_work_bytes": measured_work, "stated_work_bytes": A["work_bytes"],
             "unpriced": monthly.check_every_line_priced_or_named(bills),
             "goals": {"a": 1.0, "c_per_million": 15.0}}
+
+
+FREE = A["always_free"]
+
+
+def free_tier_credit(bill: dict[str, Any], idle_f: dict[str, Any]) -> dict[str, float]:
+    """What the always-free tiers the kit states (SQS 1M requests, Lambda 1M requests and 400,000
+    GB-s, Scheduler 14M invocations a month) take off this bill, service by service: shown beside
+    the list price, never folded into it. The sweep's line is split by service from its tick."""
+    usd = {line["name"]: line["usd"] or 0.0 for line in bill["lines"]}
+    tick = dollars(idle_f)
+    ticks = A["sweep_ticks_per_month"]
+    sweep = {k: v / MILLION * ticks for k, v in tick.items()}
+    sqs = usd.get("SQS", 0) + usd.get("idle queue polling (2 ESMs)", 0) + sweep["SQS"]
+    requests = usd.get("Lambda requests", 0) + sweep["Lambda requests"]
+    gb_s = (usd.get("Lambda compute", 0) + usd.get("Lambda waiting on Pixiv (assumed)", 0)
+            + usd.get("cold starts (INIT billed)", 0) + sweep["Lambda compute"])
+    scheduler = usd.get("EventBridge Scheduler", 0) + sweep["EventBridge Scheduler"]
+    return {f"SQS ({FREE['sqs_requests']:,} requests)": min(sqs, FREE["sqs_requests"] * P["sqs_request"]),
+            f"Lambda ({FREE['lambda_requests']:,} requests)": min(requests, FREE["lambda_requests"] * P["lambda_request"]),
+            f"Lambda ({FREE['lambda_gb_s']:,} GB-s)": min(gb_s, FREE["lambda_gb_s"] * P["lambda_gb_s_arm64"]),
+            f"EventBridge Scheduler ({FREE['scheduler_invocations']:,} invocations)":
+                min(scheduler, FREE["scheduler_invocations"] * P["scheduler_invocation"])}
+
+
+def what_it_would_take(profiles: list[monthly.Profile], bills: list[dict[str, Any]], per_million: dict[str, float],
+                       ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
+                       series: int, ledger_per_cell: float, load_run: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """The same month under the levers issue 25 names, each priced by the same arithmetic: a smaller
+    execute memory (ExecuteMemorySize: the Pixiv wait is billed by the GB), the catalogue source
+    (no Pixiv wait), and both."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for profile in profiles:
+        rows = {}
+        for label, memory, source in (("ExecuteMemorySize=128", 128, profile.works_from), ("catalogue source", None, "catalog"),
+                                      ("catalogue source + ExecuteMemorySize=128", 128, "catalog")):
+            f = template_facts(ExecuteMemorySize=memory) if memory else facts
+            lines = dict(per_million)
+            lines["Lambda compute"] = load.compute_model(load_run, f, A, source="catalog")["gb_s_per_cell"] * P["lambda_gb_s_arm64"] * MILLION
+            p = dataclasses.replace(profile, works_from=source)
+            fixed = fixed_monthly(idle_f, first, f, series, profile.alarm_profile)
+            b = monthly.bill(p, per_million=lines, per_cell=ref_cells["per_cell"], prices=P, a=a, fixed=fixed,
+                             ledger_bytes_per_cell=ledger_per_cell, memory_gb=f["functions"]["execute"]["memory_mb"] / 1024,
+                             retention_days_ledger=f["retention_days"])
+            rows[label] = {"total": b["total"], "per_million_cells": b["per_million_cells"]}
+        out[profile.key] = rows
+    return out
 
 
 # -- comparisons ------------------------------------------------------------------------------------
@@ -289,12 +374,23 @@ def alternatives(targets: int, ours: dict[str, float], work_lines: dict[str, flo
 
 
 def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any], facts: dict[str, Any],
-                targets: int) -> dict[str, Any]:
+                targets: int, compute: dict[str, Any]) -> dict[str, Any]:
     """1,000 slot admissions/s of 10-target slots = 10,000 cell executions/s, from the measured
-    request model of the 10-target slot. Computed, not load-tested."""
+    request model of the 10-target slot, the long run's Lambda time per cell (``compute``) and the
+    template's knobs. Computed, not load-tested."""
+    from pixivflow.adapters.dynamo_ledger import SHARDS
+    from pixivflow.services.sweep import BATCH_LIMIT
+
     admissions, cells = 1_000, 10_000
     lat = A["latency_ms"]
-    shards = 16
+    shards = SHARDS
+    # Lambda seconds per cell, from the long run: the catalogue source (the one that can feed this
+    # rate: Pixiv accounts cannot, see ``feed``), and the deliver function's own per cell
+    model = compute["catalog"]["functions"]
+    exec_s, deliver_s = model["execute"]["seconds_per_cell"], model["deliver"]["seconds_per_cell"]
+    # a slot's cells run in parallel: its writes land on its partition within about one cell's
+    # execute + deliver time (at least a second: DynamoDB's per-partition limit is per second)
+    burst_s = max(1.0, exec_s + deliver_s)
     per_slot = {"by_pk": Counter(), "index": Counter()}
     for c in ten_calls:
         if c.service != "dynamodb":
@@ -308,10 +404,10 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
             per_slot["index"][index] += c.index_wru
     rows = []
     slot_partition_wru = per_slot["by_pk"]["SLOT# (one slot's partition)"]
-    # one slot's cells run in parallel: a 10-target slot's writes land on its partition within ~1 s
-    rows.append({"key": "SLOT#<slotId> (10-target slot, its cells in parallel, ~1 s)", "wcu_s": slot_partition_wru,
+    rows.append({"key": f"SLOT#<slotId> (10-target slot, its cells in parallel, {burst_s:.1f} s)",
+                 "wcu_s": slot_partition_wru / burst_s,
                  "limit": 1000, "note": "each slot its own key: 1,000 slots/s spread over 1,000 partitions"})
-    rows.append({"key": "SLOT#<slotId> (90-target slot, ~1 s)", "wcu_s": slot_partition_wru / targets * 90 + 0.0,
+    rows.append({"key": f"SLOT#<slotId> (90-target slot, {burst_s:.1f} s)", "wcu_s": slot_partition_wru / targets * 90 / burst_s,
                  "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> shard big slots' "
                                         "cells on SLOT#<id>#<n>, n = ceil(targets/30) keeps each under 25%"})
     for index, wru in sorted(per_slot["index"].items()):
@@ -319,45 +415,78 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
         rows.append({"key": f"{index} shard (1 of {shards})", "wcu_s": rate, "limit": 1000,
                      "note": f"{wru:.0f} index writes per slot x {admissions}/s / {shards} shards"})
     if "DueOutbox" not in per_slot["index"]:
-        rows.append({"key": "DueOutbox shard (1 of 16)", "wcu_s": 0.0, "limit": 1000,
+        rows.append({"key": f"DueOutbox shard (1 of {shards})", "wcu_s": 0.0, "limit": 1000,
                      "note": "delivery rows no longer enter it (found through their open slot); jobs' callback rows do"})
     rows.append({"key": "WORK#<route>#<type>#<workId> (a work every slot wants)", "wcu_s": 1.0, "rcu_s": admissions * 0.5,
                  "limit": 1000, "note": "worst case, every admission on one tag: each reads the owner (eventually consistent); "
                                         "one reserves, a stale reader's refused put is billed 1 WCU"})
     rows.append({"key": "SWEEP#LEASE", "wcu_s": 2 / 60, "limit": 1000, "note": "taken and released once a minute"})
-    gate_reads = 0.0
     exec_fn, deliver_fn = facts["functions"].get("execute", {}), facts["functions"].get("deliver", {})
-    exec_s = ten["lambda"]["gb_s_modelled"] / (exec_fn.get("memory_mb", 512) / 1024)  # seconds of Lambda per cell
-    concurrency = cells * exec_s
+    trigger_s = model.get("trigger", {}).get("seconds_per_cell", 0.0) * targets  # per admission
+    exec_need, deliver_need = cells * exec_s, cells * deliver_s
+    concurrency = exec_need
     gate_reads = concurrency / 5  # each warm execute container re-reads the gate every 5 s
     rows.append({"key": "PIXIV#<accountId>/GATE (one Pixiv account)", "wcu_s": 0.0, "rcu_s": gate_reads, "limit": 3000,
                  "note": "a consistent GetItem per container per 5 s; writes only on a 429 (conditional, once per penalty)"})
     for r in rows:
         r["share"] = max(r.get("wcu_s", 0) / 1000, r.get("rcu_s", 0) / 3000)
     sqs_rps = ten["sqs"]["billed_requests"] * cells
-    live_slots = admissions * 10  # ~10 s from admission to outcome (the modelled cell time, rounded up)
-    sweep_capacity = 16 * 400  # active_slots reads 400 per shard per tick
+    # a slot is live from its admission until its last cell settles: its cells run in parallel,
+    # so about one cell's execute + deliver time (the long run's), rounded up to whole seconds
+    slot_s = math.ceil(exec_s + deliver_s)
+    live_slots = admissions * slot_s
+    sweep_capacity = SHARDS * 4 * BATCH_LIMIT  # services/sweep.py: active_slots(limit_per_shard=4 * BATCH_LIMIT)
     sweep_seconds = live_slots * (lat["dynamodb"] / 1000) * 1.2
+    esm_max = 1000  # ScalingConfig.MaximumConcurrency's range is 2 to 1,000 (Lambda API reference)
+    account_quota = 1000  # Service Quotas "Concurrent executions" (L-B99A9384), default 1,000 per Region
+    lambda_need = exec_need + deliver_need + admissions * trigger_s
+    exec_param = exec_fn.get("max_concurrency_parameter") or "ExecuteMaxConcurrency"
+    deliver_param = deliver_fn.get("max_concurrency_parameter") or "DeliverMaxConcurrency"
     limits = [
-        {"limit": "execute ESM MaximumConcurrency (template: 10)", "need": concurrency,
-         "have": exec_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency (up to 1,000 per ESM)"},
-        {"limit": "deliver ESM MaximumConcurrency (template: 10)", "need": cells * (lat["route_post"] / 1000 + 0.05),
-         "have": deliver_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency"},
-        {"limit": "Lambda regional concurrency (default quota 1,000)", "need": concurrency + cells * (lat["route_post"] / 1000 + 0.05) + admissions * 0.05,
-         "have": 1000, "raise": "Service Quotas request (tens of thousands are routine)"},
+        {"limit": f"execute ESM MaximumConcurrency ({exec_param}={exec_fn.get('max_concurrency')})", "need": exec_need,
+         "have": exec_fn.get("max_concurrency") or esm_max,
+         "raise": f"{exec_param}={min(esm_max, math.ceil(exec_need)):,}"
+                  + ("" if exec_need <= esm_max else f" (the most one ESM takes: {math.ceil(exec_need / esm_max)} "
+                                                     "execution queues, or fewer seconds a cell)")},
+        {"limit": f"deliver ESM MaximumConcurrency ({deliver_param}={deliver_fn.get('max_concurrency')})", "need": deliver_need,
+         "have": deliver_fn.get("max_concurrency") or esm_max,
+         "raise": f"{deliver_param}={min(esm_max, math.ceil(deliver_need)):,}"
+                  + ("" if deliver_need <= esm_max else f" ({math.ceil(deliver_need / esm_max)} outbox queues)")},
+        {"limit": "Lambda Concurrent executions (Service Quotas L-B99A9384, default 1,000)", "need": lambda_need,
+         "have": account_quota,
+         "raise": f"Service Quotas request to {math.ceil(lambda_need / 0.8 / 1000) * 1000:,} (80% headroom); then "
+                  "ExecuteReservedConcurrency / DeliverReservedConcurrency at their MaximumConcurrency"},
         {"limit": "EventBridge Scheduler invocations (1,000/s default)", "need": admissions, "have": 1000,
          "raise": "Service Quotas request; or fewer, larger slots (one fire admits up to 90 cells)"},
-        {"limit": "the sweep: live slots read per tick (one sweep, 16 x 400 per tick)", "need": live_slots, "have": sweep_capacity,
-         "raise": "one sweep per ActiveSlots shard (16 leases SWEEP#LEASE#<shard>), each reading its shard"},
+        {"limit": f"the sweep: live slots read per tick ({SHARDS} shards x {4 * BATCH_LIMIT})", "need": live_slots,
+         "have": sweep_capacity, "raise": f"one sweep per ActiveSlots shard ({SHARDS} leases SWEEP#LEASE#<shard>), each reading its shard"},
         {"limit": "the sweep: a tick's time (60 s lease and timeout)", "need": sweep_seconds, "have": 60,
-         "raise": "the same per-shard sweeps: 16 x the budget"},
+         "raise": f"the same per-shard sweeps: {SHARDS} x the budget"},
         {"limit": "SQS standard queue requests/s", "need": sqs_rps, "have": float("inf"), "raise": "none needed (no published limit)"},
     ]
     for lim in limits:
         lim["share"] = lim["need"] / lim["have"] if lim["have"] else float("inf")
+    # the template's own ceiling: what the deployed defaults reach, function by function
+    reach = {"execute": (exec_fn.get("max_concurrency") or esm_max) / exec_s,
+             "deliver": (deliver_fn.get("max_concurrency") or esm_max) / deliver_s,
+             "account quota": account_quota / (exec_s + deliver_s)}
+    aws_limits = [lim for lim in limits if "ESM" not in lim["limit"] and "sweep" not in lim["limit"]]
+    first_aws = max(aws_limits, key=lambda x: x["share"])
+    pixiv_s = compute["pixiv"]["functions"]["execute"]["outside_s_per_cell"]
+    feed = {"pixiv_s_per_cell": pixiv_s, "accounts_for_rate": math.ceil(cells * pixiv_s),
+            "note": f"one account at maxConcurrency 1 serves {1 / pixiv_s:.2f} cells/s ({pixiv_s:.1f} s of Pixiv a cell): "
+                    f"{math.ceil(cells * pixiv_s):,} accounts for {cells:,} cells/s, which Pixiv would not bear; the "
+                    "catalogue source (a pre-fetched catalogue of works, no Pixiv request in the cell) feeds it"}
+    knobs = {exec_param: min(esm_max, math.ceil(exec_need)), deliver_param: min(esm_max, math.ceil(deliver_need)),
+             "ExecuteReservedConcurrency": min(esm_max, math.ceil(exec_need)),
+             "DeliverReservedConcurrency": min(esm_max, math.ceil(deliver_need)),
+             "Concurrent executions quota (L-B99A9384)": math.ceil(lambda_need / 0.8 / 1000) * 1000}
     binding = max(limits + [{"limit": r["key"], "share": r["share"]} for r in rows], key=lambda x: x["share"])
     return {"admissions_per_s": admissions, "cells_per_s": cells, "partitions": rows, "limits": limits,
-            "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "live_slots": live_slots}
+            "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "deliver_s_per_cell": deliver_s,
+            "live_slots": live_slots, "template_reaches_cells_per_s": reach,
+            "template_ceiling": min(reach.values()), "first_binding_aws_limit": first_aws["limit"],
+            "knobs_for_rate": knobs, "feed": feed}
 
 
 # -- cold start ---------------------------------------------------------------------------------------
@@ -535,8 +664,13 @@ def render(report: dict[str, Any]) -> str:
     rows = [[lim["limit"], _fmt(lim["need"], 0), "unlimited" if lim["have"] == float("inf") else _fmt(lim["have"], 0),
              "-" if lim["share"] == 0 else f"{lim['share']:.0%}", lim["raise"]] for lim in sc["limits"]]
     add(table(rows, ["limit", "needed", "have", "use", "how it is raised"]))
-    add(f"  binds first: {sc['binds_first']}. Lambda seconds per cell (modelled): {sc['lambda_s_per_cell']:.3f};"
-        f" live slots at once: ~{sc['live_slots']:,}.")
+    add(f"  binds first: {sc['binds_first']}; the first AWS limit: {sc['first_binding_aws_limit']}.")
+    add(f"  Lambda seconds per cell (section 10, catalogue source): execute {sc['lambda_s_per_cell']:.3f}, deliver "
+        f"{sc['deliver_s_per_cell']:.3f}; live slots at once: ~{sc['live_slots']:,}.")
+    wrap("the template as deployed (its defaults) reaches: " + ", ".join(f"{k} {v:,.0f} cells/s" for k, v in
+         sc["template_reaches_cells_per_s"].items()) + f"; so {sc['template_ceiling']:,.0f} cells/s.", "  ")
+    wrap(f"to reach {sc['cells_per_s']:,} cells/s: " + ", ".join(f"{k}={v:,}" for k, v in sc["knobs_for_rate"].items())
+         + f". Fed by: {sc['feed']['note']}.", "  ")
     add("")
 
     mo = report["monthly"]
@@ -560,6 +694,13 @@ def render(report: dict[str, Any]) -> str:
         f"(${a_bill['total']:.2f}; fixed ${a_bill['fixed']:.2f})")
     add(f"  goal (c) <= ${mo['goals']['c_per_million']:.2f} per million cells: "
         f"{'met' if c_bill['per_million_cells'] <= mo['goals']['c_per_million'] else 'NOT met'} (${c_bill['per_million_cells']:.2f})")
+    for b in mo["profiles"]:
+        credit = ", ".join(f"{k} ${v:.2f}" for k, v in b["free_tier"].items() if v)
+        wrap(f"({b['key']}) with the always-free tiers (named, not in the figures above: {credit}): "
+             f"${b['total_with_free_tier']:.2f} a month", "  ", "      ")
+        if b["variants"]:
+            wrap(f"({b['key']}) levers: " + "; ".join(f"{k} ${v['total']:.2f} (${v['per_million_cells']:.2f}/M)"
+                                                    for k, v in b["variants"].items()), "  ", "      ")
     for b in (a_bill, c_bill):
         goal = mo["goals"]["a"] if b["key"] == "a" else mo["goals"]["c_per_million"] * b["cells_per_month"] / 1e6
         if b["total"] > goal:
@@ -567,6 +708,14 @@ def render(report: dict[str, Any]) -> str:
             wrap(f"({b['key']}) is held above its goal most by '{top['name']}' (${top['usd']:.2f}): {HOLDS.get(top['name'], 'see section 3')}",
                  "  ", "      ")
     add(f"  named, not priced: {', '.join(sorted(set(n for b in mo['profiles'] for n in b['named'])))}")
+    tt = mo["steady_state_table"]
+    wrap(f"steady-state table (every item a slot writes expires {report['template']['retention_days']} days on, "
+         f"RetentionDays; + {A['ttl_deletion_lag_days']} days of TTL lag; {mo['ledger_items_per_cell']:.2f} items and "
+         f"{mo['ledger_bytes_per_cell']:,.0f} B a cell, measured): "
+         + "; ".join(f"({k}) {v['items']:,} items, {v['gb']:,.3f} GB" for k, v in tt.items())
+         + "; plus one watch item per schedule and the Pixiv account items.", "  ")
+    wru = {n: report["cells"][n]["per_cell"]["dynamodb"]["wru"] for n in ("1 target", "3 targets", "10 targets") if n in report["cells"]}
+    add("  write units per delivered cell: " + ", ".join(f"{v:.2f} at {n}" for n, v in wru.items()))
     add("")
 
     cs = report["cold_start"]
@@ -713,7 +862,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "admission": admission,
         "idle_tick": idle_f,
         "sweep": sweep,
-        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10),
+        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10, compute),
         "cold_start": cs,
         "load": {"origin": load_run["origin"], "cells": load_run["run"]["cells"], "target_cells": load_run["target_cells"],
                  "targets_per_slot": load_run["run"]["targets_per_slot"], "elapsed_s": load_run["run"]["elapsed_s"],
