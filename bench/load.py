@@ -207,7 +207,9 @@ def compute_model(load: dict[str, Any], facts: dict[str, Any], a: dict[str, Any]
             aws_s += size / 1e6 / a["s3_mb_per_s"]  # the work's bytes uploaded to S3
         outside_s = 0.0
         if fn == "execute" and source == "pixiv":
-            outside_s = px["requests"] * px["pacing_s"] + size / 1e6 / px["mb_per_s"]
+            # the Pixiv requests the run counted (search pages, downloads), each at the stated pacing
+            requests = sum(run_.get("source_calls_per_cell", {}).values()) or px["requests"]
+            outside_s = requests * px["pacing_s"] + size / 1e6 / px["mb_per_s"]
         elif fn == "deliver":
             outside_s = lat["route_post"] / 1000 * (m["records"] / max(1, run_["cells"]))
         seconds = compute_s + aws_s + outside_s
