@@ -480,7 +480,10 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
     knobs = {exec_param: min(esm_max, math.ceil(exec_need)), deliver_param: min(esm_max, math.ceil(deliver_need)),
              "ExecuteReservedConcurrency": min(esm_max, math.ceil(exec_need)),
              "DeliverReservedConcurrency": min(esm_max, math.ceil(deliver_need)),
-             "Concurrent executions quota (L-B99A9384)": math.ceil(lambda_need / 0.8 / 1000) * 1000}
+             "Concurrent executions quota (L-B99A9384)": math.ceil(lambda_need / 0.8 / 1000) * 1000,
+             # one ESM runs at most 1,000 at once: beyond it the queue itself must be split (not built)
+             "execution queues (ESMs) needed": math.ceil(exec_need / esm_max),
+             "outbox queues (ESMs) needed": math.ceil(deliver_need / esm_max)}
     binding = max(limits + [{"limit": r["key"], "share": r["share"]} for r in rows], key=lambda x: x["share"])
     return {"admissions_per_s": admissions, "cells_per_s": cells, "partitions": rows, "limits": limits,
             "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "deliver_s_per_cell": deliver_s,
