@@ -179,7 +179,7 @@ def drain_outbox(req: Request) -> Response:
 
 # -- manual refetch ----------------------------------------------------------------------
 
-_REFETCH = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
+_REFETCH: dict[str, Any] = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
 # The text rule (http/text.py): a requestId that breaks it is answered with the spec's own words.
 REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID")
 
