@@ -538,13 +538,13 @@ def _ssm_parameters(resources: dict[str, Any], logical_id: str) -> set[str]:
 def test_ssm_grants_name_only_the_parameters_each_function_reads(
     tpl: dict[str, Any], resources: dict[str, Any]
 ) -> None:
-    # Route tokens (a route's tokenParameter) are read only where deliveries are sent:
-    # deliver, and trigger's drain route. They live below one path, never account-wide.
-    # The job event callback signing secret likewise: deliver, and the drain route that may send them.
-    # The Pixiv account secrets have a path of their own, read by execute alone (issue 21).
+    # Each function's SSM read paths (issue 21, README "Security"): route tokens (a route's
+    # tokenParameter) and the job event callback signing secret are read only where deliveries
+    # and callbacks are sent: deliver. trigger's drain route queues due rows for deliver, so
+    # trigger reads its config and its two bearer tokens only. The Pixiv account secrets have a
+    # path of their own, read by execute alone.
     assert _ssm_parameters(resources, "TriggerFunction") == {
-        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*",
-        "CallbackSigningSecretParameterName"}
+        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*",
                                                             "CallbackSigningSecretParameterName"}
@@ -560,13 +560,14 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
 def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
     assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
     # The routes that upload or link files read them, and delete them once delivered
-    # (deleteAfterDelivery): deliver, and trigger's drain route. Nobody else touches the bucket.
-    for lid in ("DeliverFunction", "TriggerFunction"):
+    # (deleteAfterDelivery): deliver alone (trigger's drain route only queues rows for it).
+    # Nobody else touches the bucket.
+    for lid in ("DeliverFunction",):
         assert "s3:PutObject" not in json.dumps(inline_statements(resources, lid)), lid
         for action in ("s3:GetObject", "s3:DeleteObject"):
             assert allowed(resources, lid, action) == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}], (lid, action)
         assert allowed(resources, lid, "s3:ListBucket") == [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}], lid
-    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction", "TriggerFunction"}:
+    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction"}:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
 
 
@@ -580,8 +581,7 @@ SECRET_ENV = {
 
 
 @pytest.mark.parametrize("logical_id, names", [
-    ("TriggerFunction", {"TRIGGER_TOKEN_PARAMETER", "JOBS_TOKEN_PARAMETER", "ROUTE_SECRETS_PATH",
-                         "CALLBACK_SIGNING_SECRET_PARAMETER"}),
+    ("TriggerFunction", {"TRIGGER_TOKEN_PARAMETER", "JOBS_TOKEN_PARAMETER"}),
     ("ExecuteFunction", {"PIXIV_SECRETS_PATH"}),
     ("DeliverFunction", {"ROUTE_SECRETS_PATH", "CALLBACK_SIGNING_SECRET_PARAMETER"}),
     ("StallSweepFunction", set()),
