@@ -17,7 +17,8 @@ of ``jobs_world.JobsActor``. Each rule as a user of the Protocol would notice it
   of the job's own events (also checked after every ack, in ``JobsActor.check_cursor``).
 * [cancel] no route post after a committed cancel: a post of a cancelled job's intent that reached
   the downstream after the commit belongs to a claim made before it (a post in flight settles by
-  README "Cancel": it is not recorded, the job stays cancelled); the job ends cancelled.
+  README "Cancel": it is not recorded, the job stays cancelled); every row that was actionable in
+  the state the cancel committed on ends ``cancelled``, the one in flight too; the job ends cancelled.
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
         # no route post after a committed cancel (unless claimed before it: a post in flight)
         committed = actor.cancel_commits.get(slot_id)
         if committed is not None:
+            # every row that was actionable when the cancel committed stays cancelled, also one being
+            # posted at that moment: its answer is not recorded (README "Cancel")
+            for i in state.intents:
+                if i.idempotency_key in actor.cancelled_rows.get(slot_id, ()) and i.outbox_status != "cancelled":
+                    problems.append(f"[cancel] {i.idempotency_key} was actionable when the cancel of {slot_id} committed "
+                                    f"and ended {i.status}/{i.outbox_status}")
             keys = {i.idempotency_key for i in state.intents}
             for at, key in actor.downstream_posts:
                 if key in keys and at > committed and not any(c < committed for c in actor.claims.get(key, [])):
