@@ -82,6 +82,10 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
                                 f"the stream {_types(stream)}")
         projected = [e for e in stream.events if e.kind.split("#", 1)[0] in EVENT_TYPE_FOR_KIND]
         types = _types(stream)
+        # the stream's order: seq dense from 1 and ts never backwards (the head condition of each append)
+        seqs, stamps = [e.seq for e in stream.events], [e.ts for e in stream.events]
+        if seqs != list(range(1, len(seqs) + 1)) or stamps != sorted(stamps) or stream.head_seq != len(seqs):
+            problems.append(f"[events] job {slot_id}'s stream is out of order: seq {seqs}, ts {stamps}, head {stream.head_seq}")
         terminal = [t for t in types if t in STATUS_FOR_TERMINAL]
         # exactly one terminal event, and it agrees with the ledger
         if len(terminal) != 1:
