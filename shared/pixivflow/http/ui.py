@@ -64,6 +64,7 @@ th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
 .st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
 .st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}
+.st-paused{background:#fff;color:#1d232a;border:1px solid #6b7785}
 .st-expired{background:#7b341e}dl dt{font-weight:600;margin-top:.4em}dl dd{margin:.2em 0 0}
 .note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
 ol.timeline li{margin:.15em 0}form.login{background:#fff;border:1px solid #d8dde3;padding:1em;max-width:28em}
@@ -79,7 +80,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STATUSES = {"missed", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+_STATUSES = {"missed", "paused", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
 
 
@@ -236,9 +237,19 @@ def _schedules_table(reads: Reads) -> Html:
                 note = ' <span class="note">(DST repeat: fires once, at the first)</span>' if f["note"] == "dst_repeat" else ""
                 items.append(f"<li>{e(local(f['at'], f['timezone']))} = {e(iso(f['at']))}{note}</li>")
         rows.append([schedule.id, schedule.timezone, Html(f"<code>{e(schedule.cron)}</code>"),
-                     "enabled" if schedule.enabled else "disabled", len(schedule.targetIds or []),
+                     _schedule_state(reads, schedule), len(schedule.targetIds or []),
                      Html(f"<ul>{''.join(items)}</ul>") if items else "-"])
     return table(["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"], rows, empty="no schedules")
+
+
+def _schedule_state(reads: Reads, schedule: Any) -> Html | str:
+    """``disabled`` (the config), ``paused since ...`` (the operator's pause item), or ``enabled``."""
+    if not schedule.enabled:
+        return "disabled"
+    pause = reads.ledger.schedule_pause(schedule.id)
+    if pause is not None and pause.paused:
+        return Html(f"{badge('paused')} since {e(iso(pause.paused_at))}" + (f" by {e(pause.by)}" if pause.by else ""))
+    return "enabled"
 
 
 def _dead_table(rows: list[dict[str, Any]]) -> Html:
