@@ -160,6 +160,12 @@ class ArtifactStore(Protocol):
         """Delete every file under ``key`` (idempotent); returns how many were deleted."""
         ...
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """A browser-fetchable GET URL (presigned on S3, valid ``expires_s`` seconds) of the first
+        small preview stored under ``key`` (the operator page's thumbnail, issue 26), or None when
+        the work has no preview stored (or the store has no URL a browser could fetch)."""
+        ...
+
 
 @dataclass(frozen=True)
 class AccountGate:

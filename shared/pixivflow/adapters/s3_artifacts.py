@@ -248,6 +248,12 @@ class S3Artifacts:
         return self._client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": file.key}, ExpiresIn=int(ttl_s))
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """The first ``preview`` file of the work's manifest, presigned (the operator page's
+        thumbnail, issue 26); None when the work kept no preview."""
+        preview = next((f for f in self.stored(key) if f.role == "preview"), None)
+        return None if preview is None else self.url(preview, expires_s)
+
     def delete(self, key: str) -> int:
         with self._lock:
             self._recent.pop(key, None)
@@ -324,6 +330,9 @@ class MemoryArtifacts:
     def url(self, file: StoredFile, ttl_s: int) -> str:
         return f"memory://{file.key}?ttl={int(ttl_s)}"
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None  # memory:// is nothing a browser can fetch: the page shows no thumbnail
+
     def delete(self, key: str) -> int:
         with self._lock:
             self._manifests.pop(key, None)
@@ -353,3 +362,6 @@ class NoArtifacts:
 
     def delete(self, key: str) -> int:
         return 0
+
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None
