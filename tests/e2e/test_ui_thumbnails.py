@@ -16,6 +16,7 @@ from test_pixivflow_routes import SLOT, intents, receiver, start  # noqa: F401  
 from test_ui import get, login
 
 from pixivflow import aws
+from pixivflow.adapters.catalog_source import preview_bytes
 from pixivflow.domain.assets import artifact_prefix
 from pixivflow.http.ui import PREVIEW_TTL_S
 
@@ -52,16 +53,17 @@ def test_a_delivered_work_with_a_stored_preview_shows_a_presigned_thumbnail(make
     assert alt == f"preview of illustration {work_id}"
     url = unescape(src)
 
-    bucket = rt.env["ARTIFACT_BUCKET"]
-    stored = rt.engine.artifacts.stored(artifact_prefix(SLOT, "cats", work_id))
-    previews = [f.key for f in stored if f.role == "preview"]
-    assert len(previews) == 2  # one per page; the thumbnail is the first page's
-    assert bucket_and_key(url) == (bucket, previews[0])
+    bucket, s3 = rt.env["ARTIFACT_BUCKET"], aws.client("s3")
+    prefix = artifact_prefix(SLOT, "cats", work_id)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")["Contents"])
+    previews = [k for k in keys if s3.head_object(Bucket=bucket, Key=k)["Metadata"].get("role") == "preview"]
+    assert previews == [f"{prefix}/{work_id}_p{n}.png.preview.jpg" for n in (0, 1)]  # one per page
+    assert bucket_and_key(url) == (bucket, previews[0])  # the thumbnail is the first page's preview
     query = parse_qs(urlsplit(url).query)
     assert query["X-Amz-Expires"] == [str(PREVIEW_TTL_S)] and PREVIEW_TTL_S == 300
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"] and query["X-Amz-Signature"][0]
-    s3 = aws.client("s3")  # the key the URL names is the stored preview object itself
-    assert s3.head_object(Bucket=bucket, Key=previews[0])["ContentType"] == "image/jpeg"
+    stored = s3.get_object(Bucket=bucket, Key=previews[0])  # the object the URL names is the stored preview
+    assert stored["ContentType"] == "image/jpeg" and stored["Body"].read() == preview_bytes(work_id, 0)
 
     parts = urlsplit(url)
     assert img_sources(page.headers["content-security-policy"]) == ["data:", f"{parts.scheme}://{parts.netloc}"]
@@ -75,7 +77,9 @@ def test_a_work_without_a_preview_shows_no_thumbnail_and_the_csp_allows_no_origi
     slot_id = "morning-tokyo@2026-12-01T0800"
     state = rt.engine.ledger.load(slot_id)
     [cell] = [c for c in state.snapshot_cells() if c.status == "submitted"][:1]
-    assert rt.engine.artifacts.stored(artifact_prefix(slot_id, cell.target_id, cell.work_id))  # files, but no preview
+    listed = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"],
+                                              Prefix=artifact_prefix(slot_id, cell.target_id, cell.work_id) + "/")
+    assert listed.get("Contents")  # the work's files are stored, but no preview among them
     page = get(rt, f"/ui/slots/{slot_id}", cookie=login(rt))
     assert page.status == 200 and "<img" not in page.body and "Delivered works" not in page.text()
     assert img_sources(page.headers["content-security-policy"]) == ["data:"]

@@ -249,10 +249,18 @@ class S3Artifacts:
             "get_object", Params={"Bucket": self._bucket, "Key": file.key}, ExpiresIn=int(ttl_s))
 
     def preview_url(self, key: str, expires_s: int) -> str | None:
-        """The first ``preview`` file of the work's manifest, presigned (the operator page's
-        thumbnail, issue 26); None when the work kept no preview."""
-        preview = next((f for f in self.stored(key) if f.role == "preview"), None)
-        return None if preview is None else self.url(preview, expires_s)
+        """The work's first ``preview`` object, presigned (the operator page's thumbnail, issue 26);
+        None when the work kept no preview. Read from the bucket itself -- one LIST of the prefix,
+        a HEAD per object until the first whose ``role`` metadata says preview (a page's preview is
+        named after it, so it follows its original in key order) -- not from any index of the
+        work's files: what the bucket still holds after ``deleteAfterDelivery`` is what can be shown."""
+        listed = self._client.list_objects_v2(Bucket=self._bucket, Prefix=f"{key}/", MaxKeys=100).get("Contents", [])
+        for entry in sorted(listed, key=lambda o: o["Key"]):
+            head = self._client.head_object(Bucket=self._bucket, Key=entry["Key"])
+            if (head.get("Metadata") or {}).get("role") == "preview":
+                return self._client.generate_presigned_url(
+                    "get_object", Params={"Bucket": self._bucket, "Key": entry["Key"]}, ExpiresIn=int(expires_s))
+        return None
 
     def delete(self, key: str) -> int:
         with self._lock:
