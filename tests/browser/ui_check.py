@@ -9,7 +9,8 @@ error, uncaught exception or browser log error, on a missing table, or on a logi
 stick (the session cookie is Secure: Chromium keeps it for http://127.0.0.1, a trustworthy origin).
 Issue 26 adds: the Chinese reason texts must draw as glyphs, not tofu (a CJK character's pixels
 differ from an unassigned code point's .notdef box), the jobs and dead-letter pages open, one action
-(run now, from its form) succeeds and a POST without the CSRF token is refused. Screenshots of every
+(run now, from its form) succeeds, a schedule is paused and resumed from its forms, and a POST
+without the CSRF token is refused. Screenshots of every
 page are written next to the browser profile and their paths printed.
 
 Not part of ``make test`` (it needs Chromium); ``.ci/run`` installs ``chromium`` and
@@ -294,6 +295,26 @@ def check(out=sys.stdout) -> int:
             shots.append(Path(tmp).parent / "pixivflow-ui-check-run-now.png")
             browser.screenshot(shots[-1])
             print(f"ui-check: run now: {' '.join(ran.split())[:200]}", file=out)
+
+            # pause and resume a schedule from the overview's forms (issue 26): the schedule list
+            # says paused, the Resume button replaces Pause, and resume puts it back
+            for action, state in (("pause", "paused since"), ("resume", "enabled")):
+                browser.navigate(f"{dev.url}/ui")
+                mark = len(browser.events)
+                browser.evaluate(f"document.querySelector('form.act[action=\"/ui/act/{action}\"] "
+                                 f"input[name=schedule][value=\"morning-tokyo\"]').form.submit(); true")
+                browser.wait_event("Page.loadEventFired", mark)
+                done = " ".join(browser.evaluate("document.querySelector('main').textContent").split())
+                if browser.evaluate("document.querySelector('h1').textContent") != action.capitalize() or "csrf" in done:
+                    raise CheckFailed(f"{action} from the page failed: {done[:300]}")
+                browser.navigate(f"{dev.url}/ui")
+                row = browser.evaluate("Array.from(document.querySelectorAll('table tbody tr')).map(r => r.textContent)"
+                                       ".find(t => t.startsWith('morning-tokyo')) || ''")
+                if state not in row:
+                    raise CheckFailed(f"after {action} the schedule list shows {row!r}")
+                shots.append(Path(tmp).parent / f"pixivflow-ui-check-{action}.png")
+                browser.screenshot(shots[-1])
+                print(f"ui-check: {action}: {done[:120]}", file=out)
 
             seen = browser.problems()  # the refused POST below is a 403 the browser logs on purpose
             mark = len(browser.events)  # a forged POST: the session cookie, no CSRF token
