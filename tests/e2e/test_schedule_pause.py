@@ -57,13 +57,13 @@ def test_a_paused_fire_is_neither_admitted_nor_missed_and_resume_starts_with_the
     assert slot(rt, 1) is None
     [refused] = logs.events("schedule.fire_refused")
     assert (refused["reason"], refused["schedule_id"], refused["slot_id"]) == ("paused", "plan", "plan@2026-12-01T0800")
-    for minutes in (GRACE, GRACE + 1, 600):  # well past day 1's grace window, still paused
+    for minutes in (GRACE, 600):  # past day 1's grace window, still paused
         sweep_at(rt, T0_MS + minutes * MIN)
 
     resumed = pixivflow("schedules", "resume", "plan", now=T0_MS + 12 * 60 * MIN)
     assert resumed.code == 0 and json.loads(resumed.err)["event"] == "schedule.resumed"
     assert resumed.out == "schedule plan resumed at 2026-12-01T11:00:00.000Z: it runs again from its next fire\n"
-    for minutes in (12 * 60 + 1, 20 * 60):  # the sweep after the resume: day 1's paused fire is still not missed
+    for minutes in (12 * 60 + 1,):  # the sweep after the resume: day 1's paused fire is still not missed
         sweep_at(rt, T0_MS + minutes * MIN)
     assert logs.events("schedule.fire_missed") == []
 
@@ -71,8 +71,7 @@ def test_a_paused_fire_is_neither_admitted_nor_missed_and_resume_starts_with_the
     assert rt.fire("plan", iso="2026-12-01T23:00:00Z")["status"] == "admitted"  # day 2: admitted again
     assert slot(rt, 2) is not None and slot(rt, 2).trigger_source == "cron"
     # day 3's fire never arrives after the resume: that one is missed, as any other would be
-    for minutes in (GRACE, GRACE + 1):
-        sweep_at(rt, T0_MS + 2 * DAY + minutes * MIN)
+    sweep_at(rt, T0_MS + 2 * DAY + GRACE * MIN)
     assert [e["slot_id"] for e in logs.events("schedule.fire_missed")] == ["plan@2026-12-03T0800"]
 
 
