@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test ui-check lint bench sim mutants clean
+.PHONY: run dev test ui-check lint bench load sim mutants clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,13 @@ ui-check: $(STAMP)
 # JSON to bench/report.json for comparison between runs.
 bench: $(STAMP)
 	$(PY) bench/report.py
+
+# The compute a cell costs, measured over a long run (bench/load.py; issue 25): CELLS cells of
+# 10-target slots through the real handlers on the in-memory twins, each function's own CPU; writes
+# bench/load.json, which make bench then reads. 100,000 cells take about an hour on a loaded 2-core box.
+CELLS ?= 100000
+load: $(STAMP)
+	$(PY) bench/load.py --cells $(CELLS)
 
 # The concurrent deterministic simulation on the in-memory twins (tests/simulation/sim.py, world.py,
 # baton.py; issue 20): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.

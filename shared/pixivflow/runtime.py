@@ -92,6 +92,7 @@ def build() -> Runtime:
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
                     metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
     engine.source = _overrides.get("source") or _build_source(config, engine)
+    ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read (issue 21)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 

@@ -103,7 +103,7 @@ def run_one(seed: int) -> dict:
     sink.lines.clear()
     start = ms(EPOCH) + (seed % SPAN_DAYS) * DAY_MS + FIRST_FIRE_UTC_H * 3_600_000 - 60_000
     clock = VirtualClock(start)
-    with EmbeddedRuntime(_worker["config"], clock, tokens={"trigger": "sim-trigger", "jobs": "sim-jobs"}, backend="twin",
+    with EmbeddedRuntime(_worker["config"], clock, tokens={"trigger": "sim-trigger", "jobs": "sim-jobs", "callback": "whsec_c2ltLWNhbGxiYWNrLXNpZ25pbmc="}, backend="twin",
                          seed=seed, index_lag_ms=index_lag(seed), prefix="sim") as rt:
         result = run_world(rt, downstream, seed, start_ms=start, outcomes=sink.outcomes)
     return {"seed": seed, "problems": result.problems, "faults": dict(result.faults), "line": result.line,

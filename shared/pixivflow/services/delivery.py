@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
 from ..domain.ack import (
@@ -43,7 +43,7 @@ from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
 from .assets import with_assets
 from .messages import outbox_body, send_logged
-from .outbox import READINESS_DEFER_MS, deliver_row_message, drain_rows
+from .outbox import READINESS_DEFER_MS, ROW_KINDS, deliver_row_message, drain_rows, due_row_keys
 from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
@@ -334,7 +334,9 @@ def _free_work(engine: Engine, intent: Intent) -> None:
 
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
-    """Process due rows now (POST /internal/outbox/drain), bounded to ``max_rounds`` rounds.
+    """Process due rows now, in this process, bounded to ``max_rounds`` rounds: the embedded
+    runtime's and the tests' way to drive one engine (the deployed drain route only queues the
+    rows for the deliver function: :func:`queue_due`).
     A round stops early after a readiness deferral (spec §10.5 ``drainOnce``). The due delivery
     rows of open slots are found through their slot (they carry no index entry of their own);
     every other row through DueOutbox."""
@@ -378,6 +380,63 @@ def _open_rows(engine: Engine, now: int) -> list[Intent]:
         if state is not None:
             found += [i for i in state.intents if row_overdue(i, now)]
     return found
+
+def due_delivery_keys(engine: Engine, now: int, grace_ms: int, known: Iterable[str] = (), *,
+                      limit_per_shard: int = 100, on_error: Callable[[str, Exception], None] | None = None) -> list[str]:
+    """The delivery rows to (re-)send now (DESIGN §5), one rule for the sweep (grace 120 s) and the
+    drain route (grace 0): ``known`` (the overdue rows of open slots, found through their slot:
+    they carry no index entry), then every DueOutbox hit that is still overdue once re-read (the
+    index may lag). A row under a live claim is not overdue (``row_overdue``): its worker owns it.
+    ``on_error`` takes a row whose re-read failed; without it the error propagates."""
+    send: list[str] = list(dict.fromkeys(known))
+    for pk, sk in engine.ledger.due_intents(now - grace_ms, limit_per_shard=limit_per_shard):
+        try:
+            intent = engine.ledger.get_intent_by_key(pk, sk)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(sk, exc)
+            continue
+        if intent is None or not row_overdue(intent, now, grace_ms) or intent.idempotency_key in send:
+            continue
+        send.append(intent.idempotency_key)
+    return send
+
+
+@dataclass
+class Queued:
+    """What ``POST /internal/outbox/drain`` handed to the deliver function: messages by row kind,
+    and the ones SQS did not take (their rows stay due; the sweep re-drives them)."""
+
+    kinds: dict[str, int]
+    unsent: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"queued": sum(self.kinds.values()), "kinds": dict(self.kinds), "unsent": self.unsent}
+
+
+def queue_due(engine: Engine, *, limit_per_shard: int = 100) -> Queued:
+    """The drain route (issue 21, least privilege): every due row (deliveries, notifications, job
+    event callbacks) gets a message on the outbox queue NOW, and the deliver function sends it. The
+    trigger function itself never talks to a route or a consumer, so it holds no route secret and
+    no signing secret. Idempotent: a row under a live claim is not queued, and a duplicate message
+    is absorbed by the row's own claim (a row no longer due is skipped by ``claim_intent`` /
+    ``OutboxRows.claim``), so no row is sent twice."""
+    now = engine.now()
+    deliveries = due_delivery_keys(engine, now, 0, [i.idempotency_key for i in _open_rows(engine, now)],
+                                   limit_per_shard=limit_per_shard)
+    rows = due_row_keys(engine, now, 0, limit_per_shard=limit_per_shard) if engine.outbox_rows is not None else []
+    named = [("delivery", key) for key in deliveries] + rows
+    kinds = dict.fromkeys(["delivery", *sorted(ROW_KINDS)], 0)
+    if not named:
+        return Queued(kinds)
+    failed = set(send_logged(engine, "outbox", [OutgoingMessage(outbox_body(k, key)) for k, key in named],
+                             event="outbox.send_failed"))
+    for index, (kind, _key) in enumerate(named):
+        if index not in failed:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return Queued(kinds, unsent=len(failed))
+
 
 
 # -- the frozen payload of an intent (spec §10.3; note §2.1) ---------------------------------------

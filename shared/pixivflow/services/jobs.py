@@ -225,7 +225,8 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
       lease holder's settle is refused: the row stays ``cancelled``, the cell ``failed``, the job
       ``cancelled``, one outcome record);
     * the work of such a row stays reserved (the downstream may hold it), so no other slot sends
-      it again; the works of the rows that were not in flight are given back.
+      it again; so does the work of a row an earlier attempt posted (its answer was lost or
+      failed); the works of rows never attempted are given back.
     """
     message = reason_message(CANCELLED_REASON) or CANCELLED_REASON
     refused = 0
@@ -252,15 +253,20 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         refused += 1  # something moved between the read and the transaction (a claim, a settle): decide again
         if refused > CANCEL_RETRIES:
             raise LedgerUnavailable(f"cancel of {job_id} kept losing races")
-    held = {i.idempotency_key for i in in_flight}
-    for intent in cancelled_rows:  # never delivered: other slots may pick these works again
+    # The downstream may hold the work of a row in flight now, and of a row an earlier attempt
+    # already posted (its answer was lost, or failed after the downstream took it): both keep
+    # their works reserved (spec §13.2: one delivery per work and route; make sim found a lost
+    # ACK, a cancel and another slot sending the same work again). Only never-attempted rows'
+    # works go back to the pool.
+    held = {i.idempotency_key for i in in_flight} | {i.idempotency_key for i in cancelled_rows if i.attempts > 0}
+    for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:
             engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
                                                    cell_key(intent.slot_id, intent.target_id))
     if in_flight:
         engine.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
                    "work stays reserved", event="job.cancelled_during_post", job_id=job_id,
-                   keys=sorted(held))
+                   keys=sorted(i.idempotency_key for i in in_flight))
     state = engine.ledger.load(job_id)
     if state is None:
         raise unknown_job(job_id)

@@ -223,19 +223,8 @@ def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str,
 
 def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
     """The sweep's re-drive of generic rows (DESIGN §5): rows due more than 120 s ago, or
-    processing past their lease, get their message again. Index hits are re-read first."""
-    now = engine.now()
-    send: list[tuple[str, str]] = []
-    for kind, key in _rows(engine).due(now - REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard):
-        row = _rows(engine).get(kind, key)
-        if row is None or not row.actionable:
-            continue
-        if row.status == "processing":
-            if row.lease_until is not None and row.lease_until > now:
-                continue
-        elif row.next_attempt_at > now - REDRIVE_GRACE_MS:
-            continue
-        send.append((kind, key))
+    processing past their lease, get their message again."""
+    send = due_row_keys(engine, engine.now(), REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard)
     if not send:
         return 0
     failed = engine.queues.send_outbox([OutgoingMessage(outbox_body(k, key)) for k, key in send])
@@ -244,8 +233,26 @@ def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
     return sent
 
 
+def due_row_keys(engine: Engine, now: int, grace_ms: int, *, limit_per_shard: int = 100) -> list[tuple[str, str]]:
+    """The generic rows to (re-)send now: due ``grace_ms`` ago, or processing past their lease.
+    One rule for the sweep (grace 120 s) and the drain route (grace 0). A row under a live claim
+    is left to its worker; index hits are re-read first (the index may lag)."""
+    send: list[tuple[str, str]] = []
+    for kind, key in _rows(engine).due(now - grace_ms, limit_per_shard=limit_per_shard):
+        row = _rows(engine).get(kind, key)
+        if row is None or not row.actionable:
+            continue
+        if row.status == "processing":
+            if row.lease_until is not None and row.lease_until > now:
+                continue
+        elif row.next_attempt_at > now - grace_ms:
+            continue
+        send.append((kind, key))
+    return send
+
+
 def drain_rows(engine: Engine, *, limit_per_shard: int = 25) -> list[RowResult]:
-    """Process due generic rows now (POST /internal/outbox/drain)."""
+    """Process due generic rows now, in this process (``services.delivery.drain``)."""
     results = []
     for kind, key in _rows(engine).due(engine.now(), limit_per_shard=limit_per_shard):
         row = _rows(engine).get(kind, key)

@@ -35,6 +35,7 @@ from ..ports import ScheduleWatch
 from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
+from .delivery import due_delivery_keys
 from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup
 
@@ -254,19 +255,11 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
 
 def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> None:
     """Re-send the overdue rows of open slots (``overdue``) and the indexed ones (DueOutbox)."""
-    now = engine.now()
-    keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
-    send: list[str] = list(dict.fromkeys(overdue))
-    for pk, sk in keys:
-        try:
-            intent = engine.ledger.get_intent_by_key(pk, sk)
-        except Exception as exc:
-            result.errors += 1
-            engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
-            continue
-        if intent is None or not row_overdue(intent, now, REDRIVE_GRACE_MS) or intent.idempotency_key in send:
-            continue
-        send.append(intent.idempotency_key)
+    def unreadable(sk: str, exc: Exception) -> None:
+        result.errors += 1
+        engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
+
+    send = due_delivery_keys(engine, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
     if messages:
         failed = engine.queues.send_outbox(messages)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -11,7 +11,10 @@ from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STAT
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 from ...ports import SchedulePause
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
-from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
+from .codec import (
+    _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
+    slot_from_item,
+)
 from .expressions import _NO_LIVE_LEASE, _Update
 from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, shard_of, slot_pk, work_pk
 
@@ -101,9 +104,24 @@ class DynamoLedger(DynamoItems):
         item = self._get(slot_pk(slot_id), "META")
         return slot_from_item(item) if item else None
 
+    # Where a cell item that cannot be read is reported (``runtime`` sets the engine's log): the
+    # read goes on without it (SlotState.malformed), one error line says which item and why.
+    log: Callable[..., None] | None = None
+
+    def _readable_cell(self, item: Mapping[str, Any]) -> Cell | MalformedItem:
+        try:
+            return cell_from_item(item)
+        except MalformedItem as exc:
+            if self.log is not None:
+                self.log("error", "a cell item cannot be read; it reads as its unwritten pending cell until "
+                         "a claim or the sweep completes it", event="ledger.malformed_item", pk=item.get("pk"),
+                         sk=item.get("sk"), error=str(exc), attributes=sorted(item))
+            return exc
+
     def get_cell(self, slot_id: str, target_id: str) -> Cell | None:
         item = self._get(slot_pk(slot_id), cell_sk(target_id))
-        return cell_from_item(item) if item else None
+        cell = self._readable_cell(item) if item else None
+        return cell if isinstance(cell, Cell) else None
 
     def load(self, slot_id: str) -> SlotState | None:
         """Read the whole slot partition strongly consistently."""
@@ -127,8 +145,11 @@ class DynamoLedger(DynamoItems):
         for item in items:
             sk = item["sk"]
             if sk.startswith("CELL#"):
-                cell = cell_from_item(item)
-                state.cells[cell.target_id] = cell
+                cell = self._readable_cell(item)
+                if isinstance(cell, Cell):
+                    state.cells[cell.target_id] = cell
+                else:
+                    state.malformed[sk[len("CELL#"):]] = str(cell)
             elif sk.startswith("DLV#"):
                 state.intents.append(intent_from_item(item))
             elif sk.startswith("EVT#L#"):
@@ -805,7 +826,10 @@ class DynamoLedger(DynamoItems):
         cell.last_error, cell.terminal_reason_code, cell.terminal_reason_message = reason_message, reason_code, reason_message
         item = self._unwritten_cell_item(cell)
         item["expiresAt"] = self._expires(now_ms)
-        return {"Put": {"TableName": self._table, "Item": self._marshal(item), "ConditionExpression": "attribute_not_exists(pk)"}}
+        # ... or that holds an item that is not a cell (no status: SlotState.malformed), which it replaces.
+        return {"Put": {"TableName": self._table, "Item": self._marshal(item),
+                        "ConditionExpression": "attribute_not_exists(pk) OR attribute_not_exists(#status)",
+                        "ExpressionAttributeNames": {"#status": "status"}}}
 
     def _marshal_update(self, upd: _Update) -> dict[str, Any]:
         kw = upd.kwargs()
