@@ -162,6 +162,12 @@ class ArtifactStore(Protocol):
         """Delete ``files``, or every file under ``key`` (idempotent); returns how many were asked."""
         ...
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """A browser-fetchable GET URL (presigned on S3, valid ``expires_s`` seconds) of the first
+        small preview stored under ``key`` (the operator page's thumbnail, issue 26), or None when
+        the work has no preview stored (or the store has no URL a browser could fetch)."""
+        ...
+
 
 class StreamingArtifactStore(ArtifactStore, Protocol):
     """A store that takes one file at a time from a stream (S3 and the in-memory store): the
@@ -388,6 +394,10 @@ class OutboxRows(Protocol):
 
     # operator tooling (issue 12)
     def dead_rows(self) -> list[OutboxRow]: ...
+    def find_rows(self, status: str | None = None) -> list[OutboxRow]:
+        """Every row of every kind, or those in ``status``, newest first (a scan; operator tooling)."""
+        ...
+
     def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
         """Re-arm a ``dead`` row (spec §10.4 ``requeue``); None when it is not dead."""
         ...
@@ -426,6 +436,32 @@ class Queues(Protocol):
         """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
         deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
         ...
+
+
+@dataclass(frozen=True)
+class SchedulePause:
+    """An operator's pause of one schedule (issue 26): the ledger item ``SCHEDULE#<id>`` / ``PAUSE``.
+
+    The source of truth for "paused" is this item, not the config or the EventBridge schedule's
+    state: a ``config`` deploy re-syncs the Scheduler group (``adapters/scheduler_sync.py``) and a
+    config edit needs a deploy, so either would undo or delay an operator's pause; the item
+    survives a deploy and its flips are conditional writes. ``paused_at`` / ``resumed_at`` are the
+    last flips (epoch ms), ``by`` who made the last one."""
+
+    schedule_id: str
+    paused: bool
+    paused_at: int | None = None
+    resumed_at: int | None = None
+    by: str | None = None
+
+    def covers(self, fire_ms: int) -> bool:
+        """Whether the fire scheduled at ``fire_ms`` falls in the last pause, ``[paused_at,
+        resumed_at)`` (open-ended while paused). The ONE rule both the trigger (which refuses such a
+        fire) and the sweep (which therefore never counts it missed) apply. A fire scheduled before
+        the pause is not covered: arriving late, it is still admitted; resume starts with the next fire."""
+        if self.paused_at is None or fire_ms < self.paused_at:
+            return False
+        return self.paused or (self.resumed_at is not None and fire_ms < self.resumed_at)
 
 
 class Ledger(Protocol):
@@ -555,6 +591,19 @@ class Ledger(Protocol):
         logouts racing advance it once); returns the epoch now current."""
         ...
 
+    # an operator's pause of a schedule (issue 26; ``SchedulePause``)
+    def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
+        """The schedule's pause item (strongly consistent), or None when it was never paused."""
+        ...
+
+    def pause_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        """Mark the schedule paused, on condition it is not paused now; None when it already is."""
+        ...
+
+    def resume_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        """Mark the schedule running again, on condition it is paused now; None when it is not."""
+        ...
+
     # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
                    since_ms: int | None = None) -> list[Slot]:
@@ -562,6 +611,10 @@ class Ledger(Protocol):
         ...
 
     def dead_intents(self) -> list[Intent]: ...
+    def find_intents(self, outbox_status: str | None = None) -> list[Intent]:
+        """Every delivery intent, or those whose outbox row is in ``outbox_status``, newest first (a scan)."""
+        ...
+
     def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
         """Re-arm a ``dead`` outbox row (spec §10.4 ``requeue``); None when it is not dead."""
         ...

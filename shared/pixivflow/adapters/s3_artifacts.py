@@ -236,6 +236,20 @@ class S3Artifacts:
         return self._client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": file.key}, ExpiresIn=int(ttl_s))
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """The work's first ``preview`` object, presigned (the operator page's thumbnail, issue 26);
+        None when the work kept no preview. Read from the bucket itself -- one LIST of the prefix,
+        a HEAD per object until the first whose ``role`` metadata says preview (a page's preview is
+        named after it, so it follows its original in key order) -- not from any index of the
+        work's files: what the bucket still holds after ``deleteAfterDelivery`` is what can be shown."""
+        listed = self._client.list_objects_v2(Bucket=self._bucket, Prefix=f"{key}/", MaxKeys=100).get("Contents", [])
+        for entry in sorted(listed, key=lambda o: o["Key"]):
+            head = self._client.head_object(Bucket=self._bucket, Key=entry["Key"])
+            if (head.get("Metadata") or {}).get("role") == "preview":
+                return self._client.generate_presigned_url(
+                    "get_object", Params={"Bucket": self._bucket, "Key": entry["Key"]}, ExpiresIn=int(expires_s))
+        return None
+
     def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
         """Delete ``files`` (their keys, no LIST), or every file under ``key``; idempotent."""
         keys = [f.key for f in files] if files is not None else list(self._keys(key))
@@ -285,6 +299,9 @@ class MemoryArtifacts:
     def url(self, file: StoredFile, ttl_s: int) -> str:
         return f"memory://{file.key}?ttl={int(ttl_s)}"
 
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None  # memory:// is nothing a browser can fetch: the page shows no thumbnail
+
     def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
         with self._lock:
             doomed = [f.key for f in files] if files is not None else [k for k in self._objects if k.startswith(f"{key}/")]
@@ -313,3 +330,6 @@ class NoArtifacts:
 
     def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
         return 0
+
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None
