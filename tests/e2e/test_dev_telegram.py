@@ -14,7 +14,7 @@ from test_dev_server import call, loopback_aws, until  # noqa: F401  (loopback_a
 
 from pixivflow.clock import VirtualClock
 from pixivflow.domain.assets import artifact_prefix
-from pixivflow.services.assets import preview_of, recorded_files
+from pixivflow.services.assets import recorded_files
 from pixivflow.local.devserver import TELEGRAM_ROUTE, TELEGRAM_SCHEDULE, TELEGRAM_TARGET, DevServer
 
 
@@ -52,7 +52,7 @@ def test_the_demo_posts_a_review_through_the_fake_telegram_and_control_plane(loo
         assert f"img-src data: {dev.aws_endpoint};" in headers["Content-Security-Policy"]
         with urllib.request.urlopen(url, timeout=10) as resp:  # loopback: the dev server's moto
             served = resp.read()
-        preview = preview_of(recorded_files(row))
+        preview = next((f for f in recorded_files(row) if f.role == "preview"), None)
         assert preview is not None and preview.key.startswith(artifact_prefix(slot_id, TELEGRAM_TARGET, row.work_id) + "/")
         assert served == dev.rt.engine.artifacts.read(preview) and len(served) > 0
     finally:

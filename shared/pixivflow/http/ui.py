@@ -213,7 +213,8 @@ PREVIEW_TTL_S = 300  # a thumbnail's presigned URL: long enough to load the page
 
 def thumbnails(view: dict[str, Any]) -> dict[str, str]:
     """``targetId`` -> a presigned URL of the small preview kept with each delivered work's stored
-    files (``ArtifactStore.preview_url``); a work without one has none. One manifest read a work."""
+    files (``ArtifactStore.preview_url``, the one place that finds it); a work without one has none.
+    One LIST of the work's prefix (and a HEAD per object up to its preview) a work."""
     engine = runtime.get().engine
     slot_id = view["slot"]["slotId"]
     out: dict[str, str] = {}

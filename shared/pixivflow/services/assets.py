@@ -68,13 +68,6 @@ def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[st
     return {**body, "assets": assets_for(files, lambda f: engine.artifacts.url(f, ttl), source=origin)}
 
 
-def preview_of(files: Sequence[StoredFile]) -> StoredFile | None:
-    """THE place that finds a work's preview (the operator page's thumbnail): its first stored
-    ``preview`` file (Pixiv's ``large`` image, kept for the retention after deleteAfterDelivery
-    removed the originals), else None. ``files``: ``recorded_files(intent)``."""
-    return next((f for f in files if f.role == "preview"), None)
-
-
 def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
     """Pixiv's ``large`` image of every page, stored with the originals (pixivflow-real-configs
     note §8 ``previewFileField``; issue 23), when the work is an illustration and one of its
