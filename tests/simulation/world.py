@@ -198,6 +198,15 @@ class World:
 
         aws.set_factory(self._previous_factory)
 
+    # -- hooks of a world variant (world_routes, world_pixiv) ---------------------------------------
+    def delivered(self) -> Any:
+        """What the oracle reads as the downstream's records (``.records``: idempotency key -> record)."""
+        return self.downstream
+
+    def check(self) -> list[str]:
+        """The variant's own invariants, after the common ones."""
+        return []
+
     # -- events ----------------------------------------------------------------------------------
     def at(self, when: int, kind: str, payload: Any = None) -> None:
         heapq.heappush(self.events, _Event(when, next(self._seq), kind, payload))
@@ -332,9 +341,9 @@ class World:
 
 
 def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: Callable[[str], list[dict]],
-              rates: WorldRates | None = None) -> SeedResult:
+              rates: WorldRates | None = None, world_cls: type[World] | None = None) -> SeedResult:
     """One seed: the window's fires under faults, then convergence, then the §13 oracle."""
-    world = World(rt, downstream, seed, rates).install()
+    world = (world_cls or World)(rt, downstream, seed, rates).install()
     try:
         rng = world.rng["world"]
         world.schedule_fires(start_ms, start_ms + WINDOW_MS)
@@ -346,8 +355,9 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
         world.baton.drain()
         settled_ms = rt.settle(max_ms=CONVERGE_MS)
         world.chaos.trace.extend(world.baton.deaths)
-        problems, by_status, budget_rows = check_invariants(rt, downstream, world.chaos)
+        problems, by_status, budget_rows = check_invariants(rt, world.delivered(), world.chaos)
         problems += check_outcome_lines(rt, world.chaos, outcomes)
+        problems += world.check()
         admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
         slots = sum(by_status.values())
         if slots != len(admitted):
