@@ -138,3 +138,38 @@ def check_routes(world: Any) -> list[str]:
     for why in fakes.gateway.rejections:
         problems.append(f"[R4] the gateway refused a message: {why}")
     return problems
+
+
+def check_pixiv(world: Any) -> list[str]:
+    """Issue 24 on the Pixiv world (world_pixiv): [P1] never more Pixiv requests of the account in
+    flight than its permits; [P2] after convergence SSM holds the last refresh token the fake issued
+    (a rotation is never lost, nor overwritten by an older one); [P3] a deferred cell is never
+    re-dispatched by the sweep before the due time its deferral recorded."""
+    from world_pixiv import TOKEN_PARAMETER
+
+    problems = list(world.door.over[:5])
+    if len(world.door.over) > 5:
+        problems.append(f"[P1] ... and {len(world.door.over) - 5} more times over the account's bound")
+    world.counts["pixiv.peak_in_flight"] = world.door.peak
+    world.counts.update({f"pixiv.requests.{k}": v for k, v in world.door.requests.items()})
+    issued = list(world.fake.issued_refresh_tokens)
+    stored = world.ssm.values.get(TOKEN_PARAMETER, ("", 0))[0]
+    world.counts["pixiv.rotations"] = len(issued)
+    world.counts["pixiv.ssm_holds_last"] = int(not issued or stored == issued[-1])
+    # One more refresh, by a fresh container (the account's next cold start): after it the rotation
+    # guard and SSM agree -- a rotation recorded in the guard is the token SSM holds, so the chain of
+    # rotations goes on from SSM and none is lost to a dead container or a failed PutParameter.
+    from pixivflow.adapters.pixiv.auth import fingerprint
+
+    world.fake.expire_access_tokens()
+    world.containers.fresh()._client._auth.bearer()  # noqa: SLF001 - the source's own refresh
+    stored = world.ssm.values.get(TOKEN_PARAMETER, ("", 0))[0]
+    guard, _ = world.containers.fresh()._client._auth._store.token_guard("main")  # noqa: SLF001
+    if guard is not None and guard != fingerprint(stored):
+        chain = [world.initial_token, *world.fake.issued_refresh_tokens]
+        where = chain.index(stored) if stored in chain else "none"
+        held = next((n for n, t in enumerate(chain) if fingerprint(t) == guard), "none")
+        problems.append(f"[P2] after a fresh refresh SSM holds token #{where} but the rotation guard names #{held} "
+                        f"of {len(chain) - 1} issued ({len(world.ssm.writes)} PutParameter writes)")
+    problems += world.early
+    return problems

@@ -73,7 +73,8 @@ def _config(path: str) -> tuple[Any, Any, Any]:
         from pixivflow.config import load_config
 
         config = load_config(path)
-        _configs[path] = (config, CatalogSource(config.source.path, page_size=config.source.pageSize), httpx.HTTPTransport())
+        catalog = CatalogSource(config.source.path, page_size=config.source.pageSize) if config.source.kind == "catalog" else None
+        _configs[path] = (config, catalog, httpx.HTTPTransport())  # a Pixiv world builds its source per seed
     return _configs[path]
 
 
