@@ -77,3 +77,28 @@ def test_a_rotation_whose_container_lives_is_not_replaced_by_a_sibling(account):
     assert ssm.values[TOKEN_PARAMETER][0] == fake.issued_refresh_tokens[-1]
     assert store.token_guard("main")[0] == fingerprint(fake.issued_refresh_tokens[-1])
     assert len(ssm.writes) == 2
+
+
+@pytest.fixture(params=["memory", "dynamo"])
+def accounts(request):
+    if request.param == "memory":
+        yield MemoryPixivAccounts()
+        return
+    import boto3
+    from moto import mock_aws
+
+    from pixivflow.adapters.pixiv.account_store import DynamoPixivAccounts
+    from pixivflow.local.provision import provision
+
+    with mock_aws():
+        yield DynamoPixivAccounts(boto3.client("dynamodb"), provision()["LEDGER_TABLE"])
+
+
+def test_a_lost_rotation_is_replaced_once_and_only_while_the_guard_still_names_it(accounts):
+    t0, t1, t3, t4 = (fingerprint(t) for t in ("rt-0", "rt-1", "rt-3", "rt-4"))
+    assert accounts.rotate_token("main", t0, t1, 1)  # rotated, but rt-1 never reached SSM
+    assert not accounts.rotate_token("main", t0, t3, 2)  # without lost=: the first rotation wins
+    assert accounts.rotate_token("main", t0, t3, 3, lost=t1)  # rt-1 is lost: a rotation from SSM's rt-0 replaces it
+    assert accounts.token_guard("main") == (t3, t0) and accounts.token_rotated_at("main") == 3
+    assert not accounts.rotate_token("main", t0, t4, 4, lost=t1)  # a second container that saw rt-1 lost: too late
+    assert accounts.token_guard("main") == (t3, t0)

@@ -26,11 +26,11 @@ from collections import Counter
 from typing import Any
 
 import httpx
-from baton import Invocation, SteppedClient, _local, stepped_factory
+from baton import Baton, Invocation, SteppedClient, _local, stepped_factory
 from world import SIM_SCHEDULES, World, WorldRates
 
 ACCOUNT = "main"
-MAX_CONCURRENCY = 2
+MAX_CONCURRENCY = 1  # pixivflow.production.json's account setting: the tightest bound, the most contention
 SECRETS_PATH = "/pixivflow/sim"
 TOKEN_VAR = "PIXIV_SIM_REFRESH_TOKEN"
 TOKEN_PARAMETER = f"{SECRETS_PATH}/{TOKEN_VAR}"
@@ -112,7 +112,7 @@ class AccountDoor:
         live = [i for i in self.in_flight if i is None or i.state == "runnable"]  # a dead one's request ended
         self.peak = max(self.peak, len(live))
         if len(live) > MAX_CONCURRENCY:
-            self.over.append(f"t={now} {len(live)} Pixiv requests in flight ({what}): "
+            self.over.append(f"[P1] t={now} {len(live)} Pixiv requests in flight ({what}): "
                              + ", ".join(i.name if i else "harness" for i in live))
 
     def leave(self, inv: Invocation | None) -> None:
@@ -171,7 +171,10 @@ class PixivTransport(httpx.BaseTransport):
         if fault == "time-hash":
             return httpx.Response(400, json=TIME_HASH, request=request)
         if fault == "429":
-            return httpx.Response(429, json=RATE_LIMIT, headers={"Retry-After": str(rng.randint(5, 120))}, request=request)
+            # Pixiv's rate-limit cooldowns reach 15 minutes (issue 24): past the sweep's 5-minute
+            # re-dispatch age, so a cell's recorded due time is what holds the sweep back.
+            return httpx.Response(429, json=RATE_LIMIT, headers={"Retry-After": str(rng.choice((30, 120, 600, 900)))},
+                                  request=request)
         if fault == "403-rate":
             return httpx.Response(403, json=RATE_LIMIT, request=request)
         return httpx.Response(503, text="Service Unavailable", request=request)
@@ -217,6 +220,28 @@ class Containers:
         return getattr(self._current(), name)
 
 
+FUNCTION_TIMEOUT_MS = 60_000  # template.yaml: Globals Function Timeout (the execute function's)
+
+
+class TimedBaton(Baton):
+    """The baton, plus Lambda's function timeout: an invocation's first step past 60 s of its own
+    (virtual) life is its death, as Lambda ends it there. The account's permit lease (90 s, renewed
+    by the 30 s heartbeat) relies on exactly that: no holder outlives its lease while it still
+    runs. Without it a frozen container (a pause of minutes) would go on sending Pixiv requests
+    after its permit passed to another, which no Lambda does."""
+
+    def spawn(self, name: str, fn: Any, on_end: Any = None) -> Invocation:
+        inv = super().spawn(name, fn, on_end)
+        inv.born = self.clock.now_ms()  # type: ignore[attr-defined]
+        return inv
+
+    def before(self, inv: Invocation, label: str) -> None:
+        super().before(inv, label)
+        if self.clock.now_ms() - inv.born > FUNCTION_TIMEOUT_MS:  # type: ignore[attr-defined]
+            self.counts["timeout"] += 1
+            self._die(inv, "at the timeout, before", label)
+
+
 class PixivWorld(World):
     """``World`` on the Pixiv source (module docstring). ``fake`` is the worker's FakePixiv."""
 
@@ -233,6 +258,8 @@ class PixivWorld(World):
         super().__init__(rt, downstream, seed, rates)
         for name in ("pixiv", "ssm", "uniform"):
             self.rng[name] = random.Random(f"{seed}:{name}")
+        rates = self.rates
+        self.baton = TimedBaton(self.clock, self.rng["baton"], switch=rates.switch, death=rates.death, pause=rates.pause)
         self.ssm = SsmTwin(lambda: self.faulty and self.rng["ssm"].random() < 0.1)
         self.door = AccountDoor()
         self.deferred: dict[tuple[str, str], int] = {}
