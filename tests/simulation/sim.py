@@ -90,6 +90,8 @@ def _init(double: str | None = None) -> None:
     from world_pixiv import PIXIV_ENV, PixivWorld, pixiv_config
 
     PixivWorld.fake = FakePixiv(rotate=True).__enter__()  # one loopback fake Pixiv per worker, reset per seed
+    # Its answers are several small writes: without TCP_NODELAY each waits out a delayed ACK (~40 ms).
+    PixivWorld.fake._server.RequestHandlerClass.disable_nagle_algorithm = True  # noqa: SLF001
     os.environ.update(PIXIV_ENV)
     os.environ.update(ROUTE_ENV)  # the routes' ${VAR}s (resolved at send time; the demo config has none)
     os.environ.pop("ROUTE_SECRETS_PATH", None)

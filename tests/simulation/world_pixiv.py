@@ -284,13 +284,14 @@ class PixivWorld(World):
         from world import _config
 
         config = _config(self.rt.config_path)[0]
-        clock, transport = self.clock, PixivTransport(self, httpx.HTTPTransport())
+        clock, transport = self.clock, PixivTransport(self, _config(self.rt.config_path)[2])  # one per worker: no CA load per seed
 
         def container() -> Any:
             return build_source(config, now_ms=clock.now_ms, uniform=self.rng["uniform"].random,
                                 store=DynamoPixivAccounts(aws.client("dynamodb"), self.rt.env["LEDGER_TABLE"]),
                                 sleep=lambda s: clock.advance(int(s * 1000)),
-                                resolver=SecretResolver(ssm=lambda: aws.client("ssm")), transport=transport)
+                                resolver=SecretResolver(ssm=lambda: aws.client("ssm"), sleep=lambda s: clock.advance(int(s * 1000))),
+                                transport=transport)
 
         self.containers = Containers(container)
         runtime.override(source=self.containers)
