@@ -122,11 +122,11 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
                         problems.append(f"[7] {cell.status} cell {where}: outbox row {i.idempotency_key} still "
                                         f"{i.outbox_status} (due {i.next_attempt_at}, attempts {i.attempts}/{i.max_attempts})")
             # 3b. a downstream record whose cell did not end submitted (posted, yet reported as not delivered)
-            # (fan-out: a route whose row died fails the cell with delivery_abandoned while another
-            # route holds the work -- spec §10.3; that is a reported partial delivery, not a lie)
-            abandoned = cell.terminal_reason_code == "delivery_abandoned" and any(i.outbox_status == "dead" for i in intents)
+            # (fan-out: a route whose row failed fails the cell while another route holds the work --
+            # spec §10.3; that is a reported partial delivery, not a lie)
             for i in intents:
-                if i.idempotency_key in records and cell.status != CellStatus.SUBMITTED and not abandoned:
+                partial = any(j.route != i.route and j.status == "failed" for j in intents)
+                if i.idempotency_key in records and cell.status != CellStatus.SUBMITTED and not partial:
                     problems.append(f"[3] downstream holds {i.idempotency_key} but cell {where} ended {cell.status} "
                                     f"({cell.terminal_reason_code}); intent {i.status}/{i.outbox_status}")
         # 5. exactly one execution.summary per terminal slot

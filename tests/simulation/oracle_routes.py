@@ -12,14 +12,15 @@ what those routes promise:
   for a complete review, ``uncertain`` when an attempt ended not knowing) — no silent post; a row
   that ended ``delivered`` has a ``pending`` record naming its slot;
 * [R3] notifications: each planned notification row ends (done, or dead after its budget), a done
-  row's notice is at the receiver, and no notice key is accepted twice unless an earlier send of
-  that key lost its answer;
+  row's notice is at the receiver, and every notice sent under one key is the same notice (sent at
+  least once: repeats after a lost answer or an expired claim are counted, not refused);
 * [R4] the receivers never refused what the routes sent (TelePost's multipart rules, the gateway's
   signature and document): a refusal would be a route bug, not a fault.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from types import SimpleNamespace
 from typing import Any
@@ -96,10 +97,20 @@ def _notifications(world: Any) -> list[str]:
     problems: list[str] = []
     engine, fakes = world.rt.engine, world.fakes
     now = world.clock.now_ms()
-    received: Counter[str] = Counter(notice_key(path, body) for path, body in fakes.telepost.notices)
-    for key, n in received.items():
-        if n > 1 + fakes.ambiguous[key]:
-            problems.append(f"[R3] notice {key} accepted {n} times ({fakes.ambiguous[key]} send(s) lost their answer)")
+    received: Counter[str] = Counter()
+    bodies: dict[str, set[str]] = defaultdict(set)
+    for path, body in fakes.telepost.notices:
+        key = notice_key(path, body)
+        received[key] += 1
+        bodies[key].add(json.dumps(body, sort_keys=True, ensure_ascii=False))
+    # At least once per key (a lost answer, a death after the send, a claim that outlived its lease
+    # send it again): a repeat is the same notice, which the receiver dedupes by its key; two
+    # different notices under one key it cannot.
+    for key, seen in bodies.items():
+        if len(seen) > 1:
+            problems.append(f"[R3] notice {key} was sent with {len(seen)} different bodies")
+    world.counts["notice.repeats"] += sum(n - 1 for n in received.values())
+    world.counts["notice.repeats_after_lost_answer"] += sum(min(n - 1, fakes.ambiguous[k]) for k, n in received.items())
     for slot_id in engine.ledger.slot_ids():
         state = engine.ledger.load(slot_id)
         if state.slot.status not in TERMINAL_SLOT_STATES:

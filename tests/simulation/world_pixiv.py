@@ -109,7 +109,10 @@ class AccountDoor:
 
     def enter(self, inv: Invocation | None, now: int, what: str) -> None:
         self.in_flight.append(inv)
-        live = [i for i in self.in_flight if i is None or i.state == "runnable"]  # a dead one's request ended
+        # A dead one's request ended with it; so did one past Lambda's timeout (TimedBaton kills it
+        # at its next step, but Lambda would have ended it at the timeout).
+        live = [i for i in self.in_flight
+                if i is None or (i.state == "runnable" and now - getattr(i, "born", now) <= FUNCTION_TIMEOUT_MS)]
         self.peak = max(self.peak, len(live))
         if len(live) > MAX_CONCURRENCY:
             self.over.append(f"[P1] t={now} {len(live)} Pixiv requests in flight ({what}): "
