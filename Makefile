@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test ui-check lint bench sim mutants clean
+.PHONY: run dev test ui-check lint bench load sim mutants clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ ui-check: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/report.py
 
+# The compute a cell costs, measured over a long run (bench/load.py; issue 25): CELLS cells of
+# 10-target slots through the real handlers on the in-memory twins, each function's own CPU; writes
+# bench/load.json, which make bench then reads. 100,000 cells take about an hour on a loaded 2-core box.
+CELLS ?= 100000
+load: $(STAMP)
+	$(PY) bench/load.py --cells $(CELLS)
+
 # The concurrent deterministic simulation on the in-memory twins (tests/simulation/sim.py, world.py,
 # baton.py; issue 20): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.
 SEEDS ?= 10000
@@ -60,12 +67,15 @@ $(LINT_VENV)/.installed:
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
 # (seen with 1.54): keep it pinned, with aws-sam-translator beside it.
+# mypy (issue 20) runs from the project venv, where the libraries it reads types from are installed;
+# its settings (strict on domain/, ports.py, services/) are [tool.mypy] in pyproject.toml.
 # checkov (issue 21: least privilege): the template's IAM and resource checks; every suppression is
 # a `checkov:skip=<id>:<why>` comment on its resource in template.yaml.
-lint: $(LINT_VENV)/.installed
+lint: $(LINT_VENV)/.installed $(STAMP)
 	$(LINT_VENV)/bin/cfn-lint template.yaml
 	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests bench
+	$(PY) -m mypy
 	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 clean:
-	rm -rf $(VENV) $(LINT_VENV)
+	rm -rf $(VENV) $(LINT_VENV) .mypy_cache

@@ -32,8 +32,9 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 KB = 1024
 SQS_CHUNK = 64 * KB
@@ -120,6 +121,11 @@ class Invocation:
     seconds: float  # handler wall time on this machine
     aws_seconds: float  # of which inside metered AWS calls (moto / twin time, not Lambda's)
     records: int = 0
+    # CPU time of the handler's thread (``time.thread_time``), the meter's own work taken out, and
+    # the part of it spent inside metered AWS calls or the outside source (the twins run in this
+    # thread): ``cpu_seconds - outside_cpu_seconds`` is the function's own compute
+    cpu_seconds: float = 0.0
+    outside_cpu_seconds: float = 0.0
 
 
 class Meter:
@@ -133,6 +139,8 @@ class Meter:
         self._current: list[str] = []  # the function being invoked (a stack: handlers never nest, but be safe)
         self._aws_seconds = 0.0
         self._overhead_seconds = 0.0
+        self._outside_cpu = 0.0  # thread CPU inside AWS calls and ``outside()`` blocks
+        self._overhead_cpu = 0.0  # thread CPU of the meter's own pricing reads
         self.enabled = True
         self.errors: list[str] = []  # pricing failures (the bench refuses to report over them)
 
@@ -172,15 +180,18 @@ class Meter:
         def invoke(event: Any, context: Any) -> Any:
             self._current.append(function)
             aws_before, overhead_before = self._aws_seconds, self._overhead_seconds
-            began = time.perf_counter()
+            outside_cpu_before, overhead_cpu_before = self._outside_cpu, self._overhead_cpu
+            began, began_cpu = time.perf_counter(), time.thread_time()
             try:
                 return inner(event, context)
             finally:
                 elapsed = time.perf_counter() - began - (self._overhead_seconds - overhead_before)
+                cpu = time.thread_time() - began_cpu - (self._overhead_cpu - overhead_cpu_before)
                 self._current.pop()
                 if self.enabled:
                     records = len(event.get("Records", [])) if isinstance(event, dict) else 0
-                    self.invocations.append(Invocation(function, elapsed, self._aws_seconds - aws_before, records))
+                    self.invocations.append(Invocation(function, elapsed, self._aws_seconds - aws_before, records,
+                                                       cpu, self._outside_cpu - outside_cpu_before))
 
         invoke.__metered__ = self  # type: ignore[attr-defined]
         invoke.__wrapped_handler__ = inner  # type: ignore[attr-defined]
@@ -189,6 +200,17 @@ class Meter:
     def reset(self) -> None:
         self.calls.clear()
         self.invocations.clear()
+
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Time spent here is an outside service's (a stand-in work source answering in-process),
+        like an AWS call's: not the function's own compute."""
+        began, began_cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self._aws_seconds += time.perf_counter() - began
+            self._outside_cpu += time.thread_time() - began_cpu
 
     # -- recording ------------------------------------------------------------------------------
     def _index_keys(self, inner: Any, table: str) -> list[tuple[str, str | None]]:
@@ -206,19 +228,21 @@ class Meter:
         where, caller = _caller()
         if not self.enabled or where == "harness":
             return call()
-        entered = time.perf_counter()
+        entered, entered_cpu = time.perf_counter(), time.thread_time()
         entry = Call(service, op, step="", method=caller, function=self._current[-1] if self._current else None)
         before: list[tuple[dict, int, dict | None]] = []
         if service == "dynamodb" and op in DDB_WRITES:
             before = [(key, table, mult, _get(inner, table, key)) for key, table, mult in _touched(op, kwargs)]
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         try:
             result = call()
         except Exception as exc:
             entry.error = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
             result = exc
         entry.seconds = entry_seconds = time.perf_counter() - began
+        call_cpu = time.thread_time() - began_cpu
         self._aws_seconds += entry.seconds
+        self._outside_cpu += call_cpu
         try:
             if service == "dynamodb":
                 self._price_dynamodb(inner, entry, kwargs, before, result)
@@ -235,6 +259,7 @@ class Meter:
             self.errors.append(traceback.format_exc())
         # the meter's own reads (items before and after, re-run queries) are nobody's Lambda time
         self._overhead_seconds += time.perf_counter() - entered - entry_seconds
+        self._overhead_cpu += time.thread_time() - entered_cpu - call_cpu
         if entry is not None:
             self.calls.append(entry)
         if isinstance(result, Exception):

@@ -40,6 +40,7 @@ class Profile:
     delete_after_delivery: bool
     alarm_profile: str
     extra: dict[str, Any] = field(default_factory=dict)
+    works_from: str = "pixiv"  # or "catalog": a pre-fetched catalogue of works, no Pixiv request in a cell
 
 
 def profiles(a: dict[str, Any]) -> list[Profile]:
@@ -84,9 +85,12 @@ def bill(profile: Profile, *, per_million: dict[str, float], per_cell: dict[str,
     fires = cells / profile.targets_per_slot
     lines.append(Line("EventBridge Scheduler", fires * prices["scheduler_invocation"], f"{fires:,.0f} fires"))
     lines.append(Line("API Gateway", 0.0, "0 HTTP requests: scheduled delivery only (jobs and the operator page add $1 per 1M)"))
-    pixiv_s = _pixiv_seconds(a, profile.novel_share)
-    lines.append(Line("Lambda waiting on Pixiv (assumed)", cells * pixiv_s * memory_gb * prices["lambda_gb_s_arm64"],
-                      f"{pixiv_s:.2f} s a cell x {memory_gb:g} GB"))
+    if profile.works_from == "catalog":
+        lines.append(Line("Lambda waiting on Pixiv (assumed)", 0.0, "the catalogue source: no Pixiv request in a cell"))
+    else:
+        pixiv_s = _pixiv_seconds(a, profile.novel_share)
+        lines.append(Line("Lambda waiting on Pixiv (assumed)", cells * pixiv_s * memory_gb * prices["lambda_gb_s_arm64"],
+                          f"{pixiv_s:.2f} s a cell x {memory_gb:g} GB"))
     sizes = a["work_bytes"]
     kept = ((1 - profile.novel_share) * (sizes["illustration_preview"] if profile.delete_after_delivery
                                          else sizes["illustration_original"] + sizes["illustration_preview"])

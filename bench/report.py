@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "shared")]
 
+import load  # noqa: E402
 import monthly  # noqa: E402
 import scenarios  # noqa: E402
 from meter import Call  # noqa: E402
@@ -49,10 +50,29 @@ STEP_ORDER = ("admit", "claim", "bind", "reserve", "intent", "outbox claim", "se
 # -- template facts ---------------------------------------------------------------------------------
 
 
-def template_facts() -> dict[str, Any]:
+def _resolve(tpl: dict[str, Any], value: Any, params: dict[str, Any]) -> Any:
+    """A property's value under ``params``: parameter Refs and the ``Has<X>`` conditions the
+    concurrency knobs use (``!If [cond, !Ref p, !Ref AWS::NoValue]``); None for AWS::NoValue."""
+    if isinstance(value, dict) and "Ref" in value:
+        return params.get(value["Ref"]) if value["Ref"] != "AWS::NoValue" else None
+    if isinstance(value, dict) and "Fn::If" in value:
+        name, yes, no = value["Fn::If"]
+        test = tpl["Conditions"][name]["Fn::Not"][0]["Fn::Equals"]
+        return _resolve(tpl, yes if str(_resolve(tpl, test[0], params)) != str(test[1]) else no, params)
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def template_facts(**overrides: Any) -> dict[str, Any]:
+    """What the template deploys, under its parameter defaults (or ``overrides``): each function's
+    memory, architecture, timeout, event source batch and MaximumConcurrency, reserved concurrency."""
     from pixivflow.local.template import load_template
 
     tpl = load_template(ROOT / "template.yaml")
+    params = {name: p.get("Default") for name, p in tpl["Parameters"].items()} | overrides
     glob = tpl.get("Globals", {}).get("Function", {})
     functions: dict[str, dict[str, Any]] = {}
     alarms = 0
@@ -68,10 +88,13 @@ def template_facts() -> dict[str, Any]:
         esm = next((e["Properties"] for e in (props.get("Events") or {}).values() if e.get("Type") == "SQS"), {})
         functions[name] = {
             "logical_id": logical,
-            "memory_mb": int(props.get("MemorySize", glob.get("MemorySize", 128))),
+            "memory_mb": int(_resolve(tpl, props.get("MemorySize", glob.get("MemorySize", 128)), params)),
             "arch": (props.get("Architectures") or glob.get("Architectures") or ["x86_64"])[0],
-            "timeout_s": int(props.get("Timeout", glob.get("Timeout", 3))),
-            "max_concurrency": (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+            "timeout_s": int(_resolve(tpl, props.get("Timeout", glob.get("Timeout", 3)), params)),
+            "max_concurrency": _int(_resolve(tpl, (esm.get("ScalingConfig") or {}).get("MaximumConcurrency"), params)),
+            "max_concurrency_parameter": ((esm.get("ScalingConfig") or {}).get("MaximumConcurrency") or {}).get("Ref")
+            if isinstance((esm.get("ScalingConfig") or {}).get("MaximumConcurrency"), dict) else None,
+            "reserved_concurrency": _int(_resolve(tpl, props.get("ReservedConcurrentExecutions"), params)),
             "batch_size": esm.get("BatchSize"),
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
@@ -96,8 +119,12 @@ def lambda_figures(window: scenarios.Window, facts: dict[str, Any]) -> dict[str,
         memory_gb = facts["functions"].get(inv.function, {}).get("memory_mb", 512) / 1024
         measured += math.ceil(inv.seconds * 1000) / 1000 * memory_gb
     for fn, count in invocations.items():
-        memory_gb = facts["functions"].get(fn, {}).get("memory_mb", 512) / 1024
-        own = sum(max(0.0, i.seconds - i.aws_seconds) for i in window.invocations if i.function == fn)
+        memory_mb = facts["functions"].get(fn, {}).get("memory_mb", 512)
+        memory_gb = memory_mb / 1024
+        # own compute: the handler thread's CPU with the twins'/moto's and the source's taken out,
+        # stretched by the memory's share of a vCPU (load.ONE_VCPU_MB: 1 vCPU at 1,769 MB)
+        share = min(1.0, memory_mb / load.ONE_VCPU_MB)
+        own = sum(max(0.0, i.cpu_seconds - i.outside_cpu_seconds) for i in window.invocations if i.function == fn) / share
         wait_ms = 0.0
         for c in by_fn.get(fn, []):
             if c.service == "dynamodb":
@@ -213,23 +240,95 @@ def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
 
 
 def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
-                    series: int, details: dict[str, Any]) -> dict[str, Any]:
+                    series: int, details: dict[str, Any], load_run: dict[str, Any] | None = None,
+                    compute: dict[str, Any] | None = None) -> dict[str, Any]:
     """The three monthly profiles of issue 25, from this run's per-cell figures (3-target slots) and
-    the template's facts; plus the stored bytes measured here."""
+    the template's facts; plus the stored bytes measured here. With the long run (``load_run``,
+    ``compute``), Lambda compute is its measured CPU per cell (catalogue time: the Pixiv wait is its
+    own line) and the Pixiv requests per cell are the ones the long run counted."""
     detail = details["3 targets"]
     ledger_per_cell = detail["ledger_bytes"] / max(1, detail["delivered"])
     measured_work = detail["artifact_bytes_all_slots"] / max(1, 2 * detail["delivered"])  # warm-up + measured slot
     memory_gb = facts["functions"].get("execute", {}).get("memory_mb", 512) / 1024
+    per_million = dict(ref_cells["dollars"])
+    a = A
+    if compute is not None and load_run is not None:
+        per_million["Lambda compute"] = compute["catalog"]["gb_s_per_cell"] * P["lambda_gb_s_arm64"] * MILLION
+        requests = sum(load_run["run"]["source_calls_per_cell"].values())
+        a = {**A, "pixiv_seconds_per_cell": {**A["pixiv_seconds_per_cell"], "requests": requests}}
     bills = []
-    for profile in monthly.profiles(A):
+    for profile in monthly.profiles(a):
         fixed = fixed_monthly(idle_f, first, facts, series, profile.alarm_profile)
-        bills.append(monthly.bill(profile, per_million=ref_cells["dollars"], per_cell=ref_cells["per_cell"], prices=P, a=A,
+        bills.append(monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
                                   fixed=fixed, ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb,
                                   retention_days_ledger=facts["retention_days"]))
+    variants = {}
+    if compute is not None and load_run is not None:
+        variants = what_it_would_take(monthly.profiles(a), bills, per_million, ref_cells, idle_f, first, facts, series,
+                                      ledger_per_cell, load_run, a)
+    for b in bills:
+        b["free_tier"] = free_tier_credit(b, idle_f)
+        b["total_with_free_tier"] = b["total"] - sum(b["free_tier"].values())
+        b["variants"] = variants.get(b["key"], {})
+    items_per_cell = detail["ledger_items"] / max(1, detail["delivered"])
+    days = facts["retention_days"] + A["ttl_deletion_lag_days"]
+    table = {b["key"]: {"items": round(b["cells_per_month"] / monthly.MONTH_DAYS * days * items_per_cell),
+                        "gb": b["cells_per_month"] / monthly.MONTH_DAYS * days * ledger_per_cell / 1e9,
+                        "days_kept": days} for b in bills}
     return {"profiles": bills, "ledger_bytes_per_cell": ledger_per_cell, "ledger_items_per_slot": detail["ledger_items"],
+            "ledger_items_per_cell": items_per_cell, "steady_state_table": table,
             "measured_work_bytes": measured_work, "stated_work_bytes": A["work_bytes"],
             "unpriced": monthly.check_every_line_priced_or_named(bills),
             "goals": {"a": 1.0, "c_per_million": 15.0}}
+
+
+FREE = A["always_free"]
+
+
+def free_tier_credit(bill: dict[str, Any], idle_f: dict[str, Any]) -> dict[str, float]:
+    """What the always-free tiers the kit states (SQS 1M requests, Lambda 1M requests and 400,000
+    GB-s, Scheduler 14M invocations a month) take off this bill, service by service: shown beside
+    the list price, never folded into it. The sweep's line is split by service from its tick."""
+    usd = {line["name"]: line["usd"] or 0.0 for line in bill["lines"]}
+    tick = dollars(idle_f)
+    ticks = A["sweep_ticks_per_month"]
+    sweep = {k: v / MILLION * ticks for k, v in tick.items()}
+    sqs = usd.get("SQS", 0) + usd.get("idle queue polling (2 ESMs)", 0) + sweep["SQS"]
+    requests = usd.get("Lambda requests", 0) + sweep["Lambda requests"]
+    gb_s = (usd.get("Lambda compute", 0) + usd.get("Lambda waiting on Pixiv (assumed)", 0)
+            + usd.get("cold starts (INIT billed)", 0) + sweep["Lambda compute"])
+    scheduler = usd.get("EventBridge Scheduler", 0) + sweep["EventBridge Scheduler"]
+    return {f"SQS ({FREE['sqs_requests']:,} requests)": min(sqs, FREE["sqs_requests"] * P["sqs_request"]),
+            f"Lambda ({FREE['lambda_requests']:,} requests)": min(requests, FREE["lambda_requests"] * P["lambda_request"]),
+            f"Lambda ({FREE['lambda_gb_s']:,} GB-s)": min(gb_s, FREE["lambda_gb_s"] * P["lambda_gb_s_arm64"]),
+            f"EventBridge Scheduler ({FREE['scheduler_invocations']:,} invocations)":
+                min(scheduler, FREE["scheduler_invocations"] * P["scheduler_invocation"])}
+
+
+def what_it_would_take(profiles: list[monthly.Profile], bills: list[dict[str, Any]], per_million: dict[str, float],
+                       ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
+                       series: int, ledger_per_cell: float, load_run: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """The same month under the levers issue 25 names, each priced by the same arithmetic: a smaller
+    execute memory (ExecuteMemorySize: the Pixiv wait is billed by the GB), the catalogue source
+    (no Pixiv wait), and both."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for profile in profiles:
+        rows = {}
+        for label, memory, source in (("ExecuteMemorySize=128", 128, profile.works_from), ("catalogue source", None, "catalog"),
+                                      ("catalogue source + ExecuteMemorySize=128", 128, "catalog")):
+            f = template_facts(ExecuteMemorySize=memory) if memory else facts
+            lines = dict(per_million)
+            lines["Lambda compute"] = load.compute_model(load_run, f, A, source="catalog")["gb_s_per_cell"] * P["lambda_gb_s_arm64"] * MILLION
+            p = dataclasses.replace(profile, works_from=source)
+            fixed = fixed_monthly(idle_f, first, f, series, profile.alarm_profile)
+            b = monthly.bill(p, per_million=lines, per_cell=ref_cells["per_cell"], prices=P, a=a, fixed=fixed,
+                             ledger_bytes_per_cell=ledger_per_cell, memory_gb=f["functions"]["execute"]["memory_mb"] / 1024,
+                             retention_days_ledger=f["retention_days"])
+            rows[label] = {"total": b["total"], "per_million_cells": b["per_million_cells"]}
+        out[profile.key] = rows
+    return out
 
 
 # -- comparisons ------------------------------------------------------------------------------------
@@ -275,12 +374,23 @@ def alternatives(targets: int, ours: dict[str, float], work_lines: dict[str, flo
 
 
 def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any], facts: dict[str, Any],
-                targets: int) -> dict[str, Any]:
+                targets: int, compute: dict[str, Any]) -> dict[str, Any]:
     """1,000 slot admissions/s of 10-target slots = 10,000 cell executions/s, from the measured
-    request model of the 10-target slot. Computed, not load-tested."""
+    request model of the 10-target slot, the long run's Lambda time per cell (``compute``) and the
+    template's knobs. Computed, not load-tested."""
+    from pixivflow.adapters.dynamo_ledger import SHARDS
+    from pixivflow.services.sweep import BATCH_LIMIT
+
     admissions, cells = 1_000, 10_000
     lat = A["latency_ms"]
-    shards = 16
+    shards = SHARDS
+    # Lambda seconds per cell, from the long run: the catalogue source (the one that can feed this
+    # rate: Pixiv accounts cannot, see ``feed``), and the deliver function's own per cell
+    model = compute["catalog"]["functions"]
+    exec_s, deliver_s = model["execute"]["seconds_per_cell"], model["deliver"]["seconds_per_cell"]
+    # a slot's cells run in parallel: its writes land on its partition within about one cell's
+    # execute + deliver time (at least a second: DynamoDB's per-partition limit is per second)
+    burst_s = max(1.0, exec_s + deliver_s)
     per_slot = {"by_pk": Counter(), "index": Counter()}
     for c in ten_calls:
         if c.service != "dynamodb":
@@ -294,10 +404,10 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
             per_slot["index"][index] += c.index_wru
     rows = []
     slot_partition_wru = per_slot["by_pk"]["SLOT# (one slot's partition)"]
-    # one slot's cells run in parallel: a 10-target slot's writes land on its partition within ~1 s
-    rows.append({"key": "SLOT#<slotId> (10-target slot, its cells in parallel, ~1 s)", "wcu_s": slot_partition_wru,
+    rows.append({"key": f"SLOT#<slotId> (10-target slot, its cells in parallel, {burst_s:.1f} s)",
+                 "wcu_s": slot_partition_wru / burst_s,
                  "limit": 1000, "note": "each slot its own key: 1,000 slots/s spread over 1,000 partitions"})
-    rows.append({"key": "SLOT#<slotId> (90-target slot, ~1 s)", "wcu_s": slot_partition_wru / targets * 90 + 0.0,
+    rows.append({"key": f"SLOT#<slotId> (90-target slot, {burst_s:.1f} s)", "wcu_s": slot_partition_wru / targets * 90 / burst_s,
                  "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> shard big slots' "
                                         "cells on SLOT#<id>#<n>, n = ceil(targets/30) keeps each under 25%"})
     for index, wru in sorted(per_slot["index"].items()):
@@ -305,54 +415,106 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
         rows.append({"key": f"{index} shard (1 of {shards})", "wcu_s": rate, "limit": 1000,
                      "note": f"{wru:.0f} index writes per slot x {admissions}/s / {shards} shards"})
     if "DueOutbox" not in per_slot["index"]:
-        rows.append({"key": "DueOutbox shard (1 of 16)", "wcu_s": 0.0, "limit": 1000,
+        rows.append({"key": f"DueOutbox shard (1 of {shards})", "wcu_s": 0.0, "limit": 1000,
                      "note": "delivery rows no longer enter it (found through their open slot); jobs' callback rows do"})
     rows.append({"key": "WORK#<route>#<type>#<workId> (a work every slot wants)", "wcu_s": 1.0, "rcu_s": admissions * 0.5,
                  "limit": 1000, "note": "worst case, every admission on one tag: each reads the owner (eventually consistent); "
                                         "one reserves, a stale reader's refused put is billed 1 WCU"})
     rows.append({"key": "SWEEP#LEASE", "wcu_s": 2 / 60, "limit": 1000, "note": "taken and released once a minute"})
-    gate_reads = 0.0
     exec_fn, deliver_fn = facts["functions"].get("execute", {}), facts["functions"].get("deliver", {})
-    exec_s = ten["lambda"]["gb_s_modelled"] / (exec_fn.get("memory_mb", 512) / 1024)  # seconds of Lambda per cell
-    concurrency = cells * exec_s
+    trigger_s = model.get("trigger", {}).get("seconds_per_cell", 0.0) * targets  # per admission
+    exec_need, deliver_need = cells * exec_s, cells * deliver_s
+    concurrency = exec_need
     gate_reads = concurrency / 5  # each warm execute container re-reads the gate every 5 s
     rows.append({"key": "PIXIV#<accountId>/GATE (one Pixiv account)", "wcu_s": 0.0, "rcu_s": gate_reads, "limit": 3000,
                  "note": "a consistent GetItem per container per 5 s; writes only on a 429 (conditional, once per penalty)"})
     for r in rows:
         r["share"] = max(r.get("wcu_s", 0) / 1000, r.get("rcu_s", 0) / 3000)
     sqs_rps = ten["sqs"]["billed_requests"] * cells
-    live_slots = admissions * 10  # ~10 s from admission to outcome (the modelled cell time, rounded up)
-    sweep_capacity = 16 * 400  # active_slots reads 400 per shard per tick
+    # a slot is live from its admission until its last cell settles: its cells run in parallel,
+    # so about one cell's execute + deliver time (the long run's), rounded up to whole seconds
+    slot_s = math.ceil(exec_s + deliver_s)
+    live_slots = admissions * slot_s
+    sweep_capacity = SHARDS * 4 * BATCH_LIMIT  # services/sweep.py: active_slots(limit_per_shard=4 * BATCH_LIMIT)
     sweep_seconds = live_slots * (lat["dynamodb"] / 1000) * 1.2
+    esm_max = 1000  # ScalingConfig.MaximumConcurrency's range is 2 to 1,000 (Lambda API reference)
+    account_quota = 1000  # Service Quotas "Concurrent executions" (L-B99A9384), default 1,000 per Region
+    lambda_need = exec_need + deliver_need + admissions * trigger_s
+    exec_param = exec_fn.get("max_concurrency_parameter") or "ExecuteMaxConcurrency"
+    deliver_param = deliver_fn.get("max_concurrency_parameter") or "DeliverMaxConcurrency"
     limits = [
-        {"limit": "execute ESM MaximumConcurrency (template: 10)", "need": concurrency,
-         "have": exec_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency (up to 1,000 per ESM)"},
-        {"limit": "deliver ESM MaximumConcurrency (template: 10)", "need": cells * (lat["route_post"] / 1000 + 0.05),
-         "have": deliver_fn.get("max_concurrency") or 1000, "raise": "template ScalingConfig.MaximumConcurrency"},
-        {"limit": "Lambda regional concurrency (default quota 1,000)", "need": concurrency + cells * (lat["route_post"] / 1000 + 0.05) + admissions * 0.05,
-         "have": 1000, "raise": "Service Quotas request (tens of thousands are routine)"},
+        {"limit": f"execute ESM MaximumConcurrency ({exec_param}={exec_fn.get('max_concurrency')})", "need": exec_need,
+         "have": exec_fn.get("max_concurrency") or esm_max,
+         "raise": f"{exec_param}={min(esm_max, math.ceil(exec_need)):,}"
+                  + ("" if exec_need <= esm_max else f" (the most one ESM takes: {math.ceil(exec_need / esm_max)} "
+                                                     "execution queues, or fewer seconds a cell)")},
+        {"limit": f"deliver ESM MaximumConcurrency ({deliver_param}={deliver_fn.get('max_concurrency')})", "need": deliver_need,
+         "have": deliver_fn.get("max_concurrency") or esm_max,
+         "raise": f"{deliver_param}={min(esm_max, math.ceil(deliver_need)):,}"
+                  + ("" if deliver_need <= esm_max else f" ({math.ceil(deliver_need / esm_max)} outbox queues)")},
+        {"limit": "Lambda Concurrent executions (Service Quotas L-B99A9384, default 1,000)", "need": lambda_need,
+         "have": account_quota,
+         "raise": f"Service Quotas request to {math.ceil(lambda_need / 0.8 / 1000) * 1000:,} (80% headroom); then "
+                  "ExecuteReservedConcurrency / DeliverReservedConcurrency at their MaximumConcurrency"},
         {"limit": "EventBridge Scheduler invocations (1,000/s default)", "need": admissions, "have": 1000,
          "raise": "Service Quotas request; or fewer, larger slots (one fire admits up to 90 cells)"},
-        {"limit": "the sweep: live slots read per tick (one sweep, 16 x 400 per tick)", "need": live_slots, "have": sweep_capacity,
-         "raise": "one sweep per ActiveSlots shard (16 leases SWEEP#LEASE#<shard>), each reading its shard"},
+        {"limit": f"the sweep: live slots read per tick ({SHARDS} shards x {4 * BATCH_LIMIT})", "need": live_slots,
+         "have": sweep_capacity, "raise": f"one sweep per ActiveSlots shard ({SHARDS} leases SWEEP#LEASE#<shard>), each reading its shard"},
         {"limit": "the sweep: a tick's time (60 s lease and timeout)", "need": sweep_seconds, "have": 60,
-         "raise": "the same per-shard sweeps: 16 x the budget"},
+         "raise": f"the same per-shard sweeps: {SHARDS} x the budget"},
         {"limit": "SQS standard queue requests/s", "need": sqs_rps, "have": float("inf"), "raise": "none needed (no published limit)"},
     ]
     for lim in limits:
         lim["share"] = lim["need"] / lim["have"] if lim["have"] else float("inf")
+    # the template's own ceiling: what the deployed defaults reach, function by function
+    reach = {"execute": (exec_fn.get("max_concurrency") or esm_max) / exec_s,
+             "deliver": (deliver_fn.get("max_concurrency") or esm_max) / deliver_s,
+             "account quota": account_quota / (exec_s + deliver_s)}
+    aws_limits = [lim for lim in limits if "ESM" not in lim["limit"] and "sweep" not in lim["limit"]]
+    first_aws = max(aws_limits, key=lambda x: x["share"])
+    pixiv_s = compute["pixiv"]["functions"]["execute"]["outside_s_per_cell"]
+    feed = {"pixiv_s_per_cell": pixiv_s, "accounts_for_rate": math.ceil(cells * pixiv_s),
+            "note": f"one account at maxConcurrency 1 serves {1 / pixiv_s:.2f} cells/s ({pixiv_s:.1f} s of Pixiv a cell): "
+                    f"{math.ceil(cells * pixiv_s):,} accounts for {cells:,} cells/s, which Pixiv would not bear; the "
+                    "catalogue source (a pre-fetched catalogue of works, no Pixiv request in the cell) feeds it"}
+    knobs = {exec_param: min(esm_max, math.ceil(exec_need)), deliver_param: min(esm_max, math.ceil(deliver_need)),
+             "ExecuteReservedConcurrency": min(esm_max, math.ceil(exec_need)),
+             "DeliverReservedConcurrency": min(esm_max, math.ceil(deliver_need)),
+             "Concurrent executions quota (L-B99A9384)": math.ceil(lambda_need / 0.8 / 1000) * 1000,
+             # one ESM runs at most 1,000 at once: beyond it the queue itself must be split (not built)
+             "execution queues (ESMs) needed": math.ceil(exec_need / esm_max),
+             "outbox queues (ESMs) needed": math.ceil(deliver_need / esm_max)}
     binding = max(limits + [{"limit": r["key"], "share": r["share"]} for r in rows], key=lambda x: x["share"])
     return {"admissions_per_s": admissions, "cells_per_s": cells, "partitions": rows, "limits": limits,
-            "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "live_slots": live_slots}
+            "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "deliver_s_per_cell": deliver_s,
+            "live_slots": live_slots, "template_reaches_cells_per_s": reach,
+            "template_ceiling": min(reach.values()), "first_binding_aws_limit": first_aws["limit"],
+            "knobs_for_rate": knobs, "feed": feed}
 
 
 # -- cold start ---------------------------------------------------------------------------------------
 
 
-def cold_start(runs: int) -> dict[str, Any]:
+def cold_start(runs: int, quick: bool = False, functions: tuple[str, ...] | None = None) -> dict[str, Any]:
     import coldstart
 
-    return coldstart.measure(runs=runs)
+    return coldstart.measure(runs=runs, quick=quick, functions=functions)
+
+
+LOAD_JSON = HERE / "load.json"
+
+
+def load_figures(quick: bool, cells: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The long run's figures: ``bench/load.json`` as ``make load`` wrote it (100,000 cells), else a
+    shorter run of the same code now (its N is printed and kept in the JSON)."""
+    if not quick and LOAD_JSON.exists():
+        data = json.loads(LOAD_JSON.read_text())
+        data["origin"] = f"make load ({LOAD_JSON.relative_to(ROOT)}, {data.get('generated', 'undated')})"
+        return data
+    n, large = cells or ((100, 10) if quick else (2_000, 60))
+    data = load.measure(n, large_cells=large)
+    data["origin"] = f"measured now ({n:,} cells; `make load` runs the 100,000)"
+    return data
 
 
 # -- printing -----------------------------------------------------------------------------------------
@@ -505,8 +667,13 @@ def render(report: dict[str, Any]) -> str:
     rows = [[lim["limit"], _fmt(lim["need"], 0), "unlimited" if lim["have"] == float("inf") else _fmt(lim["have"], 0),
              "-" if lim["share"] == 0 else f"{lim['share']:.0%}", lim["raise"]] for lim in sc["limits"]]
     add(table(rows, ["limit", "needed", "have", "use", "how it is raised"]))
-    add(f"  binds first: {sc['binds_first']}. Lambda seconds per cell (modelled): {sc['lambda_s_per_cell']:.3f};"
-        f" live slots at once: ~{sc['live_slots']:,}.")
+    add(f"  binds first: {sc['binds_first']}; the first AWS limit: {sc['first_binding_aws_limit']}.")
+    add(f"  Lambda seconds per cell (section 10, catalogue source): execute {sc['lambda_s_per_cell']:.3f}, deliver "
+        f"{sc['deliver_s_per_cell']:.3f}; live slots at once: ~{sc['live_slots']:,}.")
+    wrap("the template as deployed (its defaults) reaches: " + ", ".join(f"{k} {v:,.0f} cells/s" for k, v in
+         sc["template_reaches_cells_per_s"].items()) + f"; so {sc['template_ceiling']:,.0f} cells/s.", "  ")
+    wrap(f"to reach {sc['cells_per_s']:,} cells/s: " + ", ".join(f"{k}={v:,}" for k, v in sc["knobs_for_rate"].items())
+         + f". Fed by: {sc['feed']['note']}.", "  ")
     add("")
 
     mo = report["monthly"]
@@ -530,6 +697,13 @@ def render(report: dict[str, Any]) -> str:
         f"(${a_bill['total']:.2f}; fixed ${a_bill['fixed']:.2f})")
     add(f"  goal (c) <= ${mo['goals']['c_per_million']:.2f} per million cells: "
         f"{'met' if c_bill['per_million_cells'] <= mo['goals']['c_per_million'] else 'NOT met'} (${c_bill['per_million_cells']:.2f})")
+    for b in mo["profiles"]:
+        credit = ", ".join(f"{k} ${v:.2f}" for k, v in b["free_tier"].items() if v)
+        wrap(f"({b['key']}) with the always-free tiers (named, not in the figures above: {credit}): "
+             f"${b['total_with_free_tier']:.2f} a month", "  ", "      ")
+        if b["variants"]:
+            wrap(f"({b['key']}) levers: " + "; ".join(f"{k} ${v['total']:.2f} (${v['per_million_cells']:.2f}/M)"
+                                                    for k, v in b["variants"].items()), "  ", "      ")
     for b in (a_bill, c_bill):
         goal = mo["goals"]["a"] if b["key"] == "a" else mo["goals"]["c_per_million"] * b["cells_per_month"] / 1e6
         if b["total"] > goal:
@@ -537,31 +711,79 @@ def render(report: dict[str, Any]) -> str:
             wrap(f"({b['key']}) is held above its goal most by '{top['name']}' (${top['usd']:.2f}): {HOLDS.get(top['name'], 'see section 3')}",
                  "  ", "      ")
     add(f"  named, not priced: {', '.join(sorted(set(n for b in mo['profiles'] for n in b['named'])))}")
+    tt = mo["steady_state_table"]
+    wrap(f"steady-state table (every item a slot writes expires {report['template']['retention_days']} days on, "
+         f"RetentionDays; + {A['ttl_deletion_lag_days']} days of TTL lag; {mo['ledger_items_per_cell']:.2f} items and "
+         f"{mo['ledger_bytes_per_cell']:,.0f} B a cell, measured): "
+         + "; ".join(f"({k}) {v['items']:,} items, {v['gb']:,.3f} GB" for k, v in tt.items())
+         + "; plus one watch item per schedule and the Pixiv account items.", "  ")
+    wru = {n: report["cells"][n]["per_cell"]["dynamodb"]["wru"] for n in ("1 target", "3 targets", "10 targets") if n in report["cells"]}
+    add("  write units per delivered cell: " + ", ".join(f"{v:.2f} at {n}" for n, v in wru.items()))
     add("")
 
     cs = report["cold_start"]
-    add(f"9. Cold start (fresh interpreter, median of {cs['runs']} runs; ratio to importing {cs['bare_label']} bare)")
+    bare = cs["bare_function"]
+    add(f"9. Cold start that counts: INIT + first invocation, fresh interpreter, from the {cs['from']}, median of "
+        f"{cs['runs']} run(s)")
+    wrap(f"against a bare function: {bare['label']}: INIT {_fmt(bare['import_ms'], 0)} ms + first call "
+         f"{_fmt(bare['first_ms'], 0)} ms = {_fmt(bare['init_first_ms'], 0)} ms", "  ")
+    nan = float("nan")
     rows = []
     for name, m in cs["handlers"].items():
-        rows.append([name, _fmt(m["source_ms"], 0), f"{m['source_ratio']:.2f}x", _fmt(m.get("layer_ms", float("nan")), 0),
-                     f"{m.get('layer_ratio', float('nan')):.2f}x", _fmt(m.get("layer_nopyc_ms", float("nan")), 0),
-                     _fmt(m.get("first_invocation_ms", float("nan")), 0), _fmt(m.get("warm_invocation_ms", float("nan")), 0)])
-    rows.append(["(bare stack)", _fmt(cs["bare_source_ms"], 0), "1.00x", _fmt(cs.get("bare_layer_ms", float("nan")), 0), "1.00x",
-                 _fmt(cs.get("bare_layer_nopyc_ms", float("nan")), 0), "-", "-"])
-    add(table(rows, ["handler", "import ms", "ratio", "built layer ms", "ratio", "layer w/o bytecode ms", "1st invocation ms",
-                     "2nd ms"]))
-    add("  1st invocation: against moto in server mode on 127.0.0.1, so it imports boto3, builds the runtime graph (config,")
-    add("  clients) and the modules its path needs, as a Lambda cold start does after INIT (trigger: a scheduled fire;")
-    add("  execute/deliver: a record for a missing slot/row; stall_sweep: a tick on an empty ledger; job_events: GET /capabilities).")
+        rows.append([name, _fmt(m["init_ms"], 0), _fmt(m["first_invocation_ms"], 0), _fmt(m["init_first_ms"], 0),
+                     f"{m['init_first_ratio']:.2f}x", _fmt(m.get("warm_invocation_ms", nan), 0), _fmt(m.get("layer_ms", nan), 0),
+                     f"{m.get('layer_ratio', nan):.2f}x", _fmt(m.get("layer_nopyc_ms", nan), 0)])
+    rows.append(["(bare function)", _fmt(bare["import_ms"], 0), _fmt(bare["first_ms"], 0), _fmt(bare["init_first_ms"], 0),
+                 "1.00x", _fmt(bare["warm_ms"], 0), _fmt(cs.get("bare_layer_ms") or nan, 0), "1.00x",
+                 _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0)])
+    add(table(rows, ["handler", "INIT ms", "1st invocation ms", "INIT + 1st ms", "ratio", "2nd ms", "import only ms",
+                     "ratio", "w/o bytecode ms"]))
+    add("  1st invocation: against moto in server mode on 127.0.0.1: it builds the runtime graph (config, clients) and")
+    add("  imports the modules its path needs, as on Lambda after INIT (trigger: a scheduled fire; execute/deliver: a")
+    add("  record for a missing slot/row; stall_sweep: a tick on an empty ledger; job_events: GET /capabilities).")
     add(f"  built layer: {cs.get('layer', {}).get('note', 'not built')}")
-    add(f"  goal <= 1.3x: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} (worst {cs['worst_ratio']:.2f}x)")
+    add(f"  goal INIT + 1st <= 1.3x the bare function: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} "
+        f"(worst {cs['worst_ratio']:.2f}x)")
+    add("")
+
+    co = report["compute"]
+    ld = report["load"]
+    add(f"10. Compute from measurement: {ld['cells']:,} cells of {ld['targets_per_slot']}-target slots on the twins "
+        f"(target {ld['target_cells']:,}; {ld['origin']})")
+    add(f"   own CPU = the handler thread's CPU minus the twins' and the source's; Lambda time = CPU / (memory / "
+        f"{load.ONE_VCPU_MB:,} MB) + requests x stated latency + stated Pixiv time")
+    for src, label in (("pixiv", "Pixiv source"), ("catalog", "catalogue source")):
+        model = co[src]
+        rows = []
+        for fn, f in model["functions"].items():
+            m = ld["functions"][fn]
+            rows.append([fn, _fmt(m["cpu_ms_per_cell"], 2), _fmt(ld["cpu_ms_per_mb_per_cell"].get(fn, 0), 2), str(f["memory_mb"]),
+                         f"{f['vcpu_share']:.2f}", _fmt(f["compute_s_per_cell"] * 1000, 1), _fmt(f["aws_s_per_cell"] * 1000, 1),
+                         _fmt(f["outside_s_per_cell"] * 1000, 0), _fmt(f["gb_s_per_cell"], 4),
+                         "-" if f["max_concurrency"] is None else str(f["max_concurrency"]),
+                         "-" if f["cells_per_s"] is None else _fmt(f["cells_per_s"], 1)])
+        add(f"   {label} ({model['work_bytes'] / 1e6:g} MB a work):")
+        add(table(rows, ["function", "CPU ms/cell", "+ms/MB", "MB", "vCPU", "compute ms", "AWS ms", "outside ms",
+                         "GB-s/cell", "max conc.", "cells/s"]))
+        add(f"   GB-s per cell {model['gb_s_per_cell']:.4f}; cells/s at the template's MaximumConcurrency: "
+            f"{_fmt(model['cells_per_s'] or 0, 1)}")
+    px = A["pixiv_seconds_per_cell"]
+    calls = ", ".join(f"{k} {v:g}" for k, v in ld["source_calls_per_cell"].items())
+    wrap(f"assumed, not measured: AWS latency per request ({', '.join(f'{k} {v} ms' for k, v in A['latency_ms'].items())}), "
+         f"S3 upload {A['s3_mb_per_s']} MB/s, Pixiv {px['pacing_s']:g} s per request (the published configs' pacing) and "
+         f"{px['mb_per_s']} MB/s; counted here: source requests per cell {calls}.", "   ")
     return "\n".join(out)
 
 
 # -- main -----------------------------------------------------------------------------------------------
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """``quick``: no 100,000-slot ledger, one cold-start run, a short load run. ``smoke`` (the
+    report's own test): quick, every scenario on the in-memory twins, a 100-slot sweep, the cold
+    start of the trigger function alone against the bare function, a 20-cell load run."""
+    quick = quick or smoke
+    backend = "twin" if smoke else "moto"
     began = time.monotonic()
     facts = template_facts()
     sinks_series: set = set()
@@ -574,14 +796,14 @@ def run(quick: bool = False) -> dict[str, Any]:
     cell_calls: dict[str, list[Call]] = {}
     for label, schedule in (("1 target", "bench-1"), ("3 targets", "morning-tokyo"), ("10 targets", "bench-10"),
                             ("2-route fan-out (3 targets)", "fanout")):
-        m = scenarios.scheduled_slot(schedule, name=label)
+        m = scenarios.scheduled_slot(schedule, name=label, backend=backend)
         collect(m)
         f = figures(m.window, facts, per=m.delivered, scheduler_fires=m.detail["scheduler_fires"])
         cells[label] = {"schedule": schedule, "delivered": m.delivered, "per_cell": f, "dollars": dollars(f)}
         cells_detail[label] = m.detail | {"delivered": m.delivered}
         cell_calls[label] = m.window.calls
 
-    job, page = scenarios.job_end_to_end()
+    job, page = scenarios.job_end_to_end(backend=backend)
     collect(job)
     collect(page)
     jobs = {}
@@ -591,25 +813,28 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     admission = {}
     for n in (1, 10, 90):
-        m = scenarios.admission(n)
+        m = scenarios.admission(n, backend=backend)
         ddb = [c for c in m.window.calls if c.service == "dynamodb"]
         sqs = [c for c in m.window.calls if c.service == "sqs" and c.step != "idle"]
         admission[str(n)] = {"dynamodb": len(ddb), "sqs": len(sqs), "goal_dynamodb": 2, "goal_sqs": math.ceil(n / 10),
                              "ops": dict(Counter(f"{c.service}:{c.op}" for c in ddb + sqs))}
 
-    idle = scenarios.idle_tick()
+    idle = scenarios.idle_tick(backend=backend)
     collect(idle)
     idle_f = figures(idle.window, facts, per=1, scheduler_fires=1)
 
-    sizes = [1_000, 10_000] + ([] if quick else [100_000])
+    sizes = [100] if smoke else [1_000, 10_000] + ([] if quick else [100_000])
     sweep = {}
     for n, m in scenarios.sweep_flatness(sizes).items():
         ddb = [c for c in m.window.calls if c.service == "dynamodb"]
         sweep[str(n)] = {"dynamodb": len(ddb), "rru": sum(c.rru for c in ddb), "wru": sum(c.wru + c.index_wru for c in ddb),
                          "ops": dict(sorted(Counter(c.op for c in ddb).items()))}
 
-    cs = cold_start(runs=3 if quick else 5)
-    first = {k: v.get("first_invocation_ms", 1000) / 1000 for k, v in cs["handlers"].items()}
+    cs = cold_start(runs=3 if quick else 5, quick=quick, functions=("trigger",) if smoke else None)
+    first = {k: v.get("init_first_ms", 1000) / 1000 for k, v in cs["handlers"].items()}  # INIT is billed too
+
+    load_run = load_figures(quick, cells=(20, 10) if smoke else None)
+    compute = {src: load.compute_model(load_run, facts, A, source=src) for src in ("pixiv", "catalog")}
 
     ref_name = "3 targets"
     ref_cells = cells[ref_name]
@@ -627,7 +852,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     floor = floor_statement(ref_cells["per_cell"], lines)
     reference = {"name": f"{ref_name}, demo plan morning-tokyo", "lines": lines, "fixed": fixed_per_m, "all_in": all_in,
                  "engine": all_in - cloudwatch, "orchestration": orchestration, "floor": floor}
-    monthly_bills = monthly_figures(ref_cells, idle_f, first, facts, len(sinks_series), cells_detail)
+    monthly_bills = monthly_figures(ref_cells, idle_f, first, facts, len(sinks_series), cells_detail, load_run, compute)
     report = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "monthly": monthly_bills,
@@ -640,8 +865,13 @@ def run(quick: bool = False) -> dict[str, Any]:
         "admission": admission,
         "idle_tick": idle_f,
         "sweep": sweep,
-        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10),
+        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10, compute),
         "cold_start": cs,
+        "load": {"origin": load_run["origin"], "cells": load_run["run"]["cells"], "target_cells": load_run["target_cells"],
+                 "targets_per_slot": load_run["run"]["targets_per_slot"], "elapsed_s": load_run["run"]["elapsed_s"],
+                 "functions": load_run["run"]["functions"], "cpu_ms_per_mb_per_cell": load_run["cpu_ms_per_mb_per_cell"],
+                 "source_calls_per_cell": load_run["run"]["source_calls_per_cell"]},
+        "compute": compute,
         "metric_series": len(sinks_series),
     }
     report["elapsed_s"] = time.monotonic() - began
@@ -662,8 +892,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=str(HERE / "report.json"), help="where to write the JSON report")
     parser.add_argument("--quick", action="store_true", help="skip the 100,000-slot ledger; fewer cold-start runs")
+    parser.add_argument("--smoke", action="store_true", help="the cheapest run that fills every section (the report's test)")
     args = parser.parse_args(argv)
-    report = run(quick=args.quick)
+    report = run(quick=args.quick, smoke=args.smoke)
     text = render(report)
     Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     print(text)

@@ -452,15 +452,41 @@ def test_drain_endpoint_rejects_a_missing_or_wrong_token(make_runtime, downstrea
     assert sorted((i.outbox_status, i.attempts) for i in state(rt).intents) == [("retry_wait", 1)] * 3
 
 
-def test_drain_endpoint_processes_due_rows_and_reports_counters(make_runtime, downstream):
+NOTHING_QUEUED = {"queued": 0, "kinds": {"delivery": 0, "event_callback": 0, "notification": 0}, "unsent": 0}
+
+
+def test_drain_endpoint_queues_due_rows_for_the_deliver_function(make_runtime, downstream):
+    """The drain route hands every due row to the deliver function's queue and sends nothing
+    itself (issue 21: trigger holds no route secret). The rows' held retries are lost first, so
+    only the drain's messages can deliver them; draining twice queues twice, and the rows' own
+    claims still send each once."""
     rt = _three_due_rows(make_runtime, downstream)
+    assert rt.pumps["deliver"].lose_held() == 3
     downstream.queue("commit", FIVE_HUNDRED, (400, {"error": "rejected"}))
-    status, body = rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)
-    assert (status, body) == (200, {"status": "ok", "result": {"processed": 3, "done": 1, "retried": 1, "dead": 1}})
-    _assert_one_done_one_retried_one_dead(rt, downstream)
-    status, body = rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)
-    assert (status, body["result"]) == (200, {"processed": 0, "done": 0, "retried": 0, "dead": 0})
+    three = {**NOTHING_QUEUED, "queued": 3, "kinds": {**NOTHING_QUEUED["kinds"], "delivery": 3}}
+    assert rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN) == (200, {"status": "ok", "result": three})
+    assert len(downstream.requests) == 3  # the trigger function talked to no route
+    assert rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)[1]["result"] == three  # still due
+    assert rt.pump() == 6
+    _assert_one_done_one_retried_one_dead(rt, downstream)  # 6 requests: each row sent once
+    assert rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN) == (200, {"status": "ok", "result": NOTHING_QUEUED})
+    rt.pump()
     assert len(downstream.requests) == 6
+
+
+def test_drain_endpoint_leaves_a_claimed_row_to_its_worker(make_runtime, downstream):
+    rt = _three_due_rows(make_runtime, downstream)
+    rt.pumps["deliver"].lose_held()
+    busy = state(rt).intents[0]
+    assert rt.engine.ledger.claim_intent(busy, "dlv-other-worker", rt.clock.now_ms(), 120 * SECOND) is not None
+    status, body = rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)
+    assert (status, body["result"]["queued"], body["result"]["kinds"]["delivery"]) == (200, 2, 2)
+    downstream.queue("commit", "commit")
+    rt.pump()
+    assert len(downstream.requests) == 5
+    rows = {i.idempotency_key: i for i in state(rt).intents}
+    assert (rows[busy.idempotency_key].outbox_status, rows[busy.idempotency_key].attempts) == ("processing", 1)
+    assert sorted(i.outbox_status for k, i in rows.items() if k != busy.idempotency_key) == ["done", "done"]
 
 
 def test_drain_service_counters_behind_the_endpoint(make_runtime, downstream):

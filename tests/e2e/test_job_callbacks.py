@@ -168,22 +168,42 @@ def test_a_crash_before_the_terminal_event_is_repaired_by_the_sweep(make_runtime
         assert rt.sweep()["jobsRepaired"] == 0
 
 
+def _job_whose_callback_messages_were_lost(make_runtime, monkeypatch, receiver):
+    """The event rows and their callback rows commit together; every SQS message after them is lost."""
+    rt = runtime(make_runtime)
+    queues = rt.engine.queues
+    real_send = queues.send_outbox
+    monkeypatch.setattr(queues, "send_outbox", lambda messages: [
+        i for i, m in enumerate(messages) if m.body["kind"] == "event_callback"] or real_send(messages))
+    post_job(rt, task(callback_url=receiver.url))
+    rt.pump()
+    assert receiver.received == []
+    monkeypatch.setattr(queues, "send_outbox", real_send)
+    return rt
+
+
 def test_a_lost_callback_message_is_re_driven_by_the_sweep(make_runtime, downstream, monkeypatch):
-    """The event row and its callback row commit together; the SQS message after them is lost."""
     with Receiver() as receiver:
-        rt = runtime(make_runtime)
-        queues = rt.engine.queues
-        real_send = queues.send_outbox
-        monkeypatch.setattr(queues, "send_outbox", lambda messages: [
-            i for i, m in enumerate(messages) if m.body["kind"] == "event_callback"] or real_send(messages))
-        post_job(rt, task(callback_url=receiver.url))
-        rt.pump()
-        assert receiver.received == []
-        monkeypatch.setattr(queues, "send_outbox", real_send)
+        rt = _job_whose_callback_messages_were_lost(make_runtime, monkeypatch, receiver)
         rt.clock.advance(3 * 60_000)  # past the 120 s re-drive grace
         rt.sweep()
         rt.pump()
         assert sorted(receiver.event_types()) == ["job.accepted", "job.started", "job.succeeded"]
+
+
+def test_the_drain_route_queues_due_callbacks_for_the_deliver_function(make_runtime, downstream, monkeypatch):
+    """POST /internal/outbox/drain sends no callback itself (issue 21: trigger holds no signing
+    secret): it queues the due callback rows at once, no re-drive grace, and deliver posts them."""
+    from conftest import TRIGGER_TOKEN
+
+    with Receiver() as receiver:
+        rt = _job_whose_callback_messages_were_lost(make_runtime, monkeypatch, receiver)
+        status, body = rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)
+        assert (status, body["result"]["kinds"]["event_callback"], body["result"]["queued"]) == (200, 3, 3)
+        assert receiver.received == []  # queued, not sent, by the trigger function
+        rt.pump()
+        assert sorted(receiver.event_types()) == ["job.accepted", "job.started", "job.succeeded"]
+        assert {r.status for r in rows(rt).values()} == {"done"}
 
 
 def test_no_signing_secret_dead_letters_instead_of_sending_unsigned(make_runtime, downstream):

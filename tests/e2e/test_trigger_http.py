@@ -272,8 +272,8 @@ def test_correlation_headers_never_change_identity(make_runtime):
 
 def test_drain_reports_its_counters(make_runtime):
     rt = make_runtime()
-    assert rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN) == (
-        200, {"status": "ok", "result": {"processed": 0, "done": 0, "retried": 0, "dead": 0}})
+    assert rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN) == (200, {"status": "ok", "result": {
+        "queued": 0, "kinds": {"delivery": 0, "event_callback": 0, "notification": 0}, "unsent": 0}})
 
 
 # -- POST /internal/targets/{id}/refetch ---------------------------------------------------------------

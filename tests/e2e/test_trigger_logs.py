@@ -150,7 +150,7 @@ def test_other_routes_log_one_outcome_line_each(make_runtime, logs, monkeypatch)
     cases = [
         ("GET", "/health", None, None, 200, "http.health", {}),
         ("GET", "/internal/schedules", None, TRIGGER_TOKEN, 200, "schedule.listed", {"count": 3}),
-        ("POST", "/internal/outbox/drain", None, TRIGGER_TOKEN, 200, "outbox.drained", {"processed": 0}),
+        ("POST", "/internal/outbox/drain", None, TRIGGER_TOKEN, 200, "outbox.drained", {"queued": 0, "unsent": 0}),
         ("GET", "/internal/nowhere", None, TRIGGER_TOKEN, 404, "http.not_found", {}),
         ("GET", status_path, None, JOBS_TOKEN, 404, "schedule.refetch_not_found", {"trigger_source": "manual"}),
         ("POST", refetch, {"requestId": "bad"}, JOBS_TOKEN, 400, "schedule.refetch_rejected", {}),

@@ -18,6 +18,7 @@ from chaos_support import Chaos, Rates, dlq_depths
 from pixivflow.domain.ack import parse_idempotency_key
 from pixivflow.domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from pixivflow.domain.model import ACTIONABLE_OUTBOX, CONFIRMED_LEDGER
+from pixivflow.domain.protocol import CANCELLED_REASON
 
 CONVERGE_MS = 8 * 3_600_000
 SUMMARY = "execution.summary"
@@ -121,12 +122,16 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
                     else:
                         problems.append(f"[7] {cell.status} cell {where}: outbox row {i.idempotency_key} still "
                                         f"{i.outbox_status} (due {i.next_attempt_at}, attempts {i.attempts}/{i.max_attempts})")
-            # 3b. a downstream record whose cell did not end submitted (posted, yet reported as not delivered)
-            # (fan-out: a route whose row failed fails the cell while another route holds the work --
-            # spec §10.3; that is a reported partial delivery, not a lie)
+            # 3b. a downstream record whose cell did not end submitted (posted, yet reported as not delivered).
+            # The one exception is a consumer's cancel (spec §12.7, README "Cancel"): it fails every open
+            # cell, also one whose post was in flight or already answered but not yet rolled up; whether
+            # such a post came before the commit is oracle_jobs' [cancel] rule. And fan-out: a route whose
+            # row failed fails the cell while another route holds the work (spec §10.3), a reported
+            # partial delivery, not a lie.
+            cancelled = cell.status == CellStatus.FAILED and cell.terminal_reason_code == CANCELLED_REASON
             for i in intents:
                 partial = any(j.route != i.route and j.status == "failed" for j in intents)
-                if i.idempotency_key in records and cell.status != CellStatus.SUBMITTED and not partial:
+                if i.idempotency_key in records and cell.status != CellStatus.SUBMITTED and not cancelled and not partial:
                     problems.append(f"[3] downstream holds {i.idempotency_key} but cell {where} ended {cell.status} "
                                     f"({cell.terminal_reason_code}); intent {i.status}/{i.outbox_status}")
         # 5. exactly one execution.summary per terminal slot

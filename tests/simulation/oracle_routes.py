@@ -123,8 +123,12 @@ def _notifications(world: Any) -> list[str]:
             if row.status not in DONE_OR_DEAD and not (row.status == "retry_wait" and row.next_attempt_at > now):
                 problems.append(f"[R3] notification {row.key} is still {row.status} (attempts {row.attempts}/{row.max_attempts})")
             payload = row.payload or {}
-            want = (notice_key("/v1/schedule/outcomes", payload["scheduleOutcome"]) if payload.get("scheduleOutcome")
-                    else row.key)
+            if payload.get("refetchOutcome"):  # a manual refetch's verdict (the jobs' refetches)
+                want = notice_key("/v1/refetch/outcomes", payload["refetchOutcome"])
+            elif payload.get("scheduleOutcome"):
+                want = notice_key("/v1/schedule/outcomes", payload["scheduleOutcome"])
+            else:
+                want = row.key
             if row.status == "done" and not received[want]:
                 problems.append(f"[R3] notification {row.key} is done but the receiver never accepted it")
     return problems

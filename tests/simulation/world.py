@@ -36,11 +36,14 @@ from typing import Any, Callable
 
 from baton import Baton, Invocation, stepped_factory
 from chaos_support import Chaos, Rates, dlq_depths
+from jobs_world import JobsActor
 from oracle import CONVERGE_MS, SeedResult, check_invariants, check_outcome_lines
+from oracle_jobs import check_jobs
 
 MINUTE_MS = 60_000
 VISIBILITY_S = 360  # template.yaml: both queues' VisibilityTimeout (>= 6 x the function timeout)
 MAX_CONCURRENCY = 3  # batches of one queue handled at once (the ESM's MaximumConcurrency is 10)
+FUNCTION_TIMEOUT_MS = {"execute": 60_000, "deliver": 60_000}  # template.yaml: ExecuteFunction, DeliverFunction
 WINDOW_MS = 20 * MINUTE_MS  # fires are taken from [start, start + WINDOW_MS)
 IDLE_JUMP_MS = 5 * MINUTE_MS  # when nothing runs, the clock jumps at most this far (one sweep per jump)
 
@@ -79,8 +82,53 @@ def _config(path: str) -> tuple[Any, Any, Any]:
 
 
 def sim_config(cfg: dict) -> None:
-    """``write_config`` mutator: the demo config with the simulation's schedules."""
+    """``write_config`` mutator: the demo config with the simulation's schedules, and the loopback
+    host the consumers' callback receiver lives on (``jobs_world``; local development only)."""
     cfg["schedules"] = [dict(s) for s in SIM_SCHEDULES]
+    cfg["jobs"] = {"callbackAllowHosts": ["127.0.0.1"]}
+
+
+class SimLambdaContext:
+    """A Lambda context whose remaining time runs on the virtual clock from the invocation's start
+    (``get_remaining_time_in_millis``): an invocation paused for minutes has no time left, so the
+    outbox worker hands its records back unclaimed (issue 21: "cannot start in time"). The deliver
+    handler keeps the method on the shared engine while it runs; in the simulation several
+    deliverers share one engine, so the method answers for whichever invocation calls it."""
+
+    def __init__(self, name: str, clock: Any, timeout_ms: int, started: dict[int, int]) -> None:
+        from pixivflow.local.lambda_context import context_for
+
+        self._base = context_for(name)
+        self._clock = clock
+        self._timeout_ms = timeout_ms
+        self._started = started  # thread id -> virtual ms its invocation started (the world's, shared)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def get_remaining_time_in_millis(self) -> int:
+        import threading
+
+        started = self._started.get(threading.get_ident())
+        if started is None:
+            return self._timeout_ms
+        return started + self._timeout_ms - self._clock.now_ms()
+
+
+def _per_invocation_remaining_time(engine: Any) -> None:
+    """The deliver handler keeps its context's remaining-time reader on the engine while it runs
+    (and clears it at its end). A Lambda container runs one invocation at a time; the simulation's
+    deliverers share one engine, so the attribute is made per invocation thread here, or one
+    deliverer's end would take the deadline from another that is still sending."""
+    import threading
+
+    local = threading.local()
+
+    class PerInvocation(type(engine)):  # type: ignore[misc]
+        remaining_ms = property(lambda self: getattr(local, "remaining_ms", None),
+                                lambda self, value: setattr(local, "remaining_ms", value))
+
+    engine.__class__ = PerInvocation
 
 
 @dataclass(frozen=True)
@@ -135,10 +183,10 @@ class Esm:
         if not records:
             return True
         event = {"Records": records}
-        from pixivflow.local.lambda_context import context_for
-
         handler, name = self.handler, self.name
-        world.baton.spawn(name, lambda: handler(event, context_for(name)), on_end=lambda inv: self._ended(inv, records))
+        context = SimLambdaContext(name, world.clock, FUNCTION_TIMEOUT_MS[name], world.started)
+        inv = world.baton.spawn(name, lambda: handler(event, context), on_end=lambda inv: self._ended(inv, records))
+        world.started[inv.thread.ident] = now
         return True
 
     def _ended(self, inv: Invocation, records: list[dict]) -> None:
@@ -165,7 +213,7 @@ class World:
         self.downstream = downstream
         self.seed = seed
         self.rates = rates or WorldRates()
-        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("baton", "world", "sqs")}
+        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("baton", "world", "sqs", "jobs", "callbacks")}
         self.baton = Baton(self.clock, self.rng["baton"], switch=self.rates.switch, death=self.rates.death,
                            pause=self.rates.pause)
         self.chaos = Chaos(rt, downstream, seed, self.rates.chaos)  # the downstream's faults and the trace
@@ -175,6 +223,8 @@ class World:
         self.esms: dict[str, Esm] = {}
         self.fired: list[tuple[str, int, Any]] = []
         self.faulty = True
+        self.jobs = JobsActor(self)  # the Protocol v1 consumers and their callback receiver
+        self.started: dict[int, int] = {}  # SimLambdaContext: invocation thread -> its start (virtual ms)
 
     # -- set-up ----------------------------------------------------------------------------------
     def install(self) -> "World":
@@ -187,19 +237,33 @@ class World:
         # The engine is built anew, on stepped clients; the config is parsed once per worker process
         # (a YAML parse per seed was a fifth of a seed's time).
         config, source, transport = _config(self.rt.config_path)
-        runtime.override(clock=self.clock, config=config, source=source, transport=transport)
+        runtime.override(**{"clock": self.clock, "config": config, "source": source, "transport": transport,
+                            **self.jobs.overrides(), **self.collaborators(transport)})
         self.rt.engine  # noqa: B018 - built here, in the main thread, before any invocation runs
+        self.jobs.spy(self.rt.engine)
+        _per_invocation_remaining_time(self.rt.engine)
         self.esms = {name: Esm(self, name) for name in ("execute", "deliver")}
-        self.downstream.state.responder = self.chaos._respond  # noqa: SLF001
+        self.downstream.state.responder = self._respond
         self.chaos.active = True
         return self
+
+    def _respond(self, req: Any) -> Any:
+        """The downstream's answer: noted (time, key) for the cancel rule, then the chaos's faults."""
+        self.jobs.on_downstream(req)
+        return self.chaos._respond(req)  # noqa: SLF001 - None (the default answer) once the faults stop
 
     def uninstall(self) -> None:
         from pixivflow import aws
 
         aws.set_factory(self._previous_factory)
+        self.jobs.unspy()
 
     # -- hooks of a world variant (world_routes, world_pixiv) ---------------------------------------
+    def collaborators(self, transport: Any) -> dict[str, Any]:
+        """runtime.override values of the variant (its route transport, its work source), given the
+        worker's HTTP transport; called with the stepped clients installed, before the engine is built."""
+        return {}
+
     def delivered(self) -> Any:
         """What the oracle reads as the downstream's records (``.records``: idempotency key -> record)."""
         return self.downstream
@@ -263,6 +327,8 @@ class World:
         elif ev.kind == "retry":
             schedule_id, at, retry = ev.payload
             self._fire(schedule_id, at, retry=retry)
+        elif ev.kind.startswith("job."):
+            self.jobs.dispatch(ev.kind, ev.payload)
 
     # -- SQS on the way --------------------------------------------------------------------------
     def on_the_way(self, esm: Esm, messages: list[dict]) -> list[dict]:
@@ -336,8 +402,9 @@ class World:
         self.baton.death = 0.0
         self.baton.pause = 0.0
         self.chaos.active = False
-        self.downstream.state.responder = None
-        self.events = [e for e in self.events if e.kind == "retry"]  # a retry owed is still owed
+        self.jobs.receiver.active = False
+        # A retry owed is still owed: Scheduler's, and a consumer's retried POST or cancel.
+        self.events = [e for e in self.events if e.kind in ("retry", "job.post", "job.cancel")]
         heapq.heapify(self.events)
 
 
@@ -348,6 +415,7 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
     try:
         rng = world.rng["world"]
         world.schedule_fires(start_ms, start_ms + WINDOW_MS)
+        world.jobs.schedule(start_ms, start_ms + WINDOW_MS)
         cut = start_ms + WINDOW_MS + rng.randint(0, 15) * MINUTE_MS  # faults stop mid-flight
         world.run(cut)
         world.stop_faults()
@@ -358,9 +426,10 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
         world.chaos.trace.extend(world.baton.deaths)
         problems, by_status, budget_rows = check_invariants(rt, world.delivered(), world.chaos)
         problems += check_outcome_lines(rt, world.chaos, outcomes)
+        problems += check_jobs(rt, world.jobs)
         problems += world.check()
         admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
-        slots = sum(by_status.values())
+        slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
         if slots != len(admitted):
             problems.append(f"[0] {len(admitted)} admitted occurrences made {slots} slots")
         faults = Counter(world.counts) + Counter({k: v for k, v in world.baton.counts.items() if not k.startswith("spawn.")})

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 from baton import Baton, Invocation, SteppedClient, _local, stepped_factory
-from world import SIM_SCHEDULES, World, WorldRates
+from world import World, WorldRates, sim_config
 
 ACCOUNT = "main"
 MAX_CONCURRENCY = 1  # pixivflow.production.json's account setting: the tightest bound, the most contention
@@ -60,7 +60,7 @@ def pixiv_config(base_url: str) -> Any:
         cfg["download"] = {"requestDelay": 0}
         cfg["schedulerRuntime"]["resourceGovernance"] = {"pixivAccounts": {ACCOUNT: {"maxConcurrency": MAX_CONCURRENCY}}}
         cfg["targets"] = [{**t, "storageMode": "cache", "delivery": {"target": "review"}} for t in PIXIV_TARGETS]
-        cfg["schedules"] = [dict(s) for s in SIM_SCHEDULES]
+        sim_config(cfg)  # the schedules and the consumers' callback host
 
     return mutate
 
@@ -270,36 +270,36 @@ class PixivWorld(World):
         self.initial_token = ""
 
     def install(self) -> "PixivWorld":
-        from pixivflow import aws
-
         super().install()
+        self._watch_due_times(self.rt.engine.ledger)
+        return self
+
+    def collaborators(self, transport: Any) -> dict[str, Any]:
+        from pixivflow import aws
+        from pixivflow.adapters.pixiv import DynamoPixivAccounts, build_source
+        from pixivflow.adapters.pixiv.secrets import SecretResolver
+
+        from world import _config
+
         fake = self.fake
         _reset(fake)
         self.initial_token = next(iter(fake._refresh_tokens))  # noqa: SLF001
         self.ssm.values[TOKEN_PARAMETER] = (self.initial_token, 1)
         cloud, ssm = self.rt.cloud, SteppedClient(self.ssm, "ssm")
         inner = stepped_factory(cloud.client)
-        aws.set_factory(lambda service, **kw: ssm if service == "ssm" else inner(service, **kw))
-        import pixivflow.runtime as runtime
-        from pixivflow.adapters.pixiv import DynamoPixivAccounts, build_source
-        from pixivflow.adapters.pixiv.secrets import SecretResolver
-
-        from world import _config
-
+        aws.set_factory(lambda service, **kw: ssm if service == "ssm" else inner(service, **kw))  # uninstall restores
         config = _config(self.rt.config_path)[0]
-        clock, transport = self.clock, PixivTransport(self, _config(self.rt.config_path)[2])  # one per worker: no CA load per seed
+        clock, pixiv = self.clock, PixivTransport(self, transport)  # the worker's: no CA load per seed
 
         def container() -> Any:
             return build_source(config, now_ms=clock.now_ms, uniform=self.rng["uniform"].random,
                                 store=DynamoPixivAccounts(aws.client("dynamodb"), self.rt.env["LEDGER_TABLE"]),
                                 sleep=lambda s: clock.advance(int(s * 1000)),
                                 resolver=SecretResolver(ssm=lambda: aws.client("ssm"), sleep=lambda s: clock.advance(int(s * 1000))),
-                                transport=transport)
+                                transport=pixiv)
 
         self.containers = Containers(container)
-        runtime.override(source=self.containers)
-        self._watch_due_times(self.rt.engine.ledger)
-        return self
+        return {"source": self.containers}
 
     def _watch_due_times(self, ledger: Any) -> None:
         """Note each deferral's due time; a sweep re-dispatch before it is a violation ([P3])."""

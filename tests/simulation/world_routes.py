@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from baton import _local
 from oracle_routes import check_routes, delivered_records
-from world import SIM_SCHEDULES, World, WorldRates
+from world import World, WorldRates, sim_config
 
 from pixivflow.local.route_fakes import FakeControlPlane, FakeTelegram, Request, TelePostReceiver, _Reject
 
@@ -114,7 +114,7 @@ ROUTES: dict[str, dict[str, Any]] = {
 
 def routes_config(cfg: dict[str, Any]) -> None:
     """``write_config`` mutator: the simulation's schedules, the targets fanned out to the routes."""
-    cfg["schedules"] = [dict(s) for s in SIM_SCHEDULES]
+    sim_config(cfg)  # the schedules and the consumers' callback host
     for target in cfg["targets"]:
         routes = TARGET_ROUTES[target["id"]]
         target["delivery"] = {"targets": list(routes)} if len(routes) > 1 else {"target": routes[0]}
@@ -274,15 +274,8 @@ class RoutesWorld(World):
         self.rng["routes"] = random.Random(f"{seed}:routes")
         self.fakes = RouteFakes()
 
-    def install(self) -> "RoutesWorld":
-        super().install()
-        import pixivflow.runtime as runtime
-
-        from world import _config
-
-        runtime.override(transport=RouteTransport(self, _config(self.rt.config_path)[2]))
-        self.rt.engine  # noqa: B018 - rebuilt on the stepped transport, in the main thread
-        return self
+    def collaborators(self, transport: Any) -> dict[str, Any]:
+        return {"transport": RouteTransport(self, transport)}
 
     def uninstall(self) -> None:
         super().uninstall()

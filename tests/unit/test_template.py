@@ -190,6 +190,9 @@ def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -
     assert not {k for k in env if k.endswith(("_PARAMETER", "_SECRETS_PATH"))}
     assert env["RETENTION_DAYS"] == {"Ref": "RetentionDays"}
     assert tpl["Parameters"]["RetentionDays"]["Default"] == 30
+    # PixivFlow's switch for a legacy scheduler block reaches every function (issue 22); blank = unset
+    assert env["PIXIV_SCHEDULER_ENABLED"] == {"Ref": "PixivSchedulerEnabled"}
+    assert tpl["Parameters"]["PixivSchedulerEnabled"]["Default"] == ""
 
 
 def test_execute_sees_the_artifact_bucket(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
@@ -304,7 +307,7 @@ def _sqs_consumers(resources: dict[str, Any]) -> dict[str, tuple[str, dict[str, 
     return consumers
 
 
-def test_sqs_consumers_report_partial_failures(resources: dict[str, Any]) -> None:
+def test_sqs_consumers_report_partial_failures(tpl: dict[str, Any], resources: dict[str, Any]) -> None:
     consumers = _sqs_consumers(resources)
     assert {q: c[0] for q, c in consumers.items()} == {
         "ExecutionQueue": "ExecuteFunction",
@@ -313,7 +316,13 @@ def test_sqs_consumers_report_partial_failures(resources: dict[str, Any]) -> Non
     for queue, (_, event) in consumers.items():
         assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], queue
         assert 1 <= event["BatchSize"] <= 10, queue
-        assert event["ScalingConfig"]["MaximumConcurrency"] >= 2, queue
+        # a parameter each (issue 25: the values that reach a rate are named by make bench), within
+        # the event source mapping's range of 2 to 1,000, 10 by default
+        knob = event["ScalingConfig"]["MaximumConcurrency"]
+        name = knob["Ref"]
+        param = tpl["Parameters"][name]
+        assert (param["Type"], param["Default"], param["MinValue"], param["MaxValue"]) == ("Number", 10, 2, 1000), queue
+        assert evaluate(tpl, knob, parameters(tpl, **{name: 400})) == 400, queue
 
 
 def test_visibility_timeout_is_six_times_the_consumer_timeout(
@@ -529,13 +538,13 @@ def _ssm_parameters(resources: dict[str, Any], logical_id: str) -> set[str]:
 def test_ssm_grants_name_only_the_parameters_each_function_reads(
     tpl: dict[str, Any], resources: dict[str, Any]
 ) -> None:
-    # Route tokens (a route's tokenParameter) are read only where deliveries are sent:
-    # deliver, and trigger's drain route. They live below one path, never account-wide.
-    # The job event callback signing secret likewise: deliver, and the drain route that may send them.
-    # The Pixiv account secrets have a path of their own, read by execute alone (issue 21).
+    # Each function's SSM read paths (issue 21, README "Security"): route tokens (a route's
+    # tokenParameter) and the job event callback signing secret are read only where deliveries
+    # and callbacks are sent: deliver. trigger's drain route queues due rows for deliver, so
+    # trigger reads its config and its two bearer tokens only. The Pixiv account secrets have a
+    # path of their own, read by execute alone.
     assert _ssm_parameters(resources, "TriggerFunction") == {
-        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName", "RouteSecretsPath}/*",
-        "CallbackSigningSecretParameterName"}
+        "ConfigParameterName", "TriggerTokenParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "JobEventsFunction") == {"ConfigParameterName", "JobsTokenParameterName"}
     assert _ssm_parameters(resources, "DeliverFunction") == {"ConfigParameterName", "RouteSecretsPath}/*",
                                                             "CallbackSigningSecretParameterName"}
@@ -551,13 +560,14 @@ def test_ssm_grants_name_only_the_parameters_each_function_reads(
 def test_only_execute_writes_artifacts(resources: dict[str, Any]) -> None:
     assert allowed(resources, "ExecuteFunction", "s3:PutObject") == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}]
     # The routes that upload or link files read them, and delete them once delivered
-    # (deleteAfterDelivery): deliver, and trigger's drain route. Nobody else touches the bucket.
-    for lid in ("DeliverFunction", "TriggerFunction"):
+    # (deleteAfterDelivery): deliver alone (trigger's drain route only queues rows for it).
+    # Nobody else touches the bucket.
+    for lid in ("DeliverFunction",):
         assert "s3:PutObject" not in json.dumps(inline_statements(resources, lid)), lid
         for action in ("s3:GetObject", "s3:DeleteObject"):
             assert allowed(resources, lid, action) == [{"Fn::Sub": "${ArtifactBucket.Arn}/*"}], (lid, action)
         assert allowed(resources, lid, "s3:ListBucket") == [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}], lid
-    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction", "TriggerFunction"}:
+    for lid in set(FUNCTIONS) - {"ExecuteFunction", "DeliverFunction"}:
         assert "s3:" not in json.dumps(inline_statements(resources, lid)), lid
 
 
@@ -571,8 +581,7 @@ SECRET_ENV = {
 
 
 @pytest.mark.parametrize("logical_id, names", [
-    ("TriggerFunction", {"TRIGGER_TOKEN_PARAMETER", "JOBS_TOKEN_PARAMETER", "ROUTE_SECRETS_PATH",
-                         "CALLBACK_SIGNING_SECRET_PARAMETER"}),
+    ("TriggerFunction", {"TRIGGER_TOKEN_PARAMETER", "JOBS_TOKEN_PARAMETER"}),
     ("ExecuteFunction", {"PIXIV_SECRETS_PATH"}),
     ("DeliverFunction", {"ROUTE_SECRETS_PATH", "CALLBACK_SIGNING_SECRET_PARAMETER"}),
     ("StallSweepFunction", set()),
@@ -828,12 +837,15 @@ def test_no_resource_requires_reserved_concurrency(tpl: dict[str, Any], resource
              if "ReservedConcurrentExecutions" in (r.get("Properties") or {})}
     for lid, value in found.items():
         assert evaluate(tpl, value, default) is NO_VALUE, lid
-    assert tpl["Parameters"]["SweepReservedConcurrency"]["Default"] == ""
-    assert set(found) == {"StallSweepFunction"}
-    reserved = parameters(tpl, SweepReservedConcurrency="1")
-    assert evaluate(tpl, found["StallSweepFunction"], reserved) == "1"  # one parameter away
-    pattern = re.compile(tpl["Parameters"]["SweepReservedConcurrency"]["AllowedPattern"])
-    assert pattern.fullmatch("") and pattern.fullmatch("1") and not pattern.fullmatch("0")
+    knobs = {"StallSweepFunction": "SweepReservedConcurrency", "ExecuteFunction": "ExecuteReservedConcurrency",
+             "DeliverFunction": "DeliverReservedConcurrency"}
+    assert set(found) == set(knobs)
+    for lid, name in knobs.items():
+        assert tpl["Parameters"][name]["Default"] == "", name
+        reserved = parameters(tpl, **{name: "1"})
+        assert evaluate(tpl, found[lid], reserved) == "1", name  # one parameter away
+        pattern = re.compile(tpl["Parameters"][name]["AllowedPattern"])
+        assert pattern.fullmatch("") and pattern.fullmatch("1") and not pattern.fullmatch("0"), name
 
 
 def test_the_sweep_lease_outlives_every_tick_and_its_watches_are_one_batch_read(

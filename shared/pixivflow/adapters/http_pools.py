@@ -1,9 +1,11 @@
 """The two trust classes of outgoing HTTP, one connection policy each (issue 21; DESIGN §11).
 
-* **Operator routes** (``delivery.targets`` / PixivFlow routes the operator configured): the
-  route channel's own pool, one ``httpx.Client`` per timeout for the channel's life
-  (``adapters.routes.http.Http``, ``adapters.webhook``), so warm invocations reuse their
-  connections to the operator's own endpoints; a dropped channel closes them.
+* **Operator routes** (``delivery.targets`` / PixivFlow routes the operator configured): ONE pool
+  per route channel (:class:`OperatorPool`), one ``httpx.Client`` per timeout for the channel's
+  life, shared by every route family (``adapters.webhook``'s ``kind: webhook`` and
+  ``adapters.routes.http.Http``'s PixivFlow routes), so warm invocations reuse their connections
+  to the operator's own endpoints whichever route opened them; a dropped channel closes it
+  (``runtime.reset()`` → ``RouteChannel.close``).
 * **Consumer callbacks** (a ``callback_url`` a client of the jobs API supplied: untrusted): every
   request gets a transport of its own (:func:`consumer_transport`) that keeps NO connection
   alive. The callback sender connects to the vetted IP address with the URL's host in ``Host``
@@ -23,11 +25,39 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ssl
+import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
 import httpcore
 import httpx
+
+class OperatorPool:
+    """The operator-routes pool: one ``httpx.Client`` per timeout, made on first use and kept until
+    :meth:`close`. Thread-safe (the dev server's deliver thread and a readiness probe may ask at
+    once). Redirects are never followed: a route's URL is the operator's, a Location is not."""
+
+    def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
+        self._transport = transport
+        self._clients: dict[float, httpx.Client] = {}
+        self._lock = threading.Lock()
+
+    def client(self, timeout_s: float) -> httpx.Client:
+        with self._lock:
+            client = self._clients.get(timeout_s)
+            if client is None:
+                timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
+                client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
+                self._clients[timeout_s] = client
+            return client
+
+    def close(self) -> None:
+        """Close every client and its kept-alive connections; a later request opens new ones."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("pixivflow_http_deadline", default=None)
 
@@ -104,4 +134,4 @@ def consumer_transport() -> httpx.BaseTransport:
     return transport
 
 
-__all__ = ["consumer_transport", "deadline"]
+__all__ = ["OperatorPool", "consumer_transport", "deadline"]

@@ -8,24 +8,19 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from ..ports import DeliveryResponse
+from .http_pools import OperatorPool
 
 
 class WebhookChannel:
-    """Sends deliveries to the routes of ``delivery.targets``. Transport errors raise httpx errors."""
+    """Sends deliveries to the routes of ``delivery.targets``. Transport errors raise httpx errors.
+    Its connections come from the operator-routes pool (``adapters.http_pools``), shared with the
+    PixivFlow routes of the same channel; without one it makes its own."""
 
-    def __init__(self, routes: Callable[[str], Any], token_for: Callable[[Any], str | None], *, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, routes: Callable[[str], Any], token_for: Callable[[Any], str | None], *,
+                 transport: httpx.BaseTransport | None = None, pool: OperatorPool | None = None) -> None:
         self._routes = routes
         self._token_for = token_for
-        self._transport = transport
-        self._clients: dict[float, httpx.Client] = {}
-
-    def _client(self, timeout_s: float) -> httpx.Client:
-        client = self._clients.get(timeout_s)
-        if client is None:
-            timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
-            client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
-            self._clients[timeout_s] = client
-        return client
+        self._pool = pool if pool is not None else OperatorPool(transport)
 
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
         config = self._routes(route)
@@ -35,7 +30,7 @@ class WebhookChannel:
         token = self._token_for(config)
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        response = self._client(config.timeoutMs / 1000).post(config.url, content=json.dumps(payload), headers=headers)
+        response = self._pool.client(config.timeoutMs / 1000).post(config.url, content=json.dumps(payload), headers=headers)
         text = response.text
         try:
             body: Any = response.json()
@@ -44,6 +39,4 @@ class WebhookChannel:
         return DeliveryResponse(status=response.status_code, body=body, text=text[:2000])
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._pool.close()

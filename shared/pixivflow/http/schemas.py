@@ -81,13 +81,21 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
             },
         },
     },
+    # POST /internal/outbox/drain queues the due rows for the deliver function (issue 21: the
+    # trigger function holds no route or signing secret), so it answers what it queued, by kind.
     "DrainResult": {
         "type": "object",
         "required": ["status", "result"],
         "properties": {"status": {"const": "ok"}, "result": {
             "type": "object",
-            "required": ["processed", "done", "retried", "dead"],
-            "properties": {k: {"type": "integer", "minimum": 0} for k in ("processed", "done", "retried", "dead")},
+            "required": ["queued", "kinds", "unsent"],
+            "properties": {
+                "queued": {"type": "integer", "minimum": 0},
+                "kinds": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                          "description": "messages queued per row kind (delivery, event_callback, notification)"},
+                "unsent": {"type": "integer", "minimum": 0,
+                           "description": "due rows whose message SQS did not take; the sweep re-drives them"},
+            },
         }},
     },
     # POST /jobs as this producer admits it (spec §12.3): the published Task, narrowed to its one

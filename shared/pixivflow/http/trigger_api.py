@@ -26,7 +26,7 @@ from .. import __version__, runtime
 from ..domain.occurrence import OccurrenceError, check_window, resolve_occurrence
 from ..services import manual
 from ..services.admission import ACCEPTED, ALREADY_COMPLETED, ALREADY_RUNNING, REJECTED, Admission
-from ..services.delivery import drain
+from ..services.delivery import queue_due
 from ..services.trigger import run_now
 from .auth import JOBS, TRIGGER
 from .text import ID, TextRule
@@ -166,17 +166,20 @@ def _disposition_response(req: Request, admission: Admission, occurrence_iso: st
                       reason=first_error)
 
 
-@shell.route("POST", "/internal/outbox/drain", token=TRIGGER, summary="Deliver due outbox rows now",
+@shell.route("POST", "/internal/outbox/drain", token=TRIGGER, summary="Queue every due outbox row for delivery now",
              failure=Failure("outbox drain failed; rows remain durable and retry", "outbox.drain_failed", "outbox.drain_error"),
-             ok={200: ("counters of the rows handled", "DrainResult")})
+             ok={200: ("the due rows queued for the deliver function, by kind", "DrainResult")})
 def drain_outbox(req: Request) -> Response:
-    result = drain(runtime.get().engine, max_rounds=50)
-    return req.finish(200, {"status": "ok", "result": result.as_dict()}, "outbox.drained", **result.as_dict())
+    # The rows go to the deliver function's queue, never out of this function (issue 21): the
+    # trigger function reads only its config and its two bearer tokens.
+    result = queue_due(runtime.get().engine).as_dict()
+    return req.finish(200, {"status": "ok", "result": result}, "outbox.drained",
+                      level="info" if not result["unsent"] else "warning", queued=result["queued"], unsent=result["unsent"])
 
 
 # -- manual refetch ----------------------------------------------------------------------
 
-_REFETCH = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
+_REFETCH: dict[str, Any] = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
 # The text rule (http/text.py): a requestId that breaks it is answered with the spec's own words.
 REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID")
 

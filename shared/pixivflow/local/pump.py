@@ -50,6 +50,13 @@ class QueuePump:
     def next_release(self) -> int | None:
         return self._held[0].not_before if self._held else None
 
+    def lose_held(self) -> int:
+        """Drop every delayed message still held (DESIGN §5: any message may be lost): what is left
+        is the durable row, for the sweep or the drain route to send again. Returns how many."""
+        lost = len(self._held)
+        self._held.clear()
+        return lost
+
     def visible(self) -> int:
         attrs = self._sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages"])
         return int(attrs["Attributes"].get("ApproximateNumberOfMessages", "0"))

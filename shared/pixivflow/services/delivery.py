@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
 from ..domain.ack import (
@@ -43,7 +43,7 @@ from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
 from .assets import with_assets
 from .messages import outbox_body, send_logged
-from .outbox import READINESS_DEFER_MS, deliver_row_message, drain_rows
+from .outbox import READINESS_DEFER_MS, ROW_KINDS, deliver_row_message, drain_rows, due_row_keys
 from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
@@ -111,20 +111,22 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
     if claimed is None:
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
     cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
-    if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed) \
-            and not _sibling_failed(engine, claimed):
-        # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
-        # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
-        # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
-        # seeded simulation: a crash right after put_intent left the cell `selected` until its
-        # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
-        # leave the cell as it ended.
-        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
-            reason = "work cancelled by consumer"
-        else:
-            reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
-        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
-        return _handle(engine, claimed, owner, ack, cancelled=True)
+    if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed):
+        # (A fan-out cell another route's failure ended: this row still delivers, _sibling_failed;
+        # never after a consumer's cancel.)
+        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER or not _sibling_failed(engine, claimed):
+            # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
+            # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
+            # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
+            # seeded simulation: a crash right after put_intent left the cell `selected` until its
+            # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
+            # leave the cell as it ended.
+            if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
+                reason = "work cancelled by consumer"
+            else:
+                reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
+            ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
+            return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
         if not engine.channel.ready(claimed.route):
@@ -350,7 +352,9 @@ def _free_work(engine: Engine, intent: Intent) -> None:
 
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
-    """Process due rows now (POST /internal/outbox/drain), bounded to ``max_rounds`` rounds.
+    """Process due rows now, in this process, bounded to ``max_rounds`` rounds: the embedded
+    runtime's and the tests' way to drive one engine (the deployed drain route only queues the
+    rows for the deliver function: :func:`queue_due`).
     A round stops early after a readiness deferral (spec §10.5 ``drainOnce``). The due delivery
     rows of open slots are found through their slot (they carry no index entry of their own);
     every other row through DueOutbox."""
@@ -395,6 +399,63 @@ def _open_rows(engine: Engine, now: int) -> list[Intent]:
             found += [i for i in state.intents if row_overdue(i, now)]
     return found
 
+def due_delivery_keys(engine: Engine, now: int, grace_ms: int, known: Iterable[str] = (), *,
+                      limit_per_shard: int = 100, on_error: Callable[[str, Exception], None] | None = None) -> list[str]:
+    """The delivery rows to (re-)send now (DESIGN §5), one rule for the sweep (grace 120 s) and the
+    drain route (grace 0): ``known`` (the overdue rows of open slots, found through their slot:
+    they carry no index entry), then every DueOutbox hit that is still overdue once re-read (the
+    index may lag). A row under a live claim is not overdue (``row_overdue``): its worker owns it.
+    ``on_error`` takes a row whose re-read failed; without it the error propagates."""
+    send: list[str] = list(dict.fromkeys(known))
+    for pk, sk in engine.ledger.due_intents(now - grace_ms, limit_per_shard=limit_per_shard):
+        try:
+            intent = engine.ledger.get_intent_by_key(pk, sk)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(sk, exc)
+            continue
+        if intent is None or not row_overdue(intent, now, grace_ms) or intent.idempotency_key in send:
+            continue
+        send.append(intent.idempotency_key)
+    return send
+
+
+@dataclass
+class Queued:
+    """What ``POST /internal/outbox/drain`` handed to the deliver function: messages by row kind,
+    and the ones SQS did not take (their rows stay due; the sweep re-drives them)."""
+
+    kinds: dict[str, int]
+    unsent: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"queued": sum(self.kinds.values()), "kinds": dict(self.kinds), "unsent": self.unsent}
+
+
+def queue_due(engine: Engine, *, limit_per_shard: int = 100) -> Queued:
+    """The drain route (issue 21, least privilege): every due row (deliveries, notifications, job
+    event callbacks) gets a message on the outbox queue NOW, and the deliver function sends it. The
+    trigger function itself never talks to a route or a consumer, so it holds no route secret and
+    no signing secret. Idempotent: a row under a live claim is not queued, and a duplicate message
+    is absorbed by the row's own claim (a row no longer due is skipped by ``claim_intent`` /
+    ``OutboxRows.claim``), so no row is sent twice."""
+    now = engine.now()
+    deliveries = due_delivery_keys(engine, now, 0, [i.idempotency_key for i in _open_rows(engine, now)],
+                                   limit_per_shard=limit_per_shard)
+    rows = due_row_keys(engine, now, 0, limit_per_shard=limit_per_shard) if engine.outbox_rows is not None else []
+    named = [("delivery", key) for key in deliveries] + rows
+    kinds = dict.fromkeys(["delivery", *sorted(ROW_KINDS)], 0)
+    if not named:
+        return Queued(kinds)
+    failed = set(send_logged(engine, "outbox", [OutgoingMessage(outbox_body(k, key)) for k, key in named],
+                             event="outbox.send_failed"))
+    for index, (kind, _key) in enumerate(named):
+        if index not in failed:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return Queued(kinds, unsent=len(failed))
+
+
 
 # -- the frozen payload of an intent (spec §10.3; note §2.1) ---------------------------------------
 
@@ -437,7 +498,7 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
     if not isinstance(restrict, int) or isinstance(restrict, bool):
         restrict = work.x_restrict or None  # 0 without the source saying so is "unknown"
     views = raw.get("total_view", raw.get("total_views"))
-    series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
+    series = given if isinstance(given := raw.get("series"), dict) else {}
     return {
         "title": work.title,
         "seriesTitle": series.get("title") or None,

@@ -22,9 +22,10 @@ A single bad item never aborts the sweep.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import ScheduleConfig
-from ..domain.model import SlotState, row_overdue
+from ..domain.model import Cell, SlotState, row_overdue
 from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
@@ -34,6 +35,7 @@ from ..ports import ScheduleWatch
 from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
+from .delivery import due_delivery_keys
 from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup
 
@@ -222,7 +224,7 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
     return len(failed) < len(claimed)
 
 
-def _typed(engine: Engine, cell):
+def _typed(engine: Engine, cell: Cell) -> Cell:
     """An unwritten cell with its target's work type, as its item will carry it."""
     target = engine.config.target(cell.target_id)
     cell.work_type = target.type if target else None
@@ -253,19 +255,11 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
 
 def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> None:
     """Re-send the overdue rows of open slots (``overdue``) and the indexed ones (DueOutbox)."""
-    now = engine.now()
-    keys = engine.ledger.due_intents(now - REDRIVE_GRACE_MS, limit_per_shard=BATCH_LIMIT)
-    send: list[str] = list(dict.fromkeys(overdue))
-    for pk, sk in keys:
-        try:
-            intent = engine.ledger.get_intent_by_key(pk, sk)
-        except Exception as exc:
-            result.errors += 1
-            engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
-            continue
-        if intent is None or not row_overdue(intent, now, REDRIVE_GRACE_MS) or intent.idempotency_key in send:
-            continue
-        send.append(intent.idempotency_key)
+    def unreadable(sk: str, exc: Exception) -> None:
+        result.errors += 1
+        engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
+
+    send = due_delivery_keys(engine, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
     if messages:
         failed = engine.queues.send_outbox(messages)
@@ -305,7 +299,7 @@ class SkippedSweep(SweepResult):
     leaseOwner: str = ""
     leaseUntil: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "skipped": True, "reason": "lease_held",
                 "leaseOwner": self.leaseOwner, "leaseUntil": self.leaseUntil}
 
@@ -388,6 +382,7 @@ def detect_missed_fires(engine: Engine) -> int:
 def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
     state = engine.sweep_state
     assert state is not None
+    assert schedule.cron is not None  # the caller checks only schedules with a cron
     if not schedule.enabled:
         if watch is not None and not watch.paused:
             state.pause_watch(watch)

@@ -14,7 +14,13 @@ Items (pk / sk):
 
 Every state change is a conditional write. Cell moves are conditioned on the source states
 the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is
-refused by DynamoDB itself. Reads that decide anything are strongly consistent; GSI hits are
+refused by DynamoDB itself. No UpdateItem leaves a partial cell (issue 21): every move carries
+``attribute_exists(pk)`` (``expressions._Update``'s default), and the two upserts (a cell's first
+claim, the sweep's re-dispatch mark) set every attribute a cell is born with where absent. A cell
+item that cannot be read all the same (no ``status``: written before that rule) never fails a
+read: ``load`` leaves it out of the cells (``SlotState.malformed``, one ``ledger.malformed_item``
+error line naming its key and attribute names), so it reads as the pending cell it stood for,
+and the upserts and the stall's Put of an unwritten cell accept it and complete it. Reads that decide anything are strongly consistent; GSI hits are
 re-read before use.
 
 The package: ``keys`` (item and index keys), ``codec`` (dataclasses <-> items), ``expressions``

@@ -7,6 +7,7 @@ import json
 from decimal import Decimal
 from typing import Any, Mapping
 
+from ...domain.cells import CellStatus
 from ...domain.model import Cell, Intent, Slot
 
 _SLOT_FIELDS = {
@@ -135,8 +136,27 @@ def slot_from_item(item: Mapping[str, Any]) -> Slot:
     return slot
 
 
+class MalformedItem(ValueError):
+    """A ledger item that cannot be read as the entity its key names (issue 21: a cell item with no
+    ``status``, as an UpdateItem without an existence condition would leave behind). The message
+    names the key and what is wrong, never a value."""
+
+
+_CELL_STATES = frozenset(CellStatus)
+
+
 def cell_from_item(item: Mapping[str, Any]) -> Cell:
-    return _view(Cell, _CELL_FIELDS, item)
+    """A cell from its item. ``slotId`` / ``targetId`` are taken from the key when absent (the key
+    IS the cell's identity); an item without a known ``status`` is not a cell: MalformedItem."""
+    pk, sk = str(item.get("pk", "")), str(item.get("sk", ""))
+    if item.get("status") not in _CELL_STATES:
+        what = "no status" if "status" not in item else "an unknown status"
+        raise MalformedItem(f"cell item {pk} / {sk} has {what}")
+    full = {"slotId": pk.removeprefix("SLOT#"), "targetId": sk.removeprefix("CELL#"), **item}
+    try:
+        return _view(Cell, _CELL_FIELDS, full)
+    except (TypeError, ValueError) as exc:  # a JSON attribute that does not parse
+        raise MalformedItem(f"cell item {pk} / {sk} does not decode: {type(exc).__name__}") from None
 
 
 def intent_from_item(item: Mapping[str, Any]) -> Intent:

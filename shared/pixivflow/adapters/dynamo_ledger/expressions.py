@@ -13,8 +13,11 @@ class _Update:
     """Builds one UpdateExpression with named placeholders."""
 
     def __init__(self, *, or_absent: bool = False) -> None:
-        # or_absent: the write may also create the item (UpdateItem upserts): the conditions then
-        # read "attribute_not_exists(pk) OR (all of them)" instead of "attribute_exists(pk) AND ...".
+        # or_absent: the write may also create the item (UpdateItem upserts), or complete one that is
+        # not a readable cell (no status: issue 21's partial item, SlotState.malformed): the conditions
+        # then read "attribute_not_exists(pk) OR attribute_not_exists(#status) OR (all of them)"
+        # instead of "attribute_exists(pk) AND ...". Such a write sets every attribute a cell is born
+        # with where absent (DynamoLedger._materialise), so the item it leaves is always complete.
         self.or_absent = or_absent
         self.sets: list[str] = []
         self.removes: list[str] = []
@@ -76,7 +79,8 @@ class _Update:
             parts.append("ADD " + ", ".join(self.adds))
         out: dict[str, Any] = {"UpdateExpression": " ".join(parts)}
         if self.or_absent:
-            out["ConditionExpression"] = "attribute_not_exists(pk)" + (
+            self.name("status")
+            out["ConditionExpression"] = "attribute_not_exists(pk) OR attribute_not_exists(#status)" + (
                 f" OR ({' AND '.join(self.conditions)})" if self.conditions else "")
         else:
             out["ConditionExpression"] = " AND ".join(["attribute_exists(pk)"] + self.conditions)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ..dynamodb_base import DynamoItems, is_conditional_failure
-from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
+from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
+from .codec import (
+    _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
+    slot_from_item,
+)
 from .expressions import _NO_LIVE_LEASE, _Update
 from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, shard_of, slot_pk, work_pk
 
@@ -53,7 +56,7 @@ class DynamoLedger(DynamoItems):
             )
             return True, None
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             return False, self._unmarshal(old) if old else None
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
@@ -100,9 +103,24 @@ class DynamoLedger(DynamoItems):
         item = self._get(slot_pk(slot_id), "META")
         return slot_from_item(item) if item else None
 
+    # Where a cell item that cannot be read is reported (``runtime`` sets the engine's log): the
+    # read goes on without it (SlotState.malformed), one error line says which item and why.
+    log: Callable[..., None] | None = None
+
+    def _readable_cell(self, item: Mapping[str, Any]) -> Cell | MalformedItem:
+        try:
+            return cell_from_item(item)
+        except MalformedItem as exc:
+            if self.log is not None:
+                self.log("error", "a cell item cannot be read; it reads as its unwritten pending cell until "
+                         "a claim or the sweep completes it", event="ledger.malformed_item", pk=item.get("pk"),
+                         sk=item.get("sk"), error=str(exc), attributes=sorted(item))
+            return exc
+
     def get_cell(self, slot_id: str, target_id: str) -> Cell | None:
         item = self._get(slot_pk(slot_id), cell_sk(target_id))
-        return cell_from_item(item) if item else None
+        cell = self._readable_cell(item) if item else None
+        return cell if isinstance(cell, Cell) else None
 
     def load(self, slot_id: str) -> SlotState | None:
         """Read the whole slot partition strongly consistently."""
@@ -126,8 +144,11 @@ class DynamoLedger(DynamoItems):
         for item in items:
             sk = item["sk"]
             if sk.startswith("CELL#"):
-                cell = cell_from_item(item)
-                state.cells[cell.target_id] = cell
+                cell = self._readable_cell(item)
+                if isinstance(cell, Cell):
+                    state.cells[cell.target_id] = cell
+                else:
+                    state.malformed[sk[len("CELL#"):]] = str(cell)
             elif sk.startswith("DLV#"):
                 state.intents.append(intent_from_item(item))
             elif sk.startswith("EVT#L#"):
@@ -450,7 +471,7 @@ class DynamoLedger(DynamoItems):
             )
             return True, owner_key
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             owner = self._unmarshal(old).get("ownerKey") if old else None
             return False, owner
 
@@ -480,7 +501,8 @@ class DynamoLedger(DynamoItems):
         owners: dict[str, str] = {}
         for start in range(0, len(ids), 100):
             keys = [self._key(work_pk(route, work_type, w), "OWNER") for w in ids[start : start + 100]]
-            request = {self._table: {"Keys": keys, "ConsistentRead": consistent, "ProjectionExpression": "workId, ownerKey"}}
+            request: dict[str, Any] | None = {self._table: {"Keys": keys, "ConsistentRead": consistent,
+                                                            "ProjectionExpression": "workId, ownerKey"}}
             while request:
                 resp = self._call("batch_get_item", RequestItems=request)
                 for raw in resp.get("Responses", {}).get(self._table, []):
@@ -796,7 +818,10 @@ class DynamoLedger(DynamoItems):
         cell.last_error, cell.terminal_reason_code, cell.terminal_reason_message = reason_message, reason_code, reason_message
         item = self._unwritten_cell_item(cell)
         item["expiresAt"] = self._expires(now_ms)
-        return {"Put": {"TableName": self._table, "Item": self._marshal(item), "ConditionExpression": "attribute_not_exists(pk)"}}
+        # ... or that holds an item that is not a cell (no status: SlotState.malformed), which it replaces.
+        return {"Put": {"TableName": self._table, "Item": self._marshal(item),
+                        "ConditionExpression": "attribute_not_exists(pk) OR attribute_not_exists(#status)",
+                        "ExpressionAttributeNames": {"#status": "status"}}}
 
     def _marshal_update(self, upd: _Update) -> dict[str, Any]:
         kw = upd.kwargs()

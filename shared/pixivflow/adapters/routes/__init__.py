@@ -24,6 +24,7 @@ from ...domain.errors import ConfigError
 from ...domain.templates import form_fields, template_variables
 from ...ports import ArtifactStore, DeliveryRequest, DeliveryResponse, StoredFile
 from ..secret_refs import Expander
+from ..http_pools import OperatorPool
 from ..webhook import WebhookChannel
 from . import gateway, multipart, telepress
 from .telegram import TelegramReview
@@ -47,8 +48,11 @@ class RouteChannel:
         self._lookup = lookup
         self._artifacts = artifacts
         self._now_ms = now_ms
-        self._legacy = WebhookChannel(routes, route_token, transport=transport)
-        self._http = Http(transport, monotonic)
+        # One operator-routes pool for every route family of this channel (adapters.http_pools):
+        # two routes on one host share its kept-alive connections; close() ends them all.
+        self._pool = OperatorPool(transport)
+        self._legacy = WebhookChannel(routes, route_token, pool=self._pool)
+        self._http = Http(monotonic=monotonic, pool=self._pool)
         self._telegram = TelegramReview(self._http, lookup, self._stored, self._open, monotonic=monotonic)
 
     # -- the port ------------------------------------------------------------------------------
@@ -98,8 +102,7 @@ class RouteChannel:
                                    scrub=expand.scrub)
 
     def close(self) -> None:
-        self._legacy.close()
-        self._http.close()
+        self._pool.close()
 
     # -- route kinds ---------------------------------------------------------------------------
     def _config(self, route: str) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -13,6 +12,7 @@ import httpx
 
 from ...domain.errors import ConfigError
 from ...ports import DeliveryResponse
+from ..http_pools import OperatorPool
 from ..secret_refs import Expander
 
 MAX_RESPONSE_BYTES = 64 * 1024  # an ACK is small; a huge answer is cut, never buffered whole
@@ -51,22 +51,14 @@ def expanded_headers(headers: Mapping[str, str] | None, expand: Expander) -> dic
 
 
 class Http:
-    """A small pool of httpx clients, one per timeout (connection reuse across warm invocations)."""
+    """One bounded exchange on the operator-routes pool (``adapters.http_pools.OperatorPool``: one
+    httpx client per timeout, connection reuse across warm invocations), shared with the
+    channel's ``kind: webhook`` routes."""
 
-    def __init__(self, transport: httpx.BaseTransport | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._transport = transport
+    def __init__(self, transport: httpx.BaseTransport | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 *, pool: OperatorPool | None = None) -> None:
+        self._pool = pool if pool is not None else OperatorPool(transport)
         self._monotonic = monotonic
-        self._clients: dict[float, httpx.Client] = {}
-        self._lock = threading.Lock()
-
-    def _client(self, timeout_s: float) -> httpx.Client:
-        with self._lock:
-            client = self._clients.get(timeout_s)
-            if client is None:
-                timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
-                client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
-                self._clients[timeout_s] = client
-            return client
 
     def exchange(self, method: str, url: str, *, headers: Mapping[str, str], content: bytes | Iterable[bytes] | None,
                  timeout_ms: int, scrub: Callable[[str], str]) -> DeliveryResponse:
@@ -86,7 +78,7 @@ class Http:
         if content is not None and not isinstance(content, (bytes, bytearray)):
             body = guarded(content)
         try:
-            with self._client(timeout_s).stream(method, url, headers=dict(headers), content=body) as response:
+            with self._pool.client(timeout_s).stream(method, url, headers=dict(headers), content=body) as response:
                 raw = bytearray()
                 for chunk in response.iter_bytes():
                     if len(raw) < MAX_RESPONSE_BYTES:
@@ -108,7 +100,4 @@ class Http:
         return DeliveryResponse(status=status, body=parsed, text=text[:2000])
 
     def close(self) -> None:
-        with self._lock:
-            for client in self._clients.values():
-                client.close()
-            self._clients.clear()
+        self._pool.close()
