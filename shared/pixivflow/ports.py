@@ -243,8 +243,11 @@ class PixivAccountStore(Protocol):
         """The SHA-256 of the refresh token last persisted for the account (never the token itself)."""
         ...
 
-    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
-        """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
+    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
+                     lost: str | None = None) -> bool:
+        """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it.
+        ``lost``: the guard's current fingerprint, a rotation away from ``old`` that never reached SSM;
+        this one may replace it while the guard is still exactly that."""
         ...
 
     def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
@@ -253,6 +256,10 @@ class PixivAccountStore(Protocol):
 
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         """(fingerprint of the token the guard holds current, fingerprint of the one it replaced)."""
+        ...
+
+    def token_rotated_at(self, account_id: str) -> int | None:
+        """When the guard last moved (epoch ms; None: it never did)."""
         ...
 
     def permits(self, account_id: str, count: int) -> list[AccountPermit]:

@@ -113,18 +113,21 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
     cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
     if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed):
-        # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
-        # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
-        # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
-        # seeded simulation: a crash right after put_intent left the cell `selected` until its
-        # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
-        # leave the cell as it ended.
-        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
-            reason = "work cancelled by consumer"
-        else:
-            reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
-        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
-        return _handle(engine, claimed, owner, ack, cancelled=True)
+        # (A fan-out cell another route's failure ended: this row still delivers, _sibling_failed;
+        # never after a consumer's cancel.)
+        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER or not _sibling_failed(engine, claimed):
+            # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
+            # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
+            # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
+            # seeded simulation: a crash right after put_intent left the cell `selected` until its
+            # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
+            # leave the cell as it ended.
+            if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
+                reason = "work cancelled by consumer"
+            else:
+                reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
+            ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
+            return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
         if not engine.channel.ready(claimed.route):
@@ -309,6 +312,21 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
         return
     engine.log("info", "stored files deleted after delivery", event="artifacts.deleted", key=key, count=count,
                slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
+
+
+def _sibling_failed(engine: Engine, intent: Intent) -> bool:
+    """Whether the cell ended failed because ANOTHER route's row of its work failed (fan-out, spec
+    §10.3). This row is then still the outbox's: it delivers the work on its own route (the outcome
+    already says the cell failed). Dead-lettering it "not delivered" lost an earlier attempt that
+    may have landed, and a later slot delivered the work on this route again (make sim's routes
+    world, seed 328)."""
+    target = engine.config.target(intent.target_id)
+    for route in (target.routes() if target is not None else []):
+        if route != intent.route:
+            sibling = engine.ledger.get_intent(intent.slot_id, intent.target_id, route, intent.work_type, intent.work_id)
+            if sibling is not None and sibling.status == LedgerStatus.FAILED:
+                return True
+    return False
 
 
 def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
