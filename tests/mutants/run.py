@@ -127,6 +127,8 @@ class Sandbox:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
         self.env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "shared"), str(self.dir / "tests")])
         self.env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant's bytecode never outlives it
+        # A mutant is killed by what its tests prove, never by a test's cost (tests/README.md, sizes).
+        self.env["PIXIVFLOW_SMALL_CPU_S"] = "inf"
 
     def warm(self, tests: list[str] = ()) -> None:
         """Compile the copy once, so each mutant's run does not compile and assertion-rewrite every
