@@ -68,12 +68,15 @@ $(LINT_VENV)/.installed:
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
 # (seen with 1.54): keep it pinned, with aws-sam-translator beside it.
+# mypy (issue 20) runs from the project venv, where the libraries it reads types from are installed;
+# its settings (strict on domain/, ports.py, services/) are [tool.mypy] in pyproject.toml.
 # checkov (issue 21: least privilege): the template's IAM and resource checks; every suppression is
 # a `checkov:skip=<id>:<why>` comment on its resource in template.yaml.
-lint: $(LINT_VENV)/.installed
+lint: $(LINT_VENV)/.installed $(STAMP)
 	$(LINT_VENV)/bin/cfn-lint template.yaml
 	$(LINT_VENV)/bin/ruff check --no-cache shared functions tests bench
+	$(PY) -m mypy
 	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 clean:
-	rm -rf $(VENV) $(LINT_VENV)
+	rm -rf $(VENV) $(LINT_VENV) .mypy_cache

@@ -20,7 +20,8 @@ def client(service: str, **kwargs: Any) -> Any:
         return factory(service, **kwargs)
     import boto3
 
-    return boto3.client(service, **kwargs)
+    # The stubs overload client() on each service's literal name; this factory takes the name as a str.
+    return boto3.client(service, **kwargs)  # type: ignore[call-overload]
 
 
 def set_factory(factory: Callable[..., Any] | None) -> Callable[..., Any] | None:

@@ -9,6 +9,7 @@ from typing import Any
 from .handlers import deliver as _deliver
 from .handlers import execute as _execute
 from .handlers import job_events as _job_events
+from .handlers._sqs import PartialItemFailureResponse
 from .handlers import stall_sweep as _stall_sweep
 from .handlers import trigger as _trigger
 
@@ -17,11 +18,11 @@ def trigger(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return _trigger.handle(event, context)
 
 
-def execute_batch(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def execute_batch(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return _execute.handle(event, context)
 
 
-def deliver_batch(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def deliver_batch(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     return _deliver.handle(event, context)
 
 

@@ -161,6 +161,25 @@ class ArtifactStore(Protocol):
         ...
 
 
+class StreamingArtifactStore(ArtifactStore, Protocol):
+    """A store that takes one file at a time from a stream (S3 and the in-memory store): the
+    executor streams a work's files when the store has ``put_stream`` and resumes after the files
+    an earlier invocation stored (issue 24)."""
+
+    def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
+                   meta: Any = None) -> StoredFile:
+        """Store one file from ``chunks``; ``describe(head, header_type)`` names it from its first bytes."""
+        ...
+
+    def partial(self, key: str) -> dict[str, StoredFile]:
+        """The files a run stored under ``key`` before it stopped, by name without extension."""
+        ...
+
+    def commit(self, key: str, files: Sequence[StoredFile]) -> None:
+        """The work is complete: its manifest, written last."""
+        ...
+
+
 @dataclass(frozen=True)
 class AccountGate:
     """The shared rate-limit state of one Pixiv account (ledger item ``PIXIV#<accountId>`` / ``GATE``)."""
@@ -453,7 +472,11 @@ class Ledger(Protocol):
                         fresh_until_ms: int) -> bool: ...
     def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]: ...
     def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool: ...
-    def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **options: Any) -> bool:
+    def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, *, owner: str | None = None,
+                        require_no_live_lease: bool = False, from_states: Iterable[str] | None = None,
+                        work_id: str | None = None, work_type: str | None = None, last_error: str | None = None,
+                        keep_error: bool = False, reason_code: str | None = None, reason_message: str | None = None,
+                        candidate_report: Mapping[str, Any] | None = None, release_lease: bool = True) -> bool:
         """The general conditional FSM move (tooling and the ledger's tests); services use the named moves."""
         ...
 
@@ -484,7 +507,16 @@ class Ledger(Protocol):
     def put_intent(self, intent: Intent) -> tuple[Intent, bool]: ...
     def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
     def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
-    def settle_intent(self, intent: Intent, owner: str, now_ms: int, **result: Any) -> Intent | None: ...
+    def settle_intent(self, intent: Intent, owner: str, now_ms: int, *, ledger_status: str | None, outbox_status: str,
+                      remote_id: str | None = None, remote_status: str | None = None, reuse_reason: str | None = None,
+                      error: str | None = None, next_attempt_at: int | None = None, ack_kind: str | None = None,
+                      send_progress: Mapping[str, Any] | None = None, clear_sending: bool = False) -> Intent | None:
+        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
+        ...
+    def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
+        """Readiness deferral: processing -> pending as the lease holder, due at ``next_attempt_at``,
+        without consuming an attempt (None when the lease was lost)."""
+        ...
     def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
         """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
         ...

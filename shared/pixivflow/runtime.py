@@ -88,8 +88,9 @@ def build() -> Runtime:
         transport=_overrides.get("transport"),
     )
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
-    engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger, metrics if metrics_on else None,
-                    sweep_state=sweep_state, outbox_rows=outbox_rows)
+    # The source is built from the engine (its clock, entropy and log): None only until the next line.
+    engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
+                    metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
     engine.source = _overrides.get("source") or _build_source(config, engine)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
@@ -115,6 +116,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine):
     if config.source.kind == "catalog":
         from .adapters.catalog_source import CatalogSource
 
+        assert config.source.path is not None  # a catalog source's path is required (config.pixiv.SourceConfig)
         return CatalogSource(config.source.path, page_size=config.source.pageSize)
     if config.source.kind == "pixiv":
         import time

@@ -5,7 +5,7 @@ Through the real handlers on moto with the real Pixiv client against the local f
 and ``fly-two-bots.example.json``'s ``telepost-bot1`` route, each to the TelePost-like receiver
 of ``pixivflow.local.route_fakes``, which validates the multipart as TelePost does; and
 ``pixivflow.shadow.json``, a dry run that delivers nothing and records its choices. The configs
-are the copies under tests/contract/pixivflow/published/, their routes' ``${VAR}``s set here.
+are the copies under tests/fixtures/pixivflow_configs/, their routes' ``${VAR}``s set here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, NOVEL_T
 from pixivflow.local.route_fakes import FakeTelePress, TelePostReceiver
 from test_delivery_matrix import drive
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "published"
+PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"
 SUBMIT_TOKEN = "telepost-bot1-submit-token"
 TELEPRESS_KEY = "telepress-api-key-value"

@@ -2,11 +2,13 @@
 note §1-§4, §11).
 
 For each published config whose schedules deliver (``production.json``: two bots, four topic
-targets; ``fly-two-bots.example.json``: the same shape with ``notify`` on the novels), one
-occurrence goes through the real trigger, execute and deliver handlers (embedded runtime on
+targets; ``fly-two-bots.example.json``: the same shape with ``notify`` on the novels;
+``pixivflow.production.json``: production's targets reviewed through two Telegram bots), and for
+``standalone.example.json`` once PixivFlow's ``PIXIV_SCHEDULER_ENABLED`` switches its legacy plan
+on, one occurrence goes through the real trigger, execute and deliver handlers (embedded runtime on
 moto), the real Pixiv client against the strict fake Pixiv (``topic_fixtures``), and a loopback
 TelePost-like receiver. The targets, schedules and routes are the published blocks verbatim (the
-copies in tests/fixtures/pixivflow-configs/); only the Pixiv credentials and the source point at
+copies in tests/fixtures/pixivflow_configs/); only the Pixiv credentials and the source point at
 the fake, and ``richNovelPreview`` (another issue's route feature) is left out.
 
 Each assertion names the rule that picked the work: topic day (Japan's yesterday), the whole
@@ -25,10 +27,10 @@ import pytest
 
 from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, topic_fixtures
-from conftest import ms
+from conftest import TRIGGER_TOKEN, ms
 from route_receiver import Receiver
 
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow-configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"
 # 10:00 Asia/Shanghai on 1 Dec = 11:00 JST: Japan's yesterday is 30 Nov.
 FIRE = "2026-12-01T02:00:00Z"
@@ -255,3 +257,175 @@ def test_a_non_retryable_failure_sends_the_failure_notice_to_notification_url(st
     assert set(notices) == {f"notification:{slot}:{t}:failed" for t in state.cells}
     assert all(text.startswith("❌ PixivFlow 本次处理失败") for text in notices.values())
     assert not receiver.at("/api/bot1/v1/submissions", "POST") and not receiver.at("/api/bot2/v1/submissions", "POST")
+
+
+# -- pixivflow.production.json: the same four topic targets, reviewed through two Telegram bots ------
+
+BOT_TOKENS = {1: "7012345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw", 2: "7087654321:AAFbqTcvCH1vGWJxfSeofSAs0K5PALDswb"}
+CHATS = {1: "-1004318193445", 2: "-1004303586404"}
+CP_SECRET = "control-plane-callback-secret-value"
+
+
+@pytest.fixture
+def telegram(monkeypatch):
+    from pixivflow.local.route_fakes import FakeControlPlane, FakeTelegram
+
+    with FakeTelegram() as bot_api, FakeControlPlane(token=CP_SECRET) as cp:
+        monkeypatch.setenv("TELEGRAM_API_BASE", bot_api.base)
+        for n, token in BOT_TOKENS.items():
+            monkeypatch.setenv(f"TELEGRAM_BOT{n}_TOKEN", token)
+        monkeypatch.setenv("CONTROL_PLANE_URL", cp.base)
+        monkeypatch.setenv("CONTROL_PLANE_CALLBACK_SECRET", CP_SECRET)
+        yield bot_api, cp
+
+
+def reviewed(bot_api, cp, bot: int) -> dict[str, tuple[str, list]]:
+    """target_id -> (the reviewed work id, the Bot API calls that posted it), for one bot's chat."""
+    out = {}
+    for record in cp.reviews.values():
+        if record["bot_id"] == f"bot{bot}":
+            assert record["chat_id"] == CHATS[bot]
+            ids = set(record["media_message_ids"]) | {record["control_message_id"]}
+            calls = [c for c in bot_api.sent() if set(c.message_ids) & ids]
+            out[record["target_id"]] = (record["work_id"], calls)
+    return out
+
+
+def test_pixivflow_production_reviews_what_the_topic_rules_pick_through_each_bots_telegram_route(start, telegram):
+    """``pixivflow.production.json`` (the control plane's copy): the four topic targets of
+    ``production.json``, delivered for review through two ``type: telegram`` routes. The same rules
+    pick the same works (topic day + whole Japan day + popularity + excludeAI for bot1's
+    illustration, the language verdict for the novels, the lookback day for bot2's illustration),
+    and each goes to its bot's review chat: illustrations as photos, novels as documents, the
+    published caption rendered on the media, one control card and one review record each."""
+    bot_api, cp = telegram
+    rt = start("pixivflow.production.json")
+    first = fire(rt, "bot1-daily")
+    second = fire(rt, "bot2-daily", "2026-12-01T02:10:00Z")
+    assert {c.status for s in (first, second) for c in s.cells.values()} == {"submitted"}
+
+    bot1, bot2 = reviewed(bot_api, cp, 1), reviewed(bot_api, cp, 2)
+    assert {t: w for t, (w, _) in bot1.items()} == {"bot1-illust-botefuku": "95001", "bot1-novel-botefuku": "96002"}
+    assert {t: w for t, (w, _) in bot2.items()} == {"bot2-illust-marunomi": "95101", "bot2-novel-marunomi": "96101"}
+    assert len(cp.reviews) == 4
+
+    # Each bot posts with its own token to its own chat: one media message, then the control card.
+    for bot, posts in ((1, bot1), (2, bot2)):
+        for target, (_, calls) in posts.items():
+            kind = "sendPhoto" if "illust" in target else "sendDocument"
+            assert [c.method for c in calls] == [kind, "sendMessage"], (target, calls)
+            assert {(c.token, c.fields["chat_id"]) for c in calls} == {(BOT_TOKENS[bot], CHATS[bot])}
+
+    # The published caption, rendered: rankingDate = the topic day (or the lookback day that delivered),
+    # the R-18 label of includeR18 targets, the work's link.
+    caption = bot1["bot1-illust-botefuku"][1][0].fields["caption"]
+    lines = caption.splitlines()
+    assert lines[0] == "ボテ腹の朝"
+    assert lines[1].startswith(f"📅 {TOPIC_DAY} · ⭐ 900 · 👁 ")
+    assert lines[2] == "🏷 ボテ腹 · Pixiv 分级：R-18"
+    assert lines[3] == "🔗 https://www.pixiv.net/artworks/95001"
+    novel_caption = bot1["bot1-novel-botefuku"][1][0].fields["caption"]
+    assert novel_caption.startswith("夜市的猫\n") and novel_caption.endswith("🔗 https://www.pixiv.net/novel/show.php?id=96002")
+    assert bot2["bot2-illust-marunomi"][1][0].fields["caption"].splitlines()[1].startswith("📅 2026-11-28 · ")
+
+    # Why the novels are these: bot1's Japanese favourite was read and refused by the language rule.
+    report = first.cells["bot1-novel-botefuku"].candidate_report
+    assert [(s["workId"], s["code"]) for s in report["skipped"]] == [("96001", "filtered")]
+    # Nothing reached the bot tokens' owner but the Bot API; no token in the review records.
+    assert not any(token in json.dumps(cp.reviews) for token in BOT_TOKENS.values())
+
+
+# -- standalone.example.json: id-less targets, a disabled legacy plan, run by hand ---------------------
+
+RANKING_DAY = "2026-08-28"
+
+
+def standalone_fixtures():
+    """The fake Pixiv's works for ``standalone.example.json``: 西瓜肚 illustrations around its
+    ranking date (a Japan day) and 西瓜肚 novels in Chinese, Japanese and too short to tell."""
+    from pixivflow.local.fake_pixiv import NOVEL_JA, NOVEL_ZH, illust, novel
+
+    fx = topic_fixtures()
+    artist, writer = (6100, "Standalone Artist"), (6200, "Standalone Writer")
+    day = [  # (id, JST time on the ranking day, bookmarks, extra)
+        (70001, "02:00", 800, {}),                # before 09:00 JST: a UTC-day pager would miss it
+        (70002, "10:00", 50, {}),
+        (70003, "12:00", 600, {}),
+        (70004, "13:00", 3000, {"x_restrict": 1}),  # R-18: not asked for (no r18 key), refused
+        (70005, "15:00", 400, {}),
+        (70006, "18:00", 700, {}),
+        (70007, "21:00", 500, {}),
+        (70008, "23:59", 900, {"ai_type": 2}),     # AI is allowed: the target sets no excludeAI
+    ]
+    for wid, hhmm, bookmarks, extra in day:
+        fx.add_illust(illust(wid, f"西瓜肚 {wid}", ["西瓜肚"], f"{RANKING_DAY}T{hhmm}:00+09:00", bookmarks=bookmarks,
+                             user=artist, **extra))
+    fx.add_illust(illust(70009, "西瓜肚 前日", ["西瓜肚"], "2026-08-27T23:00:00+09:00", bookmarks=9000, user=artist))
+    fx.add_illust(illust(70010, "西瓜肚 翌日", ["西瓜肚"], "2026-08-29T00:30:00+09:00", bookmarks=9000, user=artist))
+    short = "西瓜肚。"
+    for wid, text, bookmarks in ((71001, NOVEL_JA, 5000), (71002, NOVEL_ZH, 400), (71003, NOVEL_ZH, 300),
+                                 (71004, short, 250), (71005, NOVEL_ZH, 200), (71006, NOVEL_ZH, 100),
+                                 (71007, NOVEL_ZH, 10)):
+        fx.add_novel(novel(wid, f"西瓜肚 {wid}", ["西瓜肚"], "2026-11-20T12:00:00+09:00", text, bookmarks=bookmarks,
+                           user=writer), text)
+    return fx
+
+
+def test_standalone_with_pixivflows_scheduler_switch_stores_what_pixivflow_would_download(make_runtime, monkeypatch):
+    """``standalone.example.json``: no schedules, a disabled legacy ``scheduler`` block, id-less
+    targets (derived ids), persistent storage (download only, no route). Unchanged, it never fires
+    (as in PixivFlow); PixivFlow's own switch ``PIXIV_SCHEDULER_ENABLED=true`` turns its legacy
+    block into the daily plan ``default`` (03:00 Asia/Shanghai), which is how its Docker deployment
+    runs it. One occurrence through the real handlers then stores, for the ranking target with
+    ``filterTag``, the ranking date's one-day search in popularity order over the whole Japan day
+    with R-18 refused (the target does not ask for it) and AI allowed (it sets no excludeAI); for the
+    novel target, the popular search's Chinese novels and, not strict, the one too short to tell,
+    the Japanese favourite filtered inside the five-candidate attempt window."""
+    cfg_in = published("standalone.example.json")
+    monkeypatch.setenv("PIXIV_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN)  # its README's way past the placeholder
+    with FakePixiv(standalone_fixtures()) as fake:
+        def mutate(cfg):
+            cfg.clear()
+            cfg.update(copy.deepcopy(cfg_in))
+            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
+            cfg["network"] = {**cfg_in["network"], "requestPacingMs": 0}
+            cfg["network"].pop("proxy", None)  # its 127.0.0.1:7892 proxy is the author's machine, not this one
+
+        unchanged = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="moto")
+        assert not unchanged.engine.config.schedule("default").enabled
+        status, listing = unchanged.http("GET", "/internal/schedules", token=TRIGGER_TOKEN)
+        assert status == 200 and listing["schedules"] == [], listing  # nothing would ever fire
+        unchanged.__exit__(None, None, None)
+
+        monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
+        rt = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="moto")
+        plan = rt.engine.config.schedule("default")
+        assert (plan.enabled, plan.cron, plan.timezone) == (True, "0 3 * * *", "Asia/Shanghai")
+        ranking, novels = (t.id for t in rt.engine.config.targets)
+        state = fire(rt, "default", "2026-11-30T19:00:00Z")  # 03:00 on 1 Dec in Shanghai
+
+        s3 = aws.client("s3")
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])]
+
+    def stored(target_id):
+        """The cell (its first bound work is the most popular) and the works whose files it stored."""
+        cell = state.cells[target_id]
+        assert cell.status == "submitted" and cell.candidate_report["attempted"] == 5, cell
+        return cell, {k.split("/")[2] for k in keys if k.split("/")[1] == target_id}
+
+    ranking_cell, ranking_works = stored(ranking)
+    # filterTag ranking: one Japan day (08-28, 00:00-23:59 JST), popularity order, R-18 (70004)
+    # refused client-side and by for_ios, AI (70008) allowed; 70009/70010 are the days around it.
+    assert ranking_cell.work_id == "70008"
+    assert ranking_works == {"70008", "70001", "70006", "70003", "70007"}
+    searches = [r for r in fake.requests if r.path == "/v1/search/illust" and r.query.get("word") == "西瓜肚"]
+    assert searches and {(r.query["start_date"], r.query["end_date"]) for r in searches} == {(RANKING_DAY, RANKING_DAY)}
+    assert all(r.query.get("filter") == "for_ios" for r in searches)
+    novel_cell, novel_works = stored(novels)
+    # languageFilter chinese, not strict: 71001 (Japanese, the favourite) is read and filtered, 71004
+    # (too short to tell) kept. Rule "attempt window": max(limit 5, min(pool, scanBound 5)) = 5
+    # candidates are tried, the filtered one among them, so four are stored and 71006 is never
+    # tried, as in PixivFlow (note §1, §3).
+    assert novel_cell.work_id == "71002"
+    assert novel_works == {"71002", "71003", "71004", "71005"}
+    assert [(s["workId"], s["code"]) for s in novel_cell.candidate_report["skipped"]] == [("71001", "filtered")]

@@ -20,7 +20,7 @@ from test_delivery_matrix import drive
 
 from pixivflow.local.route_fakes import FakeControlPlane, FakeTelegram
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "published"
+PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 PRODUCTION = json.loads((PUBLISHED / "pixivflow.production.json").read_text(encoding="utf-8"))
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
 SLOT = "morning-tokyo@2026-12-01T0800"

@@ -73,7 +73,8 @@ EXPECTED = {
                     "schedulerRuntime.trigger.host", *DOWNLOAD_KEYS),
     ],
     "standalone.example.json": [
-        "scheduler: the legacy block is plan 'default' (disabled: it never fires); write it under schedules instead",
+        "scheduler: the legacy block is plan 'default' (disabled: it never fires unless PIXIV_SCHEDULER_ENABLED=true); "
+        "write it under schedules instead",
         meaningless("logLevel", *STORAGE_ALL, "initialDelay", *DOWNLOAD_KEYS),
     ],
     "pixivflow.shadow.json": [
@@ -167,3 +168,53 @@ def test_two_id_less_targets_that_select_the_same_are_refused_naming_both(tmp_pa
 def _write(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data), encoding="utf-8")  # json.dumps escapes non-ASCII: \\ud83d\\udcc5
     return path
+
+
+@pytest.mark.parametrize("value, enabled", [("true", True), ("TRUE", True), ("True", True), ("false", False),
+                                            ("yes", False), ("1", False), ("", False)])
+def test_pixiv_scheduler_enabled_switches_the_legacy_plan_as_pixivflow_does(monkeypatch, value, enabled):
+    """PixivFlow's PIXIV_SCHEDULER_ENABLED: enabled exactly when the value is ``true`` in any case;
+    an empty value counts as unset (the config's own ``enabled: false`` stays)."""
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", value)
+    plan = load_config(str(FIXTURES / "standalone.example.json")).schedule("default")
+    assert (plan.enabled, plan.cron, plan.timezone) == (enabled, "0 3 * * *", "Asia/Shanghai")
+
+
+def test_pixiv_scheduler_enabled_false_turns_an_enabled_legacy_block_off_and_blank_changes_nothing(monkeypatch, tmp_path):
+    data = {"pixiv": {"refreshToken": "${T}"}, "scheduler": {"enabled": True, "cron": "0 9 * * *"},
+            "targets": [{"id": "cats", "tag": "cat"}]}
+    path = _write(tmp_path / "on.json", data)
+    assert load_config(str(path)).schedule("default").enabled is True
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "  ")  # blank: unset (PixivFlow would read it as false)
+    assert load_config(str(path)).schedule("default").enabled is True
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "false")
+    assert load_config(str(path)).schedule("default").enabled is False
+
+
+def test_pixiv_scheduler_enabled_without_a_scheduler_block_gives_pixivflows_default_plan(monkeypatch, tmp_path):
+    path = _write(tmp_path / "bare.json", {"pixiv": {"refreshToken": "${T}"}, "targets": [{"id": "cats", "tag": "cat"}]})
+    assert load_config(str(path)).schedules == []
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
+    (plan,) = load_config(str(path)).schedules
+    assert (plan.id, plan.enabled, plan.cron, plan.timezone, plan.targetIds) == ("default", True, "0 3 * * *",
+                                                                                "Asia/Shanghai", None)
+
+
+def test_pixiv_scheduler_enabled_changes_nothing_beside_schedules(monkeypatch, capsys):
+    path = FIXTURES / "production.json"
+    set_references(monkeypatch, path)
+    before = [(s.id, s.enabled) for s in load_config(str(path)).schedules]
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
+    assert [(s.id, s.enabled) for s in load_config(str(path)).schedules] == before
+    code, summary, _ = check(capsys, path)
+    assert code == 0 and LEGACY_IGNORED in summary["warnings"]
+
+
+def test_config_check_says_the_switch_turned_the_legacy_plan_on(monkeypatch, capsys):
+    path = FIXTURES / "standalone.example.json"
+    set_references(monkeypatch, path)
+    monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
+    code, summary, _ = check(capsys, path)
+    assert code == 0
+    assert summary["warnings"][0] == ("scheduler: the legacy block is plan 'default' (enabled); write it under "
+                                      "schedules instead")

@@ -1,7 +1,7 @@
 """The route keys of the published configs load (issue 23): PixivFlow's ``type: telegram`` review
 route, a novel target's ``delivery.richNovelPreview``, and a route-less cache target as a dry run.
 
-The configs are copies of the five published ones (tests/contract/pixivflow/published/); the
+The configs are copies of the five published ones (tests/fixtures/pixivflow_configs/); the
 keys the selection issue owns (languageFilter and friends) are removed here so these tests see
 only the routes.
 """
@@ -17,7 +17,7 @@ import pytest
 from pixivflow.config import RichNovelPreview, TelegramRoute, parse_config
 from pixivflow.domain.errors import ConfigError
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "contract" / "pixivflow" / "published"
+PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 
 
 def published(name: str) -> dict:

@@ -190,6 +190,9 @@ def test_globals_target_python313_on_arm64_with_the_layer(tpl: dict[str, Any]) -
     assert not {k for k in env if k.endswith(("_PARAMETER", "_SECRETS_PATH"))}
     assert env["RETENTION_DAYS"] == {"Ref": "RetentionDays"}
     assert tpl["Parameters"]["RetentionDays"]["Default"] == 30
+    # PixivFlow's switch for a legacy scheduler block reaches every function (issue 22); blank = unset
+    assert env["PIXIV_SCHEDULER_ENABLED"] == {"Ref": "PixivSchedulerEnabled"}
+    assert tpl["Parameters"]["PixivSchedulerEnabled"]["Default"] == ""
 
 
 def test_execute_sees_the_artifact_bucket(tpl: dict[str, Any], resources: dict[str, Any]) -> None:

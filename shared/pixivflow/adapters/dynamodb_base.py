@@ -25,6 +25,13 @@ def is_conditional_failure(exc: ClientError) -> bool:
     return error_code(exc) == "ConditionalCheckFailedException"
 
 
+def refused_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item a refused condition sent back (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), in
+    DynamoDB's attribute-value form, or None. botocore's stubs leave ``Item`` out of the response."""
+    item = exc.response.get("Item")
+    return item if isinstance(item, dict) else None
+
+
 class DynamoItems:
     """Base of the ledger-table adapters (ledger, job store, outbox rows, callback rows, sweep state)."""
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .dynamodb_base import DynamoItems
+from .dynamodb_base import DynamoItems, refused_item
 from ..domain.errors import LedgerUnavailable
 from ..domain.protocol import ONCE_KINDS, REQUESTED
 from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
@@ -158,7 +158,7 @@ class DynamoJobStore(DynamoItems):
             del resp
             return (ts, seq)
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             if old and "ackedTs" in old:
                 return (int(old["ackedTs"]["N"]), int(old["ackedSeq"]["N"]))
             return self.stream(job_id).cursor

@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .dynamodb_base import DynamoItems
+from .dynamodb_base import DynamoItems, refused_item
 from ..ports import OutboxRow
 
 SHARDS = 4  # notifications and callbacks are a few rows per slot: few index partitions to query
@@ -159,7 +159,7 @@ class DynamoOutboxRows(DynamoItems):
                        ConditionExpression="attribute_not_exists(pk)", ReturnValuesOnConditionCheckFailure="ALL_OLD")
             return row, True
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             existing = _from_item({k: self._de.deserialize(v) for k, v in old.items()}) if old else self.get(row.kind, row.key)
         if existing is None:  # deleted in between (TTL): the next enqueue creates it
             return row, False
@@ -338,7 +338,7 @@ class MemoryOutboxRows:
             elif status == "done":
                 cur.last_error = None
             if status in ACTIONABLE:
-                cur.next_attempt_at = int(next_attempt_at)  # type: ignore[arg-type]
+                cur.next_attempt_at = int(next_attempt_at)  # type: ignore[arg-type]  # not None: refused above when actionable
             else:
                 cur.completed_at = now_ms
             return copy.deepcopy(cur)

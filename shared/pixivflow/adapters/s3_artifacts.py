@@ -157,7 +157,8 @@ class S3Artifacts:
         """Store one file from ``chunks``; ``describe(head, header_type)`` names it from its first
         bytes: ``(name, content_type, width, height)``. Returns what was stored."""
         digest, buffer, size = hashlib.sha256(), _Buffer(), 0
-        described, upload, parts = None, None, []
+        described, upload = None, None
+        parts: list[dict[str, Any]] = []
         bucket = self._bucket
         try:
             for chunk in chunks:

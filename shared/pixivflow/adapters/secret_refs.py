@@ -47,7 +47,7 @@ def references(text: str | None) -> list[str]:
 
 def is_reference(text: str | None) -> bool:
     """True when ``text`` is exactly one ``${NAME}`` reference."""
-    return bool(text) and REFERENCE.fullmatch(text.strip()) is not None  # type: ignore[union-attr]
+    return bool(text and REFERENCE.fullmatch(text.strip()))
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:

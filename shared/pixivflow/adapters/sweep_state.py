@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from botocore.exceptions import ClientError
 
-from .dynamodb_base import DynamoItems, is_conditional_failure
+from .dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from ..ports import ScheduleWatch, SweepLease
 
 LEASE_PK = "SWEEP#LEASE"
@@ -52,7 +52,7 @@ class DynamoSweepState(DynamoItems):
             self._call(op, TableName=self._table, **kwargs)
             return True, None
         except ClientError as exc:
-            return False, exc.response.get("Item")
+            return False, refused_item(exc)
 
     # -- lease --------------------------------------------------------------------
     def acquire_lease(self, owner: str, now_ms: int, ttl_ms: int) -> SweepLease:

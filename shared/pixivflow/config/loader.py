@@ -53,19 +53,36 @@ def strip_comments(data: Any) -> Any:
 
 
 SCAN_LIMIT_ENV = "PIXIV_CANDIDATE_SCAN_LIMIT"
+SCHEDULER_ENABLED_ENV = "PIXIV_SCHEDULER_ENABLED"
 
 
 def _environment_overrides(data: dict, env: Any) -> dict:
-    """PixivFlow's ``PIXIV_CANDIDATE_SCAN_LIMIT`` (spec §6.1): a positive integer replaces
-    ``download.candidateScanLimit`` and is then clamped like the key itself (``_soften``); a
-    non-positive or non-numeric value is ignored, as PixivFlow ignores it."""
+    """PixivFlow's environment overrides of config keys (its ``src/config/environment.ts``):
+
+    * ``PIXIV_CANDIDATE_SCAN_LIMIT`` (spec §6.1): a positive integer replaces
+      ``download.candidateScanLimit`` and is then clamped like the key itself (``_soften``); a
+      non-positive or non-numeric value is ignored, as PixivFlow ignores it.
+    * ``PIXIV_SCHEDULER_ENABLED``: ``scheduler.enabled`` is true exactly when the value is
+      ``true`` (any case), and a config without a ``scheduler`` block gets PixivFlow's default one
+      (``0 3 * * *``). It is how PixivFlow's own Docker deployment turns a run-once config such as
+      ``standalone.example.json`` into a daily one without editing it. The legacy block only
+      becomes a plan when there is no ``schedules`` key (``plans.legacy_plan``), so beside one this
+      changes nothing. Unlike PixivFlow, an empty value counts as unset: a stack parameter left
+      blank must not switch a config's scheduler off."""
+    out = data
     raw = (env.get(SCAN_LIMIT_ENV) or "").strip()
-    if not raw.isdigit() or int(raw) <= 0:
-        return data
-    download = data.get("download")
-    download = dict(download) if isinstance(download, dict) else {}
-    download["candidateScanLimit"] = int(raw)
-    return {**data, "download": download}
+    if raw.isdigit() and int(raw) > 0:
+        download = out.get("download")
+        download = dict(download) if isinstance(download, dict) else {}
+        download["candidateScanLimit"] = int(raw)
+        out = {**out, "download": download}
+    switch = (env.get(SCHEDULER_ENABLED_ENV) or "").strip()
+    if switch:
+        legacy = out.get("scheduler")
+        legacy = dict(legacy) if isinstance(legacy, dict) else {}
+        legacy["enabled"] = switch.lower() == "true"
+        out = {**out, "scheduler": legacy}
+    return out
 
 
 def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:

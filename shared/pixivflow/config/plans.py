@@ -71,5 +71,5 @@ def legacy_plan(data: dict) -> str | None:
         return "scheduler: the legacy block is ignored because schedules is present"
     plan = {**_LEGACY_DEFAULTS, **legacy, "id": LEGACY_PLAN_ID, "name": "Default"}
     data["schedules"] = [plan]
-    state = "enabled" if plan["enabled"] is True else "disabled: it never fires"
+    state = "enabled" if plan["enabled"] is True else "disabled: it never fires unless PIXIV_SCHEDULER_ENABLED=true"
     return f"scheduler: the legacy block is plan {LEGACY_PLAN_ID!r} ({state}); write it under schedules instead"

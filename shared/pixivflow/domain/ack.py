@@ -428,7 +428,7 @@ def retry_delay_ms(attempt: int, u: float, base_ms: int = DEFAULT_RETRY_BASE_MS,
     if not 0.0 <= u <= 1.0:
         raise ValueError(f"u must lie in [0, 1], got {u!r}")
     exponent = min(max(0, attempt - 1), MAX_BACKOFF_EXPONENT)
-    capped = min(max_ms, base_ms * (2**exponent))
+    capped: int = min(max_ms, base_ms * (2**exponent))  # int ** int is Any to mypy
     return math.floor(capped * (0.5 + 0.5 * u) + 0.5)
 
 

@@ -65,4 +65,5 @@ def decide(outcome: TargetOutcome, cell_work_id: str | None) -> CellEffect:
 def retry_delay_s(attempts: int) -> int:
     """Delay before a retryable cell failure is retried: min(300, 30 x 2^(attempts-1)) seconds."""
     n = max(1, int(attempts))
-    return min(RETRY_MAX_S, RETRY_BASE_S * 2 ** min(n - 1, 10))
+    doubled: int = RETRY_BASE_S * 2 ** min(n - 1, 10)  # int ** int is Any to mypy (a negative power is a float)
+    return min(RETRY_MAX_S, doubled)

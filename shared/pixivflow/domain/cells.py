@@ -129,7 +129,7 @@ def derive_slot_status(cell_states: Iterable[str]) -> SlotStatus:
 def is_single_work_cell(target: Mapping[str, Any] | Any) -> bool:
     """Spec §5.3: does this target bind exactly one work per cell? Rules in order."""
 
-    def get(name: str) -> Any:
+    def get(name: str) -> object:
         if isinstance(target, Mapping):
             return target.get(name)
         return getattr(target, name, None)

@@ -194,7 +194,7 @@ class SlotState:
 
     def snapshot_cells(self) -> list[Cell]:
         """One cell per snapshot target, in snapshot order: written ones and unwritten (virtual) ones."""
-        return [self.cell(t) for t in self.slot.target_ids]  # type: ignore[misc]
+        return [c for t in self.slot.target_ids if (c := self.cell(t)) is not None]  # never None: t is in the snapshot
 
     def missing_targets(self) -> list[str]:
         """Snapshot targets whose cell item is not written yet."""

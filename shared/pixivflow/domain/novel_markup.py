@@ -90,8 +90,8 @@ def _first_url(urls: Any, keys: tuple[str, ...]) -> str | None:
 def inline_images(text: str, webview: Mapping[str, Any]) -> list[InlineImage]:
     """Every image marker of ``text`` (each once, in order), with its URL from the webview novel
     object: ``images[<id>].urls`` (original first) and ``illusts[<id>[-n]].illust.images``."""
-    images = webview.get("images") if isinstance(webview.get("images"), Mapping) else {}
-    illusts = webview.get("illusts") if isinstance(webview.get("illusts"), Mapping) else {}
+    images = found if isinstance(found := webview.get("images"), Mapping) else {}
+    illusts = given if isinstance(given := webview.get("illusts"), Mapping) else {}
     out: list[InlineImage] = []
     seen: set[str] = set()
     for m in scan(text):

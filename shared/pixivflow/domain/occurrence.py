@@ -44,8 +44,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
+from typing import cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
@@ -170,7 +171,7 @@ class _Plain:
     months: frozenset[int]
     dows: frozenset[int] | None  # 0 = Sunday; None: unrestricted
 
-    def day_matches(self, day) -> bool:
+    def day_matches(self, day: date) -> bool:
         if day.month not in self.months:
             return False
         dom_ok = self.doms is None or day.day in self.doms
@@ -190,15 +191,18 @@ def _plain_fields(expr: str) -> _Plain | None:
     if nth or any(v != "*" and not isinstance(v, int) for f in expanded for v in f):
         return None
 
+    def ints(index: int) -> list[int]:
+        return cast("list[int]", expanded[index])  # the check above left only ints or a lone "*"
+
     def values(index: int, low: int, high: int) -> list[int]:
-        return list(range(low, high + 1)) if expanded[index] == ["*"] else sorted(expanded[index])
+        return list(range(low, high + 1)) if expanded[index] == ["*"] else sorted(ints(index))
 
     return _Plain(
         minutes=tuple(values(0, 0, 59)),
         hours=tuple(values(1, 0, 23)),
-        doms=None if expanded[2] == ["*"] else frozenset(expanded[2]),
+        doms=None if expanded[2] == ["*"] else frozenset(ints(2)),
         months=frozenset(values(3, 1, 12)),
-        dows=None if expanded[4] == ["*"] else frozenset(v % 7 for v in expanded[4]),
+        dows=None if expanded[4] == ["*"] else frozenset(v % 7 for v in ints(4)),
     )
 
 

@@ -284,4 +284,4 @@ def _bounds_inverted(start: date | datetime, end: date | datetime) -> bool:
         start_day = start.date() if isinstance(start, datetime) else start
         end_day = end.date() if isinstance(end, datetime) else end
         return start_day > end_day
-    return start > end  # type: ignore[operator]
+    return start > end

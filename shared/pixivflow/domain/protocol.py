@@ -154,7 +154,7 @@ def job_result(cell: Cell, intents: Sequence[Intent]) -> dict[str, Any]:
     elif cell.status == CellStatus.SUBMITTED and cell.work_id:
         candidates.append(_candidate(cell.work_id, cell.work_type))
     report = cell.candidate_report or {}
-    supply = report.get("supply") if isinstance(report.get("supply"), dict) else {}
+    supply = stored if isinstance(stored := report.get("supply"), dict) else {}
     fetched = supply.get("fetched", report.get("fetched"))  # the stored supply report (domain.outcomes.CandidateScan)
     scanned = int(fetched) if isinstance(fetched, int) and not isinstance(fetched, bool) and fetched >= 0 else len(candidates)
     return {"candidates": candidates, "scanned": scanned}

@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:  # for the annotation only: parse_review_ack imports the ACK model when called
+    from .ack import DeliveryAck
 
 DEFAULT_REVIEW_ID_PREFIX = "rv"
 MAX_GROUP = 10  # sendMediaGroup: 2-10 items
@@ -211,7 +214,7 @@ def classify_answer(status: int, body: Any, *, chat: str) -> BotAnswer:
     code = answer.get("error_code")
     code = code if isinstance(code, int) and not isinstance(code, bool) else status
     description = str(answer.get("description") or "")[:300] or None
-    params = answer.get("parameters") if isinstance(answer.get("parameters"), Mapping) else {}
+    params = given if isinstance(given := answer.get("parameters"), Mapping) else {}
     if code == 429:
         after = params.get("retry_after")
         after = after if isinstance(after, int) and not isinstance(after, bool) and after >= 0 else None
@@ -267,7 +270,7 @@ def review_outcome(outcome: str, rid: str | None, *, error: str | None = None, r
                        "progress": dict(progress) if progress is not None else None, "clear_sending": clear_sending}}
 
 
-def parse_review_ack(body: Any):
+def parse_review_ack(body: Any) -> DeliveryAck:
     """The ACK of one Telegram review attempt (note §6): ``accepted`` (every call ok and the
     review recorded: remote status ``in_review``), ``idempotent_replay`` (the pre-flight found the
     review: ``review_exists``), a retry (at ``retry_after`` when Telegram said so), or a permanent

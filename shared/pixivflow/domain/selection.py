@@ -34,6 +34,7 @@ from __future__ import annotations
 import random as _random
 import re
 from dataclasses import asdict, dataclass
+from functools import partial
 from datetime import date, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
@@ -208,11 +209,11 @@ def plan_selection(c: Criteria, *, occurrence_date: str | None, seed: str = "") 
     start, end = c.start_date, c.end_date
     walk_order, order = c.sort, c.sort
     limit = max(1, int(c.limit or 1))
-    base = dict(work_type=c.work_type, sort=c.sort, search_target=c.search_target,
+    base: dict[str, Any] = dict(work_type=c.work_type, sort=c.sort, search_target=c.search_target,
                 exclude_ai=c.exclude_ai and c.work_type == "illustration", include_r18=c.r18, duration=c.duration)
     if c.user_id:
         # A user's works come newest first (Pixiv's /v1/user/illusts and /v1/user/novels).
-        queries = (Query(mode="user", user_id=c.user_id, **base),)
+        queries: tuple[Query, ...] = (Query(mode="user", user_id=c.user_id, **base),)
         walk_order = SORT_DATE_DESC
     elif c.mode == "ranking" and c.filter_tag:
         # PixivFlow's tag-scoped daily popularity: the ranking day becomes a one-day window of a
@@ -368,7 +369,7 @@ def select(plan: Plan, fetch_page: Callable[[Query, str | None], PageLike]) -> S
     for query in plan.queries:
         if len(inside) >= plan.gather:
             break  # an or-relation stops searching further words once enough works are gathered
-        found = walk(lambda cursor, q=query: fetch_page(q, cursor), bound=plan.gather - len(inside),
+        found = walk(partial(fetch_page, query), bound=plan.gather - len(inside),
                      order=plan.walk_order, start_date=plan.start_date, end_date=plan.end_date)
         for work in found.items:
             inside.setdefault(_key(work), work)

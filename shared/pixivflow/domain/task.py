@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from .protocol import JOB_TYPE, SUPPORTED_VERSIONS, ProtocolError, invalid
 
@@ -58,7 +58,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -251,8 +251,8 @@ def retrieval_view(params: Any) -> RetrievalView | None:
             return None
     if not isinstance(params, dict) or not params:
         return None
-    query = params.get("query") if isinstance(params.get("query"), dict) else {}
-    constraints = params.get("constraints") if isinstance(params.get("constraints"), dict) else {}
+    query = asked if isinstance(asked := params.get("query"), dict) else {}
+    constraints = bounds if isinstance(bounds := params.get("constraints"), dict) else {}
     tags = [t for t in query.get("tags") or [] if isinstance(t, str) and t]
     tag = " ".join(tags) if tags else None
     relation = "or" if len(tags) > 1 and query.get("expand") is True else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._sqs import process
+from ._sqs import PartialItemFailureResponse, process
 
 
 def _deliver(body: str) -> None:
@@ -16,7 +16,7 @@ def _deliver(body: str) -> None:
     deliver_message(runtime.get().engine, message.kind, message.key)
 
 
-def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     from .. import runtime
 
     # Every outbox attempt of this invocation ends before the invocation does (issue 21): the

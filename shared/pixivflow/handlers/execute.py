@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._sqs import process
+from ._sqs import PartialItemFailureResponse, process
 
 
 def _execute(body: str, context: Any = None) -> None:
@@ -18,6 +18,6 @@ def _execute(body: str, context: Any = None) -> None:
     execute_cell(runtime.get().engine, message.slotId, message.targetId, time_left=remaining)
 
 
-def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     """Infrastructure errors and unparsable bodies become batchItemFailures; outcomes never do."""
     return process(event, context, lambda body: _execute(body, context))

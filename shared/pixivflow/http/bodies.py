@@ -16,7 +16,7 @@ import base64
 import binascii
 import json
 import math
-from typing import Any
+from typing import Any, Iterable
 
 
 MAX_BODY_BYTES = 64 * 1024
@@ -92,7 +92,7 @@ def _too_deep(value: Any) -> bool:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children = item.values()
+            children: Iterable[Any] = item.values()
         elif isinstance(item, list):
             children = item
         else:

@@ -73,7 +73,7 @@ _REQUEST_KEY = "pixivflow_request"
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 _PARAM = re.compile(r"<(\w+)>")
 _MAX_LOGGED_PARAM = 256
-SECURITY = {"trigger": [{"triggerToken": []}], "jobs": [{"manualWorkToken": []}]}
+SECURITY: dict[str, list[dict[str, list[str]]]] = {"trigger": [{"triggerToken": []}], "jobs": [{"manualWorkToken": []}]}
 
 
 # -- surfaces: the two error shapes ------------------------------------------------------------
@@ -298,8 +298,7 @@ def log_detail(message: str, event: str, **fields: Any) -> None:
 
 def describe_validation_error(exc: ValidationError) -> str:
     """``<field>: <message>`` for the first error, e.g. ``label: Input should be a valid string``."""
-    errors = exc.errors() or [{}]
-    first = errors[0]
+    first: Mapping[str, Any] = next(iter(exc.errors()), {})
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     return f"{'.'.join(loc) or 'body'}: {first.get('msg') or 'invalid value'}"
 
@@ -329,7 +328,7 @@ class HttpShell:
               precheck: Callable[..., Response | None] | None = None, rejected_event: str = "http.request_invalid",
               refusal_fields: Mapping[str, Any] | None = None, failure: Failure | None = None, stage: str = "handler",
               params: Mapping[str, str] | None = None, summary: str | None = None,
-              ok: Mapping[int, tuple[str, str]] | None = None, errors: Mapping[int, str] | None = None,
+              ok: Mapping[int, tuple[str, str | Mapping[str, Any]]] | None = None, errors: Mapping[int, str] | None = None,
               in_schema: bool = True, text: Mapping[str, TextRule] | None = None,
               query: Mapping[str, tuple[TextRule, str]] | None = None,
               path_rules: Mapping[str, TextRule] | None = None,
@@ -378,14 +377,14 @@ class HttpShell:
             parameters.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
                                                 annotation=Annotated[spec.body.model | None if spec.body.optional
                                                                      else spec.body.model, Body()]))
-        endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # read by inspect.signature(); not in the stubs
         endpoint.__name__ = spec.handler.__name__
         endpoint.__doc__ = spec.handler.__doc__
         setattr(endpoint, _SPEC_ATTR, spec)
         return endpoint
 
-    def _responses(self, spec: RouteSpec, ok: Mapping[int, tuple[str, str]], errors: Mapping[int, str]) -> dict[int, Any]:
-        def content(schema: str | dict[str, Any]) -> dict[str, Any]:
+    def _responses(self, spec: RouteSpec, ok: Mapping[int, tuple[str, str | Mapping[str, Any]]], errors: Mapping[int, str]) -> dict[int, Any]:
+        def content(schema: str | Mapping[str, Any]) -> dict[str, Any]:
             ref = {"$ref": f"#/components/schemas/{schema}"} if isinstance(schema, str) else schema
             return {"application/json": {"schema": ref}}
 
@@ -494,7 +493,7 @@ class HttpShell:
             try:
                 data = spec.model.model_validate(data)
             except ValidationError as exc:
-                first = (exc.errors() or [{}])[0]
+                first: Mapping[str, Any] = next(iter(exc.errors()), {})
                 name = ".".join(str(p) for p in first.get("loc", ())) or "body"
                 raise BodyProblem(400, "invalid_field", describe_validation_error(exc), field=name) from None
         if spec.check is not None:

@@ -368,7 +368,7 @@ def register(shell: HttpShell) -> None:
         """The cookie value of the request's live session (what its CSRF token is derived from)."""
         token, now = _token(), runtime.get().engine.now()
         current = live_session(event, token, now) if token else None
-        if current is None:
+        if current is None or not token:
             return None
         return next((v for v in _cookie_values(event) if session_epoch(v, token, now) == current), None)
 

@@ -435,7 +435,9 @@ class DevServer:
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"})
         config = self._demo_config() if self.demo else self.config_path
         self.config_in_use = str(Path(config).resolve()) if config and not config.startswith("ssm:") else config
-        self.rt = EmbeddedRuntime(config, self.clock, tokens=self.tokens, start_moto=False, backend="moto",
+        assert config is not None  # __init__ refuses a dev server with neither a config nor the demo
+        # A wall-paced ScaledClock, not a VirtualClock: the dev server never calls settle(), the one user of advance().
+        self.rt = EmbeddedRuntime(config, self.clock, tokens=self.tokens, start_moto=False, backend="moto",  # type: ignore[arg-type]
                                   seed=secrets.randbits(32))
         self.rt.__enter__()
         self._stack.callback(self.rt.__exit__, None, None, None)

@@ -12,7 +12,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 Script = Callable[["ReceivedRequest"], Any]
 
@@ -86,7 +86,7 @@ class Downstream:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = cast("tuple[str, int]", self._server.server_address[:2])  # AF_INET: the host is a str
         return f"http://{host}:{port}/review"
 
     def __enter__(self) -> "Downstream":

@@ -85,7 +85,8 @@ def install() -> None:
             _check(self, args[-1] if args else None)
             return _saved["sendto"](self, data, *args)
 
-        cls.connect, cls.connect_ex, cls.sendto = connect, connect_ex, sendto  # type: ignore[method-assign]
+        # Patched on the class; the stubs type each method by its overloads and address kinds.
+        cls.connect, cls.connect_ex, cls.sendto = connect, connect_ex, sendto  # type: ignore[method-assign, assignment]
         socket.getaddrinfo = _guarded_getaddrinfo
 
 
@@ -98,6 +99,7 @@ def uninstall() -> None:
         if _installed:
             return
         cls = socket.socket
+        # Put back on the class (see install()).
         cls.connect, cls.connect_ex, cls.sendto = _saved["connect"], _saved["connect_ex"], _saved["sendto"]  # type: ignore[method-assign]
         socket.getaddrinfo = _saved["getaddrinfo"]
         _saved.clear()

@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
@@ -171,7 +171,7 @@ class Fixtures:
     dated_ranking: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     suggestions: dict[str, list[str]] = field(default_factory=dict)  # autocomplete word -> tag names
 
-    def add_inline_images(self, novel_id: int, uploaded: list[str] = (), illusts: list[str] = ()) -> None:  # type: ignore[assignment]
+    def add_inline_images(self, novel_id: int, uploaded: Sequence[str] = (), illusts: Sequence[str] = ()) -> None:
         """Images the novel's text refers to: ``[uploadedimage:<id>]`` and ``[pixivimage:<id>[-n]]``,
         each served by the image host (a small JPEG)."""
         day = "2026/11/29/00/00/00"
@@ -520,7 +520,7 @@ class FakePixiv:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = cast("tuple[str, int]", self._server.server_address[:2])  # AF_INET: the host is a str
         return f"http://{host}:{port}"
 
     @property

@@ -33,7 +33,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 PHOTO_MAX_BYTES = 10 * 1024 * 1024
 CAPTION_MAX_UTF16 = 1024
@@ -72,8 +72,9 @@ class Request:
             f"Content-Type: {ctype}\r\n\r\n".encode() + self.raw)
         if not message.is_multipart() or message.defects:
             raise ValueError(f"malformed multipart body: {message.defects}")
-        return [Part(p.get_param("name", header="content-disposition"), p.get_filename(),
-                     p.get_content_type() if p.get("content-type") else "", p.get_payload(decode=True) or b"")
+        # A form-data part names itself with a plain name= (never RFC 2231), and a leaf part decodes to bytes.
+        return [Part(cast(str, p.get_param("name", header="content-disposition")), p.get_filename(),
+                     p.get_content_type() if p.get("content-type") else "", cast(bytes, p.get_payload(decode=True) or b""))
                 for p in message.iter_parts()]
 
     def fields(self) -> dict[str, list[str]]:
@@ -145,7 +146,7 @@ class LoopbackServer:
 
     @property
     def base(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = cast("tuple[str, int]", self._server.server_address[:2])  # AF_INET: the host is a str
         return f"http://{host}:{port}"
 
     def __enter__(self):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -66,7 +66,7 @@ def _construct_value(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
         return loader.construct_sequence(node, deep=True)
-    return loader.construct_mapping(node, deep=True)
+    return loader.construct_mapping(cast(yaml.MappingNode, node), deep=True)  # the only kind left
 
 
 def _make_constructor(long_name: str):

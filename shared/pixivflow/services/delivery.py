@@ -421,7 +421,7 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
     if not isinstance(restrict, int) or isinstance(restrict, bool):
         restrict = work.x_restrict or None  # 0 without the source saying so is "unknown"
     views = raw.get("total_view", raw.get("total_views"))
-    series = raw.get("series") if isinstance(raw.get("series"), dict) else {}
+    series = given if isinstance(given := raw.get("series"), dict) else {}
     return {
         "title": work.title,
         "seriesTitle": series.get("title") or None,

@@ -11,7 +11,8 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from collections.abc import Iterable, Iterator
+from typing import Callable, cast
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -38,7 +39,8 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import Admission, SearchRequest, SourceGovernor, StoredFile, Work
+from ..ports import (Admission, ArtifactFile, Page, SearchRequest, SourceGovernor, StoredFile, StreamingArtifactStore,
+                     Work)
 from .assets import PREVIEW_ROUTES, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
@@ -162,7 +164,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
             return _apply(engine, slot, cell, owner, outcome, None)
-        if cell.status == CellStatus.DELIVERY_PENDING and target.single_work:
+        if cell.status == CellStatus.DELIVERY_PENDING and run.target.single_work:
             settled = _settle_from_ledger(engine, run)
             if settled is not None:
                 return settled
@@ -219,7 +221,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
     due = max(admission.wait_until, now + 1000)
     delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report = dict(cell.candidate_report or {})
-    waited = report.get("waited") if isinstance(report.get("waited"), dict) else {}
+    waited = before if isinstance(before := report.get("waited"), dict) else {}
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
@@ -374,7 +376,7 @@ def _search(run: CellRun, plan: Plan) -> Selection:
     never by the source running out: a popular tag has thousands of works."""
     source = run.engine.source
 
-    def fetch(query: Query, cursor: str | None):
+    def fetch(query: Query, cursor: str | None) -> Page:
         run.heartbeat()
         return source.search_page(SearchRequest(**query.fields()), cursor)
 
@@ -611,7 +613,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
-    planned = planner(work) if streamable else None
+    planned = planner(work) if streamable and planner is not None else None
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -620,7 +622,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
             work = _content_rules(run, work, files, [])
         engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
         return work
-    have = engine.artifacts.partial(prefix) if resumed else {}
+    artifacts = cast(StreamingArtifactStore, engine.artifacts)  # streamable: it has put_stream
+    have = artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
     for index, planned_file in enumerate(planned):
         if planned_file.stem in have:
@@ -631,17 +634,17 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         check = filters and run.target.aiMetadataCheck and index == 0
         head = bytearray()
         with planned_file.open() as (chunks, header_type):
-            out.append(engine.artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
+            out.append(artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
                                                    header_type=header_type, role=planned_file.role, meta=planned_file.meta))
         if check and has_ai_file_markers(bytes(head)):
             engine.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
-    engine.artifacts.commit(prefix, out)
+    artifacts.commit(prefix, out)
     return work
 
 
-def _content_rules(run: CellRun, work: Work, files: list, stored: list[StoredFile]) -> Work:
+def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile], stored: list[StoredFile]) -> Work:
     """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
     engine, target = run.engine, run.target
     if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
@@ -657,7 +660,7 @@ def _content_rules(run: CellRun, work: Work, files: list, stored: list[StoredFil
     return work
 
 
-def _watched(chunks, head: bytearray | None):
+def _watched(chunks: Iterable[bytes], head: bytearray | None) -> Iterator[bytes]:
     for chunk in chunks:
         if head is not None and len(head) < AI_CHECK_BYTES:
             head += chunk[: AI_CHECK_BYTES - len(head)]
@@ -673,14 +676,14 @@ def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
     return need > INVOCATION_BUDGET_MS or run.time_left() >= need
 
 
-def _novel_text(engine: Engine, files: list, stored: list[StoredFile]) -> str:
+def _novel_text(engine: Engine, files: list[ArtifactFile], stored: list[StoredFile]) -> str:
     """The novel's body: the fetched text file, or the stored one on a re-run after a crash."""
     for file in files:
         if getattr(file, "role", None) == "text":
             return bytes(file.content).decode("utf-8", "replace")
-    for file in stored:
-        if getattr(file, "role", None) == "text" or str(getattr(file, "name", "")).endswith(".txt"):
-            return engine.artifacts.read(file).decode("utf-8", "replace")
+    for kept in stored:
+        if getattr(kept, "role", None) == "text" or str(getattr(kept, "name", "")).endswith(".txt"):
+            return engine.artifacts.read(kept).decode("utf-8", "replace")
     return ""
 
 
@@ -744,7 +747,8 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)
-    held, taken = [], []
+    held: list[tuple[str, str | None]] = []
+    taken: list[tuple[str, str | None]] = []
     for route in routes:
         ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
         (held if ok else taken).append((route, owner))

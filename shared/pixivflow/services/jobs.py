@@ -14,13 +14,13 @@ conflict is discovered after the request item is read, and it writes nothing eit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..config import PixivFlowConfig, ScheduleConfig, TargetConfig
 from ..domain.callbacks import CallbackRefused, CallbackUnresolvable, vet_callback_url
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
-from ..domain.model import Intent, OutboxStatus, cell_key
+from ..domain.model import Cell, Intent, OutboxStatus, SlotState, cell_key
 from ..domain.protocol import CANCELLED_REASON, ProtocolError, invalid, project_job, unknown_job
 from ..domain.reasons import reason_message
 from ..domain.task import Task, canonical_json, parse_task
@@ -35,13 +35,13 @@ CANCEL_RETRIES = 10
 MAX_TRANSACTION_ITEMS = 99  # DynamoDB allows 100 items per transaction
 
 
-def _resolver(engine: Engine):
+def _resolver(engine: Engine) -> Callable[[str, int], Sequence[str]]:
     if engine.resolver is not None:
         return engine.resolver
     import socket
 
     def resolve(host: str, port: int) -> list[str]:
-        return list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
+        return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
 
     return resolve
 
@@ -75,6 +75,7 @@ def resolve_target(config: PixivFlowConfig, target_id: str | None) -> tuple[Sche
         plans = _plans_selecting(config, target_id) if target else []
         if not plans:
             raise invalid("unknown target", reason="unknown_target", target_id=target_id, stage="target")
+        assert target is not None  # no target selects no plan
         if len(plans) > 1:
             raise invalid("ambiguous target", 409, reason="ambiguous_target", targets=[target_id],
                           schedules=sorted(p.id for p in plans), stage="target")
@@ -270,7 +271,8 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     return Cancellation(job, cells_cancelled, rows_cancelled)
 
 
-def _cancel_in_chunks(engine: Engine, state, open_cells, rows, slot_status: str, message: str, now: int) -> bool:
+def _cancel_in_chunks(engine: Engine, state: SlotState, open_cells: list[Cell], rows: list[Intent], slot_status: str, message: str,
+                      now: int) -> bool:
     """One transaction per job; a slot too large for one transaction is cancelled cell group by
     cell group, the slot last, each group conditioned on what was read (a re-run completes it)."""
     groups: list[tuple[list[str], list[Intent]]] = [([], [])]

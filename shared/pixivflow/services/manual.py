@@ -26,7 +26,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeGuard
 from zoneinfo import ZoneInfo
 
 from ..config import PixivFlowConfig, ScheduleConfig
@@ -67,7 +67,7 @@ class RefetchResult:
         return self.slot.slot_id
 
 
-def is_request_id(value: Any) -> bool:
+def is_request_id(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and REQUEST_ID_RE.match(value) is not None
 
 

@@ -35,7 +35,7 @@ def send_logged(engine: Any, queue: str, messages: Sequence[OutgoingMessage], *,
     What a lost send leaves behind is durable in the ledger (a cell with ``dispatchedAt``, a due outbox
     row), so the sweep re-drives it; the warning tells an operator why it came late."""
     send = engine.queues.send_execution if queue == "execution" else engine.queues.send_outbox
-    failed = send(list(messages))
+    failed: list[int] = send(list(messages))
     if failed:
         engine.log("warning", f"{queue} message(s) not sent; the sweep will re-drive them", event=event,
                    failed=len(failed), **fields)

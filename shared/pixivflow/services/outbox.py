@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
 from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
-from ..ports import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
+from ..ports import MAX_SQS_DELAY_S, OutboxRow, OutboxRows, OutgoingMessage
 from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS, Engine
 from .messages import outbox_body
 
@@ -55,6 +55,13 @@ class RowKind:
 
 
 ROW_KINDS: dict[str, RowKind] = {}
+
+
+def _rows(engine: Engine) -> OutboxRows:
+    """The engine's outbox rows: optional on :class:`Engine`, wired by every runtime that handles rows."""
+    rows = engine.outbox_rows
+    assert rows is not None, "this engine has no outbox rows"
+    return rows
 
 
 def register_row_kind(kind: str, sender: RowSender, *, timeout_s: float, events: str = "outbox",
@@ -87,7 +94,7 @@ def enqueue_row(engine: Engine, row: OutboxRow, *, revive: bool = False) -> bool
 
     The message is only a wake-up: if it is lost, or this process dies right after the write, the
     sweep re-drives the durable row (:func:`redrive_rows`)."""
-    stored, created = engine.outbox_rows.enqueue(row, revive=revive)
+    stored, created = _rows(engine).enqueue(row, revive=revive)
     if stored.actionable:
         failed = engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key))])
         if failed:
@@ -108,7 +115,7 @@ def deliver_row_message(engine: Engine, kind: str, key: str) -> RowResult:
     if kind not in ROW_KINDS:
         engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return RowResult(kind, key, "skipped", f"unknown kind {kind}")
-    row = engine.outbox_rows.get(kind, key)
+    row = _rows(engine).get(kind, key)
     if row is None:
         return RowResult(kind, key, "skipped", "no such row")
     return deliver_row(engine, row)
@@ -125,7 +132,7 @@ def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
                    event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))
         raise
     owner = engine.entropy.token("obx")
-    claimed = engine.outbox_rows.claim(row, owner, engine.now(), OUTBOX_LEASE_MS)
+    claimed = _rows(engine).claim(row, owner, engine.now(), OUTBOX_LEASE_MS)
     if claimed is None:
         return RowResult(row.kind, row.key, "skipped", "not due or claimed by another worker")
     if claimed.attempts > claimed.max_attempts:
@@ -145,7 +152,7 @@ def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
     except Exception as exc:  # every failure of the attempt is classified, never raised
         return _failed(engine, kind, claimed, owner, exc)
     now = engine.now()
-    if engine.outbox_rows.settle(claimed, owner, now, status="done") is None:
+    if _rows(engine).settle(claimed, owner, now, status="done") is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before recording the result")
     engine.log("info", "outbox row delivered", event=f"{kind.events}.delivered", kind=row.kind, key=row.key,
                target=kind.shown(row.target), job_id=row.slot_id, attempts=claimed.attempts)
@@ -155,7 +162,7 @@ def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
 
 def _defer(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, reason: str) -> RowResult:
     now = engine.now()
-    if engine.outbox_rows.release(row, owner, now, now + READINESS_DEFER_MS) is None:
+    if _rows(engine).release(row, owner, now, now + READINESS_DEFER_MS) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before the deferral")
     engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
     engine.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
@@ -168,7 +175,7 @@ def _give_back(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: E
     is due again shortly (the sweep re-drives it even if SQS's retry is lost). Nothing of the
     failure is cached: the next attempt reads the store again."""
     now = engine.now()
-    engine.outbox_rows.release(row, owner, now, now + SECRET_RETRY_MS)
+    _rows(engine).release(row, owner, now, now + SECRET_RETRY_MS)
     engine.log("warning", "secret store unavailable; row released without consuming an attempt",
                event=f"{kind.events}.secret_unavailable", kind=row.kind, key=row.key, target=kind.shown(row.target),
                error=type(exc).__name__)
@@ -190,7 +197,7 @@ def _failed(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exce
     if verdict.retryable and attempt < row.max_attempts:
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs,
                                   engine.config.delivery.outboxRetryMaxMs)
-        if engine.outbox_rows.settle(row, owner, now, status="retry_wait", error=error, next_attempt_at=now + delay_ms) is None:
+        if _rows(engine).settle(row, owner, now, status="retry_wait", error=error, next_attempt_at=now + delay_ms) is None:
             return RowResult(row.kind, row.key, "skipped", "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
@@ -206,7 +213,7 @@ def _failed(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exce
 
 def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int) -> RowResult:
     error = error[:1000]
-    if engine.outbox_rows.settle(row, owner, engine.now(), status="dead", error=error) is None:
+    if _rows(engine).settle(row, owner, engine.now(), status="dead", error=error) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before dead-lettering")
     engine.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
                key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
@@ -219,8 +226,8 @@ def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
     processing past their lease, get their message again. Index hits are re-read first."""
     now = engine.now()
     send: list[tuple[str, str]] = []
-    for kind, key in engine.outbox_rows.due(now - REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard):
-        row = engine.outbox_rows.get(kind, key)
+    for kind, key in _rows(engine).due(now - REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard):
+        row = _rows(engine).get(kind, key)
         if row is None or not row.actionable:
             continue
         if row.status == "processing":
@@ -240,8 +247,8 @@ def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
 def drain_rows(engine: Engine, *, limit_per_shard: int = 25) -> list[RowResult]:
     """Process due generic rows now (POST /internal/outbox/drain)."""
     results = []
-    for kind, key in engine.outbox_rows.due(engine.now(), limit_per_shard=limit_per_shard):
-        row = engine.outbox_rows.get(kind, key)
+    for kind, key in _rows(engine).due(engine.now(), limit_per_shard=limit_per_shard):
+        row = _rows(engine).get(kind, key)
         if row is not None and row.actionable and kind in ROW_KINDS:
             try:
                 results.append(deliver_row(engine, row))

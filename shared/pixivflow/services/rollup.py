@@ -251,7 +251,7 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
     return True
 
 
-def _log_outcome(engine: Engine, outcome: dict) -> None:
+def _log_outcome(engine: Engine, outcome: dict[str, Any]) -> None:
     engine.log("info", "Schedule occurrence reached a terminal outcome", **outcome)
     engine.metric("SlotsFinished", status=str(outcome.get("status")))
     if outcome.get("alertable"):  # the page an operator gets (spec §9.2; issue 16): one per occurrence

@@ -22,9 +22,10 @@ A single bad item never aborts the sweep.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import ScheduleConfig
-from ..domain.model import SlotState, row_overdue
+from ..domain.model import Cell, SlotState, row_overdue
 from ..ports import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
@@ -222,7 +223,7 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
     return len(failed) < len(claimed)
 
 
-def _typed(engine: Engine, cell):
+def _typed(engine: Engine, cell: Cell) -> Cell:
     """An unwritten cell with its target's work type, as its item will carry it."""
     target = engine.config.target(cell.target_id)
     cell.work_type = target.type if target else None
@@ -305,7 +306,7 @@ class SkippedSweep(SweepResult):
     leaseOwner: str = ""
     leaseUntil: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {**super().as_dict(), "skipped": True, "reason": "lease_held",
                 "leaseOwner": self.leaseOwner, "leaseUntil": self.leaseUntil}
 
@@ -388,6 +389,7 @@ def detect_missed_fires(engine: Engine) -> int:
 def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
     state = engine.sweep_state
     assert state is not None
+    assert schedule.cron is not None  # the caller checks only schedules with a cron
     if not schedule.enabled:
         if watch is not None and not watch.paused:
             state.pause_watch(watch)

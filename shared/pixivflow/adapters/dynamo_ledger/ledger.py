@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ..dynamodb_base import DynamoItems, is_conditional_failure
+from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item, slot_from_item
 from .expressions import _NO_LIVE_LEASE, _Update
 from .keys import ACTIVE_INDEX, DUE_INDEX, SHARDS, _ms13, cell_sk, intent_sk, shard_of, slot_pk, work_pk
@@ -53,7 +53,7 @@ class DynamoLedger(DynamoItems):
             )
             return True, None
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             return False, self._unmarshal(old) if old else None
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
@@ -450,7 +450,7 @@ class DynamoLedger(DynamoItems):
             )
             return True, owner_key
         except ClientError as exc:
-            old = exc.response.get("Item")
+            old = refused_item(exc)
             owner = self._unmarshal(old).get("ownerKey") if old else None
             return False, owner
 
@@ -480,7 +480,8 @@ class DynamoLedger(DynamoItems):
         owners: dict[str, str] = {}
         for start in range(0, len(ids), 100):
             keys = [self._key(work_pk(route, work_type, w), "OWNER") for w in ids[start : start + 100]]
-            request = {self._table: {"Keys": keys, "ConsistentRead": consistent, "ProjectionExpression": "workId, ownerKey"}}
+            request: dict[str, Any] | None = {self._table: {"Keys": keys, "ConsistentRead": consistent,
+                                                            "ProjectionExpression": "workId, ownerKey"}}
             while request:
                 resp = self._call("batch_get_item", RequestItems=request)
                 for raw in resp.get("Responses", {}).get(self._table, []):

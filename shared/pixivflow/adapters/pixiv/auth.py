@@ -113,7 +113,7 @@ class RefreshToken:
         # PIXIV_REFRESH_TOKEN: the environment variable, else its SSM parameter, which is also
         # where a rotated token is then written back.
         self._placeholder = is_placeholder_refresh_token(configured)
-        self._configured = "${" + PLACEHOLDER_TOKEN_NAME + "}" if self._placeholder else configured
+        self._configured = "${" + PLACEHOLDER_TOKEN_NAME + "}" if self._placeholder or configured is None else configured
         self._resolver = resolver
         self._env = env if env is not None else os.environ
         self._log = log or (lambda *a, **k: None)
@@ -367,6 +367,7 @@ class PixivAuth:
                     "get_secure_url": "1", "include_policy": "true"}
             self.refreshes += 1
             status = None
+            problem: str | None
             try:
                 response = self._http.post(self._url, data=form, headers=headers)
             except httpx.TimeoutException:

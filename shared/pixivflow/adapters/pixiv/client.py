@@ -201,7 +201,7 @@ class PixivClient:
             except httpx.TransportError as exc:
                 problem, status = f"download_failed: image {where} could not be fetched ({type(exc).__name__})", None
             else:
-                problem = self._image_answer(response, status, body, where)
+                problem = self._image_answer(response, response.status_code, body, where)
             attempt = self._image_retry(attempt, problem, status, where)
 
     @contextmanager
@@ -240,7 +240,7 @@ class PixivClient:
             except httpx.TransportError as exc:
                 problem, status = f"download_failed: image {where} could not be fetched ({type(exc).__name__})", None
             if problem is None:
-                problem = self._image_answer(response, status, body, where)
+                problem = self._image_answer(response, response.status_code, body, where)
             attempt = self._image_retry(attempt, problem, status, where)
 
     def _image_answer(self, response: httpx.Response, status: int, body: Any, where: str) -> str:

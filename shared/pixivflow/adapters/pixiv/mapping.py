@@ -46,9 +46,9 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def to_work(raw: Mapping[str, Any], work_type: str) -> Work:
-    user = raw.get("user") if isinstance(raw.get("user"), Mapping) else {}
-    series = raw.get("series") if isinstance(raw.get("series"), Mapping) else {}
-    tags = tuple(t.get("name") for t in raw.get("tags") or () if isinstance(t, Mapping) and t.get("name"))
+    user = author if isinstance(author := raw.get("user"), Mapping) else {}
+    series = part_of if isinstance(part_of := raw.get("series"), Mapping) else {}
+    tags = tuple(t["name"] for t in raw.get("tags") or () if isinstance(t, Mapping) and t.get("name"))
     ai_key = "novel_ai_type" if work_type == "novel" else "illust_ai_type"
     return Work(
         work_id=str(raw.get("id")),
@@ -78,7 +78,7 @@ def page_urls(raw: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
             urls = urls if isinstance(urls, Mapping) else {}
             out.append((urls.get("original"), urls.get("large")))
         return out
-    single = raw.get("meta_single_page") if isinstance(raw.get("meta_single_page"), Mapping) else {}
+    single = meta if isinstance(meta := raw.get("meta_single_page"), Mapping) else {}
     large = (raw.get("image_urls") or {}).get("large") if isinstance(raw.get("image_urls"), Mapping) else None
     return [(single.get("original_image_url"), large)]
 

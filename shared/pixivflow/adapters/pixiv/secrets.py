@@ -88,7 +88,7 @@ class SecretResolver:
         return bool((self._env.get(name) or "").strip())
 
     def lookup(self, name: str, *, fresh: bool = False) -> str | None:
-        value = (self._env.get(name) or "").strip()
+        value: str | None = (self._env.get(name) or "").strip()
         if value:
             return value
         parameter = self.parameter_name(name)

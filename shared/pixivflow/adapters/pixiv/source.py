@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
@@ -184,7 +185,7 @@ class PixivSource:
         if offset < OFFSET_CAP:
             return rebased + (f"#{mark}" if mark else "")
         continuable = request.mode in ("search", "topic") and request.sort in ("date_desc", "date_asc")
-        last = raw_items[-1] if raw_items and isinstance(raw_items[-1], Mapping) else None
+        last = end if raw_items and isinstance(end := raw_items[-1], Mapping) else None
         created = _created(last.get("create_date")) if last else None
         if not continuable or created is None:
             self._log("warning", "Pixiv's 5000-offset cap reached; this walk cannot continue past it",
@@ -203,6 +204,7 @@ class PixivSource:
         continued = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
         self._log("info", "Pixiv's 5000-offset cap reached; continuing by date", event="pixiv.offset_cap",
                   mode=request.mode, sort=request.sort, continued=True, date_key=key, date=day)
+        assert last is not None  # created came from it
         return f"{continued}#{json.dumps([str(last.get('create_date')), str(last.get('id'))], separators=(',', ':'))}"
 
     @staticmethod
@@ -271,8 +273,9 @@ class PixivSource:
             meta: dict[str, Any] = {"page": n}
             files.append(FileDownload(
                 stem=f"{work.work_id}_p{n}", role="original", meta=meta, worst_case_ms=self._fetch_worst_case_ms,
-                open=lambda urls=candidates, n=n, meta=meta: self._open_first(urls, work.work_id, n, meta),
-                describe=lambda head, header_type, stem=f"{work.work_id}_p{n}", meta=meta: _describe(
+                open=partial(self._open_first, candidates, work.work_id, n, meta),
+                # mypy cannot type a lambda whose defaults bind the loop's values; meta is read when called
+                describe=lambda head, header_type, stem=f"{work.work_id}_p{n}", meta=meta: _describe(  # type: ignore[misc]
                     stem, head, header_type, meta.get("source_url") or "", single)))
         return files
 
@@ -334,13 +337,14 @@ class PixivSource:
         if raw.get("type") == "ugoira":
             return []
         pages = page_urls(raw)
-        urls = raw.get("image_urls") if isinstance(raw.get("image_urls"), Mapping) else {}
+        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
         if len(pages) == 1 and not pages[0][1] and urls.get("medium"):
             pages = [(pages[0][0], urls["medium"])]
         if len(pages) != len(files) or not all(large for _, large in pages):
             return []
         previews = []
         for n, ((_, large), original) in enumerate(zip(pages, files)):
+            assert large is not None  # every page has one (checked above)
             content, header_type = self._client.image(large)
             mime, width, height = sniff(content)
             mime = mime or mime_of_name(large) or (header_type.split(";")[0].strip() or "image/jpeg")
@@ -396,6 +400,7 @@ class PixivSource:
         medium = ((meta or {}).get("zip_urls") or {}).get("medium") if isinstance(meta, Mapping) else None
         if not isinstance(medium, str) or not medium:
             raise SourceError(f"missing metadata: ugoira {work_id} has no zip URL", retryable=False)
+        assert isinstance(meta, Mapping)  # the zip URL came from it
         large = medium.replace("_ugoira600x600", "_ugoira1920x1080")
         content, used, _ = self._first_found(list(dict.fromkeys([large, medium])), work_id, 0)
         frames = [{"file": str(f.get("file")), "delay": int(f.get("delay") or 0)}
@@ -411,7 +416,7 @@ class PixivSource:
                               content_type="text/plain; charset=utf-8", role="text",
                               meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)})]
         files += self._rich_novel(work_id, str(raw.get("title") or ""), text, novel)
-        urls = raw.get("image_urls") if isinstance(raw.get("image_urls"), Mapping) else {}
+        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
         cover = urls.get("large") or urls.get("medium")
         if isinstance(cover, str) and cover and urlsplit(cover).hostname != "s.pximg.net":
             try:

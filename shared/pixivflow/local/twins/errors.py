@@ -26,7 +26,8 @@ def client_error(code: str, message: str, operation: str, *, status: int = 400, 
         "ResponseMetadata": {"HTTPStatusCode": status},
         **extra,
     }
-    return error_class(cls or code)(response, operation)
+    # botocore's stubs type the response as a closed TypedDict; DynamoDB's also carry Item, CancellationReasons...
+    return error_class(cls or code)(response, operation)  # type: ignore[arg-type]
 
 
 class Exceptions:
