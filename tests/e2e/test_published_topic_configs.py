@@ -291,6 +291,7 @@ def reviewed(bot_api, cp, bot: int) -> dict[str, tuple[str, list]]:
     return out
 
 
+@pytest.mark.size("large")  # two occurrences of four topic cells on moto (tests/README.md, test sizes)
 def test_pixivflow_production_reviews_what_the_topic_rules_pick_through_each_bots_telegram_route(start, telegram):
     """``pixivflow.production.json`` (the control plane's copy): the four topic targets of
     ``production.json``, delivered for review through two ``type: telegram`` routes. The same rules

@@ -64,6 +64,7 @@ def test_the_readme_marks_its_runnable_blocks():
     assert any("source .pixivflow-dev.env" in b for b in blocks)
 
 
+@pytest.mark.size("large")  # a dev server and every README block (tests/README.md, test sizes)
 def test_every_readme_test_block_runs_verbatim_against_the_dev_server(dev_server):
     cwd, env = dev_server
     outputs = []

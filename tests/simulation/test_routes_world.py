@@ -7,6 +7,8 @@ each check is seen failing on exactly the record that breaks it.
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import re
 import subprocess
@@ -123,6 +125,7 @@ def test_the_pixiv_oracle_sees_the_account_over_its_bound_a_stuck_guard_and_an_e
     assert check_pixiv(world) == []
 
 
+@pytest.mark.size("large")  # one seed of each of the three worlds (tests/README.md, test sizes)
 def test_one_seed_of_each_world_runs_clean_and_meets_its_routes_and_faults():
     # seed 1: the routes world, seed 2: the Pixiv world (sim.variant: seed % 3)
     done = subprocess.run([sys.executable, str(SIM), "--replay", "1,2", "--jobs", "1"], capture_output=True, text=True,

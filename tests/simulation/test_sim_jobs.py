@@ -5,6 +5,8 @@ cancels, and no violation of the §13 and job rules (``oracle_jobs``)."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import re
 import subprocess
@@ -15,6 +17,7 @@ SIM = Path(__file__).resolve().parent / "sim.py"
 DROP = ("POWERTOOLS_", "LOG_LEVEL", "AWS_", "PIXIV", "TRIGGER_", "JOBS_", "LEDGER_", "EXECUTION_", "OUTBOX_", "ARTIFACT_")
 
 
+@pytest.mark.size("large")  # four simulation seeds with the jobs world (tests/README.md, test sizes)
 def test_a_few_seeds_drive_jobs_callbacks_cancels_and_acks_through_the_real_handlers():
     env = {k: v for k, v in os.environ.items() if not k.startswith(DROP)}
     done = subprocess.run([sys.executable, str(SIM), "--seeds", "4", "--first", "1", "--jobs", "1"],
