@@ -224,13 +224,13 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, float], fa
 def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
     """What no saving inside the design can go under, from this run's own figures."""
     puts = per_cell["s3"]["requests_by_op"].get("PutObject", 0)
-    s3_floor = 2 * P["s3_put"] * MILLION  # a one-file work: its file and its manifest, stored before its intent
+    s3_floor = 1 * P["s3_put"] * MILLION  # a one-file work: its one PUT, stored before its intent (issue 25)
     # the writes DESIGN §4 says a crash-safe cell cannot skip: claim, bind, reserve, intent, hand-off,
     # outbox claim, settle the row, settle the cell (8 x 1 KB), plus the slot's own (create + index,
     # close + index, the outcome record) spread over its cells
     ddb_floor = 8 * P["dynamodb_wru"] * MILLION
-    return (f"Floor: S3 sets it. Every work is stored before its intent (DESIGN §12): one PUT per file plus its "
-            f"manifest, {puts:.2f} PUTs per cell here, ${s3_floor:.2f} for a one-file work alone at ${P['s3_put'] * 1000:.3f} "
+    return (f"Floor: S3 sets it. Every work is stored before its intent (DESIGN §12): one PUT per file (the file "
+            f"list rides in the intent), {puts:.2f} PUTs per cell here, ${s3_floor:.2f} for a one-file work alone at ${P['s3_put'] * 1000:.3f} "
             f"per 1,000 PUTs. Next DynamoDB: the 8 single-item writes a crash-safe cell cannot skip (DESIGN §4) are "
             f"${ddb_floor:.2f}, ${lines['DynamoDB writes']:.2f} with the slot's own writes. Those two alone are "
             f"${s3_floor + ddb_floor:.2f} > $10.")

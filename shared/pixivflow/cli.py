@@ -421,6 +421,26 @@ def render_dead(rows: list[dict[str, Any]]) -> list[str]:
                    _short(r["lastError"], 70)] for r in rows])
 
 
+# Rows that need the operator first, then those still moving, then the finished ones.
+_OUTBOX_ORDER = ("dead", "retry_wait", "processing", "pending", "cancelled", "done")
+
+
+def render_outbox(rows: list[dict[str, Any]]) -> list[str]:
+    """``outbox list``: every row grouped by status (dead first), each with its last error, and a count line."""
+    if not rows:
+        return ["no outbox rows"]
+    rank = {s: n for n, s in enumerate(_OUTBOX_ORDER)}
+    ordered = sorted(rows, key=lambda r: rank.get(r["status"], len(rank)))  # stable: newest first within a status
+    counts: dict[str, int] = {}
+    for r in ordered:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    lines = table(["STATUS", "KIND", "KEY", "TARGET", "ATTEMPTS", "UPDATED AT", "NEXT ATTEMPT", "ERROR"],
+                  [[r["status"], r["kind"], r["key"], r["target"], f"{r['attempts']}/{r['maxAttempts']}", _iso(r["updatedAt"]),
+                    _iso(r["nextAttemptAt"]) if r["nextAttemptAt"] is not None else None, _short(r["lastError"], 70)]
+                   for r in ordered])
+    return lines + ["", f"{len(rows)} row(s): {_counts(counts)}"]
+
+
 def render_redrive(result: dict[str, Any]) -> list[str]:
     row = result["row"]
     was = f"was {result['previousAttempts']} attempt(s)" + (f", last error: {result['previousError']}" if result["previousError"] else "")
@@ -517,10 +537,44 @@ def _schedules_next(args: argparse.Namespace) -> int:
     return _run("schedules next", body)
 
 
-def _outbox_list(args: argparse.Namespace) -> int:
-    from .services.inspection import dead_letters
+def _schedules_pause(args: argparse.Namespace) -> int:
+    """``schedules pause|resume <id>``: flip the schedule's pause item (``ports.SchedulePause``),
+    conditionally; the operator's audit line either way. Needs the config: only a schedule it
+    names can be paused (a typo never leaves an item behind)."""
+    from .services.inspection import InspectionError, set_paused
 
-    return _run("outbox list", lambda: _emit(args, dead_letters(_reads(args)), render_dead))
+    pause = args.action == "pause"
+    verb = "paused" if pause else "resumed"
+
+    def body() -> int:
+        reads = _reads(args, need_config=True)
+        try:
+            view = set_paused(reads, args.schedule_id, pause, by=_operator())
+        except InspectionError as exc:
+            _audit(f"schedule.{args.action}_refused", schedule_id=args.schedule_id, reason=exc.message)
+            raise
+        _audit(f"schedule.{verb}", schedule_id=view["scheduleId"], paused_at=view["pausedAt"],
+               resumed_at=view["resumedAt"])
+        return _emit(args, view, render_pause)
+
+    return _run(f"schedules {args.action}", body)
+
+
+def render_pause(view: dict[str, Any]) -> list[str]:
+    if view["paused"]:
+        return [f"schedule {view['scheduleId']} paused at {_iso(view['pausedAt'])}: its fires are refused and not "
+                "counted as missed until it is resumed"]
+    return [f"schedule {view['scheduleId']} resumed at {_iso(view['resumedAt'])}: it runs again from its next fire"]
+
+
+def _outbox_list(args: argparse.Namespace) -> int:
+    """``outbox list``: every row by status; ``--dead`` the dead ones (the table the alarms'
+    runbook names); ``--status X`` one status."""
+    from .services.inspection import dead_letters, outbox_list
+
+    if args.dead:
+        return _run("outbox list", lambda: _emit(args, dead_letters(_reads(args)), render_dead))
+    return _run("outbox list", lambda: _emit(args, outbox_list(_reads(args), args.status), render_outbox))
 
 
 def _outbox_redrive(args: argparse.Namespace) -> int:
@@ -539,11 +593,17 @@ def _outbox_redrive(args: argparse.Namespace) -> int:
     return _run("outbox redrive", body)
 
 
+_DONE_EVENTS = frozenset({"outbox.redriven", "schedule.paused", "schedule.resumed"})
+
+
+def _operator() -> str | None:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or None
+
+
 def _audit(event: str, **fields: Any) -> None:
     """The operator's action as one JSON log line on stderr (stdout stays the command's output)."""
-    line = {"level": "INFO" if event == "outbox.redriven" else "WARNING", "event": event, "timestamp": _iso(_now_ms()),
-            "operator": os.environ.get("USER") or os.environ.get("USERNAME") or None,
-            **{k: v for k, v in fields.items() if v is not None}}
+    line = {"level": "INFO" if event in _DONE_EVENTS else "WARNING", "event": event, "timestamp": _iso(_now_ms()),
+            "operator": _operator(), **{k: v for k, v in fields.items() if v is not None}}
     print(json_text(line, indent=None), file=sys.stderr)
 
 
@@ -568,6 +628,7 @@ def main(argv: list[str] | None = None, *, now_ms: Callable[[], int] | None = No
 
 def _main(argv: list[str] | None) -> int:
     from . import __version__
+    from .domain.model import OutboxStatus  # pure: the one list of outbox statuses
 
     parser = argparse.ArgumentParser(prog="pixivflow", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"pixivflow {__version__}")
@@ -617,6 +678,13 @@ def _main(argv: list[str] | None) -> int:
     nxt.add_argument("--json", action="store_true")
     nxt.set_defaults(func=_schedules_next)
 
+    for action, text in (("pause", "pause a schedule: its fires are refused and not counted as missed (logged)"),
+                         ("resume", "resume a paused schedule from its next fire (logged)")):
+        flip = ssub.add_parser(action, help=text)
+        _ledger_options(flip)
+        flip.add_argument("schedule_id", help="a schedule of the config")
+        flip.set_defaults(func=_schedules_pause)
+
     slots = sub.add_parser("slots", help="occurrences in the ledger")
     slsub = slots.add_subparsers(dest="action", required=True)
     sl = slsub.add_parser("list", help="the newest slots, filtered")
@@ -636,9 +704,12 @@ def _main(argv: list[str] | None) -> int:
 
     outbox = sub.add_parser("outbox", help="outbox rows")
     osub = outbox.add_subparsers(dest="action", required=True)
-    ol = osub.add_parser("list", help="list outbox rows")
+    ol = osub.add_parser("list", help="every outbox row by status, with its last error")
     _ledger_options(ol)
-    ol.add_argument("--dead", action="store_true", required=True, help="the dead rows (deliveries, notifications, callbacks)")
+    which = ol.add_mutually_exclusive_group()
+    which.add_argument("--dead", action="store_true", help="only the dead rows (deliveries, notifications, callbacks)")
+    which.add_argument("--status", default=None, choices=tuple(str(s) for s in OutboxStatus),
+                       help="only the rows in this status")
     ol.set_defaults(func=_outbox_list)
     orv = osub.add_parser("redrive", help="re-arm one dead row (conditionally; logged)")
     _ledger_options(orv)

@@ -106,6 +106,10 @@ class FileDownload:
     worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
     # (first bytes, announced content type) -> (stored name, content type, width, height)
     describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]] | None = None
+    # A preview: the stem of the page it belongs to. Its stored name is that page's stored name
+    # followed by what ``describe`` names (PixivFlow's ``<original>.preview.jpg``), its stem the
+    # page's stored name + ``.preview``; it is stored only when every page's preview is.
+    pairs_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,14 +142,12 @@ class WorkSource(Protocol):
 
 
 class ArtifactStore(Protocol):
-    def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
-        """Store files under ``key``; returns their locations."""
-        ...
+    """Where a bound work's files live, one object per file (issue 25: no manifest object; what
+    was stored is recorded in the ledger, in the work's delivery intents)."""
 
-    # The methods below are what the Pixiv source and the file-carrying routes build on
-    # (issues 10 and 11); an adapter that predates them may raise NotImplementedError.
-    def stored(self, key: str) -> list[StoredFile]:
-        """The files already stored under ``key`` (a re-run after a crash re-uses them), in page order."""
+    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
+        """Store files under ``key``, one PUT each; with ``reuse`` (a resumed work), none for a file
+        whose object under the same key already has the same checksum. Returns what was stored."""
         ...
 
     def read(self, file: StoredFile) -> bytes:
@@ -156,8 +158,14 @@ class ArtifactStore(Protocol):
         """A GET URL for one stored file, valid for ``ttl_s`` seconds (presigned on S3)."""
         ...
 
-    def delete(self, key: str) -> int:
-        """Delete every file under ``key`` (idempotent); returns how many were deleted."""
+    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
+        """Delete ``files``, or every file under ``key`` (idempotent); returns how many were asked."""
+        ...
+
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """A browser-fetchable GET URL (presigned on S3, valid ``expires_s`` seconds) of the first
+        small preview stored under ``key`` (the operator page's thumbnail, issue 26), or None when
+        the work has no preview stored (or the store has no URL a browser could fetch)."""
         ...
 
 
@@ -172,11 +180,8 @@ class StreamingArtifactStore(ArtifactStore, Protocol):
         ...
 
     def partial(self, key: str) -> dict[str, StoredFile]:
-        """The files a run stored under ``key`` before it stopped, by name without extension."""
-        ...
-
-    def commit(self, key: str, files: Sequence[StoredFile]) -> None:
-        """The work is complete: its manifest, written last."""
+        """The files stored whole under ``key`` by a run that stopped before its intent was
+        recorded, by name without extension (a LIST, a HEAD each: only for a resumed work)."""
         ...
 
 
@@ -238,8 +243,11 @@ class PixivAccountStore(Protocol):
         """The SHA-256 of the refresh token last persisted for the account (never the token itself)."""
         ...
 
-    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
-        """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it."""
+    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
+                     lost: str | None = None) -> bool:
+        """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it.
+        ``lost``: the guard's current fingerprint, a rotation away from ``old`` that never reached SSM;
+        this one may replace it while the guard is still exactly that."""
         ...
 
     def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:
@@ -248,6 +256,10 @@ class PixivAccountStore(Protocol):
 
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         """(fingerprint of the token the guard holds current, fingerprint of the one it replaced)."""
+        ...
+
+    def token_rotated_at(self, account_id: str) -> int | None:
+        """When the guard last moved (epoch ms; None: it never did)."""
         ...
 
     def permits(self, account_id: str, count: int) -> list[AccountPermit]:
@@ -285,6 +297,7 @@ class DeliveryRequest:
     body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
+    files: Sequence[StoredFile] = ()  # the stored files, as the intent recorded them (issue 25)
     guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
     preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
 
@@ -388,6 +401,10 @@ class OutboxRows(Protocol):
 
     # operator tooling (issue 12)
     def dead_rows(self) -> list[OutboxRow]: ...
+    def find_rows(self, status: str | None = None) -> list[OutboxRow]:
+        """Every row of every kind, or those in ``status``, newest first (a scan; operator tooling)."""
+        ...
+
     def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
         """Re-arm a ``dead`` row (spec §10.4 ``requeue``); None when it is not dead."""
         ...
@@ -426,6 +443,32 @@ class Queues(Protocol):
         """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
         deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
         ...
+
+
+@dataclass(frozen=True)
+class SchedulePause:
+    """An operator's pause of one schedule (issue 26): the ledger item ``SCHEDULE#<id>`` / ``PAUSE``.
+
+    The source of truth for "paused" is this item, not the config or the EventBridge schedule's
+    state: a ``config`` deploy re-syncs the Scheduler group (``adapters/scheduler_sync.py``) and a
+    config edit needs a deploy, so either would undo or delay an operator's pause; the item
+    survives a deploy and its flips are conditional writes. ``paused_at`` / ``resumed_at`` are the
+    last flips (epoch ms), ``by`` who made the last one."""
+
+    schedule_id: str
+    paused: bool
+    paused_at: int | None = None
+    resumed_at: int | None = None
+    by: str | None = None
+
+    def covers(self, fire_ms: int) -> bool:
+        """Whether the fire scheduled at ``fire_ms`` falls in the last pause, ``[paused_at,
+        resumed_at)`` (open-ended while paused). The ONE rule both the trigger (which refuses such a
+        fire) and the sweep (which therefore never counts it missed) apply. A fire scheduled before
+        the pause is not covered: arriving late, it is still admitted; resume starts with the next fire."""
+        if self.paused_at is None or fire_ms < self.paused_at:
+            return False
+        return self.paused or (self.resumed_at is not None and fire_ms < self.resumed_at)
 
 
 class Ledger(Protocol):
@@ -555,6 +598,19 @@ class Ledger(Protocol):
         logouts racing advance it once); returns the epoch now current."""
         ...
 
+    # an operator's pause of a schedule (issue 26; ``SchedulePause``)
+    def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
+        """The schedule's pause item (strongly consistent), or None when it was never paused."""
+        ...
+
+    def pause_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        """Mark the schedule paused, on condition it is not paused now; None when it already is."""
+        ...
+
+    def resume_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        """Mark the schedule running again, on condition it is paused now; None when it is not."""
+        ...
+
     # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
                    since_ms: int | None = None) -> list[Slot]:
@@ -562,6 +618,10 @@ class Ledger(Protocol):
         ...
 
     def dead_intents(self) -> list[Intent]: ...
+    def find_intents(self, outbox_status: str | None = None) -> list[Intent]:
+        """Every delivery intent, or those whose outbox row is in ``outbox_status``, newest first (a scan)."""
+        ...
+
     def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
         """Re-arm a ``dead`` outbox row (spec §10.4 ``requeue``); None when it is not dead."""
         ...

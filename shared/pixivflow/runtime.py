@@ -81,7 +81,9 @@ def build() -> Runtime:
     bucket = os.environ.get("ARTIFACT_BUCKET")
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
     s3_config = Config(signature_version="s3v4")
-    artifacts = S3Artifacts(aws.client("s3", config=s3_config), bucket) if bucket else MemoryArtifacts()
+    # Every stored object is tagged with the retention class storage.cacheRetentionDays picks (issue 25).
+    artifacts = (S3Artifacts(aws.client("s3", config=s3_config), bucket, retention=config.storage.retention_class)
+                 if bucket else MemoryArtifacts())
     secrets = _overrides.get("secrets") or SecretStore()
     channel = _overrides.get("channel") or RouteChannel(
         config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts, now_ms=clock.now_ms,

@@ -8,8 +8,10 @@ logs in through the form, opens the occurrence list and one occurrence, and fail
 error, uncaught exception or browser log error, on a missing table, or on a login that did not
 stick (the session cookie is Secure: Chromium keeps it for http://127.0.0.1, a trustworthy origin).
 Issue 26 adds: the Chinese reason texts must draw as glyphs, not tofu (a CJK character's pixels
-differ from an unassigned code point's .notdef box), the jobs and dead-letter pages open, one action
-(run now, from its form) succeeds and a POST without the CSRF token is refused. Screenshots of every
+differ from an unassigned code point's .notdef box), the occurrence's thumbnail loads from the local
+S3 under the page's CSP, the jobs and dead-letter pages open, one action
+(run now, from its form) succeeds, a schedule is paused and resumed from its forms, and a POST
+without the CSRF token is refused. Screenshots of every
 page are written next to the browser profile and their paths printed.
 
 Not part of ``make test`` (it needs Chromium); ``.ci/run`` installs ``chromium`` and
@@ -204,6 +206,36 @@ def _tables(browser: Browser) -> list[dict[str, Any]]:
                             "rows: t.querySelectorAll('tbody tr').length}))")
 
 
+def _png(size: int = 48) -> bytes:
+    """A small real PNG (a diagonal gradient), so the browser has an image to decode."""
+    import struct
+    import zlib
+
+    rows = b"".join(b"\0" + bytes(v for x in range(size) for v in ((x * 5) % 256, (y * 5) % 256, 160))
+                    for y in range(size))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _store_preview(dev: Any) -> str:
+    """Keep a small preview beside the first delivered work of ``SLOT``, as a route that sends
+    previews does (the demo's webhook route keeps none, and the offline catalogue's bytes are not
+    images a browser decodes): the page's thumbnail is then this object, presigned on the local S3."""
+    from pixivflow import aws
+    from pixivflow.domain.assets import artifact_prefix
+
+    state = dev.rt.engine.ledger.load(SLOT)
+    cell = next(c for c in state.snapshot_cells() if c.status == "submitted" and c.work_id)
+    key = f"{artifact_prefix(SLOT, cell.target_id, cell.work_id)}/{cell.work_id}_p0.png.preview.png"
+    aws.client("s3", endpoint_url=dev.aws_endpoint).put_object(
+        Bucket=dev.rt.env["ARTIFACT_BUCKET"], Key=key, Body=_png(), ContentType="image/png", Metadata={"role": "preview"})
+    return key
+
+
 def check(out=sys.stdout) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -225,6 +257,7 @@ def check(out=sys.stdout) -> int:
                 if resp.status != 202:
                     raise CheckFailed(f"the run request answered {resp.status}")
             _until(lambda: getattr(dev.rt.engine.ledger.get_slot(SLOT), "status", None) == "success", f"{SLOT} to succeed")
+            thumb_key = _store_preview(dev)
             browser = Browser(Path(tmp) / "profile")
             browser.open_page()
 
@@ -262,9 +295,17 @@ def check(out=sys.stdout) -> int:
             steps = browser.evaluate("document.querySelectorAll('ol.timeline li').length")
             if status != "success" or steps < 5:
                 raise CheckFailed(f"the occurrence page shows status {status!r} and {steps} timeline entries")
+            # The thumbnail (issue 26): presigned on the dev server's local S3, allowed by the page's
+            # CSP, fetched and decoded by the browser (a CSP refusal would also be a console error).
+            _until(lambda: browser.evaluate("(() => { const i = document.querySelector('figure.thumb img');"
+                                            " return !!i && i.complete && i.naturalWidth > 0; })()"), "the thumbnail to load")
+            src = browser.evaluate("document.querySelector('figure.thumb img').src")
+            if not src.startswith(f"{dev.aws_endpoint}/") or thumb_key.split("/")[-1] not in src:
+                raise CheckFailed(f"the thumbnail is not the stored preview on the local S3: {src[:200]}")
             shots.append(Path(tmp).parent / "pixivflow-ui-check-occurrence.png")
             browser.screenshot(shots[-1])
-            print(f"ui-check: occurrence {SLOT}: {status}, {steps} timeline entries", file=out)
+            print(f"ui-check: occurrence {SLOT}: {status}, {steps} timeline entries, thumbnail loaded from "
+                  f"{dev.aws_endpoint}", file=out)
 
             # The Chinese reason texts must render as glyphs, not tofu (issue 26): with no CJK font a
             # CJK character and an unassigned code point both draw the same .notdef box.
@@ -294,6 +335,26 @@ def check(out=sys.stdout) -> int:
             shots.append(Path(tmp).parent / "pixivflow-ui-check-run-now.png")
             browser.screenshot(shots[-1])
             print(f"ui-check: run now: {' '.join(ran.split())[:200]}", file=out)
+
+            # pause and resume a schedule from the overview's forms (issue 26): the schedule list
+            # says paused, the Resume button replaces Pause, and resume puts it back
+            for action, state in (("pause", "paused since"), ("resume", "enabled")):
+                browser.navigate(f"{dev.url}/ui")
+                mark = len(browser.events)
+                browser.evaluate(f"document.querySelector('form.act[action=\"/ui/act/{action}\"] "
+                                 f"input[name=schedule][value=\"morning-tokyo\"]').form.submit(); true")
+                browser.wait_event("Page.loadEventFired", mark)
+                done = " ".join(browser.evaluate("document.querySelector('main').textContent").split())
+                if browser.evaluate("document.querySelector('h1').textContent") != action.capitalize() or "csrf" in done:
+                    raise CheckFailed(f"{action} from the page failed: {done[:300]}")
+                browser.navigate(f"{dev.url}/ui")
+                row = browser.evaluate("Array.from(document.querySelectorAll('table tbody tr')).map(r => r.textContent)"
+                                       ".find(t => t.startsWith('morning-tokyo')) || ''")
+                if state not in row:
+                    raise CheckFailed(f"after {action} the schedule list shows {row!r}")
+                shots.append(Path(tmp).parent / f"pixivflow-ui-check-{action}.png")
+                browser.screenshot(shots[-1])
+                print(f"ui-check: {action}: {done[:120]}", file=out)
 
             seen = browser.problems()  # the refused POST below is a 403 the browser logs on purpose
             mark = len(browser.events)  # a forged POST: the session cookie, no CSRF token

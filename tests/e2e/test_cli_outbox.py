@@ -7,12 +7,16 @@ A dead delivery whose cell already ended is refused: its occurrence's outcome is
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr
+
+import pytest
 
 from cli_support import T0_ISO, pixivflow
 from jobs_support import PLAN, Receiver, jobs_runtime, post_job, task
 
-from pixivflow.cli import render_dead
+from pixivflow.cli import main, render_dead
 from pixivflow.ports import OutboxRow
 
 JOB = f"{PLAN}@manual-job-key-1"
@@ -138,3 +142,47 @@ def test_a_dead_notification_is_rearmed_and_left_to_the_sweep_without_a_queue(ma
     assert (stored.status, stored.attempts, stored.next_attempt_at) == ("retry_wait", 0, at + 1000)
     assert ("notification", key) in rows.due(at + 1000)
     assert pixivflow("outbox", "redrive", key, now=at + 2000).code == 1
+
+
+def test_list_shows_every_row_by_status_with_its_last_error_and_filters(make_runtime, downstream):
+    """``outbox list`` without ``--dead``: deliveries and notifications of every status, the ones that
+    need the operator first; ``--status`` one status; a hostile error text is shown escaped."""
+    from conftest import ms
+
+    rt = make_runtime(T0_ISO, mutate=fan_out(downstream))
+    rt.fire("fan", ms(T0_ISO))
+    rt.settle()
+    rows, at = rt.engine.outbox_rows, rt.clock.now_ms()
+    key = "notification:fan@2026-12-01T0800:hostile"
+    rows.enqueue(OutboxRow(kind="notification", key=key, target="review", payload={"text": "x"},
+                           next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
+    rows.settle(rows.claim(rows.get("notification", key), "w1", at, 120_000), "w1", at, status="retry_wait",
+                error="remote_5xx: \x1b[2J\u202egnp.exe", next_attempt_at=at + 60_000)
+
+    everything = pixivflow("outbox", "list", now=at)
+    assert (everything.code, everything.err) == (0, "")
+    lines = everything.out.splitlines()
+    assert lines[0].split() == ["STATUS", "KIND", "KEY", "TARGET", "ATTEMPTS", "UPDATED", "AT", "NEXT", "ATTEMPT", "ERROR"]
+    statuses = [line.split()[0] for line in lines[1:-2]]
+    assert statuses[0] == "dead" and statuses[1] == "retry_wait" and set(statuses[2:]) == {"done"}  # dead first
+    dead = lines[1].split()
+    assert dead[1:5] == ["delivery", SECOND_KEY, "second", "1/12"]
+    hostile = lines[2]
+    assert "\x1b" not in everything.out and "\u202e" not in everything.out
+    assert hostile.endswith("remote_5xx: \\x1b[2J\\u202egnp.exe") and "2026-11-30T23:01:00.000Z" in hostile
+    assert SECOND_KEY.replace(":second:", ":review:") in everything.out  # the delivered row is listed too
+    assert lines[-1] == f"{len(statuses)} row(s): 1 dead, 1 retry_wait, {len(statuses) - 2} done"
+
+    listed = json.loads(pixivflow("outbox", "list", "--json", now=at).out)
+    assert sorted(r["status"] for r in listed) == sorted(statuses)
+    only = json.loads(pixivflow("outbox", "list", "--status", "retry_wait", "--json", now=at).out)
+    assert [(r["kind"], r["key"], r["lastError"], r["nextAttemptAt"]) for r in only] == [
+        ("notification", key, "remote_5xx: \x1b[2J\u202egnp.exe", at + 60_000)]
+    assert [r["key"] for r in json.loads(pixivflow("outbox", "list", "--status", "dead", "--json", now=at).out)] == [SECOND_KEY]
+    assert pixivflow("outbox", "list", "--status", "cancelled", now=at).out == "no outbox rows\n"
+    for argv, message in ((["--status", "bogus"], "invalid choice: 'bogus'"),
+                          (["--dead", "--status", "done"], "not allowed with argument")):
+        err = io.StringIO()
+        with pytest.raises(SystemExit) as exit_, redirect_stderr(err):  # argparse's usage error: exit 2
+            main(["outbox", "list", *argv], now_ms=lambda: at)
+        assert exit_.value.code == 2 and message in err.getvalue()

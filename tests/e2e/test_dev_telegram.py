@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import urllib.request
 
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN, ms
 from test_dev_server import call, loopback_aws, until  # noqa: F401  (loopback_aws is a fixture)
 
 from pixivflow.clock import VirtualClock
+from pixivflow.domain.assets import artifact_prefix
+from pixivflow.services.assets import recorded_files
 from pixivflow.local.devserver import TELEGRAM_ROUTE, TELEGRAM_SCHEDULE, TELEGRAM_TARGET, DevServer
 
 
@@ -36,5 +40,20 @@ def test_the_demo_posts_a_review_through_the_fake_telegram_and_control_plane(loo
         (row,) = dev.rt.engine.ledger.load(slot_id).intents_for(TELEGRAM_TARGET)
         assert (row.route, row.status, row.remote_id) == (TELEGRAM_ROUTE, "delivered", review["review_id"])
         assert any(line.startswith("  fake Telegram Bot API") for line in dev.banner())
+
+        # issue 26: the occurrence page's thumbnail of the delivered work, a URL of the local S3
+        # endpoint (moto) presigned for the stored preview, which the page's CSP allows, and which serves it
+        _, headers, _ = call(f"{dev.url}/ui/login", "POST", form=f"token={TRIGGER_TOKEN}")
+        cookie = headers["Set-Cookie"].split(";", 1)[0]
+        status, headers, page = call(f"{dev.url}/ui/slots/{slot_id}", headers={"Cookie": cookie})
+        [src] = re.findall(r'<img src="([^"]+)"', page.decode())
+        url = src.replace("&amp;", "&")
+        assert status == 200 and url.startswith(dev.aws_endpoint + "/")
+        assert f"img-src data: {dev.aws_endpoint};" in headers["Content-Security-Policy"]
+        with urllib.request.urlopen(url, timeout=10) as resp:  # loopback: the dev server's moto
+            served = resp.read()
+        preview = next((f for f in recorded_files(row) if f.role == "preview"), None)
+        assert preview is not None and preview.key.startswith(artifact_prefix(slot_id, TELEGRAM_TARGET, row.work_id) + "/")
+        assert served == dev.rt.engine.artifacts.read(preview) and len(served) > 0
     finally:
         dev.stop()

@@ -28,9 +28,9 @@ def test_download_only_target_is_submitted_without_any_delivery_and_its_files_ar
     pages = rt.engine.source.get_work("illustration", cell.work_id).page_count
     objects = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
     prefix = f"{slot_id}/cats/{cell.work_id}"
-    # One object per page, plus the manifest written last (the store's commit marker, issue 10).
-    assert sorted(o["Key"] for o in objects) == sorted(
-        [f"{prefix}/{cell.work_id}_p{n}.png" for n in range(pages)] + [f"{prefix}/_manifest.json"])
+    # One object per page and nothing else (issue 25: no manifest; a route-less work has no intent
+    # to record its files, and nobody reads them but the bucket's retention).
+    assert sorted(o["Key"] for o in objects) == sorted(f"{prefix}/{cell.work_id}_p{n}.png" for n in range(pages))
 
 
 def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spares_its_batch(make_runtime, downstream):

@@ -129,13 +129,13 @@ def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_th
     # -- the files in S3: one object per page, right content types, SHA-256 as metadata
     day = "2026/11/29/21/15/00"
     cats = s3_objects(rt, f"{SLOT}/cats/91001/")
-    assert sorted(cats) == ["91001_p0.png", "91001_p1.png", "91001_p2.png", "_manifest.json"]
+    assert sorted(cats) == ["91001_p0.png", "91001_p1.png", "91001_p2.png"]  # one object per page, no manifest
     for n in range(3):
         content_type, metadata, body = cats[f"91001_p{n}.png"]
         assert body == fixture_bytes(fake, f"/img-original/img/{day}/91001_p{n}.png")
         plain = {k: v for k, v in metadata.items() if k != "meta"}
-        assert (content_type, plain) == ("image/png", {"sha256": hashlib.sha256(body).hexdigest(), "role": "original",
-                                                       "width": "8", "height": "6"})
+        assert (content_type, plain) == ("image/png", {"sha256": hashlib.sha256(body).hexdigest(), "size": str(len(body)),
+                                                       "role": "original", "width": "8", "height": "6"})
         assert json.loads(metadata["meta"])["page"] == n  # what a resumed run re-reads (issue 24)
     novel = s3_objects(rt, f"{SLOT}/pinned-novel/93001/")
     assert novel["93001.txt"][0] == "text/plain; charset=utf-8"
@@ -240,7 +240,7 @@ def test_a_crash_after_download_re_uses_the_stored_files(start, fake, downstream
     engine.ledger = real
     assert cells(rt)["cats"].work_id == "91001"
     stored = s3_objects(rt, f"{SLOT}/cats/91001/")
-    assert len(stored) == 4  # three pages and the manifest
+    assert len(stored) == 3  # the three pages (issue 25: no manifest object)
 
     rt.settle()  # the cell's message runs again: the locked work, its stored files
     assert (cells(rt)["cats"].status, [r.body["work_id"] for r in downstream.requests]) == ("submitted", ["91001"])

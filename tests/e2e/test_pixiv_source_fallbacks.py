@@ -34,7 +34,7 @@ def test_a_novel_whose_webview_page_fails_is_read_from_the_text_endpoint(make_ru
     rt.settle()
     cell = rt.engine.ledger.get_cell(SLOT, "novel")
     assert cell.status == "submitted", cell.last_error
-    [text] = [f for f in rt.engine.artifacts.stored(f"{SLOT}/novel/93002") if f.role == "text"]
+    [text] = [f for f in rt.engine.artifacts.partial(f"{SLOT}/novel/93002").values() if f.role == "text"]
     assert rt.engine.artifacts.read(text).decode("utf-8") == "The dragon kept accounts."
     assert "/v1/novel/text" in fake.paths("api")
 

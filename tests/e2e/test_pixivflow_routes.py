@@ -99,11 +99,11 @@ def intents(rt, slot=SLOT, target="cats"):
 
 
 def bucket_files(rt, prefix):
-    """The work's stored files (its pages; the store's ``_manifest.json`` commit marker left out)."""
+    """The work's stored files: every object under its prefix (issue 25: there is no manifest)."""
     s3 = aws.client("s3")
     listed = s3.list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"], Prefix=prefix + "/").get("Contents", [])
     return {o["Key"].rsplit("/", 1)[-1]: s3.get_object(Bucket=rt.env["ARTIFACT_BUCKET"], Key=o["Key"])["Body"].read()
-            for o in listed if not o["Key"].endswith("/_manifest.json")}
+            for o in listed}
 
 
 # -- httpMultipart: the request on the wire (note §2.2) -------------------------------------------
@@ -248,9 +248,16 @@ def test_stored_files_are_deleted_once_delivered(make_runtime, receiver, logs):
     rt = start(make_runtime, receiver)
     rt.settle()
     i = intents(rt)["bot1-submit"]
-    assert i.status == "delivered" and bucket_files(rt, f"{SLOT}/cats/{i.work_id}") == {}
+    # deleteAfterDelivery (note §2.4): the originals go at once; the small previews (the operator
+    # page's thumbnails) stay for storage.cacheRetentionDays, tagged with its class (issue 25).
+    left = bucket_files(rt, f"{SLOT}/cats/{i.work_id}")
+    assert i.status == "delivered" and sorted(left) == [f"{i.work_id}_p0.png.preview.jpg", f"{i.work_id}_p1.png.preview.jpg"]
     (deleted,) = logs.events("artifacts.deleted")
-    assert deleted["count"] == 4  # the pages and their previews
+    assert deleted["count"] == 2  # the two pages
+    s3 = aws.client("s3")
+    for name in left:
+        tags = s3.get_object_tagging(Bucket=rt.env["ARTIFACT_BUCKET"], Key=f"{SLOT}/cats/{i.work_id}/{name}")["TagSet"]
+        assert tags == [{"Key": "retention", "Value": "14d"}]
 
 
 def test_our_kind_webhook_route_keeps_its_stored_files_as_before(make_runtime, downstream):
@@ -404,7 +411,8 @@ def test_fan_out_sends_each_route_once_and_submits_only_when_both_confirm(make_r
     rt.settle()  # the two outbox messages find settled rows
     assert len(receiver.at(SUBMIT, "POST")) == 1 and len(receiver.at(GATEWAY, "POST")) == 1
     assert {r.status for r in intents(rt).values()} == {"delivered"}
-    assert bucket_files(rt, f"{SLOT}/cats/424242") == {}
+    # the originals went once both routes delivered; the previews stay for the retention
+    assert sorted(bucket_files(rt, f"{SLOT}/cats/424242")) == ["424242_p0.png.preview.jpg", "424242_p1.png.preview.jpg"]
 
 
 # -- outcome notifications (note §3) --------------------------------------------------------------------

@@ -78,3 +78,6 @@ def test_every_readme_test_block_runs_verbatim_against_the_dev_server(dev_server
     assert re.search(r"^job morning-tokyo@manual-try-1$", text, re.M), text
     assert re.search(r"^  status\s+succeeded$", text, re.M), text
     assert re.search(r"^  result\s+1 candidate\(s\): illustration \d+", text, re.M), text
+    assert re.search(r"^schedule dev-every-5-min paused at \S+Z: its fires are refused", text, re.M), text
+    assert re.search(r"^schedule dev-every-5-min resumed at \S+Z: it runs again from its next fire$", text, re.M), text
+    assert re.search(r"^\d+ row\(s\): .*\d+ done$", text, re.M), text  # outbox list's count line

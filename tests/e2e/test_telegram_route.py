@@ -159,7 +159,8 @@ def test_a_429_on_the_second_block_resumes_after_the_first_without_posting_it_ag
 @pytest.mark.parametrize("status", ["pending", "uncertain"])
 def test_a_pre_flight_hit_posts_nothing_and_acks_idempotent_replay(make_runtime, fakes, status):
     # An uncertain review (perhaps in the chat) is never posted again by a new row either: only
-    # an operator's redrive re-sends it.
+    # an operator's redrive re-sends it. And it is no delivery: the row ends dead and uncertain
+    # (make sim found a cell reported submitted on another slot's uncertain review).
     telegram, cp = fakes
     cp.reviews[review_id()] = {"review_id": review_id(), "bot_id": "bot1", "chat_id": CHAT, "status": status}
     rt = start(make_runtime)
@@ -167,9 +168,15 @@ def test_a_pre_flight_hit_posts_nothing_and_acks_idempotent_replay(make_runtime,
     assert telegram.requests == []
     assert [r.method for r in cp.requests] == ["GET"]
     row = intent(rt)
-    assert (row.status, row.ack_kind, row.remote_status, row.remote_id) == (
-        "delivered", "idempotent_replay", "review_exists", review_id())
     assert row.sending_at is None  # the marker is written only before a first post
+    if status == "pending":
+        assert (row.status, row.ack_kind, row.remote_status, row.remote_id) == (
+            "delivered", "idempotent_replay", "review_exists", review_id())
+        return
+    assert (row.status, row.outbox_status, row.remote_status, row.remote_id) == ("failed", "dead", "uncertain", review_id())
+    assert "recorded uncertain" in row.last_error and "outbox redrive" in row.last_error
+    assert rt.engine.ledger.load(SLOT).cells["cats"].status == "failed"
+    assert cp.reviews[review_id()]["status"] == "uncertain"  # left as the operator will find it
 
 
 class Crash(BaseException):

@@ -84,14 +84,41 @@ def _init(double: str | None = None) -> None:
     logger.registered_handler.stream = sink
     logger.setLevel("INFO")  # the oracle reads the schedule.outcome lines, whatever level the caller runs at
     from world import sim_config
+    from world_routes import ROUTE_ENV, routes_config
 
-    _worker.update(config=write_config(tmp, downstream.url, sim_config), downstream=downstream, sink=sink)
+    from pixivflow.local.fake_pixiv import FakePixiv
+    from world_pixiv import PIXIV_ENV, PixivWorld, pixiv_config
+
+    PixivWorld.fake = FakePixiv(rotate=True).__enter__()  # one loopback fake Pixiv per worker, reset per seed
+    # Its answers are several small writes: without TCP_NODELAY each waits out a delayed ACK (~40 ms).
+    PixivWorld.fake._server.RequestHandlerClass.disable_nagle_algorithm = True  # noqa: SLF001
+    os.environ.update(PIXIV_ENV)
+    os.environ.update(ROUTE_ENV)  # the routes' ${VAR}s (resolved at send time; the demo config has none)
+    os.environ.pop("ROUTE_SECRETS_PATH", None)
+    # One config file per world variant, each parsed once per worker (world._config).
+    for name in ("demo", "routes", "pixiv"):
+        (tmp / name).mkdir()
+    _worker.update(configs={"demo": write_config(tmp / "demo", downstream.url, sim_config),
+                            "routes": write_config(tmp / "routes", downstream.url, routes_config),
+                            "pixiv": write_config(tmp / "pixiv", downstream.url, pixiv_config(PixivWorld.fake.url))},
+                   downstream=downstream, sink=sink)
+
+
+def variant(seed: int) -> str:
+    """The world a seed runs in: the demo world, PixivFlow's routes (world_routes), the Pixiv
+    source (world_pixiv), in turn."""
+    return VARIANTS[seed % len(VARIANTS)]
+
+
+VARIANTS = ("demo", "routes", "pixiv")
 
 
 def run_one(seed: int) -> dict:
     from conftest import ms
     from oracle import index_lag
-    from world import FIRST_FIRE_UTC_H, run_world
+    from world import FIRST_FIRE_UTC_H, World, run_world
+    from world_pixiv import PixivWorld
+    from world_routes import RoutesWorld
     from pixivflow.clock import VirtualClock
     from pixivflow.local.downstream import DownstreamState
     from pixivflow.local.harness import EmbeddedRuntime
@@ -103,10 +130,12 @@ def run_one(seed: int) -> dict:
     sink.lines.clear()
     start = ms(EPOCH) + (seed % SPAN_DAYS) * DAY_MS + FIRST_FIRE_UTC_H * 3_600_000 - 60_000
     clock = VirtualClock(start)
-    with EmbeddedRuntime(_worker["config"], clock, tokens={"trigger": "sim-trigger", "jobs": "sim-jobs", "callback": "whsec_c2ltLWNhbGxiYWNrLXNpZ25pbmc="}, backend="twin",
+    kind = variant(seed)
+    world_cls: type[World] = {"demo": World, "routes": RoutesWorld, "pixiv": PixivWorld}[kind]
+    with EmbeddedRuntime(_worker["configs"][kind], clock, tokens={"trigger": "sim-trigger", "jobs": "sim-jobs", "callback": "whsec_c2ltLWNhbGxiYWNrLXNpZ25pbmc="}, backend="twin",
                          seed=seed, index_lag_ms=index_lag(seed), prefix="sim") as rt:
-        result = run_world(rt, downstream, seed, start_ms=start, outcomes=sink.outcomes)
-    return {"seed": seed, "problems": result.problems, "faults": dict(result.faults), "line": result.line,
+        result = run_world(rt, downstream, seed, start_ms=start, outcomes=sink.outcomes, world_cls=world_cls)
+    return {"seed": seed, "variant": kind, "problems": result.problems, "faults": dict(result.faults), "line": result.line,
             "trace": result.trace, "fires": result.fired}
 
 

@@ -78,7 +78,8 @@ def _config(path: str) -> tuple[Any, Any, Any]:
         from pixivflow.config import load_config
 
         config = load_config(path)
-        _configs[path] = (config, CatalogSource(config.source.path, page_size=config.source.pageSize), httpx.HTTPTransport())
+        catalog = CatalogSource(config.source.path, page_size=config.source.pageSize) if config.source.kind == "catalog" else None
+        _configs[path] = (config, catalog, httpx.HTTPTransport())  # a Pixiv world builds its source per seed
     return _configs[path]
 
 
@@ -239,7 +240,8 @@ class World:
         # The engine is built anew, on stepped clients; the config is parsed once per worker process
         # (a YAML parse per seed was a fifth of a seed's time).
         config, source, transport = _config(self.rt.config_path)
-        runtime.override(clock=self.clock, config=config, source=source, transport=transport, **self.jobs.overrides())
+        runtime.override(**{"clock": self.clock, "config": config, "source": source, "transport": transport,
+                            **self.jobs.overrides(), **self.collaborators(transport)})
         self.rt.engine  # noqa: B018 - built here, in the main thread, before any invocation runs
         self.jobs.spy(self.rt.engine)
         _per_invocation_remaining_time(self.rt.engine)
@@ -258,6 +260,20 @@ class World:
 
         aws.set_factory(self._previous_factory)
         self.jobs.unspy()
+
+    # -- hooks of a world variant (world_routes, world_pixiv) ---------------------------------------
+    def collaborators(self, transport: Any) -> dict[str, Any]:
+        """runtime.override values of the variant (its route transport, its work source), given the
+        worker's HTTP transport; called with the stepped clients installed, before the engine is built."""
+        return {}
+
+    def delivered(self) -> Any:
+        """What the oracle reads as the downstream's records (``.records``: idempotency key -> record)."""
+        return self.downstream
+
+    def check(self) -> list[str]:
+        """The variant's own invariants, after the common ones."""
+        return []
 
     # -- events ----------------------------------------------------------------------------------
     def at(self, when: int, kind: str, payload: Any = None) -> None:
@@ -396,9 +412,9 @@ class World:
 
 
 def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: Callable[[str], list[dict]],
-              rates: WorldRates | None = None) -> SeedResult:
+              rates: WorldRates | None = None, world_cls: type[World] | None = None) -> SeedResult:
     """One seed: the window's fires under faults, then convergence, then the §13 oracle."""
-    world = World(rt, downstream, seed, rates).install()
+    world = (world_cls or World)(rt, downstream, seed, rates).install()
     try:
         rng = world.rng["world"]
         world.schedule_fires(start_ms, start_ms + WINDOW_MS)
@@ -411,9 +427,10 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
         world.baton.drain()
         settled_ms = rt.settle(max_ms=CONVERGE_MS)
         world.chaos.trace.extend(world.baton.deaths)
-        problems, by_status, budget_rows = check_invariants(rt, downstream, world.chaos)
+        problems, by_status, budget_rows = check_invariants(rt, world.delivered(), world.chaos)
         problems += check_outcome_lines(rt, world.chaos, outcomes)
         problems += check_jobs(rt, world.jobs)
+        problems += world.check()
         admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
         slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
         if slots != len(admitted):

@@ -64,3 +64,25 @@ def test_an_invalid_config_fails_and_shows_its_errors_and_its_warnings(tmp_path,
 def test_a_clean_config_has_no_warnings(tmp_path, capsys):
     code, summary, err = check(capsys, write(tmp_path, lambda cfg: None))
     assert (code, summary["ok"], summary["warnings"], err) == (0, True, [], [])
+
+
+def test_every_cross_reference_error_is_reported_not_only_the_first(tmp_path, capsys):
+    """Issue 26: an unknown target id, an unknown route, a duplicate schedule id and a duplicate
+    target id, each with its field, in one run; exit 1."""
+    def edit(cfg):
+        cfg["schedules"][0]["targetIds"] = ["cats", "no-such-target"]
+        cfg["schedules"].append(dict(cfg["schedules"][0], targetIds=["cats"]))  # the same id again
+        cfg["targets"][1]["delivery"] = {"targets": ["no-such-route"]}
+        cfg["targets"].append(dict(cfg["targets"][0]))  # the same id again
+
+    cfg = yaml.safe_load((DEMO / "config.yaml").read_text())
+    first, schedules, targets = cfg["schedules"][0]["id"], len(cfg["schedules"]), len(cfg["targets"])
+    code, summary, err = check(capsys, write(tmp_path, edit))
+    assert code == 1 and summary["ok"] is False
+    assert summary["errors"] == [
+        f"schedules[{schedules}].id: duplicate id {first!r}",
+        f"targets[{targets}].id: duplicate id {cfg['targets'][0]['id']!r}",
+        "schedules[0].targetIds: unknown target 'no-such-target'",
+        "targets[1].delivery: unknown route 'no-such-route'",
+    ]
+    assert err == [f"error: {line}" for line in summary["errors"]]

@@ -72,10 +72,10 @@ def test_unknown_keys_warn_with_a_did_you_mean_hint_and_change_nothing():
     config = parse_config(data)
     assert config.warnings == (
         "schedule: unknown key; ignored (did you mean 'schedules'?)",
-        "storage.databasPath: unknown key; ignored (did you mean 'databasePath'?)",
         "targets[0].excludeAi: unknown key; ignored (did you mean 'excludeAI'?)",
         "targets[0].topicDiscovery.includeR-18: unknown key; ignored (did you mean 'includeR18'?)",
         "pixiv.userAgen: unknown key; ignored (did you mean 'userAgent'?)",
+        "storage.databasPath: unknown key; ignored (did you mean 'databasePath'?)",
     )
     target = config.target("cats")
     assert target.excludeAI is False and target.topicDiscovery.includeR18 is False

@@ -12,7 +12,7 @@ import pytest
 from botocore.config import Config
 from moto import mock_aws
 
-from pixivflow.adapters.s3_artifacts import MANIFEST, MemoryArtifacts, NoArtifacts, S3Artifacts
+from pixivflow.adapters.s3_artifacts import MemoryArtifacts, NoArtifacts, S3Artifacts
 from pixivflow.domain.assets import assets_for
 from pixivflow.local.provision import provision
 from pixivflow.ports import ArtifactFile, StoredFile
@@ -40,50 +40,73 @@ def expected(prefix: str = PREFIX) -> list[StoredFile]:
                        meta=f.meta) for f in FILES]
 
 
-def test_s3_put_writes_each_file_with_type_and_sha256_then_the_manifest(s3):
-    store, client, bucket = s3
-    assert store.stored(PREFIX) == []
-    locations = store.put(PREFIX, FILES)
-    assert locations == [f"s3://{bucket}/{PREFIX}/{f.name}" for f in FILES]
+def _puts(client, bucket):
+    """Count the PUT-class requests a store makes (S3 bills them; issue 25)."""
+    counting = CountingS3(client)
+    return S3Artifacts(counting, bucket, retention="7d"), counting
+
+
+def test_s3_put_is_one_put_per_file_with_type_sha256_checksum_and_retention_tag_and_no_manifest(s3):
+    _, client, bucket = s3
+    store, counting = _puts(client, bucket)
+    stored = store.put(PREFIX, FILES)
+    assert stored == expected()
+    assert counting.calls == ["put_object"] * len(FILES)  # one PUT per file; nothing else is written
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
+    assert keys == sorted(f"{PREFIX}/{f.name}" for f in FILES)  # no manifest object
     head = client.head_object(Bucket=bucket, Key=f"{PREFIX}/91001_p0.png")
     assert head["ContentType"] == "image/png" and head["ContentLength"] == len(FILES[0].content)
-    assert head["Metadata"] == {"sha256": hashlib.sha256(FILES[0].content).hexdigest(), "role": "original",
-                                "width": "8", "height": "6"}
-    assert client.head_object(Bucket=bucket, Key=f"{PREFIX}/91001_p1.png")["Metadata"] == {
-        "sha256": hashlib.sha256(FILES[1].content).hexdigest(), "role": "original"}
-    # the ugoira's 200 frame delays do not fit S3 metadata (2 KB): they live in the manifest
-    manifest = json.loads(client.get_object(Bucket=bucket, Key=f"{PREFIX}/{MANIFEST}")["Body"].read())
-    assert len(manifest["files"][2]["meta"]["frames"]) == 200
-    # a fresh store (another container) reads the same answer from S3
-    again = S3Artifacts(client, bucket)
-    assert again.stored(PREFIX) == expected()
-    assert [again.read(f) for f in again.stored(PREFIX)] == [f.content for f in FILES]
+    assert head["Metadata"] == {"sha256": hashlib.sha256(FILES[0].content).hexdigest(), "size": str(len(FILES[0].content)),
+                                "role": "original", "width": "8", "height": "6", "meta": '{"page":0}'}
+    for f in FILES:
+        tags = client.get_object_tagging(Bucket=bucket, Key=f"{PREFIX}/{f.name}")["TagSet"]
+        assert tags == [{"Key": "retention", "Value": "7d"}]
+    assert [store.read(f) for f in stored] == [f.content for f in FILES]
 
 
-def test_s3_a_put_that_died_before_its_manifest_is_not_complete(s3):
-    store, client, bucket = s3
-    client.put_object(Bucket=bucket, Key=f"{PREFIX}/91001_p0.png", Body=b"half", ContentType="image/png")
-    assert S3Artifacts(client, bucket).stored(PREFIX) == []
+def test_s3_a_resumed_put_re_uses_the_files_whose_checksum_matches_and_puts_the_rest(s3):
+    _, client, bucket = s3
+    first, _ = _puts(client, bucket)
+    first.put(PREFIX, FILES[:1])  # the run that died after its first file
+    # a foreign or truncated object under a later file's key: its checksum does not match
+    client.put_object(Bucket=bucket, Key=f"{PREFIX}/{FILES[1].name}", Body=b"half", ContentType="image/png",
+                      Metadata={"sha256": hashlib.sha256(FILES[1].content).hexdigest(), "size": "4"})
+    store, counting = _puts(client, bucket)
+    assert store.put(PREFIX, FILES, reuse=True) == expected()
+    puts = [c for c in counting.calls if c == "put_object"]
+    assert len(puts) == 2  # page 1 (its object did not hold) and the archive; page 0 re-used
+    assert [store.read(f) for f in expected()] == [f.content for f in FILES]
+
+
+def test_s3_partial_finds_only_objects_stored_whole(s3):
+    _, client, bucket = s3
+    store, _ = _puts(client, bucket)
+    [page0] = store.put(PREFIX, FILES[:1])
+    client.put_object(Bucket=bucket, Key=f"{PREFIX}/91001_p1.png", Body=b"half", ContentType="image/png")  # no sha256
+    client.put_object(Bucket=bucket, Key=f"{PREFIX}/91001_p2.png", Body=b"other", ContentType="image/png",
+                      Metadata={"sha256": "0" * 64, "size": "5"})  # S3 holds no checksum that is this sha256
+    found = S3Artifacts(client, bucket).partial(PREFIX)
+    assert list(found) == ["91001_p0"] and found["91001_p0"].sha256 == page0.sha256 and found["91001_p0"].width == 8
 
 
 def test_s3_presigned_url_is_sigv4_with_the_asked_lifetime(s3):
     store, _, bucket = s3
-    store.put(PREFIX, FILES[:1])
-    [stored] = store.stored(PREFIX)
+    [stored] = store.put(PREFIX, FILES[:1])
     url = urlsplit(store.url(stored, 3600))
     query = parse_qs(url.query)
     assert query["X-Amz-Expires"] == ["3600"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     assert url.path.endswith("/91001_p0.png") and bucket in url.netloc + url.path
 
 
-def test_s3_delete_removes_every_file_and_the_manifest(s3):
+def test_s3_delete_removes_every_file_or_the_ones_named(s3):
     store, client, bucket = s3
-    store.put(PREFIX, FILES)
+    stored = store.put(PREFIX, FILES)
     store.put(f"{PREFIX}-other", FILES[:1])
-    assert store.delete(PREFIX) == 3
-    assert store.stored(PREFIX) == [] and S3Artifacts(client, bucket).stored(PREFIX) == []
-    left = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    assert sorted(left) == [f"{PREFIX}-other/91001_p0.png", f"{PREFIX}-other/{MANIFEST}"]
+    assert store.delete(PREFIX, stored[:2]) == 2
+    left = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", []))
+    assert left == [f"{PREFIX}-other/91001_p0.png", f"{PREFIX}/92002_ugoira.zip"]
+    assert store.delete(PREFIX) == 1 and store.partial(PREFIX) == {}
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])] == [f"{PREFIX}-other/91001_p0.png"]
     assert store.delete(PREFIX) == 0  # idempotent
 
 
@@ -93,27 +116,28 @@ def test_s3_a_store_outage_is_not_read_as_nothing_stored(s3):
     _, client, bucket = s3
 
     class Broken:
-        def get_object(self, **kwargs):
-            raise ClientError({"Error": {"Code": "SlowDown", "Message": "slow"}}, "GetObject")
+        def list_objects_v2(self, **kwargs):
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "slow"}}, "ListObjectsV2")
 
     with pytest.raises(ClientError):
-        S3Artifacts(Broken(), bucket).stored(PREFIX)
+        S3Artifacts(Broken(), bucket).partial(PREFIX)
 
 
 def test_memory_artifacts_keep_the_same_contract():
     store = MemoryArtifacts()
-    assert store.stored(PREFIX) == []
-    store.put(PREFIX, FILES)
-    assert store.stored(PREFIX) == expected()
-    assert store.read(store.stored(PREFIX)[1]) == FILES[1].content
-    assert store.url(store.stored(PREFIX)[0], 60) == f"memory://{PREFIX}/91001_p0.png?ttl=60"
-    assert store.delete(PREFIX) == 3 and store.stored(PREFIX) == []
+    assert store.partial(PREFIX) == {}
+    assert store.put(PREFIX, FILES) == expected() and store.puts == 3
+    assert store.put(PREFIX, FILES, reuse=True) == expected() and store.puts == 3  # all re-used
+    assert store.read(expected()[1]) == FILES[1].content
+    assert store.url(expected()[0], 60) == f"memory://{PREFIX}/91001_p0.png?ttl=60"
+    assert store.delete(PREFIX, expected()[:1]) == 1 and sorted(store.partial(PREFIX)) == ["91001_p1", "92002_ugoira"]
+    assert store.delete(PREFIX) == 2 and store.partial(PREFIX) == {}
 
 
 def test_no_artifacts_keeps_nothing():
     store = NoArtifacts()
-    assert store.put(PREFIX, FILES) == [f"memory://{PREFIX}/{f.name}" for f in FILES]
-    assert store.stored(PREFIX) == [] and store.delete(PREFIX) == 0
+    assert store.put(PREFIX, FILES) == []
+    assert store.partial(PREFIX) == {} and store.delete(PREFIX) == 0
     with pytest.raises(KeyError):
         store.read(expected()[0])
 
@@ -201,12 +225,12 @@ def test_a_file_up_to_one_part_is_one_put_and_a_bigger_one_a_bounded_multipart_u
     head = client.head_object(Bucket=bucket, Key=big.key)
     assert (head["ContentLength"], head["Metadata"]["sha256"], big.sha256, big.size) == (total, expected, expected, total)
     assert small.size == PART_BYTES and client.head_object(Bucket=bucket, Key=small.key)["Metadata"]["sha256"] == small.sha256
-    # Not committed: stored() sees nothing; partial() finds what a stopped run left, to resume after it.
-    assert S3Artifacts(client, bucket).stored(PREFIX) == []
+    # partial() finds what a stopped run left, to resume after it: both, the multipart one once
+    # its checksum copy is done, tagged like the single PUT.
     again = S3Artifacts(client, bucket).partial(PREFIX)
     assert again == {"7_p0": small}
-    store.commit(PREFIX, [small])
-    assert S3Artifacts(client, bucket).stored(PREFIX) == [small]
+    assert S3Artifacts(client, bucket).partial(PREFIX + "-big")["7_p0"].sha256 == expected
+    assert client.get_object_tagging(Bucket=bucket, Key=big.key)["TagSet"] == [{"Key": "retention", "Value": "14d"}]
 
 
 def test_a_stream_cut_off_midway_aborts_its_multipart_upload(s3):
@@ -223,3 +247,14 @@ def test_a_stream_cut_off_midway_aborts_its_multipart_upload(s3):
         store.put_stream(PREFIX, cut(), _describe, header_type="image/jpeg")
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     assert store.partial(PREFIX) == {}
+
+
+def test_s3_a_resumed_put_stores_again_a_file_whose_bytes_changed(s3):
+    _, client, bucket = s3
+    first, _ = _puts(client, bucket)
+    first.put(PREFIX, FILES[:1])
+    changed = ArtifactFile(FILES[0].name, b"\x89PNG-page-0-redrawn", "image/png", width=8, height=6, meta={"page": 0})
+    store, counting = _puts(client, bucket)
+    [stored] = store.put(PREFIX, [changed], reuse=True)
+    assert counting.calls.count("put_object") == 1  # the old object's checksum is not this file's
+    assert store.read(stored) == changed.content and stored.sha256 == hashlib.sha256(changed.content).hexdigest()

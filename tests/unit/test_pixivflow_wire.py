@@ -120,12 +120,11 @@ def channel(handler, secrets=None, store=None):
 
 
 def request(route, store, files=True):
-    if files:
-        store.put("s/t/1", [ArtifactFile("1_p0.png", b"\x89PNG-0", "image/png"),
-                            ArtifactFile("1_p0_preview.jpg", b"prev", "image/jpeg", role="preview")])
+    stored = store.put("s/t/1", [ArtifactFile("1_p0.png", b"\x89PNG-0", "image/png"),
+                                 ArtifactFile("1_p0_preview.jpg", b"prev", "image/jpeg", role="preview")]) if files else []
     payload = {"work": {"id": "1", "type": "illustration", "title": "T", "tags": ["a"]},
                "context": {"title": "T", "pixivId": "1", "type": "illustration", "slotId": "s", "targetId": "t"}}
-    return DeliveryRequest(route=route, idempotency_key=KEY, body={}, payload=payload, artifact_key="s/t/1")
+    return DeliveryRequest(route=route, idempotency_key=KEY, body={}, payload=payload, artifact_key="s/t/1", files=stored)
 
 
 def test_gateway_request_is_signed_over_the_exact_bytes_sent():

@@ -19,7 +19,7 @@ from pixivflow.config import load_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-WHY = ("files are S3 objects kept by the bucket's lifecycle rule, the process and its trigger server are Lambda "
+WHY = ("files are S3 objects kept storage.cacheRetentionDays by the bucket's lifecycle rules, the process and its trigger server are Lambda "
        "invocations behind EventBridge Scheduler and API Gateway, concurrency is the execute queue's, a cell's "
        "retries are the ledger's, the log level is the stack's LogLevel parameter")
 
@@ -58,36 +58,36 @@ EXPECTED = {
     "production.json": [
         LEGACY_IGNORED,
         *deprecated("bot1-submit", "maxAttempts", "retryDelayMs"), *deprecated("bot2-submit", "maxAttempts", "retryDelayMs"),
-        meaningless("logLevel", "storage.databasePath", "storage.downloadDirectory", "storage.cacheRetentionDays",
+        meaningless("logLevel",
                     "initialDelay", *RUNTIME_KEYS, "schedulerRuntime.exitWhenIdle", "schedulerRuntime.idleGraceMs",
                     "schedulerRuntime.maxLifetimeMs",
                     "schedulerRuntime.trigger.port", "schedulerRuntime.trigger.host", *DOWNLOAD_KEYS,
-                    "download.maxFallbackStages"),
+                    "download.maxFallbackStages", "storage.databasePath", "storage.downloadDirectory"),
     ],
     "fly-two-bots.example.json": [
         LEGACY_IGNORED,
         *deprecated("telepost-bot1", "success", "maxAttempts", "retryDelayMs"),
         *deprecated("telepost-bot2", "success", "maxAttempts", "retryDelayMs"),
-        meaningless("logLevel", *STORAGE_ALL, "storage.cacheRetentionDays", "storage.cacheMaxSizeMB", "initialDelay",
+        meaningless("logLevel", "initialDelay",
                     *RUNTIME_KEYS, "schedulerRuntime.trigger.enabled", "schedulerRuntime.trigger.port",
-                    "schedulerRuntime.trigger.host", *DOWNLOAD_KEYS),
+                    "schedulerRuntime.trigger.host", *DOWNLOAD_KEYS, *STORAGE_ALL, "storage.cacheMaxSizeMB"),
     ],
     "standalone.example.json": [
         "scheduler: the legacy block is plan 'default' (disabled: it never fires unless PIXIV_SCHEDULER_ENABLED=true); "
         "write it under schedules instead",
-        meaningless("logLevel", *STORAGE_ALL, "initialDelay", *DOWNLOAD_KEYS),
+        meaningless("logLevel", "initialDelay", *DOWNLOAD_KEYS, *STORAGE_ALL),
     ],
     "pixivflow.shadow.json": [
         LEGACY_IGNORED,
         *(shadow_notify(i) for i in range(4)), *(dry_run(i) for i in range(4)),
-        meaningless("logLevel", *STORAGE_ALL, "storage.cacheRetentionDays", "storage.cacheMaxSizeMB", "initialDelay",
-                    *RUNTIME_KEYS, *DOWNLOAD_KEYS),
+        meaningless("logLevel", "initialDelay",
+                    *RUNTIME_KEYS, *DOWNLOAD_KEYS, *STORAGE_ALL, "storage.cacheMaxSizeMB"),
     ],
     "pixivflow.production.json": [
         LEGACY_IGNORED,
         *deprecated("bot1-review", "maxAttempts", "retryDelayMs"), *deprecated("bot2-review", "maxAttempts", "retryDelayMs"),
-        meaningless("logLevel", *STORAGE_ALL, "storage.cacheRetentionDays", "initialDelay", *RUNTIME_KEYS,
-                    *DOWNLOAD_KEYS),
+        meaningless("logLevel", "initialDelay", *RUNTIME_KEYS,
+                    *DOWNLOAD_KEYS, *STORAGE_ALL),
     ],
 }
 IDS = {

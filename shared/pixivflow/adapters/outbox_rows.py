@@ -235,12 +235,16 @@ class DynamoOutboxRows(DynamoItems):
     def dead_rows(self) -> list[OutboxRow]:
         """Every ``dead`` row of every kind (a scan: dead rows are out of the due index; operator
         tooling only)."""
-        kwargs: dict[str, Any] = {
-            "TableName": self._table, "ConsistentRead": True,
-            "FilterExpression": "entity = :outbox AND #status = :dead",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": self._values({":outbox": "outbox", ":dead": "dead"}),
-        }
+        return self.find_rows("dead")
+
+    def find_rows(self, status: str | None = None) -> list[OutboxRow]:
+        """Every row of every kind, or those in ``status``, newest first (a scan; operator tooling only)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True, "FilterExpression": "entity = :outbox",
+                                  "ExpressionAttributeValues": self._values({":outbox": "outbox"})}
+        if status is not None:
+            kwargs["FilterExpression"] += " AND #status = :status"
+            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+            kwargs["ExpressionAttributeValues"] = self._values({":outbox": "outbox", ":status": status})
         found: list[OutboxRow] = []
         while True:
             resp = self._call("scan", **kwargs)
@@ -361,8 +365,11 @@ class MemoryOutboxRows:
 
 
     def dead_rows(self) -> list[OutboxRow]:
+        return self.find_rows("dead")
+
+    def find_rows(self, status: str | None = None) -> list[OutboxRow]:
         with self._lock:
-            rows = [copy.deepcopy(r) for r in self._rows.values() if r.status == "dead"]
+            rows = [copy.deepcopy(r) for r in self._rows.values() if status is None or r.status == status]
         return sorted(rows, key=lambda r: (-r.updated_at, r.kind, r.key))
 
     def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:

@@ -3,100 +3,105 @@
 Layout on S3 (issue 10): one prefix per bound work, ``<slotId>/<targetId>/<workId>``, given by
 the execution service, so a key is stable per (slot, target, work, page):
 
-    <prefix>/<file name>        one object per file: its bytes, ``Content-Type``, and the metadata
-                                ``sha256`` / ``role`` / ``width`` / ``height`` (x-amz-meta-*)
-    <prefix>/_manifest.json     written LAST: every file's name, size, SHA-256, role, size in
-                                pixels and ``meta`` (e.g. ugoira frame delays, too big for S3
-                                object metadata's 2 KB)
+    <prefix>/<file name>        one object per file: its bytes, ``Content-Type``, the metadata
+                                ``sha256`` / ``size`` / ``role`` / ``width`` / ``height`` / ``meta``
+                                (x-amz-meta-*), S3's own ``x-amz-checksum-sha256`` of the bytes, and
+                                the tag ``retention=<class>`` its lifecycle rule expires it by
 
-The manifest is the commit marker: ``stored(prefix)`` reads only it, so a crash halfway through
-``put`` leaves nothing that looks complete and the re-run downloads again, while a crash after
-it (before the delivery intent) re-uses the files without a second download.
+One S3 PUT per stored file (issue 25): there is no manifest object. The stored files' keys,
+sizes and checksums are recorded in the ledger, in the delivery intent the execution service
+writes once the work is complete (DESIGN §12: files first, then the intent), and every reader
+(delivery, the route uploads, deleteAfterDelivery) takes them from there. A run that died after
+storing some files and before its intent finds them by listing the work's prefix
+(``partial``: one LIST, one HEAD per file, only when a bound work is resumed) and re-uses each
+object whose checksum holds (``_verified``), so the retry PUTs only what is missing.
 
 Works of any size (issue 24): ``put_stream`` stores one file as it arrives from the source, in
 one PUT when it fits ``PART_BYTES``, else as a multipart upload of ``PART_BYTES`` parts, so memory
 holds at most about one part whatever the file's size; a multipart object's ``sha256``, known only
-at its end, is set by copying it onto itself. A work is stored file by file and committed with
-``commit`` (the manifest); ``partial(prefix)`` lists what a run that stopped midway had stored
-(one LIST, one HEAD per file: only when a bound work is resumed), so the next run starts at the
-first missing file.
+at its end, is set by copying it onto itself (so an upload that died before the copy carries no
+``sha256`` and is never re-used).
+
+Retention (issue 25): S3 lifecycle rules cannot follow a per-config day count, so every object is
+tagged with one of a few fixed classes (``RETENTION_CLASSES``), each with one rule in template.yaml;
+PixivFlow's ``storage.cacheRetentionDays`` picks the smallest class that keeps a file at least that
+long (config.runtime.retention_class).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
-from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlencode
 
+from ..config.runtime import DEFAULT_RETENTION_CLASS
+from ..domain.assets import file_key
 from ..ports import ArtifactFile, StoredFile
 
-MANIFEST = "_manifest.json"
 PART_BYTES = 8 * 1024 * 1024  # one S3 part; a file up to this size is ONE PutObject
 HEAD_BYTES = 64 * 1024  # what is read before a file is named (its type and size in pixels)
 _META_LIMIT = 1500  # S3 user metadata is capped at 2 KB in all
-_MANIFEST_VERSION = 1
-_RECENT_KEYS = 64
+_DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
 
 def _stored(prefix: str, f: ArtifactFile) -> StoredFile:
     return StoredFile(
-        key=f"{prefix}/{f.name}", name=f.name, content_type=f.content_type, size=len(f.content),
+        key=file_key(prefix, f.name), name=f.name, content_type=f.content_type, size=len(f.content),
         sha256=hashlib.sha256(f.content).hexdigest(), role=f.role, width=f.width, height=f.height,
         meta=dict(f.meta or {}),
     )
 
 
-def _manifest(files: Sequence[StoredFile]) -> bytes:
-    return json.dumps({
-        "version": _MANIFEST_VERSION,
-        "files": [
-            {"key": s.key, "name": s.name, "contentType": s.content_type, "size": s.size, "sha256": s.sha256,
-             "role": s.role, "width": s.width, "height": s.height, "meta": dict(s.meta)}
-            for s in files
-        ],
-    }, ensure_ascii=False, sort_keys=True).encode("utf-8")
-
-
-def _from_manifest(raw: bytes) -> list[StoredFile]:
-    data = json.loads(raw.decode("utf-8"))
-    return [
-        StoredFile(key=f["key"], name=f["name"], content_type=f["contentType"], size=int(f["size"]),
-                   sha256=f["sha256"], role=f.get("role") or "original", width=f.get("width"),
-                   height=f.get("height"), meta=f.get("meta") or {})
-        for f in data.get("files", [])
-    ]
-
-
-def _metadata(s: StoredFile, *, with_meta: bool = True) -> dict[str, str]:
-    metadata = {"sha256": s.sha256, "role": s.role}
+def _metadata(s: StoredFile) -> dict[str, str]:
+    metadata = {"sha256": s.sha256, "size": str(s.size), "role": s.role}
     if s.width is not None:
         metadata["width"] = str(s.width)
     if s.height is not None:
         metadata["height"] = str(s.height)
     extra = json.dumps(dict(s.meta), separators=(",", ":"), ensure_ascii=True)
-    if with_meta and len(extra) <= _META_LIMIT:  # what a resumed run needs of a file (its page, its URL)
+    if len(extra) <= _META_LIMIT:  # what a resumed run needs of a file (its page, its URL)
         metadata["meta"] = extra
     return metadata
 
 
-def _from_head(key: str, head: dict[str, Any]) -> StoredFile | None:
+def _checksum(sha256_hex: str) -> str:
+    """S3's ``x-amz-checksum-sha256`` form of a hex SHA-256: base64 of the 32 bytes."""
+    return base64.b64encode(bytes.fromhex(sha256_hex)).decode("ascii")
+
+
+def _verified(key: str, head: dict[str, Any]) -> StoredFile | None:
+    """The stored file a retry may re-use instead of a PUT, or None to store it again (issue 25).
+
+    Re-used only when the object carries the ``sha256`` this store wrote WITH its bytes (a
+    multipart upload gets it only after its completion) and S3's own SHA-256 of the bytes (kept
+    since the PUT or the checksum copy) is that sha256: an object another writer left, or one
+    whose upload never finished, is stored again."""
     metadata = head.get("Metadata") or {}
-    if not metadata.get("sha256"):
-        return None  # not written by put_stream (or its checksum copy never happened): fetch it again
+    sha256 = metadata.get("sha256") or ""
+    size = int(head.get("ContentLength") or 0)
+    if len(sha256) != 64 or head.get("ChecksumSHA256") != _checksum(sha256):
+        return None
     try:
         meta = json.loads(metadata.get("meta") or "{}")
     except ValueError:
         meta = {}
     return StoredFile(key=key, name=key.rsplit("/", 1)[1], content_type=head.get("ContentType") or "application/octet-stream",
-                      size=int(head.get("ContentLength") or 0), sha256=metadata["sha256"], role=metadata.get("role") or "original",
+                      size=size, sha256=sha256, role=metadata.get("role") or "original",
                       width=int(metadata["width"]) if metadata.get("width") else None,
                       height=int(metadata["height"]) if metadata.get("height") else None, meta=meta)
 
 
 def stem_of(name: str) -> str:
     return name.rsplit(".", 1)[0]
+
+
+def _reusable(have: dict[str, StoredFile], s: StoredFile) -> bool:
+    """A file in hand (``s``) need not be PUT again when the same key holds the same checksum."""
+    old = have.get(stem_of(s.name))
+    return old is not None and old.key == s.key and old.sha256 == s.sha256 and old.size == s.size
 
 
 class _Buffer:
@@ -120,37 +125,34 @@ def _describe_once(buffer: _Buffer, described: Any, describe: Any, header_type: 
     return described if described is not None else describe(bytes(buffer.data[:HEAD_BYTES]), header_type)
 
 
-def _error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
 class S3Artifacts:
-    """``ArtifactStore`` on one bucket (encrypted and expired by its own lifecycle rule, template.yaml)."""
+    """``ArtifactStore`` on one bucket (encrypted, and expired by the lifecycle rule of each
+    object's retention tag, template.yaml)."""
 
-    def __init__(self, client: Any, bucket: str) -> None:
+    def __init__(self, client: Any, bucket: str, *, retention: str = DEFAULT_RETENTION_CLASS) -> None:
         self._client = client
         self._bucket = bucket
-        # What this container just wrote: a stored() right after put() costs no request.
-        self._recent: OrderedDict[str, list[StoredFile]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._tagging = urlencode({"retention": retention})
         self.peak_buffer = 0  # the most bytes one put_stream held at once (issue 24)
 
     @property
     def bucket(self) -> str:
         return self._bucket
 
-    def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
+    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
+        """One PUT per file; with ``reuse`` (a resumed work) none for a file already stored whole."""
+        have = self.partial(key) if reuse else {}
         stored = [_stored(key, f) for f in files]
         for f, s in zip(files, stored):
-            self._client.put_object(Bucket=self._bucket, Key=s.key, Body=f.content, ContentType=f.content_type,
-                                    Metadata=_metadata(s, with_meta=False))
-        self._client.put_object(Bucket=self._bucket, Key=f"{key}/{MANIFEST}", Body=_manifest(stored),
-                                ContentType="application/json")
-        self._remember(key, stored)
-        return [f"s3://{self._bucket}/{s.key}" for s in stored]
+            if not _reusable(have, s):
+                self._put_object(s, f.content)
+        return stored
+
+    def _put_object(self, s: StoredFile, body: bytes) -> None:
+        # ChecksumAlgorithm SHA256: the client sends the bytes' SHA-256, S3 refuses the PUT (BadDigest)
+        # unless the bytes it got match it, and keeps it for HEAD: what _verified compares.
+        self._client.put_object(Bucket=self._bucket, Key=s.key, Body=body, ContentType=s.content_type,
+                                Metadata=_metadata(s), ChecksumAlgorithm="SHA256", Tagging=self._tagging)
 
     def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
                    meta: Any = None) -> StoredFile:
@@ -169,18 +171,18 @@ class S3Artifacts:
                     described = _describe_once(buffer, described, describe, header_type)
                     if upload is None:
                         upload = self._client.create_multipart_upload(
-                            Bucket=bucket, Key=f"{key}/{described[0]}", ContentType=described[1])["UploadId"]
+                            Bucket=bucket, Key=file_key(key, described[0]), ContentType=described[1],
+                            Tagging=self._tagging)["UploadId"]
                     number = len(parts) + 1
-                    answer = self._client.upload_part(Bucket=bucket, Key=f"{key}/{described[0]}", UploadId=upload,
+                    answer = self._client.upload_part(Bucket=bucket, Key=file_key(key, described[0]), UploadId=upload,
                                                       PartNumber=number, Body=buffer.take(PART_BYTES))
                     parts.append({"PartNumber": number, "ETag": answer["ETag"]})
             described = _describe_once(buffer, described, describe, header_type)
             name, content_type, width, height = described
-            stored = StoredFile(key=f"{key}/{name}", name=name, content_type=content_type, size=size,
+            stored = StoredFile(key=file_key(key, name), name=name, content_type=content_type, size=size,
                                 sha256=digest.hexdigest(), role=role, width=width, height=height, meta=dict(meta or {}))
             if upload is None:
-                self._client.put_object(Bucket=bucket, Key=stored.key, Body=buffer.take(len(buffer.data)),
-                                        ContentType=content_type, Metadata=_metadata(stored))
+                self._put_object(stored, buffer.take(len(buffer.data)))
             else:
                 if buffer.data:
                     answer = self._client.upload_part(Bucket=bucket, Key=stored.key, UploadId=upload,
@@ -189,13 +191,15 @@ class S3Artifacts:
                 self._client.complete_multipart_upload(Bucket=bucket, Key=stored.key, UploadId=upload,
                                                        MultipartUpload={"Parts": parts})
                 upload = None
-                # The checksum is known only now: set it (with the rest) by copying the object onto itself.
+                # The checksum is known only now: set it (with the rest) by copying the object onto
+                # itself; S3 computes the whole object's SHA-256 on the copy. The tags are copied.
                 self._client.copy_object(Bucket=bucket, Key=stored.key, CopySource={"Bucket": bucket, "Key": stored.key},
-                                         MetadataDirective="REPLACE", ContentType=content_type, Metadata=_metadata(stored))
+                                         MetadataDirective="REPLACE", ContentType=content_type, Metadata=_metadata(stored),
+                                         ChecksumAlgorithm="SHA256")
         except BaseException:
             if upload is not None and described is not None:
                 try:
-                    self._client.abort_multipart_upload(Bucket=bucket, Key=f"{key}/{described[0]}", UploadId=upload)
+                    self._client.abort_multipart_upload(Bucket=bucket, Key=file_key(key, described[0]), UploadId=upload)
                 except Exception:  # noqa: BLE001 - the bucket's lifecycle rule aborts what is left
                     pass
             raise
@@ -203,9 +207,7 @@ class S3Artifacts:
             self.peak_buffer = max(self.peak_buffer, buffer.peak)
         return stored
 
-    def partial(self, key: str) -> dict[str, StoredFile]:
-        """The files a run stored under ``key`` before it stopped, by name without extension."""
-        found: dict[str, StoredFile] = {}
+    def _keys(self, key: str) -> Iterable[str]:
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": f"{key}/"}
@@ -213,34 +215,19 @@ class S3Artifacts:
                 kwargs["ContinuationToken"] = token
             page = self._client.list_objects_v2(**kwargs)
             for o in page.get("Contents", []):
-                if o["Key"].endswith(f"/{MANIFEST}"):
-                    continue
-                stored = _from_head(o["Key"], self._client.head_object(Bucket=self._bucket, Key=o["Key"]))
-                if stored is not None:
-                    found[stem_of(stored.name)] = stored
+                yield o["Key"]
             if not page.get("IsTruncated"):
-                return found
+                return
             token = page.get("NextContinuationToken")
 
-    def commit(self, key: str, files: Sequence[StoredFile]) -> None:
-        """The work is complete: its manifest, written last."""
-        self._client.put_object(Bucket=self._bucket, Key=f"{key}/{MANIFEST}", Body=_manifest(files),
-                                ContentType="application/json")
-        self._remember(key, list(files))
-
-    def stored(self, key: str) -> list[StoredFile]:
-        with self._lock:
-            if key in self._recent:
-                return list(self._recent[key])
-        try:
-            answer = self._client.get_object(Bucket=self._bucket, Key=f"{key}/{MANIFEST}")
-        except Exception as exc:  # noqa: BLE001 - only "absent" is an answer; anything else is an outage
-            if _error_code(exc) in ("NoSuchKey", "404", "NotFound"):
-                return []
-            raise
-        files = _from_manifest(answer["Body"].read())
-        self._remember(key, files)
-        return files
+    def partial(self, key: str) -> dict[str, StoredFile]:
+        """The files a run stored whole under ``key`` before it stopped, by name without extension."""
+        found: dict[str, StoredFile] = {}
+        for k in self._keys(key):
+            stored = _verified(k, self._client.head_object(Bucket=self._bucket, Key=k, ChecksumMode="ENABLED"))
+            if stored is not None:
+                found[stem_of(stored.name)] = stored
+        return found
 
     def read(self, file: StoredFile) -> bytes:
         return self._client.get_object(Bucket=self._bucket, Key=file.key)["Body"].read()
@@ -249,32 +236,27 @@ class S3Artifacts:
         return self._client.generate_presigned_url(
             "get_object", Params={"Bucket": self._bucket, "Key": file.key}, ExpiresIn=int(ttl_s))
 
-    def delete(self, key: str) -> int:
-        with self._lock:
-            self._recent.pop(key, None)
-        # The manifest goes first: from then on nobody reads the prefix as complete.
-        self._client.delete_object(Bucket=self._bucket, Key=f"{key}/{MANIFEST}")
-        deleted = 0
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": f"{key}/"}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = self._client.list_objects_v2(**kwargs)
-            keys = [o["Key"] for o in page.get("Contents", [])]
-            if keys:
-                self._client.delete_objects(Bucket=self._bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
-                deleted += sum(1 for k in keys if not k.endswith(f"/{MANIFEST}"))
-            if not page.get("IsTruncated"):
-                return deleted
-            token = page.get("NextContinuationToken")
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        """The work's first ``preview`` object, presigned (the operator page's thumbnail, issue 26);
+        None when the work kept no preview. Read from the bucket itself -- one LIST of the prefix,
+        a HEAD per object until the first whose ``role`` metadata says preview (a page's preview is
+        named after it, so it follows its original in key order) -- not from any index of the
+        work's files: what the bucket still holds after ``deleteAfterDelivery`` is what can be shown."""
+        listed = self._client.list_objects_v2(Bucket=self._bucket, Prefix=f"{key}/", MaxKeys=100).get("Contents", [])
+        for entry in sorted(listed, key=lambda o: o["Key"]):
+            head = self._client.head_object(Bucket=self._bucket, Key=entry["Key"])
+            if (head.get("Metadata") or {}).get("role") == "preview":
+                return self._client.generate_presigned_url(
+                    "get_object", Params={"Bucket": self._bucket, "Key": entry["Key"]}, ExpiresIn=int(expires_s))
+        return None
 
-    def _remember(self, key: str, files: list[StoredFile]) -> None:
-        with self._lock:
-            self._recent[key] = list(files)
-            self._recent.move_to_end(key)
-            while len(self._recent) > _RECENT_KEYS:
-                self._recent.popitem(last=False)
+    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
+        """Delete ``files`` (their keys, no LIST), or every file under ``key``; idempotent."""
+        keys = [f.key for f in files] if files is not None else list(self._keys(key))
+        for at in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[at:at + _DELETE_BATCH]
+            self._client.delete_objects(Bucket=self._bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+        return len(keys)
 
 
 class MemoryArtifacts:
@@ -282,18 +264,18 @@ class MemoryArtifacts:
 
     def __init__(self) -> None:
         self._objects: dict[str, tuple[bytes, StoredFile]] = {}
-        self._manifests: dict[str, list[StoredFile]] = {}
         self._lock = threading.Lock()
         self.puts = 0
 
-    def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
+    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
+        have = self.partial(key) if reuse else {}
         stored = [_stored(key, f) for f in files]
         with self._lock:
-            self.puts += 1
             for f, s in zip(files, stored):
-                self._objects[s.key] = (bytes(f.content), s)
-            self._manifests[key] = stored
-        return [f"memory://{s.key}" for s in stored]
+                if not _reusable(have, s):
+                    self.puts += 1
+                    self._objects[s.key] = (bytes(f.content), s)
+        return stored
 
     def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
                    meta: Any = None) -> StoredFile:
@@ -310,14 +292,6 @@ class MemoryArtifacts:
         with self._lock:
             return {stem_of(s.name): s for k, (_, s) in self._objects.items() if k.startswith(f"{key}/")}
 
-    def commit(self, key: str, files: Sequence[StoredFile]) -> None:
-        with self._lock:
-            self._manifests[key] = list(files)
-
-    def stored(self, key: str) -> list[StoredFile]:
-        with self._lock:
-            return list(self._manifests.get(key, []))
-
     def read(self, file: StoredFile) -> bytes:
         with self._lock:
             return self._objects[file.key][0]
@@ -325,26 +299,28 @@ class MemoryArtifacts:
     def url(self, file: StoredFile, ttl_s: int) -> str:
         return f"memory://{file.key}?ttl={int(ttl_s)}"
 
-    def delete(self, key: str) -> int:
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None  # memory:// is nothing a browser can fetch: the page shows no thumbnail
+
+    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
         with self._lock:
-            self._manifests.pop(key, None)
-            doomed = [k for k in self._objects if k.startswith(f"{key}/")]
+            doomed = [f.key for f in files] if files is not None else [k for k in self._objects if k.startswith(f"{key}/")]
             for k in doomed:
-                del self._objects[k]
+                self._objects.pop(k, None)
             return len(doomed)
 
 
 class NoArtifacts:
     """No bucket configured: artifacts live only for the duration of the invocation.
 
-    Nothing is kept, so nothing is ever found again (``stored`` is empty) and no file can be
-    linked from a delivery."""
+    Nothing is kept, so nothing is recorded (``put`` returns no stored file), nothing is found
+    again, and no file can be linked from a delivery."""
 
-    def put(self, key: str, files: Sequence[ArtifactFile]) -> list[str]:
-        return [f"memory://{key}/{f.name}" for f in files]
-
-    def stored(self, key: str) -> list[StoredFile]:
+    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
         return []
+
+    def partial(self, key: str) -> dict[str, StoredFile]:
+        return {}
 
     def read(self, file: StoredFile) -> bytes:
         raise KeyError(f"no artifact store is configured; {file.key} was not kept")
@@ -352,5 +328,8 @@ class NoArtifacts:
     def url(self, file: StoredFile, ttl_s: int) -> str:
         raise KeyError(f"no artifact store is configured; {file.key} has no URL")
 
-    def delete(self, key: str) -> int:
+    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
         return 0
+
+    def preview_url(self, key: str, expires_s: int) -> str | None:
+        return None

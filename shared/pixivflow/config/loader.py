@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..domain.errors import ConfigError
-from .model import PixivFlowConfig
+from .model import PixivFlowConfig, ReferenceErrors
 from .routes import _ROUTE_TAGS
 from .warnings import _key_warnings, _semantic_warnings, _soften
 
@@ -23,6 +23,10 @@ def _format_error(exc: ValidationError) -> str:
 def _error_lines(exc: ValidationError) -> list[str]:
     lines = []
     for err in exc.errors():
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ReferenceErrors):  # the model's cross-reference rules: one line per finding
+            lines += cause.findings
+            continue
         path = ""
         loc = tuple(err.get("loc", ()))
         if len(loc) > 3 and loc[:2] == ("delivery", "targets") and loc[3] in _ROUTE_TAGS:

@@ -10,7 +10,7 @@ from .base import MAX_ROUTES_PER_TARGET, MAX_TARGETS_PER_SCHEDULE, _Model
 from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, SourceConfig
 from .plans import ScheduleConfig
 from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, TelegramRoute, WebhookRoute
-from .runtime import JobsConfig, SchedulerRuntimeConfig
+from .runtime import JobsConfig, SchedulerRuntimeConfig, StorageConfig
 from .targets import TargetConfig
 
 class PixivFlowConfig(_Model):
@@ -25,6 +25,7 @@ class PixivFlowConfig(_Model):
     schedulerRuntime: SchedulerRuntimeConfig = Field(default_factory=SchedulerRuntimeConfig)
     download: DownloadConfig = Field(default_factory=DownloadConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -36,25 +37,23 @@ class PixivFlowConfig(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> "PixivFlowConfig":
-        _unique("schedules", [s.id for s in self.schedules])
-        _unique_targets(self.targets)
+        """Every cross-reference rule, ALL findings at once (issue 26: ``config check`` lists each
+        unknown target, route and duplicate id with its field, not only the first)."""
+        found = _unique("schedules", [s.id for s in self.schedules]) + _unique_targets(self.targets)
         target_ids = {t.id for t in self.targets}
         for i, schedule in enumerate(self.schedules):
-            for ref in schedule.targetIds or []:
-                if ref not in target_ids:
-                    raise ValueError(f"schedules[{i}].targetIds: unknown target {ref!r}")
+            found += [f"schedules[{i}].targetIds: unknown target {ref!r}" for ref in schedule.targetIds or []
+                      if ref not in target_ids]
             count = len(schedule.targetIds) if schedule.targetIds else len(self.targets)
             if count > MAX_TARGETS_PER_SCHEDULE:
-                raise ValueError(
-                    f"schedules[{i}].targetIds: {count} targets; at most {MAX_TARGETS_PER_SCHEDULE} per schedule"
-                )
+                found.append(f"schedules[{i}].targetIds: {count} targets; at most {MAX_TARGETS_PER_SCHEDULE} per schedule")
         for i, target in enumerate(self.targets):
             routes = target.delivery.routes() if target.delivery else []
             if len(routes) > MAX_ROUTES_PER_TARGET:
-                raise ValueError(f"targets[{i}].delivery: at most {MAX_ROUTES_PER_TARGET} routes per target")
-            for name in routes:
-                if name not in self.delivery.targets:
-                    raise ValueError(f"targets[{i}].delivery: unknown route {name!r}")
+                found.append(f"targets[{i}].delivery: at most {MAX_ROUTES_PER_TARGET} routes per target")
+            found += [f"targets[{i}].delivery: unknown route {name!r}" for name in routes if name not in self.delivery.targets]
+        if found:
+            raise ReferenceErrors(found)
         return self
 
     @property
@@ -108,21 +107,35 @@ class PixivFlowConfig(_Model):
         return target.storageMode == "cache" and not target.routes()
 
 
-def _unique_targets(targets: list[TargetConfig]) -> None:
+def _unique_targets(targets: list[TargetConfig]) -> list[str]:
     first: dict[str, int] = {}
+    found = []
     for i, target in enumerate(targets):
         if target.id in first and target.id_derived:
-            raise ValueError(f"targets[{i}]: selects what targets[{first[target.id]}] selects (an id-less target's id "
-                             "is derived from type, mode, topic, tag, filterTag, rankingMode and the pinned ids); "
-                             "give one of them an id")
-        if target.id in first:
-            raise ValueError(f"targets[{i}].id: duplicate id {target.id!r}")
-        first[target.id] = i
+            found.append(f"targets[{i}]: selects what targets[{first[target.id]}] selects (an id-less target's id "
+                         "is derived from type, mode, topic, tag, filterTag, rankingMode and the pinned ids); "
+                         "give one of them an id")
+        elif target.id in first:
+            found.append(f"targets[{i}].id: duplicate id {target.id!r}")
+        else:
+            first[target.id] = i
+    return found
 
 
-def _unique(block: str, ids: list[str]) -> None:
+def _unique(block: str, ids: list[str]) -> list[str]:
     seen: set[str] = set()
+    found = []
     for i, value in enumerate(ids):
         if value in seen:
-            raise ValueError(f"{block}[{i}].id: duplicate id {value!r}")
+            found.append(f"{block}[{i}].id: duplicate id {value!r}")
         seen.add(value)
+    return found
+
+
+class ReferenceErrors(ValueError):
+    """Every cross-reference finding of one config (``<field path>: <what is wrong>`` each): raised
+    once by the model's after-validator, split back into one error line each by the loader."""
+
+    def __init__(self, findings: list[str]) -> None:
+        super().__init__("; ".join(findings))
+        self.findings = list(findings)

@@ -84,3 +84,42 @@ class JobsConfig(_Model):
                 raise ValueError(f"{host!r} is not a host name")
             hosts.append(host.strip().lower().rstrip("."))
         return hosts
+
+
+# -- storage: how long stored files stay (issue 25) ----------------------------------------------
+#
+# S3 lifecycle rules cannot follow a per-config day count (the bucket is the stack's, the config
+# is read at run time), so every stored object is tagged with one of these fixed classes and
+# template.yaml has one expiration rule per class. PixivFlow's ``storage.cacheRetentionDays``
+# (default 14; the published configs set 7; notes/pixivflow-real-configs.md) picks the smallest
+# class that keeps a file at least that long: a file is never deleted EARLIER than configured.
+RETENTION_CLASSES = (1, 7, 14, 30)  # days; template.yaml ArtifactBucket has a rule for each
+DEFAULT_CACHE_RETENTION_DAYS = 14
+DEFAULT_RETENTION_CLASS = f"{DEFAULT_CACHE_RETENTION_DAYS}d"
+
+
+def retention_days(days: int) -> int:
+    """The retention class (in days) for ``days``: the smallest class >= days, else the largest."""
+    return next((c for c in RETENTION_CLASSES if c >= days), RETENTION_CLASSES[-1])
+
+
+class StorageConfig(_Model):
+    """``storage``: only ``cacheRetentionDays`` means something here; PixivFlow's paths and its
+    cache size are named in the "no meaning on Lambda" warning (config/warnings.py)."""
+
+    cacheRetentionDays: int = Field(default=DEFAULT_CACHE_RETENTION_DAYS, ge=1, strict=True)
+
+    @property
+    def retention_class(self) -> str:
+        """The value of every stored object's ``retention`` tag (s3_artifacts)."""
+        return f"{retention_days(self.cacheRetentionDays)}d"
+
+    def retention_warning(self) -> str | None:
+        days, kept = self.cacheRetentionDays, retention_days(self.cacheRetentionDays)
+        if kept == days:
+            return None
+        if kept < days:
+            return (f"storage.cacheRetentionDays: {days} days is longer than the longest retention class; stored files "
+                    f"are kept {kept} days (the classes are {', '.join(map(str, RETENTION_CLASSES))} days)")
+        return (f"storage.cacheRetentionDays: {days} days is not a retention class; stored files are kept {kept} days, "
+                f"the smallest class that is at least {days} (the classes are {', '.join(map(str, RETENTION_CLASSES))} days)")

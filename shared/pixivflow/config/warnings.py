@@ -101,6 +101,9 @@ def _soften(data: dict) -> tuple[dict, list[str]]:
 def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
     """Valid values that can never select anything, or never reach anyone: worth a warning, not a refusal."""
     warnings: list[str] = []
+    retention = config.storage.retention_warning()  # a day count that is not a retention class (issue 25)
+    if retention:
+        warnings.append(retention)
     for account, governance in config.schedulerRuntime.resourceGovernance.pixivAccounts.items():
         if governance.queueLimit is not None:
             # PixivFlow bounds the executions waiting for a permit; here they wait in the
@@ -129,7 +132,7 @@ def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
 LAMBDA_MEANINGLESS_KEYS = (
     "logLevel", "initialDelay",
     "storage.databasePath", "storage.downloadDirectory", "storage.illustrationDirectory", "storage.novelDirectory",
-    "storage.cacheRetentionDays", "storage.cacheMaxSizeMB",
+    "storage.cacheMaxSizeMB",
     "schedulerRuntime.catchUpMissedRuns", "schedulerRuntime.watchConfig", "schedulerRuntime.reloadDebounceMs",
     "schedulerRuntime.queueLimit", "schedulerRuntime.exitWhenIdle", "schedulerRuntime.idleGraceMs",
     "schedulerRuntime.maxLifetimeMs",
@@ -141,7 +144,7 @@ _MEANINGLESS_BLOCKS = frozenset(k.split(".")[0] for k in LAMBDA_MEANINGLESS_KEYS
                                 and k.split(".")[0] == "storage")
 # Extra keys another warning already speaks for.
 _SPOKEN_FOR = frozenset({"targets[].delivery.richNovelPreview"} | {f"targets[].{k}" for k in IGNORED_TARGET_KEYS})
-MEANINGLESS_WHY = ("files are S3 objects kept by the bucket's lifecycle rule, the process and its trigger server "
+MEANINGLESS_WHY = ("files are S3 objects kept storage.cacheRetentionDays by the bucket's lifecycle rules, the process and its trigger server "
                    "are Lambda invocations behind EventBridge Scheduler and API Gateway, concurrency is the execute "
                    "queue's, a cell's retries are the ledger's, the log level is the stack's LogLevel parameter")
 

@@ -38,6 +38,12 @@ def artifact_prefix(slot_id: str, target_id: str, work_id: str) -> str:
     return f"{slot_id}/{target_id}/{work_id}"
 
 
+def file_key(prefix: str, name: str) -> str:
+    """One stored file's key under its work's prefix (the store writes it, the intent's record
+    rebuilds it from the file's name: the key is not stored twice, issue 25)."""
+    return f"{prefix}/{name}"
+
+
 def assets_for(files: Iterable[Any], url_for: Callable[[Any], str], *, source: str = "pixiv",
                budget_chars: int = DEFAULT_BUDGET_CHARS) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []

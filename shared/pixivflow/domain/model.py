@@ -145,6 +145,9 @@ class Intent:
     sending_at: int | None = None
     send_progress: dict[str, Any] | None = None
     redrive_count: int = 0
+    # The bound work's stored files (issue 25: the ledger, not a manifest object, records them),
+    # written once with the row, after every file is stored (DESIGN §12); services/assets.py.
+    files: list[dict[str, Any]] | None = None
 
     @property
     def confirmed(self) -> bool:

@@ -135,7 +135,8 @@ def _known_schedule(req: Request, scheduleId: str) -> Response | None:
                  503: ("rejected (dispatch failed; the sweep retries), or token not configured",
                        {"oneOf": [ref("RunResult"), ref("ErrorBody")]})},
              errors={400: "invalid body (\"<field>: <message>\") or a schedule that never fires",
-                     404: "unknown schedule", 410: "occurrence expired (past the grace window)",
+                     404: "unknown schedule", 409: "the schedule is paused (resume it first)",
+                     410: "occurrence expired (past the grace window)",
                      425: "occurrence not due yet"})
 def run_schedule(req: Request, scheduleId: str) -> Response:
     body: RunBody | None = req.body

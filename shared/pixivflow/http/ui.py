@@ -31,12 +31,13 @@ import hmac
 import html
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from .. import runtime
+from ..domain.assets import artifact_prefix
 from ..services import inspection
 from ..services.inspection import InspectionError, Reads, iso, local
 from .auth import TRIGGER, check_bearer
@@ -64,22 +65,26 @@ th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
 .st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
 .st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}
+.st-paused{background:#fff;color:#1d232a;border:1px solid #6b7785}
 .st-expired{background:#7b341e}dl dt{font-weight:600;margin-top:.4em}dl dd{margin:.2em 0 0}
 .note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
 ol.timeline li{margin:.15em 0}form.login{background:#fff;border:1px solid #d8dde3;padding:1em;max-width:28em}
 input[type=password],input[type=text]{width:100%;padding:.4em;margin:.3em 0 .8em;box-sizing:border-box}
-button{padding:.35em .9em}
+button{padding:.35em .9em}figure.thumb{display:inline-block;margin:.3em .6em .3em 0;background:#fff;
+border:1px solid #d8dde3;padding:.3em}figure.thumb img{display:block;max-width:160px;max-height:160px}
+figure.thumb figcaption{font-size:.85em;color:#6b7785}
 """.strip()
 _CSS_HASH = base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
+_CSP = (f"default-src 'none'; style-src 'sha256-{_CSS_HASH}'; img-src data:{{images}}; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {
-    "Content-Security-Policy": f"default-src 'none'; style-src 'sha256-{_CSS_HASH}'; img-src data:; "
-                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": _CSP.format(images=""),
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STATUSES = {"missed", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+_STATUSES = {"missed", "paused", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
 
 
@@ -193,9 +198,60 @@ def page(title: str, body: str, *, nav: bool = True, refresh: int | None = None)
 
 
 def html_response(status: int, body: str, *, cookies: list[Cookie] | None = None,
-                  headers: dict[str, str] | None = None) -> Response:
+                  headers: dict[str, str] | None = None, img_origins: Iterable[str] = ()) -> Response:
+    """``img_origins``: the origins of the images the page shows (its thumbnails' bucket, or the dev
+    server's local S3 endpoint), the only ones its CSP ``img-src`` allows besides ``data:``."""
+    policy = {"Content-Security-Policy": _CSP.format(images="".join(f" {o}" for o in sorted(set(img_origins))))}
     return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
-                    headers={**HEADERS, **(headers or {})}, cookies=cookies)
+                    headers={**HEADERS, **policy, **(headers or {})}, cookies=cookies)
+
+
+# -- thumbnails of the delivered works (issue 26) --------------------------------------------------------
+
+PREVIEW_TTL_S = 300  # a thumbnail's presigned URL: long enough to load the page, short enough to be useless later
+
+
+def thumbnails(view: dict[str, Any]) -> dict[str, str]:
+    """``targetId`` -> a presigned URL of the small preview kept with each delivered work's stored
+    files (``ArtifactStore.preview_url``, the one place that finds it); a work without one has none.
+    One LIST of the work's prefix (and a HEAD per object up to its preview) a work."""
+    engine = runtime.get().engine
+    slot_id = view["slot"]["slotId"]
+    out: dict[str, str] = {}
+    for cell in view["cells"]:
+        if cell["status"] != "submitted" or not cell["workId"]:
+            continue
+        try:
+            url = engine.artifacts.preview_url(artifact_prefix(slot_id, cell["targetId"], cell["workId"]), PREVIEW_TTL_S)
+        except Exception as exc:  # the store did not answer: the page still renders, without this thumbnail
+            engine.log("warning", "thumbnail lookup failed", event="ui.thumbnail_error", slot_id=slot_id,
+                       target_id=cell["targetId"], error=repr(exc)[:200])
+            continue
+        if url and origin_of(url):
+            out[cell["targetId"]] = url
+    return out
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of an http(s) URL (what a CSP source names), else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c in parts.netloc for c in " ;,'\""):
+        return None
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
+
+
+def _thumbnail_section(view: dict[str, Any], thumbs: dict[str, str]) -> str:
+    if not thumbs:
+        return ""
+    figures = []
+    for c in view["cells"]:
+        if c["targetId"] not in thumbs:
+            continue
+        work = f"{c['workType']} {c['workId']}"
+        figures.append(f'<figure class="thumb"><img src="{e(thumbs[c["targetId"]])}" alt="{e("preview of " + work)}" '
+                       f'referrerpolicy="no-referrer" loading="lazy"><figcaption>{e(c["targetId"])}: {e(work)}'
+                       "</figcaption></figure>")
+    return f"<h2>Delivered works</h2><div>{''.join(figures)}</div>"
 
 
 def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response:
@@ -236,9 +292,19 @@ def _schedules_table(reads: Reads) -> Html:
                 note = ' <span class="note">(DST repeat: fires once, at the first)</span>' if f["note"] == "dst_repeat" else ""
                 items.append(f"<li>{e(local(f['at'], f['timezone']))} = {e(iso(f['at']))}{note}</li>")
         rows.append([schedule.id, schedule.timezone, Html(f"<code>{e(schedule.cron)}</code>"),
-                     "enabled" if schedule.enabled else "disabled", len(schedule.targetIds or []),
+                     _schedule_state(reads, schedule), len(schedule.targetIds or []),
                      Html(f"<ul>{''.join(items)}</ul>") if items else "-"])
     return table(["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"], rows, empty="no schedules")
+
+
+def _schedule_state(reads: Reads, schedule: Any) -> Html | str:
+    """``disabled`` (the config), ``paused since ...`` (the operator's pause item), or ``enabled``."""
+    if not schedule.enabled:
+        return "disabled"
+    pause = reads.ledger.schedule_pause(schedule.id)
+    if pause is not None and pause.paused:
+        return Html(f"{badge('paused')} since {e(iso(pause.paused_at))}" + (f" by {e(pause.by)}" if pause.by else ""))
+    return "enabled"
 
 
 def _dead_table(rows: list[dict[str, Any]]) -> Html:
@@ -268,7 +334,7 @@ def _lease(lease: dict[str, Any] | None) -> str:
     return f"{lease['owner']} until {iso(lease['until'])} ({'live' if lease['live'] else 'expired'})"
 
 
-def occurrence(view: dict[str, Any]) -> str:
+def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> str:
     from . import ui_pages  # the report's renderer (it imports this module's helpers)
 
     slot = view["slot"]
@@ -307,7 +373,8 @@ def occurrence(view: dict[str, Any]) -> str:
     timeline = "".join(f"<li><time>{e(iso(t['at']))}</time> <strong>{e(t['subject'])}</strong> {e(t['what'])}</li>"
                        for t in view["timeline"])
     return page(f"Occurrence {slot['slotId']}",
-                f"{facts}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}<h2>Notifications</h2>{notes}"
+                f"{facts}{_thumbnail_section(view, thumbs or {})}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}"
+                f"<h2>Notifications</h2>{notes}"
                 f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
 
 
@@ -460,9 +527,9 @@ def register(shell: HttpShell) -> None:
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
         return _one(req, "slot", slotId,  # percent-decoded and text-checked by the shell
-                     inspection.show_slot, occurrence)
+                     inspection.show_slot, occurrence, images=thumbnails)
 
-    def _one(req: Request, noun: str, item_id: str, show, render) -> Response:
+    def _one(req: Request, noun: str, item_id: str, show, render, images=None) -> Response:
         """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
         denied = _guard(req, shell.app.current_event)
         if denied is not None:
@@ -473,7 +540,11 @@ def register(shell: HttpShell) -> None:
             body = page("Not found", f"<p>There is no {noun} <code>{e(item_id)}</code> in the ledger.</p>")
             return req.respond(html_response(404, body), "ui.not_found", **{f"{noun}_id": item_id[:300]})
         page_name = "occurrence" if noun == "slot" else noun
-        return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
+        if images is None:
+            return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
+        thumbs = images(view)
+        return req.respond(html_response(200, render(view, thumbs), img_origins=[o for o in map(origin_of, thumbs.values()) if o]),
+                           "ui.page", page=page_name, thumbnails=len(thumbs), **{f"{noun}_id": item_id})
 
     @route("GET", "/ui/dead")
     def ui_dead(req: Request) -> Response:

@@ -1,5 +1,5 @@
 """The operator page's actions (issue 26): run a schedule now, refetch one target, redrive a dead
-row. Each is a form POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
+row, pause or resume a schedule. Each is a form POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
 
 The token is an HMAC, keyed by the trigger token, of the session cookie's value: a page that
 knows the session renders it into its forms, a forged cross-site POST cannot compute it (the
@@ -9,8 +9,8 @@ POSTs; the token is the second, independent guard.
 
 Each action logs the operator's audit line: a redrive the same event and fields as
 ``pixivflow outbox redrive`` (``cli._audit``: ``outbox.redriven`` / ``outbox.redrive_refused``),
-run and refetch their own ``ui.run_requested`` / ``ui.refetch_requested``, with
-``operator="ui"``."""
+pause and resume the CLI's ``schedule.paused`` / ``schedule.resumed`` (``*_refused``), run and
+refetch their own ``ui.run_requested`` / ``ui.refetch_requested``, with ``operator="ui"``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..services.trigger import run_now
 from .ui import Html, e, page, slot_link
 
 _CSRF_CONTEXT = b"pixivflow-ui-csrf:v1:"
-ACTIONS = ("run", "refetch", "redrive")
+ACTIONS = ("run", "refetch", "redrive", "pause", "resume")
 OPERATOR = "ui"
 
 
@@ -61,14 +61,22 @@ def redrive_form(kind: str, key: str, csrf: str) -> Html:
     return Html(_form("redrive", csrf, {"kind": kind, "key": key}, "Redrive"))
 
 
+def pause_form(schedule_id: str, paused: bool, csrf: str) -> Html:
+    action = "resume" if paused else "pause"
+    return Html(_form(action, csrf, {"schedule": schedule_id}, f"{action.capitalize()} {schedule_id}"))
+
+
 def actions_section(reads: Reads, csrf: str) -> Html:
     config = reads.config
     schedules = [s for s in (config.schedules if config is not None else []) if s.enabled and s.cron]
     targets = list(dict.fromkeys(t for s in schedules for t in (s.targetIds or [])))
-    runs = "".join(run_form(s.id, csrf) for s in schedules)
+    paused = {s.id: inspection.pause_view(s.id, reads.ledger.schedule_pause(s.id))["paused"] for s in schedules}
+    runs = "".join(run_form(s.id, csrf) for s in schedules if not paused[s.id])
+    flips = "".join(pause_form(s.id, paused[s.id], csrf) for s in schedules)
     refetches = "".join(refetch_form(t, csrf) for t in targets)
     return Html(f"<h2>Actions</h2><p class=\"note\">Run the occurrence due now (within the grace window), or refetch one "
-                f"target into its own manual slot.</p><div>{runs}</div><div>{refetches}</div>")
+                f"target into its own manual slot. A paused schedule's fires are refused and not counted as missed; "
+                f"resuming it runs it again from its next fire.</p><div>{runs}</div><div>{flips}</div><div>{refetches}</div>")
 
 
 class ActionResult:
@@ -111,6 +119,8 @@ def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                                                  f"{slot_link(slot_id)}.</p>"),
                             "ui.refetch_requested", operator=OPERATOR, target_id=target_id, request_id=request_id,
                             slot_id=slot_id, disposition=result.disposition)
+    if action in ("pause", "resume"):
+        return _flip_pause(reads, action, _field(form, "schedule"))
     # redrive: the CLI's own service call and audit fields (cli.py ``outbox redrive``)
     kind, key = _field(form, "kind") or None, _field(form, "key")
     if not key:
@@ -130,8 +140,25 @@ def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                         previous_attempts=done["previousAttempts"], previous_error=done["previousError"], sent=done["sent"])
 
 
+def _flip_pause(reads: Reads, action: str, schedule_id: str) -> ActionResult:
+    """The CLI's ``schedules pause|resume`` (same service call, same audit events and fields)."""
+    title = action.capitalize()
+    try:
+        view = inspection.set_paused(reads, schedule_id, action == "pause", by=OPERATOR)
+    except InspectionError as exc:
+        field = "schedule: " if exc.code == "not_found" else ""
+        return _refused(title, 404 if exc.code == "not_found" else 409, f"{field}{exc.message}",
+                        f"schedule.{action}_refused", operator=OPERATOR, schedule_id=schedule_id[:100], reason=exc.message)
+    done = "paused: its fires are refused and not counted as missed" if view["paused"] else \
+        "resumed: it runs again from its next fire"
+    return ActionResult(200, page(title, f"<p>Schedule {e(view['scheduleId'])} {e(done)}.</p>"
+                                         '<p><a href="/ui">Overview</a></p>'),
+                        f"schedule.{'paused' if view['paused'] else 'resumed'}", level="info", operator=OPERATOR,
+                        schedule_id=view["scheduleId"], paused_at=view["pausedAt"], resumed_at=view["resumedAt"])
+
+
 def _refused(title: str, status: int, message: str, event: str, **fields: Any) -> ActionResult:
     return ActionResult(status, page(title, f'<p class="err">{e(message)}</p>'), event, **fields)
 
 
-__all__ = ["ACTIONS", "actions_section", "csrf_token", "csrf_valid", "perform", "redrive_form"]
+__all__ = ["ACTIONS", "actions_section", "csrf_token", "csrf_valid", "pause_form", "perform", "redrive_form"]

@@ -1,19 +1,23 @@
 """The stored files a delivery carries, as protocol Assets, signed at send time (issue 10).
 
-The intent row never holds them: a presigned URL is ~1-2 KB, so a few pages would multiply the
-write units of every outbox write of the row, and a URL signed at enqueue could expire before a
-late retry. Each attempt instead reads the work's manifest (one S3 GET; the store keeps what it
-just wrote or read) and signs fresh URLs valid for ``download.assetUrlTtlSeconds``.
+The intent row holds each stored file's record (``file_records``: key, size, SHA-256, type, role,
+pixel size, meta; ~200 bytes), written once when the row is created after every file is stored
+(issue 25: one S3 PUT per file, no manifest object; DESIGN §12). It never holds a URL: a
+presigned URL is ~1-2 KB and one signed at enqueue could expire before a late retry, so each
+attempt signs fresh URLs valid for ``download.assetUrlTtlSeconds`` from the records.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..domain.assets import artifact_prefix, assets_for
+import base64
+from collections.abc import Sequence
+
+from ..domain.assets import artifact_prefix, assets_for, file_key
 from ..domain.errors import SourceError
 from ..domain.model import Intent
-from ..ports import ArtifactFile, Work
+from ..ports import ArtifactFile, StoredFile, Work
 from .engine import Engine
 
 # The route families that upload previews beside the originals: httpMultipart sends them under
@@ -21,12 +25,42 @@ from .engine import Engine
 PREVIEW_ROUTES = ("httpMultipart", "telegram")
 
 
+# A record's attributes are one letter each (n name, t type, z size, h SHA-256 in base64, r role
+# when not "original", w/y width/height, m meta): every write of the intent row pays for its bytes
+# (one write unit per KB; tests/perf/test_cost.py).
+
+
+def file_records(files: Sequence[StoredFile]) -> list[dict[str, Any]]:
+    """What the intent records of each stored file (the ledger's copy of the store's answer):
+    name, type, size, SHA-256 (base64), role, size in pixels, meta; the key is rebuilt from the name."""
+    out: list[dict[str, Any]] = []
+    for f in files:
+        record: dict[str, Any] = {"n": f.name, "t": f.content_type, "z": f.size,
+                                  "h": base64.b64encode(bytes.fromhex(f.sha256)).decode("ascii")}
+        if f.role != "original":
+            record["r"] = f.role
+        if f.width is not None:
+            record["w"] = f.width
+        if f.height is not None:
+            record["y"] = f.height
+        if f.meta:
+            record["m"] = dict(f.meta)
+        out.append(record)
+    return out
+
+
+def recorded_files(intent: Intent) -> list[StoredFile]:
+    """The bound work's stored files, in page order, as its intent recorded them."""
+    prefix = artifact_prefix(intent.slot_id, intent.target_id, intent.work_id)
+    return [StoredFile(key=file_key(prefix, str(r["n"])), name=str(r["n"]), content_type=str(r["t"]), size=int(r["z"]),
+                       sha256=base64.b64decode(str(r["h"])).hex(), role=str(r.get("r") or "original"),
+                       width=r.get("w"), height=r.get("y"), meta=dict(r.get("m") or {}))
+            for r in intent.files or []]
+
+
 def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` plus ``assets`` when the intent's work has stored files (else unchanged)."""
-    try:
-        files = engine.artifacts.stored(artifact_prefix(intent.slot_id, intent.target_id, intent.work_id))
-    except NotImplementedError:
-        return body
+    files = recorded_files(intent)
     if not files:
         return body
     ttl = engine.config.download.assetUrlTtlSeconds

@@ -10,7 +10,8 @@ SQS; longer ones wait for the sweep.
 Per delivery attempt (spec §10.5): consumer-cancel guard, the route's readiness probe (a failing
 probe releases the row without consuming an attempt), one call on the route's wire format, its
 answer parsed into an ACK by the route family's rules, the ACK settled. Once every route of a
-cell has delivered a work, its stored files are deleted unless ``deleteAfterDelivery`` is false.
+cell has delivered a work, its stored originals are deleted unless ``deleteAfterDelivery`` is false
+(the preview stays for the retention: the operator page's thumbnail).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
-from .assets import with_assets
+from .assets import recorded_files, with_assets
 from .messages import outbox_body, send_logged
 from .outbox import READINESS_DEFER_MS, ROW_KINDS, deliver_row_message, drain_rows, due_row_keys
 from .rollup import cell_delivery_state, routes_of, rollup, settle_delivery_terminal
@@ -112,18 +113,21 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
     cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
     if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed):
-        # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
-        # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
-        # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
-        # seeded simulation: a crash right after put_intent left the cell `selected` until its
-        # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
-        # leave the cell as it ended.
-        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
-            reason = "work cancelled by consumer"
-        else:
-            reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
-        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
-        return _handle(engine, claimed, owner, ack, cancelled=True)
+        # (A fan-out cell another route's failure ended: this row still delivers, _sibling_failed;
+        # never after a consumer's cancel.)
+        if cell.terminal_reason_code == CANCELLED_BY_CONSUMER or not _sibling_failed(engine, claimed):
+            # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
+            # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
+            # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
+            # seeded simulation: a crash right after put_intent left the cell `selected` until its
+            # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
+            # leave the cell as it ended.
+            if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
+                reason = "work cancelled by consumer"
+            else:
+                reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
+            ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
+            return _handle(engine, claimed, owner, ack, cancelled=True)
     route = engine.config.route(claimed.route)
     try:
         if not engine.channel.ready(claimed.route):
@@ -179,7 +183,8 @@ def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
     preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
                            body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
-                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id), preview=preview)
+                           artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id),
+                           files=recorded_files(intent), preview=preview)
 
 
 def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
@@ -293,8 +298,12 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
         if not routes or any(r not in delivered for r in routes):
             return
     key = artifact_key(intent.slot_id, intent.target_id, intent.work_id)
+    # The originals go; the small preview stays for the retention (the operator page's thumbnail).
+    originals = [f for f in recorded_files(intent) if f.role != "preview"]
+    if not originals:
+        return
     try:
-        count = engine.artifacts.delete(key)
+        count = engine.artifacts.delete(key, originals)
     except (AttributeError, NotImplementedError):
         return
     except Exception as exc:
@@ -303,6 +312,21 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
         return
     engine.log("info", "stored files deleted after delivery", event="artifacts.deleted", key=key, count=count,
                slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
+
+
+def _sibling_failed(engine: Engine, intent: Intent) -> bool:
+    """Whether the cell ended failed because ANOTHER route's row of its work failed (fan-out, spec
+    §10.3). This row is then still the outbox's: it delivers the work on its own route (the outcome
+    already says the cell failed). Dead-lettering it "not delivered" lost an earlier attempt that
+    may have landed, and a later slot delivered the work on this route again (make sim's routes
+    world, seed 328)."""
+    target = engine.config.target(intent.target_id)
+    for route in (target.routes() if target is not None else []):
+        if route != intent.route:
+            sibling = engine.ledger.get_intent(intent.slot_id, intent.target_id, route, intent.work_type, intent.work_id)
+            if sibling is not None and sibling.status == LedgerStatus.FAILED:
+                return True
+    return False
 
 
 def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:

@@ -41,7 +41,7 @@ from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..ports import (Admission, ArtifactFile, Page, SearchRequest, SourceGovernor, StoredFile, StreamingArtifactStore,
                      Work)
-from .assets import PREVIEW_ROUTES, previews_for
+from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
 from .messages import execution_body, outbox_body, send_logged
@@ -85,6 +85,7 @@ class CellRun:
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
     governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
     time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
+    time_budget: int | None = None  # ms the invocation had when it began (the same context's, read then)
 
     @property
     def locked_work_id(self) -> str | None:
@@ -121,7 +122,11 @@ class CellRun:
 
 
 def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
-                 time_left: Callable[[], int] | None = None) -> ExecutionResult:
+                 time_left: Callable[[], int] | None = None, time_budget: int | None = None) -> ExecutionResult:
+    """Run one cell. ``time_left``: the Lambda context's remaining time; ``time_budget``: what it
+    was when the invocation began (default: what it is now, for a caller running one cell)."""
+    if time_budget is None and time_left is not None:
+        time_budget = int(time_left())
     now = engine.now()
     owner = engine.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
@@ -159,7 +164,8 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
         target, excluded = job_target(target, slot.params)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left) if target else None
+    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
+                  time_budget=time_budget) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
@@ -212,16 +218,31 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         raise
 
 
+BUSY_POLL_FIRST_MS = 2_000  # a cell waiting for a permit asks again after 2 s, 4 s, 8 s, ...
+BUSY_POLL_MAX_MS = 64_000
+
+
+def busy_poll_ms(times_waited: int) -> int:
+    """How long a cell that found every permit held waits before asking again (issue 24, the
+    store brief's item 5): the holder's lease end is only the latest its permit can be free (a
+    holder that dies stops renewing; one that finishes releases at once, usually within seconds),
+    so the waiter asks again after 2 s, doubling each time it is refused again, never later than
+    the lease end. Each ask is one invocation and one conditional take: the permits still decide."""
+    return int(min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited)))
+
+
 def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
            progress: dict[str, int] | None = None) -> ExecutionResult:
     """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
     the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
     report says what it waited for."""
     now = engine.now()
-    due = max(admission.wait_until, now + 1000)
-    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report = dict(cell.candidate_report or {})
     waited = before if isinstance(before := report.get("waited"), dict) else {}
+    due = max(admission.wait_until, now + 1000)
+    if admission.reason == "pixiv_account_busy":
+        due = min(due, now + busy_poll_ms(int(waited.get("times") or 0) if waited.get("reason") == admission.reason else 0))
+    delay_s = min(MAX_QUEUE_DELAY_S, -(-(due - now) // 1000))
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
@@ -557,7 +578,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             extra = {k: v for k, v in work.raw.items() if k != LIGHT}
             full = engine.source.get_work(work.work_type, work.work_id)
             work = replace(full, raw={**dict(full.raw or {}), **extra})
-        work = _store_work(run, work, prefix, resumed=False, filters=True)
+        work, files = _store_work(run, work, prefix, resumed=False, filters=True)
     except FatalSourceError:
         _undo(run, work, reserved)
         raise
@@ -587,7 +608,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     # From here an artifact exists: the binding is never released, whatever fails next.
     run.heartbeat()
     if routes:
-        _enqueue(run, work, routes)
+        _enqueue(run, work, routes, files)
     elif engine.config.dry_run(target):
         # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
         engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
@@ -616,63 +637,102 @@ class DownloadIncomplete(Exception):
 
 GUARD_SLACK_MS = 1_000  # what storing one file and recording it takes beyond its fetch
 AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image for generator markers
-INVOCATION_BUDGET_MS = 60_000  # the execute function's timeout (template.yaml Globals)
 
 
-def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> Work:
-    """The work's files in the store, committed (DESIGN §12: before any intent is recorded); the
-    work as the content rules left it (a detected language). ``filters``: apply the content-side
-    rules (a fresh candidate; raises ``_Filtered``).
+def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> tuple[Work, list[StoredFile]]:
+    """The work's files in the store, all of them (DESIGN §12: before any intent is recorded; the
+    intents then record what was stored, issue 25); the work as the content rules left it (a
+    detected language). ``filters``: apply the content-side rules (a fresh candidate; raises
+    ``_Filtered``).
 
-    A source that plans its files (the Pixiv source's illustrations; issue 24) has them streamed
-    one at a time, a resumed work starting at its first missing file; each starts only when the
-    invocation's time left covers its worst case. Other sources, and works whose routes also send
-    previews (made from the whole files), hand over the whole work."""
+    A ``resumed`` work (a bound cell run again: a hand-back, or a crash before its intents)
+    re-uses every file an earlier run stored whole (the store checks each object's checksum), so
+    a retry PUTs only what is missing and downloads nothing a streamed run already stored.
+    A source that plans its files (the Pixiv source's illustrations and ugoira, and the previews
+    its routes send; issue 24) has them streamed one at a time, a resumed work starting at its
+    first missing file; each starts only when the invocation's time left covers its worst case.
+    Other sources, and novels, hand over the whole work."""
     engine, target = run.engine, run.target
-    stored = _stored(engine, prefix)  # committed before a crash: never downloaded twice
-    if stored:
-        return _content_rules(run, work, [], stored) if filters else work
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
-    streamable = planner is not None and hasattr(engine.artifacts, "put_stream") and not previews
-    planned = planner(work) if streamable and planner is not None else None
+    streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
+    planned = planner(work, previews=previews) if streamable and planner is not None else None
     if planned is None:
         files = engine.source.download(work)
         if not files:
             raise SourceError("no files produced")
         if filters:
-            work = _content_rules(run, work, files, [])
-        engine.artifacts.put(prefix, files + previews_for(engine, target, work, files))
-        return work
+            work = _content_rules(run, work, files)
+        return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
     artifacts = cast(StreamingArtifactStore, engine.artifacts)  # streamable: it has put_stream
     have = artifacts.partial(prefix) if resumed else {}
     out: list[StoredFile] = []
+    names: dict[str, str] = {}  # a page's stem -> its stored name, which its preview's name follows
+    no_previews = False
     for index, planned_file in enumerate(planned):
-        if planned_file.stem in have:
-            out.append(have[planned_file.stem])  # stored by an earlier invocation: resume after it
+        page = planned_file.pairs_with
+        if page is not None and (no_previews or page not in names):
+            continue
+        stem = planned_file.stem if page is None else f"{names[page]}.preview"
+        if stem in have:
+            # Stored by an earlier invocation: resume after it. What S3 metadata could not carry
+            # (a ugoira's frame delays, over its 2 KB) comes from the plan.
+            out.append(replace(have[stem], meta={**dict(planned_file.meta), **dict(have[stem].meta)}))
+            names[planned_file.stem] = have[stem].name
             continue
         if not _file_fits(run, planned_file.worst_case_ms):
             raise DownloadIncomplete(len(out), len(planned))
         check = filters and run.target.aiMetadataCheck and index == 0
         head = bytearray()
-        with planned_file.open() as (chunks, header_type):
-            out.append(artifacts.put_stream(prefix, _watched(chunks, head if check else None), planned_file.describe,
-                                                   header_type=header_type, role=planned_file.role, meta=planned_file.meta))
+        describe = planned_file.describe if page is None else _after_name(names[page], planned_file.describe)
+        try:
+            with planned_file.open() as (chunks, header_type):
+                stored = artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
+                                             header_type=header_type, role=planned_file.role, meta=planned_file.meta)
+        except SourceError as exc:
+            if page is None or isinstance(exc, TransientSourceError):
+                raise  # a page, or a preview the retry may get: the cell resumes here
+            out = _drop_previews(run, work, prefix, out, exc)
+            no_previews = True
+            continue
+        out.append(stored)
+        names[planned_file.stem] = stored.name
         if check and has_ai_file_markers(bytes(head)):
             engine.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
-    artifacts.commit(prefix, out)
-    return work
+    return work, out
 
 
-def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile], stored: list[StoredFile]) -> Work:
+def _after_name(name: str, describe: Callable[..., tuple[str, str, int | None, int | None]] | None) -> Callable[
+        [bytes, str], tuple[str, str, int | None, int | None]]:
+    """A preview's describe: its page's stored name + what the source names (``.preview.jpg``)."""
+    assert describe is not None
+
+    def named(head: bytes, header_type: str) -> tuple[str, str, int | None, int | None]:
+        suffix, content_type, width, height = describe(head, header_type)
+        return f"{name}{suffix}", content_type, width, height
+    return named
+
+
+def _drop_previews(run: CellRun, work: Work, prefix: str, out: list[StoredFile], exc: SourceError) -> list[StoredFile]:
+    """All previews or none (a receiver refuses previews that do not pair one-to-one with the
+    pages; assets.previews_for's rule): a preview Pixiv does not have drops those stored so far."""
+    stored = [f for f in out if f.role == "preview"]
+    if stored:
+        run.engine.artifacts.delete(prefix, stored)
+    run.engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
+                   work_id=work.work_id, target_id=run.target.id, error=str(exc)[:300])
+    return [f for f in out if f.role != "preview"]
+
+
+def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
     """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
-    engine, target = run.engine, run.target
+    target = run.target
     if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
         raise _Filtered(AI_MARKED)
     if target.languageFilter and work.work_type == "novel":
-        text = _novel_text(engine, files, stored)
+        text = _novel_text(files)
         verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
                                    strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
         if not verdict.keep:
@@ -691,29 +751,20 @@ def _watched(chunks: Iterable[bytes], head: bytearray | None) -> Iterator[bytes]
 
 def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
     """Start a file only when the time left covers its worst case plus a second (issue 24). A file
-    whose worst case no invocation could cover is started anyway: waiting would never help."""
+    whose worst case no invocation could cover (more than this invocation's whole budget, both
+    read from the Lambda context) is started anyway: waiting would never help."""
     if run.time_left is None:
         return True
     need = worst_case_ms + GUARD_SLACK_MS
-    return need > INVOCATION_BUDGET_MS or run.time_left() >= need
+    return (run.time_budget is not None and need > run.time_budget) or run.time_left() >= need
 
 
-def _novel_text(engine: Engine, files: list[ArtifactFile], stored: list[StoredFile]) -> str:
-    """The novel's body: the fetched text file, or the stored one on a re-run after a crash."""
+def _novel_text(files: list[ArtifactFile]) -> str:
+    """The novel's body: the fetched text file."""
     for file in files:
-        if getattr(file, "role", None) == "text":
+        if file.role == "text":
             return bytes(file.content).decode("utf-8", "replace")
-    for kept in stored:
-        if getattr(kept, "role", None) == "text" or str(getattr(kept, "name", "")).endswith(".txt"):
-            return engine.artifacts.read(kept).decode("utf-8", "replace")
     return ""
-
-
-def _stored(engine: Engine, prefix: str) -> list[StoredFile]:
-    try:
-        return list(engine.artifacts.stored(prefix))
-    except NotImplementedError:
-        return []
 
 
 def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = False) -> None:
@@ -728,8 +779,9 @@ def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = F
         run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
 
 
-def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
-    """One intent per route, created insert-if-absent: a re-run finds the same rows."""
+def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile]) -> None:
+    """One intent per route, created insert-if-absent: a re-run finds the same rows. Each records
+    the work's stored files (issue 25: the ledger is the store's commit record)."""
     engine, slot = run.engine, run.slot
     now = engine.now()
     for route in routes:
@@ -739,7 +791,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str]) -> None:
         intent = Intent(
             slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
             work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
-            next_attempt_at=now, created_at=now, updated_at=now, payload=payload,
+            next_attempt_at=now, created_at=now, updated_at=now, payload=payload, files=file_records(files) or None,
         )
         stored, _ = engine.ledger.put_intent(intent)
         if stored.actionable:
@@ -756,7 +808,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
     try:
         work = engine.source.get_work(work_type, work_id)
-        _store_work(run, work, prefix, resumed=True)
+        work, files = _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
@@ -779,5 +831,5 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         # reserved): it is delivered or pending there. Never deliver it twice, never substitute.
         where = ", ".join(f"{r} by {o}" for r, o in taken)
         return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
-    _enqueue(run, work, [r for r, _ in held])
+    _enqueue(run, work, [r for r, _ in held], files)
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)

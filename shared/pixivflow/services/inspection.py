@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
-from ..domain.model import Cell, Intent, SlotState, lease_is_live
+from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from ..ports import OutgoingMessage
@@ -432,14 +432,24 @@ def show_job(reads: Reads, job_id: str) -> dict[str, Any]:
 
 def dead_letters(reads: Reads) -> list[dict[str, Any]]:
     """Every dead outbox row: delivery intents, notifications and job event callbacks, newest first."""
+    return outbox_list(reads, "dead")
+
+
+OUTBOX_STATUSES = tuple(str(s) for s in OutboxStatus)
+
+
+def outbox_list(reads: Reads, status: str | None = None) -> list[dict[str, Any]]:
+    """Every outbox row (``pixivflow outbox list``), or those in ``status``: delivery intents,
+    notifications and job event callbacks, newest first, each with its attempts and last error.
+    Two scans of the table: an operator's read."""
     rows: list[dict[str, Any]] = []
-    for i in reads.ledger.dead_intents():
+    for i in reads.ledger.find_intents(status):
         view = _row_view(DELIVERY, i.idempotency_key, i.route, i.outbox_status, i.attempts, i.max_attempts, i.last_error,
-                         i.created_at, i.updated_at, None, None)
+                         i.created_at, i.updated_at, i.delivered_at, i.next_attempt_at)
         view["slotId"], view["targetId"] = i.slot_id, i.target_id
         rows.append(view)
     if reads.outbox_rows is not None:
-        rows += [_outbox_view(r) for r in reads.outbox_rows.dead_rows()]
+        rows += [_outbox_view(r) for r in reads.outbox_rows.find_rows(status)]
     rows.sort(key=lambda r: (-int(r["updatedAt"] or 0), r["kind"], r["key"]))
     return rows
 
@@ -504,7 +514,8 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
 
 def schedule_history(reads: Reads, schedule: Any, count: int = 30) -> list[dict[str, Any]]:
     """The schedule's last ``count`` fires, oldest first, each with its slot's status, or
-    ``missed`` when the fire made no slot (item reads only: one GetItem a fire)."""
+    ``missed`` when the fire made no slot (``paused`` when the operator's pause covers it; item
+    reads only: one GetItem a fire)."""
     fires: list[int] = []
     before = reads.now_ms() + 1
     for _ in range(count):
@@ -514,11 +525,14 @@ def schedule_history(reads: Reads, schedule: Any, count: int = 30) -> list[dict[
             break
         fires.append(before)
     out = []
+    pause = reads.ledger.schedule_pause(schedule.id)
     for fire in reversed(fires):
         slot_id = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id
         slot = reads.ledger.get_slot(slot_id)
+        # a fire the operator's pause covers made no slot on purpose: "paused", not "missed"
+        empty = "paused" if pause is not None and pause.covers(fire) else "missed"
         out.append({"slotId": slot_id, "at": fire, "timezone": schedule.timezone,
-                    "status": slot.status if slot is not None else "missed"})
+                    "status": slot.status if slot is not None else empty})
     return out
 
 
@@ -540,6 +554,29 @@ def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict
 # -- schedules ----------------------------------------------------------------------------------------
 
 
+def pause_view(schedule_id: str, pause: Any) -> dict[str, Any]:
+    """A schedule's pause state (``ports.SchedulePause``; never paused reads as running)."""
+    return {"scheduleId": schedule_id, "paused": bool(pause is not None and pause.paused),
+            "pausedAt": getattr(pause, "paused_at", None), "resumedAt": getattr(pause, "resumed_at", None),
+            "by": getattr(pause, "by", None)}
+
+
+def set_paused(reads: Reads, schedule_id: str, paused: bool, *, by: str | None) -> dict[str, Any]:
+    """Pause or resume one schedule of the config (issue 26), conditionally: a schedule that is
+    already in that state is refused (``InspectionError("refused")``) and nothing changes; an id
+    the config does not name is ``not_found`` (no item is written for a typo)."""
+    config = reads.config
+    schedule = config.schedule(schedule_id) if config is not None else None
+    if schedule is None:
+        raise InspectionError("not_found", f"no schedule {schedule_id!r} in the config")
+    ledger = reads.ledger
+    flipped = (ledger.pause_schedule if paused else ledger.resume_schedule)(schedule.id, by, reads.now_ms())
+    if flipped is None:
+        state = "paused" if paused else "not paused"
+        raise InspectionError("refused", f"schedule {schedule.id} is already {state}: nothing changed")
+    return pause_view(schedule.id, flipped)
+
+
 def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]:
     """The next ``count`` fires of every enabled schedule, in its zone and in UTC, with the local
     times DST skips (no fire) and repeats (one fire, at the first instant) marked."""
@@ -554,5 +591,5 @@ def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]
 
 
 __all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "daily_outcomes", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "list_slots", "local", "next_fires", "occurrence_rows", "redrive", "recent_states", "safe_url", "schedule_history", "show_job", "show_slot", "slot_rows", "slot_summary",
+           "list_slots", "local", "next_fires", "OUTBOX_STATUSES", "outbox_list", "occurrence_rows", "pause_view", "redrive", "recent_states", "safe_url", "schedule_history", "set_paused", "show_job", "show_slot", "slot_rows", "slot_summary",
            "timeline", "trigger_kind"]

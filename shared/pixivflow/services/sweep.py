@@ -396,7 +396,11 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
     if not due:
         return 0
     found = 0
+    # An operator's pause (issue 26): the trigger refused the fires it covers, so they are not missed.
+    pause = engine.ledger.schedule_pause(schedule.id)
     for fire in due:
+        if pause is not None and pause.covers(fire):
+            continue
         occ = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire)
         if engine.ledger.get_slot(occ.slot_id) is not None:
             continue

@@ -8,9 +8,10 @@ resolves the occurrence from now and applies the window check (spec §1.3, §1.4
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
+from ..domain.errors import StatusError
 from ..domain.occurrence import Occurrence, OccurrenceError, check_window, occurrence_for_fire, resolve_occurrence
 from .admission import Admission, admit, new_slot
 from .engine import Engine
@@ -50,6 +51,14 @@ def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
         occ = occurrence_for_fire(schedule.id, schedule.cron or "", schedule.timezone, at)
     except (ValueError, OccurrenceError) as exc:
         return _refuse(engine, schedule_id, str(exc))
+    pause = engine.ledger.schedule_pause(schedule.id)
+    if pause is not None and pause.covers(at):
+        # An operator paused it (issue 26; ports.SchedulePause): the fire is dropped, not deferred --
+        # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
+        engine.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
+                   schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,
+                   paused_at=pause.paused_at, paused_by=pause.by)
+        return FireResult("refused", reason=PAUSED)
     label = event.get("label")  # only the dev server's fire-now sends one (a display name, never identity)
     label = label.strip()[:80] if isinstance(label, str) and label.strip() else None
     admission = admit(engine, new_slot(engine, schedule, occ, trigger_source="cron", label=label))
@@ -64,10 +73,29 @@ def _refuse(engine: Engine, schedule_id: Any, reason: str) -> FireResult:
     return FireResult("refused", reason=reason)
 
 
+PAUSED = "paused"
+
+
+def refuse_if_paused(engine: Engine, schedule_id: str) -> None:
+    """A paused schedule admits no occurrence of its own, fired or run now: 409 naming the pause."""
+    pause = engine.ledger.schedule_pause(schedule_id)
+    if pause is not None and pause.paused:
+        raise StatusError(409, f"schedule {schedule_id} is paused (since {_iso(pause.paused_at)}): resume it first "
+                               f"(pixivflow schedules resume {schedule_id})")
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_now(engine: Engine, schedule_id: str, label: str | None) -> tuple[Occurrence, Admission]:
-    """HTTP run: resolve from now (source http), window-check, admit. Raises OccurrenceError (400/410/425)."""
+    """HTTP run: resolve from now (source http), window-check, admit. Raises OccurrenceError (400/410/425),
+    or StatusError 409 while the schedule is paused."""
     schedule = engine.config.schedule(schedule_id)
     assert schedule is not None and schedule.enabled
+    refuse_if_paused(engine, schedule.id)
     now = engine.now()
     occ = resolve_occurrence(schedule.id, schedule.cron, schedule.timezone, now)
     check_window(occ, now, engine.config.schedulerRuntime.trigger.graceMinutes)

@@ -11,6 +11,7 @@ Items (pk / sk):
                                               the slot closes
   SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
   WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
+  SCHEDULE#<scheduleId> / PAUSE               an operator's pause of the schedule (issue 26): no TTL, no index
 
 Every state change is a conditional write. Cell moves are conditioned on the source states
 the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is

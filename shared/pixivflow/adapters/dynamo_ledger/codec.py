@@ -77,8 +77,9 @@ _INTENT_FIELDS = {
     "sending_at": "sendingAt",
     "send_progress": "sendProgress",
     "redrive_count": "redriveCount",
+    "files": "files",
 }
-_JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload", "sendProgress"}
+_JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload", "sendProgress", "files"}
 
 
 

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
+from ...ports import SchedulePause
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import (
     _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
@@ -693,7 +694,14 @@ class DynamoLedger(DynamoItems):
 
     def dead_intents(self) -> list[Intent]:
         """Delivery intents whose outbox row is ``dead`` (out of the due index: found by a scan)."""
-        items = self._scan("entity = :intent AND outboxStatus = :dead", {":intent": "intent", ":dead": OutboxStatus.DEAD})
+        return self.find_intents(OutboxStatus.DEAD)
+
+    def find_intents(self, outbox_status: str | None = None) -> list[Intent]:
+        """Every delivery intent, or those whose outbox row is in ``outbox_status``, newest first (a scan)."""
+        if outbox_status is None:
+            items = self._scan("entity = :intent", {":intent": "intent"})
+        else:
+            items = self._scan("entity = :intent AND outboxStatus = :status", {":intent": "intent", ":status": outbox_status})
         intents = [intent_from_item(i) for i in items]
         intents.sort(key=lambda i: (-int(i.updated_at or 0), i.idempotency_key))
         return intents
@@ -875,3 +883,45 @@ class DynamoLedger(DynamoItems):
             if not is_conditional_failure(exc):
                 raise
             return self.ui_session_epoch()
+
+    # -- an operator's pause of a schedule (issue 26; ports.SchedulePause) --
+    # One item per schedule, ``SCHEDULE#<scheduleId>`` / ``PAUSE`` (beside the sweep's ``WATCH``),
+    # with no TTL and no index key: a pause lasts until someone resumes, across deploys. Each flip
+    # is conditioned on the state the operator saw (not paused / paused), so two operators racing
+    # flip it once and the second is told it was already done.
+    def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
+        item = self._get(f"SCHEDULE#{schedule_id}", "PAUSE")
+        return _pause_from_item(schedule_id, item) if item else None
+
+    def pause_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        return self._flip_pause(schedule_id, by, now_ms, paused=True,
+                                condition="attribute_not_exists(pk) OR paused = :no", stamp="pausedAt")
+
+    def resume_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        return self._flip_pause(schedule_id, by, now_ms, paused=False, condition="paused = :yes", stamp="resumedAt")
+
+    def _flip_pause(self, schedule_id: str, by: str | None, now_ms: int, *, paused: bool, condition: str,
+                    stamp: str) -> SchedulePause | None:
+        values: dict[str, Any] = {":to": paused, ":now": int(now_ms), ":entity": "schedule_pause", ":id": schedule_id,
+                                  ":by": by or "-"}
+        values[":no" if ":no" in condition else ":yes"] = not paused
+        try:
+            resp = self._call("update_item", TableName=self._table, Key=self._key(f"SCHEDULE#{schedule_id}", "PAUSE"),
+                              UpdateExpression=f"SET paused = :to, {stamp} = :now, changedBy = :by, entity = :entity, "
+                                               "scheduleId = :id, updatedAt = :now",
+                              ConditionExpression=condition, ReturnValues="ALL_NEW",
+                              ExpressionAttributeValues={k: self._ser.serialize(v) for k, v in values.items()})
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return None
+        return _pause_from_item(schedule_id, self._unmarshal(resp.get("Attributes", {})))
+
+
+def _pause_from_item(schedule_id: str, item: Mapping[str, Any]) -> SchedulePause:
+    def ms(name: str) -> int | None:
+        return int(item[name]) if item.get(name) is not None else None
+
+    by = item.get("changedBy")
+    return SchedulePause(schedule_id, bool(item.get("paused")), ms("pausedAt"), ms("resumedAt"),
+                         None if by in (None, "-") else str(by))

@@ -93,19 +93,26 @@ class DynamoPixivAccounts:
         item = self._get(account_id, TOKEN_SK)
         return item.get("fingerprint", {}).get("S") if item else None
 
-    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
+    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
+                     lost: str | None = None) -> bool:
         # The item may not exist yet (first rotation ever): the first container to record the
         # move away from the token it started with wins; a second one that also started from
-        # ``old`` finds a different fingerprint and loses.
+        # ``old`` finds a different fingerprint and loses. ``lost``: the guard named a rotation
+        # away from ``old`` that never reached SSM (its PutParameter failed, its container is gone)
+        # while SSM still held ``old``; this rotation from ``old`` replaces it, if the guard is
+        # still exactly that (make sim: otherwise no rotation is ever recorded again, issue 24).
+        condition = "attribute_not_exists(fingerprint) OR fingerprint = :old"
+        values = {":new": {"S": new_fingerprint}, ":old": {"S": old_fingerprint}, ":now": {"N": str(int(now_ms))},
+                  ":one": {"N": "1"}, ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}}
+        if lost is not None:
+            condition += " OR (fingerprint = :lost AND previous = :old)"
+            values[":lost"] = {"S": lost}
         try:
             self._call(
                 "update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": TOKEN_SK}},
                 UpdateExpression="SET fingerprint = :new, previous = :old, rotatedAt = :now, entity = :entity, "
                                  "accountId = :acct ADD ver :one",
-                ConditionExpression="attribute_not_exists(fingerprint) OR fingerprint = :old",
-                ExpressionAttributeValues={":new": {"S": new_fingerprint}, ":old": {"S": old_fingerprint},
-                                           ":now": {"N": str(int(now_ms))}, ":one": {"N": "1"},
-                                           ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}},
+                ConditionExpression=condition, ExpressionAttributeValues=values,
             )
             return True
         except ClientError:
@@ -130,6 +137,10 @@ class DynamoPixivAccounts:
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         item = self._get(account_id, TOKEN_SK)
         return item.get("fingerprint", {}).get("S"), item.get("previous", {}).get("S")
+
+    def token_rotated_at(self, account_id: str) -> int | None:
+        raw = self._get(account_id, TOKEN_SK).get("rotatedAt", {}).get("N")
+        return int(raw) if raw is not None else None
 
     # -- permits (issue 24) --------------------------------------------------------------
     def permits(self, account_id: str, count: int) -> list[AccountPermit]:
@@ -184,6 +195,7 @@ class MemoryPixivAccounts:
         self._gates: dict[str, AccountGate] = {}
         self._tokens: dict[str, str] = {}
         self._previous: dict[str, str] = {}
+        self._rotated_at: dict[str, int] = {}
         self._permits: dict[tuple[str, int], AccountPermit] = {}
         self._next_at: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -207,13 +219,16 @@ class MemoryPixivAccounts:
         with self._lock:
             return self._tokens.get(account_id)
 
-    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int) -> bool:
+    def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
+                     lost: str | None = None) -> bool:
         with self._lock:
             current = self._tokens.get(account_id)
-            if current is not None and current != old_fingerprint:
+            replaces_lost = lost is not None and current == lost and self._previous.get(account_id) == old_fingerprint
+            if current is not None and current != old_fingerprint and not replaces_lost:
                 return False
             self._tokens[account_id] = new_fingerprint
             self._previous[account_id] = old_fingerprint
+            self._rotated_at[account_id] = int(now_ms)
             self.rotations += 1
             return True
 
@@ -224,11 +239,16 @@ class MemoryPixivAccounts:
             if seen_fingerprint is not None:
                 self._previous[account_id] = seen_fingerprint
             self._tokens[account_id] = new_fingerprint
+            self._rotated_at[account_id] = int(now_ms)
             return True
 
     def token_guard(self, account_id: str) -> tuple[str | None, str | None]:
         with self._lock:
             return self._tokens.get(account_id), self._previous.get(account_id)
+
+    def token_rotated_at(self, account_id: str) -> int | None:
+        with self._lock:
+            return self._rotated_at.get(account_id)
 
     def permits(self, account_id: str, count: int) -> list[AccountPermit]:
         with self._lock:

@@ -198,6 +198,10 @@ class RefreshToken:
         return value.strip()
 
 
+# A guard rotation SSM still lacks this long after it was recorded is lost (its container's
+# PutParameter failed or it died between the two writes): longer than any invocation's life.
+LOST_ROTATION_MS = 5 * 60_000
+
 # The OAuth ``error`` values that only an operator can fix (issue 24), with what to tell them.
 TERMINAL_OAUTH_ERRORS = {
     "invalid_grant": "the refresh token is invalid, expired or revoked; paste a new one",
@@ -267,6 +271,7 @@ class PixivAuth:
         self._expires_at = 0
         self._lock = threading.RLock()
         self._failure_logged = False
+        self._lost: str | None = None  # a guard rotation SSM never got, seen at this refresh (_heal)
         self.refreshes = 0  # token requests this container made (cost figures, tests)
 
     def secrets(self) -> list[str]:
@@ -290,6 +295,7 @@ class PixivAuth:
 
     # -- the grant --------------------------------------------------------------------------
     def _refresh(self) -> None:
+        self._lost = None
         refresh = self._heal(self._token.current())
         try:
             self._grant(refresh)
@@ -331,6 +337,12 @@ class PixivAuth:
                 self._token.replace(stored)
             return stored
         if guard is not None and seen == previous:
+            if held != guard and self._now() - (self._store.token_rotated_at(self._account) or 0) >= LOST_ROTATION_MS:
+                # SSM holds the token the guard says was replaced, and so do we, long after the
+                # rotation (its writer would have written SSM right after the guard): the replacement
+                # lives only in a container whose PutParameter failed or that died between the two
+                # writes. Our own rotation from SSM's token may take its place (make sim).
+                self._lost = guard
             if held == guard:
                 try:
                     self._token.persist(mine)
@@ -440,7 +452,8 @@ class PixivAuth:
         self._token.replace(new)  # this container uses the newest token from now on
         persisted = False
         if self._token.ssm_name is not None and self._store is not None:
-            if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now()):
+            lost, self._lost = (self._lost if self._lost is not None and fingerprint(old) != self._lost else None), None
+            if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now(), lost=lost):
                 try:
                     self._token.persist(new)
                     persisted = True

@@ -251,9 +251,10 @@ class PixivSource:
             return [self._ugoira(work.work_id, raw)]
         return self._pages(work.work_id, raw)
 
-    def plan(self, work: Work) -> list[FileDownload] | None:
-        """An illustration's pages as files fetched one at a time, streamed (issue 24); None for a
-        novel or a ugoira, whose files ``download`` builds whole (text + cover, one zip)."""
+    def plan(self, work: Work, *, previews: bool = False) -> list[FileDownload] | None:
+        """An illustration's files fetched one at a time, streamed (issue 24): its pages, then with
+        ``previews`` each page's preview; a ugoira's zip. None for a novel, whose files
+        ``download`` builds whole (its text is an API answer; text, cover, inline images)."""
         raw: Mapping[str, Any] = work.raw or {}
         if not raw.get("id"):
             raw = self.get_work(work.work_type, work.work_id).raw
@@ -261,8 +262,10 @@ class PixivSource:
             raise WorkRestrictedError(
                 f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
                 "(limit_* image or visible=false)")
-        if work.work_type != "illustration" or raw.get("type") == "ugoira":
+        if work.work_type != "illustration":
             return None
+        if raw.get("type") == "ugoira":
+            return [self._ugoira_download(work.work_id, raw)]
         pages = page_urls(raw)
         single = (raw.get("width"), raw.get("height")) if len(pages) == 1 else (None, None)
         files = []
@@ -277,7 +280,34 @@ class PixivSource:
                 # mypy cannot type a lambda whose defaults bind the loop's values; meta is read when called
                 describe=lambda head, header_type, stem=f"{work.work_id}_p{n}", meta=meta: _describe(  # type: ignore[misc]
                     stem, head, header_type, meta.get("source_url") or "", single)))
-        return files
+        return files + (self._preview_downloads(work.work_id, raw) if previews else [])
+
+    def _preview_downloads(self, work_id: str, raw: Mapping[str, Any]) -> list[FileDownload]:
+        """Each page's ``large`` image (``medium`` for a single page without it), streamed like the
+        pages (pixivflow-real-configs note §8; issue 23): all pages or none.
+        A preview ``pairs_with`` its page: its name is the page's stored name + ``.preview<ext>``."""
+        pages = page_urls(raw)
+        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
+        if len(pages) == 1 and not pages[0][1] and urls.get("medium"):
+            pages = [(pages[0][0], urls["medium"])]
+        larges = [large for _, large in pages if large]
+        if len(larges) != len(pages):
+            return []
+        return [FileDownload(stem=f"{work_id}_p{n}.preview", role="preview", meta={"page": n, "source_url": large},
+                             worst_case_ms=self._fetch_worst_case_ms, pairs_with=f"{work_id}_p{n}",
+                             open=partial(self._client.image_stream, large), describe=partial(_describe_preview, large))
+                for n, large in enumerate(larges)]
+
+    def _ugoira_download(self, work_id: str, raw: Mapping[str, Any]) -> FileDownload:
+        """The ugoira's zip (1920x1080, the 600x600 one as fallback), streamed like a page; its frame
+        delays (from /v1/ugoira/metadata, read now) ride in its meta."""
+        frames, urls = self._ugoira_metadata(work_id)
+        meta: dict[str, Any] = {"frames": frames}
+        size = (raw.get("width"), raw.get("height"))
+        return FileDownload(
+            stem=f"{work_id}_ugoira", role="archive", meta=meta, worst_case_ms=self._fetch_worst_case_ms,
+            open=lambda: self._open_first(urls, work_id, 0, meta),
+            describe=lambda head, header_type: (f"{work_id}_ugoira.zip", "application/zip", size[0], size[1]))
 
     @contextmanager
     def _open_first(self, urls: list[str], work_id: str, page: int, meta: dict[str, Any]):
@@ -327,32 +357,6 @@ class PixivSource:
                                       meta={"page": n, "source_url": name_hint}))
         return files
 
-    def download_previews(self, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
-        """Pixiv's ``large`` image of each page (``medium`` for a single page without it), named
-        ``<original>.preview<ext>``, for the routes that send previews (pixivflow-real-configs
-        note §8; issue 23). All pages or none: a page without a preview URL means no previews."""
-        raw: Mapping[str, Any] = work.raw or {}
-        if not raw.get("id"):
-            raw = self.get_work(work.work_type, work.work_id).raw
-        if raw.get("type") == "ugoira":
-            return []
-        pages = page_urls(raw)
-        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
-        if len(pages) == 1 and not pages[0][1] and urls.get("medium"):
-            pages = [(pages[0][0], urls["medium"])]
-        if len(pages) != len(files) or not all(large for _, large in pages):
-            return []
-        previews = []
-        for n, ((_, large), original) in enumerate(zip(pages, files)):
-            assert large is not None  # every page has one (checked above)
-            content, header_type = self._client.image(large)
-            mime, width, height = sniff(content)
-            mime = mime or mime_of_name(large) or (header_type.split(";")[0].strip() or "image/jpeg")
-            previews.append(ArtifactFile(name=f"{original.name}.preview{extension_for(mime)}", content=content,
-                                         content_type=mime, role="preview", width=width, height=height,
-                                         meta={"page": n, "source_url": large}))
-        return previews
-
     def _rich_novel(self, work_id: str, title: str, text: str, novel: Mapping[str, Any]) -> list[ArtifactFile]:
         """The novel's inline images (``[uploadedimage:…]``, ``[pixivimage:…]``) as files beside
         a Markdown rendering of its text, for the TelePress preview (pixivflow-real-configs note
@@ -394,7 +398,8 @@ class PixivSource:
         assert last is not None
         raise last
 
-    def _ugoira(self, work_id: str, raw: Mapping[str, Any]) -> ArtifactFile:
+    def _ugoira_metadata(self, work_id: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """(frames, zip URLs to try in order) from /v1/ugoira/metadata."""
         data = self._client.get("/v1/ugoira/metadata", {"illust_id": work_id})
         meta = data.get("ugoira_metadata") if isinstance(data, Mapping) else None
         medium = ((meta or {}).get("zip_urls") or {}).get("medium") if isinstance(meta, Mapping) else None
@@ -402,9 +407,13 @@ class PixivSource:
             raise SourceError(f"missing metadata: ugoira {work_id} has no zip URL", retryable=False)
         assert isinstance(meta, Mapping)  # the zip URL came from it
         large = medium.replace("_ugoira600x600", "_ugoira1920x1080")
-        content, used, _ = self._first_found(list(dict.fromkeys([large, medium])), work_id, 0)
         frames = [{"file": str(f.get("file")), "delay": int(f.get("delay") or 0)}
                   for f in (meta.get("frames") or []) if isinstance(f, Mapping)]
+        return frames, list(dict.fromkeys([large, medium]))
+
+    def _ugoira(self, work_id: str, raw: Mapping[str, Any]) -> ArtifactFile:
+        frames, urls = self._ugoira_metadata(work_id)
+        content, used, _ = self._first_found(urls, work_id, 0)
         return ArtifactFile(name=f"{work_id}_ugoira.zip", content=content, content_type="application/zip",
                             role="archive", width=raw.get("width"), height=raw.get("height"),
                             meta={"frames": frames, "source_url": used})
@@ -439,14 +448,19 @@ def _text_of(answer: Any, work_id: str) -> str:
     return text
 
 
-def _describe(stem: str, head: bytes, header_type: str, url: str,
-              single: tuple[Any, Any]) -> tuple[str, str, int | None, int | None]:
+def _describe(stem: str, head: bytes, header_type: str, url: str, single: tuple[Any, Any], *,
+              default: str = "application/octet-stream") -> tuple[str, str, int | None, int | None]:
     """A streamed page's name, type and size in pixels, from its first bytes (as ``_pages`` does)."""
     mime, width, height = sniff(head)
-    mime = mime or mime_of_name(url) or (header_type.split(";")[0].strip() or "application/octet-stream")
+    mime = mime or mime_of_name(url) or (header_type.split(";")[0].strip() or default)
     if width is None:
         width, height = single
     return f"{stem}{extension_for(mime)}", mime, width, height
+
+
+def _describe_preview(url: str, head: bytes, header_type: str) -> tuple[str, str, int | None, int | None]:
+    """A streamed preview's name suffix (``.preview<ext>``, after its page's stored name), type and size."""
+    return _describe(".preview", head, header_type, url, (None, None), default="image/jpeg")
 
 
 def _webview_novel(page: Any, work_id: str) -> dict[str, Any]:

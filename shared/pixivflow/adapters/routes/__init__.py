@@ -112,7 +112,7 @@ class RouteChannel:
         return config
 
     def _stored(self, request: DeliveryRequest) -> list[StoredFile]:
-        files = self._artifacts.stored(request.artifact_key)
+        files = list(request.files)
         if not files:
             raise MissingArtifacts(f"no stored files under {request.artifact_key}: nothing to deliver (invalid payload)")
         return files

@@ -163,7 +163,14 @@ class _Attempt:
         existing = self.preflight()
         if existing is not None:
             again = guard.redriven and not guard.started and existing.get("status") == "uncertain"
-            if not again:  # posted already (or recorded uncertain): never post it again by itself
+            if not again and existing.get("status") == "uncertain":
+                # Recorded uncertain (this row's earlier attempt, or another slot's cell of the same
+                # work: the review id names target, type and work only): maybe part of it is in the
+                # chat, maybe none. Not a delivery, and never posted again by itself (issue 23).
+                raise self.stop("uncertain", f"uncertain: review {self.rid} is recorded uncertain at the control plane "
+                                             f"(an earlier attempt may have posted part of it). Operator: look for it in "
+                                             f"chat {self.chat}; `pixivflow outbox redrive <key>` re-sends it on purpose")
+            if not again:  # posted already: never post it again by itself
                 return review_outcome("replay", self.rid)
         if guard.started:
             self.record_uncertain("an earlier attempt began posting to Telegram and ended without saving what it posted")

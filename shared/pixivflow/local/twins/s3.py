@@ -1,15 +1,28 @@
-"""An in-memory twin of the S3 low-level client: objects with content type and metadata, prefix
+"""An in-memory twin of the S3 low-level client: objects with content type, metadata, tags and
+S3's SHA-256 checksum (a PUT whose ``ChecksumSHA256`` does not match its bytes is refused with
+``BadDigest``, as S3 does; HEAD reports the checksum only with ``ChecksumMode=ENABLED``), prefix
 listing with continuation, idempotent deletes, presigned URLs (which only name the object: the twin
 serves no HTTP)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import threading
 from typing import Any
+from urllib.parse import parse_qsl
 
 from .errors import Exceptions, Meta, client_error
+
+
+def _tags(tagging: str, operation: str) -> dict[str, str]:
+    """S3's ``Tagging`` header: URL-encoded ``key=value`` pairs, at most 10, keys unique."""
+    pairs = parse_qsl(tagging or "", keep_blank_values=True)
+    keys = [k for k, _ in pairs]
+    if len(pairs) > 10 or len(set(keys)) != len(keys) or any(not k or len(k) > 128 for k in keys):
+        raise client_error("InvalidTag", "The TagSet is not valid.", operation, status=400)
+    return dict(pairs)
 
 
 class _Body(io.BytesIO):
@@ -83,13 +96,27 @@ class TwinS3:
             if isinstance(body, str):
                 body = body.encode("utf-8")
             etag = '"' + hashlib.md5(body).hexdigest() + '"'
+            checksum = base64.b64encode(hashlib.sha256(body).digest()).decode("ascii")
+            if kw.get("ChecksumSHA256") is not None and kw["ChecksumSHA256"] != checksum:
+                raise client_error("BadDigest", "The SHA256 you specified did not match the calculated checksum.",
+                                   "PutObject", status=400)
+            tags = _tags(kw.get("Tagging", ""), "PutObject")
             bucket[kw["Key"]] = {
                 "Body": bytes(body),
                 "ContentType": kw.get("ContentType", "binary/octet-stream"),
                 "Metadata": dict(kw.get("Metadata") or {}),
                 "ETag": etag,
+                "Tags": tags,
+                # S3 keeps the checksum it was asked to compute or verify, none otherwise.
+                "ChecksumSHA256": checksum if (kw.get("ChecksumSHA256") or kw.get("ChecksumAlgorithm") == "SHA256") else None,
             }
             return {"ETag": etag}
+
+    def get_object_tagging(self, **kw: Any) -> dict[str, Any]:
+        self._count("GetObjectTagging")
+        with self._lock:
+            obj = self._object(kw, "GetObjectTagging")
+            return {"TagSet": [{"Key": k, "Value": v} for k, v in obj["Tags"].items()]}
 
     def _object(self, kw: dict[str, Any], operation: str) -> dict[str, Any]:
         obj = self._bucket(kw["Bucket"], operation).get(kw["Key"])
@@ -110,8 +137,11 @@ class TwinS3:
         self._count("HeadObject")
         with self._lock:
             obj = self._object(kw, "HeadObject")
-            return {"ContentType": obj["ContentType"], "ContentLength": len(obj["Body"]), "Metadata": dict(obj["Metadata"]),
-                    "ETag": obj["ETag"]}
+            out = {"ContentType": obj["ContentType"], "ContentLength": len(obj["Body"]), "Metadata": dict(obj["Metadata"]),
+                   "ETag": obj["ETag"]}
+            if kw.get("ChecksumMode") == "ENABLED" and obj.get("ChecksumSHA256"):
+                out["ChecksumSHA256"] = obj["ChecksumSHA256"]
+            return out
 
     def delete_object(self, **kw: Any) -> dict[str, Any]:
         self._count("DeleteObject")
