@@ -245,8 +245,8 @@ def _port_call(label: str) -> str:
         kind = type(owner).__name__ if owner is not None else ""
         if kind in _PORT_OWNERS and not frame.f_code.co_name.startswith("_"):
             args = [v for k, v in frame.f_locals.items() if k != "self" and isinstance(v, (str, int))][:1]
-            subject = next((getattr(v, a) for v in frame.f_locals.values() for a in ("slot_id", "idempotency_key")
-                            if hasattr(v, a)), None)
+            subject = next((getattr(v, a) for v in frame.f_locals.values() for a in ("slot_id", "idempotency_key", "key")
+                            if getattr(v, a, None)), None)
             name = "ledger" if kind == "DynamoLedger" else kind
             return f"{name}.{frame.f_code.co_name}({subject or (args[0] if args else '')}) [{label}]"
         frame = frame.f_back
