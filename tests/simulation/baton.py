@@ -16,7 +16,11 @@ no ``except Exception`` catches, and from then on every AWS call it attempts rai
 again before touching the twin, so what a released thread's ``finally`` blocks try changes nothing.
 
 Time passes in steps too: each AWS call takes a few virtual milliseconds, and now and then one
-takes minutes (a paused container), so a lease can expire under an invocation that is still running.
+takes minutes (a paused container). An invocation never outlives its function's timeout
+(``timeouts``, from ``template.yaml``): Lambda kills it there, so a step that finds the invocation's
+deadline passed is its death (the product's "its writer is dead by now" rules, e.g. the orphaned
+outcome record after a minute, rest on that; make sim seeds 158 and 738 were a sweep and an
+executor frozen for minutes that woke up and carried on, which Lambda never lets happen).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Invocation:
         self.error: BaseException | None = None
         self.released = False
         self.steps = 0
+        self.deadline: int | None = None  # virtual ms at which Lambda kills it (Baton.timeouts)
         self.go = threading.Event()
         self.thread = threading.Thread(target=self._main, name=f"sim-{name}", daemon=True)
 
@@ -83,13 +88,14 @@ class Baton:
     (picked by the RNG) until its next step, its end or its death."""
 
     def __init__(self, clock: Any, rng: Random, *, switch: float = 0.5, death: float = 0.0, pause: float = 0.0,
-                 latency_ms: tuple[int, int] = (1, 12)) -> None:
+                 latency_ms: tuple[int, int] = (1, 12), timeouts: dict[str, int] | None = None) -> None:
         self.clock = clock
         self.rng = rng
         self.switch = switch  # chance that a step hands the baton back to the scheduler
         self.death = death  # chance of a death at each step (before, and again after, the call)
         self.pause = pause  # chance that a call takes 30 s - 4 min (a frozen container)
         self.latency_ms = latency_ms
+        self.timeouts = timeouts or {}  # invocation name -> its function's timeout (ms); none: no limit
         self.back = threading.Event()
         self.live: list[Invocation] = []
         self.dead: list[Invocation] = []
@@ -100,6 +106,8 @@ class Baton:
     # -- the driver's side (main thread) ---------------------------------------------------------
     def spawn(self, name: str, fn: Callable[[], Any], on_end: Callable[[Invocation], None] | None = None) -> Invocation:
         inv = Invocation(self, name, fn, on_end)
+        if name in self.timeouts:
+            inv.deadline = self.clock.now_ms() + self.timeouts[name]
         inv.thread.start()
         self.live.append(inv)
         self.counts[f"spawn.{name}"] += 1
@@ -151,6 +159,7 @@ class Baton:
         if self.pause and rng.random() < self.pause:
             self.counts["pause"] += 1
             self.clock.advance(rng.randint(30, 240) * 1000)
+        self._kill_if_timed_out(inv, "before", label)
         if self.death and rng.random() < self.death:
             self._die(inv, "before", label)
         if rng.random() < self.switch:
@@ -159,8 +168,14 @@ class Baton:
     def after(self, inv: Invocation, label: str) -> None:
         if inv.released:
             raise Released()
+        self._kill_if_timed_out(inv, "after", label)  # the call itself took the time (a slow answer)
         if self.death and self.rng.random() < self.death:
             self._die(inv, "after", label)
+
+    def _kill_if_timed_out(self, inv: Invocation, when: str, label: str) -> None:
+        if inv.deadline is not None and self.clock.now_ms() >= inv.deadline:
+            self.counts["timeout"] += 1
+            self._die(inv, when, label, why=" (function timeout)")
 
     def _yield(self, inv: Invocation) -> None:
         self.back.set()
@@ -169,11 +184,11 @@ class Baton:
         if inv.released:
             raise Released()
 
-    def _die(self, inv: Invocation, when: str, label: str) -> None:
+    def _die(self, inv: Invocation, when: str, label: str, why: str = "") -> None:
         inv.state = "dead"
         self.counts["death"] += 1
         self.counts[f"death.{inv.name}"] += 1
-        self.deaths.append(f"t={self.clock.now_ms()} {when} {_port_call(label)} in {inv.name}")
+        self.deaths.append(f"t={self.clock.now_ms()} {when} {_port_call(label)} in {inv.name}{why}")
         self.back.set()
         inv.go.wait()  # never set again until release_dead
         raise Released()
@@ -230,8 +245,8 @@ def _port_call(label: str) -> str:
         kind = type(owner).__name__ if owner is not None else ""
         if kind in _PORT_OWNERS and not frame.f_code.co_name.startswith("_"):
             args = [v for k, v in frame.f_locals.items() if k != "self" and isinstance(v, (str, int))][:1]
-            subject = next((getattr(v, a) for v in frame.f_locals.values() for a in ("slot_id", "idempotency_key")
-                            if hasattr(v, a)), None)
+            subject = next((getattr(v, a) for v in frame.f_locals.values() for a in ("slot_id", "idempotency_key", "key")
+                            if getattr(v, a, None)), None)
             name = "ledger" if kind == "DynamoLedger" else kind
             return f"{name}.{frame.f_code.co_name}({subject or (args[0] if args else '')}) [{label}]"
         frame = frame.f_back

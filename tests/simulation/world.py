@@ -43,7 +43,9 @@ from oracle_jobs import check_jobs
 MINUTE_MS = 60_000
 VISIBILITY_S = 360  # template.yaml: both queues' VisibilityTimeout (>= 6 x the function timeout)
 MAX_CONCURRENCY = 3  # batches of one queue handled at once (the ESM's MaximumConcurrency is 10)
-FUNCTION_TIMEOUT_MS = {"execute": 60_000, "deliver": 60_000}  # template.yaml: ExecuteFunction, DeliverFunction
+# template.yaml: Globals Timeout 60 (ExecuteFunction, DeliverFunction, StallSweepFunction); TriggerFunction
+# and JobEventsFunction 30. The baton kills an invocation that reaches a step past its timeout.
+FUNCTION_TIMEOUT_MS = {"execute": 60_000, "deliver": 60_000, "sweep": 60_000, "trigger": 30_000, "job_events": 30_000}
 WINDOW_MS = 20 * MINUTE_MS  # fires are taken from [start, start + WINDOW_MS)
 IDLE_JUMP_MS = 5 * MINUTE_MS  # when nothing runs, the clock jumps at most this far (one sweep per jump)
 
@@ -215,7 +217,8 @@ class World:
         self.rates = rates or WorldRates()
         self.rng = {name: random.Random(f"{seed}:{name}") for name in ("baton", "world", "sqs", "jobs", "callbacks")}
         self.baton = Baton(self.clock, self.rng["baton"], switch=self.rates.switch, death=self.rates.death,
-                           pause=self.rates.pause)
+                           pause=self.rates.pause,
+                           timeouts=FUNCTION_TIMEOUT_MS)
         self.chaos = Chaos(rt, downstream, seed, self.rates.chaos)  # the downstream's faults and the trace
         self.counts: Counter[str] = Counter()
         self.events: list[_Event] = []

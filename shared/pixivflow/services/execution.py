@@ -323,6 +323,8 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         engine.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
                    target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
         if current and current.terminal:
+            if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
+                _hand_over_rows_of_ended_cell(engine, slot_id, target_id, run.outbox_keys)
             rollup(engine, slot_id)
         return ExecutionResult(slot_id, target_id, "no_change", current.status if current else None, outcome.kind)
     engine.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
@@ -334,6 +336,26 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     if effect.to_status in (CellStatus.SUBMITTED, CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE, CellStatus.FAILED):
         rollup(engine, slot_id)
     return ExecutionResult(slot_id, target_id, "applied", effect.to_status, outcome.kind)
+
+
+def _hand_over_rows_of_ended_cell(engine: Engine, slot_id: str, target_id: str, keys: list[str]) -> None:
+    """The cell ended (a consumer's cancel, the timeout) while this run was writing its delivery
+    rows: a cancel that read the slot before the rows existed commits without them, and may close
+    the slot before this run sees the refusal. The rows are still ``pending``, and nothing else
+    would ever end them (spec §13.7; make sim seed 738): the sweep re-drives only rows of open
+    slots and indexed rows. So index them (the sweep finds them even if the messages are lost)
+    and send them; the deliverer that claims one re-reads the cell, sees it ended and dead-letters
+    the row unposted (§10.5 step 1), so no post follows the committed cancel."""
+    if not keys:
+        return
+    state = engine.ledger.load(slot_id)
+    if state is None:
+        return
+    wanted = set(keys)
+    for intent in state.intents_for(target_id):
+        if intent.idempotency_key in wanted and intent.actionable:
+            engine.ledger.index_due(intent)  # refused only if the row moved: then its mover owns it
+    _send_outbox(engine, keys)
 
 
 def _send_outbox(engine: Engine, keys: list[str]) -> None:
