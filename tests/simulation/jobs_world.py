@@ -392,8 +392,9 @@ class JobsActor:
         plan = self.plans[key]
 
         def answered(status: int, body: Any) -> None:
-            # 404: the POST has not landed yet (it died and waits for its retry); the consumer tries again.
-            if status == 404 and self.world.faulty:
+            # 404: the POST has not landed yet (it died and waits for its retry, which may come after the
+            # faults stopped: seed 1764); the consumer tries again.
+            if status == 404 and (self.world.faulty or not self.job_ids_by_key[key]):
                 self.world.at(self.world.clock.now_ms() + MINUTE_MS, "job.cancel", key)
                 return
             self._expect(plan, "cancel", status == 200 and isinstance(body, dict) and body.get("job_id") == plan.job_id,
