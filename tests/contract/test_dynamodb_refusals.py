@@ -258,6 +258,7 @@ def test_every_strict_moto_check_is_exercised_by_a_case():
     assert {c.moto_lacks for c in WRAPPED} == set(CHECKS)
 
 
+@pytest.mark.size("large")  # every reserved word, bare and as a placeholder (tests/README.md, test sizes)
 def test_every_reserved_word_is_refused_bare_and_accepted_as_a_placeholder(backend):
     name, ddb, _raw, table = backend
     accepted = []

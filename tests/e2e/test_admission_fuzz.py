@@ -23,6 +23,7 @@ import re
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
@@ -185,6 +186,7 @@ def _ledger_strings(rt) -> list[str]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+@pytest.mark.size("large")  # every field of every valid task mutated (tests/README.md, test sizes)
 def test_valid_tasks_mutated_field_by_field_never_answer_5xx_nor_store_raw_controls(make_runtime, capsys):
     rt = jobs_runtime(make_runtime)
     counts: Counter[int] = Counter()

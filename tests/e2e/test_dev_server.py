@@ -208,6 +208,7 @@ def test_without_a_config_or_with_both_config_and_demo_it_says_so(capsys, monkey
         "pixivflow dev: --speed must be a positive number"]
 
 
+@pytest.mark.size("large")  # make dev in a subprocess (tests/README.md, test sizes)
 def test_make_dev_starts_prints_the_urls_and_stops_on_ctrl_c(tmp_path):
     """`pixivflow dev --demo` as a developer runs it: a process, stopped with SIGINT."""
     import os

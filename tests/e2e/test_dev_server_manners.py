@@ -58,6 +58,7 @@ def test_the_port_is_bound_at_once_but_refuses_connections_until_the_backend_is_
         assert call(f"{dev.url}/health")[0] == 200
 
 
+@pytest.mark.size("large")  # two dev servers in subprocesses (tests/README.md, test sizes)
 def test_state_dir_keeps_a_slot_and_its_files_across_a_restart(tmp_path, downstream):
     from pixivflow import aws
 

@@ -185,6 +185,7 @@ def fuzz_runtime(make_runtime, monkeypatch):
     return make_runtime(tokens=TOKENS), tally
 
 
+@pytest.mark.size("large")  # 2 500 generated requests through both HTTP functions (tests/README.md, test sizes)
 def test_no_hostile_request_gets_a_500_a_shapeless_error_a_leak_or_a_write(fuzz_runtime, logs):
     from pixivflow.http.openapi import openapi_document
 

@@ -69,6 +69,7 @@ def big(make_runtime, monkeypatch):
         yield rt, fake, originals
 
 
+@pytest.mark.size("large")  # 480 MB streamed to moto's S3: the size is the point (tests/README.md, test sizes)
 def test_a_60_page_work_of_8_mb_pages_completes_across_invocations_under_a_60_s_deadline(big):
     rt, fake, originals = big
     handler = rt.handlers["execute"]

@@ -3,9 +3,12 @@ the loopback fake Pixiv (issue 10)."""
 
 import io
 
+import pytest
+
 from pixivflow.cli import main
 
 
+@pytest.mark.size("large")  # the whole demo against the fake Pixiv (tests/README.md, test sizes)
 def test_demo_runs_its_schedules_against_the_fake_pixiv(monkeypatch):
     monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "ERROR")
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")

@@ -106,6 +106,7 @@ def token_pieces(*tokens: str, width: int = 8) -> set[str]:
     return {t[i:i + width] for t in tokens for i in range(0, len(t) - width + 1)}
 
 
+@pytest.mark.size("large")  # every kind of target through the fake Pixiv (tests/README.md, test sizes)
 def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_their_files(start, fake, downstream, logs):
     rt = start(fake, ["cats", "daily", "pinned-novel"])
     assert rt.fire("pixiv-morning", iso=FIRE)["slot_id"] == SLOT
@@ -178,6 +179,7 @@ def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_th
     assert "pixiv.token_refreshed" in out
 
 
+@pytest.mark.size("large")  # a cooldown lived through on the virtual clock (tests/README.md, test sizes)
 @pytest.mark.parametrize("answer", [(429, None, {"Retry-After": "30"}), (403, RATE_LIMIT, {})],
                          ids=["429-with-retry-after", "rate-limit-body-on-403"])
 def test_a_rate_limited_cell_keeps_its_work_and_delivers_it_once_after_the_cooldown(start, fake, downstream, answer):

@@ -5,6 +5,8 @@ token."""
 
 from __future__ import annotations
 
+import pytest
+
 from pixivflow import aws, runtime
 from pixivflow.adapters.pixiv.auth import fingerprint
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
@@ -98,6 +100,7 @@ def test_a_token_pasted_into_ssm_by_hand_is_used_and_recorded_at_the_next_refres
     assert not [p for p in token_pieces(DEFAULT_REFRESH_TOKEN, pasted) if p in out]
 
 
+@pytest.mark.size("large")  # three refreshes across occurrences (tests/README.md, test sizes)
 def test_a_token_pasted_by_hand_after_a_rotation_wins_over_the_rotated_one(start, downstream, logs):  # noqa: F811 - fixtures of test_pixiv_e2e
     with FakePixiv(rotate=True) as fake:  # noqa: F811 - its own fake, rotating
         rt = start(fake, ["cats"])

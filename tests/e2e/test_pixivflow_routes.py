@@ -521,6 +521,7 @@ def test_a_manual_slot_that_delivered_sends_no_verdict(make_runtime, receiver):
     assert rt.engine.outbox_rows.due(rt.clock.now_ms() + 10**9) == []
 
 
+@pytest.mark.size("large")  # an outage lived through on the virtual clock (tests/README.md, test sizes)
 def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_never_cached(make_runtime, receiver,
                                                                                               monkeypatch, logs):
     """Issue 21: the notification row is released unsent (its attempt given back) while SSM does

@@ -146,6 +146,7 @@ def test_production_bot1_picks_by_the_whole_japan_day_popularity_and_the_languag
     assert any(r.path == "/v2/search/autocomplete" and r.query["word"] == "ボテ腹" for r in fake.requests)
 
 
+@pytest.mark.size("large")  # a published config end to end (tests/README.md, test sizes)
 def test_production_bot2_illustration_falls_back_to_a_lookback_day(start, receiver):
     rt = start("production.json")
     state = fire(rt, "bot2-daily", "2026-12-01T02:10:00Z")  # 10:10 Shanghai
@@ -160,6 +161,7 @@ def test_production_bot2_illustration_falls_back_to_a_lookback_day(start, receiv
     assert {c.status for c in state.cells.values()} == {"submitted"}
 
 
+@pytest.mark.size("large")  # a published config end to end (tests/README.md, test sizes)
 def test_fly_two_bots_tag_space_r18_filter_and_no_match_notice(start, receiver, fake):
     rt = start("fly-two-bots.example.json")
     state = fire(rt, "morning")
@@ -190,6 +192,7 @@ def test_fly_two_bots_tag_space_r18_filter_and_no_match_notice(start, receiver, 
     assert "bot1-novel-topic-a" not in bot1
 
 
+@pytest.mark.size("large")  # two occurrences of a published config (tests/README.md, test sizes)
 def test_the_tag_space_is_cached_in_the_ledger_for_the_next_occurrence(start, receiver, fake):
     rt = start("fly-two-bots.example.json")
     fire(rt, "morning")
@@ -200,6 +203,7 @@ def test_the_tag_space_is_cached_in_the_ledger_for_the_next_occurrence(start, re
     assert len([r for r in fake.requests if r.path == "/v2/search/autocomplete"]) == 4
 
 
+@pytest.mark.size("large")  # several invocations of one selection (tests/README.md, test sizes)
 def test_a_selection_longer_than_one_invocation_checkpoints_and_resumes_at_the_next_tag(start, receiver, fake, logs):
     """Rule "checkpoint per (day, tag)": with Pixiv paced at 6 s a request, bot2's lookback walk
     (4 days x the space's tags) outlasts the 30 s selection budget of one invocation. It hands over
@@ -221,6 +225,7 @@ def test_a_selection_longer_than_one_invocation_checkpoints_and_resumes_at_the_n
     assert {c.status for c in state.cells.values()} == {"submitted"}
 
 
+@pytest.mark.size("large")  # a published config end to end (tests/README.md, test sizes)
 def test_a_novel_target_asks_the_lookback_days_for_the_remaining_count(start, receiver):
     """Rule "lookback day, remaining count": with limit 2 the Chinese novel of the topic day (96002)
     is one; the walk goes on and the day before supplies the second (96003). The Japanese 96001 is

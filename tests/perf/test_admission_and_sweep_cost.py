@@ -33,6 +33,7 @@ def test_admission_of_n_targets_is_at_most_two_dynamodb_and_ceil_n_over_10_sqs_r
     assert [c.op for c in ddb] == ["GetItem", "PutItem"]
 
 
+@pytest.mark.size("large")  # ledgers of 1 000 and 10 000 finished slots (tests/README.md, test sizes)
 def test_the_sweep_costs_the_same_with_1000_and_10000_finished_slots():
     runs = scenarios.sweep_flatness([1_000, 10_000])
     shapes = {}

@@ -30,6 +30,7 @@ def per_cell(measured: scenarios.Measured) -> dict:
     return report.figures(measured.window, FACTS, per=measured.delivered, scheduler_fires=1)
 
 
+@pytest.mark.size("large")  # whole occurrences metered request by request (tests/README.md, test sizes)
 @pytest.mark.parametrize("schedule,targets,goal", [("morning-tokyo", 3, 12), ("bench-10", 10, 11)])
 def test_write_units_per_delivered_cell_are_within_the_goal(schedule, targets, goal):
     m = scenarios.scheduled_slot(schedule, backend="moto")  # the request-counting backend
@@ -44,6 +45,7 @@ def test_write_units_per_delivered_cell_are_within_the_goal(schedule, targets, g
     assert steps["intent"] == 2 and steps["settle"] == 2, steps  # the row and the cell's move, each
 
 
+@pytest.mark.size("large")  # the same occurrences on moto and on the twins (tests/README.md, test sizes)
 def test_moto_and_the_twins_count_the_same_requests_and_units():
     on_moto = per_cell(scenarios.scheduled_slot("morning-tokyo", backend="moto"))
     on_twin = per_cell(scenarios.scheduled_slot("morning-tokyo", backend="twin"))

@@ -26,6 +26,7 @@ DAYS = 2
 SEEDS = [("moto", 3), ("moto", 6)] + [("twin", s) for s in range(1, 21)]
 
 
+@pytest.mark.size("large")  # two simulated days per seed; two seeds on moto (tests/README.md, test sizes)
 @pytest.mark.parametrize(("backend", "seed"), SEEDS, ids=[f"{b}-{s}" for b, s in SEEDS])
 def test_chaos_converges_to_spec_invariants(backend, seed, make_runtime, downstream, logs, capsys):
     rt = make_runtime(START, backend=backend, seed=seed, index_lag_ms=index_lag(seed) if backend == "twin" else 0)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from baton import Baton, SteppedClient
 
 SIM = Path(__file__).resolve().parent / "sim.py"
@@ -31,6 +32,7 @@ def _sim(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SIM), *args], capture_output=True, text=True, timeout=600, env=_env())
 
 
+@pytest.mark.size("large")  # simulation runs in subprocesses (tests/README.md, test sizes)
 def test_removing_the_reservation_condition_is_found_within_a_hundred_seeds():
     done = _sim("--seeds", "100", "--jobs", "2", "--double", "no-reservation-condition", "--stop-at-first")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
@@ -41,6 +43,7 @@ def test_removing_the_reservation_condition_is_found_within_a_hundred_seeds():
     assert re.search(r"\[2\] work \('review', '\w+', '\d+'\) delivered 2 times", done.stdout), done.stdout[-2000:]
 
 
+@pytest.mark.size("large")  # simulation runs in subprocesses (tests/README.md, test sizes)
 def test_the_same_seeds_without_the_double_run_clean():
     done = _sim("--seeds", "40", "--jobs", "2")
     assert done.returncode == 0, done.stdout[-3000:]
@@ -51,6 +54,7 @@ def test_the_same_seeds_without_the_double_run_clean():
         assert fault in summary, (fault, summary)
 
 
+@pytest.mark.size("large")  # simulation runs in subprocesses (tests/README.md, test sizes)
 def test_a_seed_replays_exactly():
     first, second = _sim("--seed", "9"), _sim("--seed", "9")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]

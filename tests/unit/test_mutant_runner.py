@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 RUNNER = Path(__file__).resolve().parents[1] / "mutants" / "run.py"
 spec = importlib.util.spec_from_file_location("mutant_runner", RUNNER)
 run = importlib.util.module_from_spec(spec)
@@ -36,6 +38,7 @@ def _mutant(tests: list[str], **kw) -> "run.Mutant":
                       kw.get("equivalent"))
 
 
+@pytest.mark.size("large")  # three real pytest runs in a copy of a small tree (tests/README.md, test sizes)
 def test_a_mutant_its_test_catches_is_killed_and_the_source_tree_is_never_touched(tmp_path):
     root = _tree(tmp_path)
     before = (root / "shared" / "guard.py").read_text()

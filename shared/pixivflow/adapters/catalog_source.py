@@ -69,6 +69,17 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 class _Entry:
     work: Work
     fault: str | None
+    # The case-folded texts a search compares, folded once at load: folding every work's tags,
+    # title and caption again for every query word was the demo source's whole search cost.
+    tags: tuple[str, ...] = ()
+    title: str = ""
+    caption: str = ""
+
+
+def _entry_of(work: Work, fault: str | None) -> _Entry:
+    return _Entry(work=work, fault=fault,
+                  tags=tuple(t.casefold() for t in work.tags + _translated_names(work.raw.get("tags"))),
+                  title=work.title.casefold(), caption=str(work.raw.get("caption") or "").casefold())
 
 
 @dataclass(frozen=True)
@@ -157,7 +168,7 @@ def _parse(data: Any, origin: str) -> _Catalogue:
             key = (work_type, work.work_id)
             if key in index:
                 raise SourceError(f"{where}: duplicate id {work.work_id}", retryable=False)
-            entry = _Entry(work=work, fault=fault)
+            entry = _entry_of(work, fault)
             index[key] = entry
             entries.append(entry)
         by_type[work_type] = tuple(entries)
@@ -311,7 +322,7 @@ class CatalogSource:
         wanted = [w.casefold() for w in words]
         if not wanted:
             return []  # Pixiv refuses an empty word; nothing matches it
-        matched = [e.work for e in entries if all(_matches(e.work, w, target) for w in wanted)]
+        matched = [e.work for e in entries if all(_matches(e, w, target) for w in wanted)]
         sort = request.sort if request.sort in ("date_asc", "popular_desc") else "date_desc"
         return sort_works(matched, sort)
 
@@ -322,11 +333,9 @@ _SEARCH_TARGETS = {
 }
 
 
-def _matches(work: Work, word: str, search_target: str) -> bool:
+def _matches(entry: _Entry, word: str, search_target: str) -> bool:
     """Does one (case-folded) query word match the work, the way Pixiv's search_target reads it?"""
-    tags = [t.casefold() for t in work.tags + _translated_names(work.raw.get("tags"))]
-    title = work.title.casefold()
-    caption = str(work.raw.get("caption") or "").casefold()
+    work, tags, title, caption = entry.work, entry.tags, entry.title, entry.caption
     if search_target == "exact_match_for_tags":
         return word in tags
     if search_target == "partial_match_for_tags":
