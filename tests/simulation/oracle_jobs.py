@@ -18,7 +18,8 @@ of ``jobs_world.JobsActor``. Each rule as a user of the Protocol would notice it
 * [cancel] no route post after a committed cancel: a post of a cancelled job's intent that reached
   the downstream after the commit belongs to a claim made before it (a post in flight settles by
   README "Cancel": it is not recorded, the job stays cancelled); every row that was actionable in
-  the state the cancel committed on ends ``cancelled``, the one in flight too; the job ends cancelled.
+  the state the cancel committed on ends ``cancelled``, the one in flight too (but a Telegram review
+  row marked ``sending``, which the route settles ``uncertain``: [R2]); the job ends cancelled.
 """
 
 from __future__ import annotations

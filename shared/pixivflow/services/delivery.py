@@ -124,10 +124,39 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
             # leave the cell as it ended.
             if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
                 reason = "work cancelled by consumer"
+                if claimed.sending_at is not None:
+                    return _settle_cancelled_post(engine, claimed, owner, reason)
             else:
                 reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
             ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
             return _handle(engine, claimed, owner, ack, cancelled=True)
+    attempt = _attempt(engine, claimed, owner)
+    return attempt if isinstance(attempt, DeliveryResult) else _handle(engine, claimed, owner, attempt)
+
+
+def _settle_cancelled_post(engine: Engine, intent: Intent, owner: str, reason: str) -> DeliveryResult:
+    """A Telegram review row marked ``sending`` whose cell a consumer cancelled (README "Cancel";
+    issue 23; make sim's routes world, seed 106): an earlier attempt began posting and saved
+    nothing, so part of the review may be in the chat. The cancel left the row to this path: the
+    route, seeing the marker, never posts; it records the review ``uncertain`` at the control
+    plane (or finds the record the earlier attempt wrote), and the row is then dead-lettered like
+    every row of a cancelled cell (the cell and the job stay as the cancel ended them). A control
+    plane that does not answer is retried: only the record may remain to be written."""
+    attempt = _attempt(engine, intent, owner)
+    if isinstance(attempt, DeliveryResult):
+        return attempt
+    if attempt.kind == AckKind.RETRYABLE_FAILURE:
+        return _handle(engine, intent, owner, attempt, cancelled=True)
+    error = f"{reason}; {attempt.error}" if attempt.error else reason
+    ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, remote_id=attempt.remote_id,
+                      remote_status=attempt.remote_status if attempt.remote_status == UNCERTAIN else None, error=error)
+    return _handle(engine, intent, owner, ack, cancelled=True)
+
+
+def _attempt(engine: Engine, claimed: Intent, owner: str) -> DeliveryAck | DeliveryResult:
+    """One call of the row's route as its lease holder: the route's ACK, or the deferral's result
+    when the route is not ready (spec §10.5 step 2)."""
+    key = claimed.idempotency_key
     route = engine.config.route(claimed.route)
     try:
         if not engine.channel.ready(claimed.route):
@@ -150,7 +179,7 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         verdict = classify_outbox_error(error, None, name)
         kind = AckKind.RETRYABLE_FAILURE if verdict.retryable else AckKind.PERMANENT_FAILURE
         ack = DeliveryAck(kind, None, error=f"{verdict.code}: {error}"[:1000])
-    return _handle(engine, claimed, owner, ack)
+    return ack
 
 
 def _resend_on_purpose(intent: Intent) -> bool:
@@ -227,7 +256,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         attempt = intent.attempts + 1
         if attempt >= intent.max_attempts:
             error = f"attempt budget exhausted after {attempt} attempts: {ack.error or ack.kind}"
-            return _dead(engine, intent, owner, error, ack)
+            return _dead(engine, intent, owner, error, ack, cancelled=cancelled)
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs, engine.config.delivery.outboxRetryMaxMs)
         if ack.retry_after_ms is not None:
             delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
