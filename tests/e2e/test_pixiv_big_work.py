@@ -41,31 +41,40 @@ class VirtualDeadline(LocalLambdaContext):
         return self._deadline - self._clock.now_ms()
 
 
+def pinned_work_runtime(make_runtime, fake, *, work: int, pages: int, page_bytes: int, bandwidth: int,
+                        timeout_ms: int, retries: int, backend: str):
+    """A runtime whose one target pins ``work``: ``pages`` generated pages of ``page_bytes`` on the fake
+    Pixiv, billed at ``bandwidth`` bytes/s of virtual time; returns (runtime, the pages' paths)."""
+    raw = fake.fixtures.add_illust(illust(work, "Long manga", ["manga"], "2026-11-29T12:00:00+09:00",
+                                          pages=pages, ext="jpg", width=1200, height=1700))
+    originals = [p["image_urls"]["original"].split("i.pximg.net", 1)[1] for p in raw["meta_pages"]]
+    for n, path in enumerate(originals):
+        fake.generated.add(path, page_bytes, seed=n)
+
+    def mutate(cfg):
+        cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
+        cfg["pixiv"] = {"accountId": "main"}
+        cfg["network"] = {"requestPacingMs": 0, "timeoutMs": timeout_ms, "retries": retries}
+        cfg["download"] = {"requestDelay": 0}
+        cfg["targets"] = [{"id": "manga", "type": "illustration", "illustId": work, "storageMode": "persistent"}]
+        cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
+                             "targetIds": ["manga"], "timeoutMs": 3_600_000}]
+
+    box: list = []
+    rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend=backend,
+                      overrides={"sleep": lambda s: box[0].advance(int(s * 1000))})
+    box.append(rt.clock)
+    fake.generated.bill(rt.clock, bandwidth)
+    return rt, originals
+
+
 @pytest.fixture
 def big(make_runtime, monkeypatch):
     monkeypatch.setenv("PIXIV_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN)
     monkeypatch.setenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1024 * 1024))  # moto spools objects to disk
     with FakePixiv() as fake:
-        raw = fake.fixtures.add_illust(illust(WORK, "Long manga", ["manga"], "2026-11-29T12:00:00+09:00",
-                                              pages=PAGES, ext="jpg", width=1200, height=1700))
-        originals = [p["image_urls"]["original"].split("i.pximg.net", 1)[1] for p in raw["meta_pages"]]
-        for n, path in enumerate(originals):
-            fake.generated.add(path, PAGE_BYTES, seed=n)
-
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"accountId": "main"}
-            cfg["network"] = {"requestPacingMs": 0, "timeoutMs": TIMEOUT_MS, "retries": RETRIES}
-            cfg["download"] = {"requestDelay": 0}
-            cfg["targets"] = [{"id": "manga", "type": "illustration", "illustId": WORK, "storageMode": "persistent"}]
-            cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                 "targetIds": ["manga"], "timeoutMs": 3_600_000}]
-
-        box: list = []
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="moto",
-                          overrides={"sleep": lambda s: box[0].advance(int(s * 1000))})
-        box.append(rt.clock)
-        fake.generated.bill(rt.clock, BANDWIDTH)
+        rt, originals = pinned_work_runtime(make_runtime, fake, work=WORK, pages=PAGES, page_bytes=PAGE_BYTES,
+                                            bandwidth=BANDWIDTH, timeout_ms=TIMEOUT_MS, retries=RETRIES, backend="moto")
         yield rt, fake, originals
 
 
