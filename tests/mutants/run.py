@@ -15,7 +15,10 @@ Each mutant is applied to a private COPY of the tree (``shared/``, ``functions/`
 mutant), never to the working tree. The copy's ``shared/`` goes first on ``PYTHONPATH``, so it is the
 copy's package that runs even though the venv's editable install names the working tree. A mutant is
 KILLED when its listed tests fail, or else when a ``--seeds``-seed ``make sim`` (concurrent, with
-deaths) reports a violation; a mutant that does neither SURVIVED. A run that times out counts as
+deaths) reports a violation; a mutant that does neither SURVIVED. Before any mutant runs, the
+UNMUTATED copy must pass every listed test and the same ``--seeds``-seed ``make sim``: a run whose
+baseline is not clean stops there, naming the failing test or seeds (a seed that fails on unmutated
+code would otherwise 'kill' every mutant the tests missed). A run that times out counts as
 killed (a mutant that hangs is noticed). The table at the end lists every mutant; the exit status is
 1 when a mutant survived that is not marked ``equivalent`` (or when the list itself is malformed).
 
@@ -169,8 +172,9 @@ class Sandbox:
         return self.run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=",
                          *spread, *tests], timeout)
 
-    def sim(self, seeds: int) -> tuple[int | None, str]:
-        return self.run(["tests/simulation/sim.py", "--seeds", str(seeds), "--jobs", "1", "--stop-at-first"], SIM_TIMEOUT_S)
+    def sim(self, seeds: int, *, jobs: int = 1, stop_at_first: bool = True) -> tuple[int | None, str]:
+        return self.run(["tests/simulation/sim.py", "--seeds", str(seeds), "--jobs", str(jobs),
+                         *(["--stop-at-first"] if stop_at_first else [])], SIM_TIMEOUT_S)
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -201,12 +205,23 @@ def judge(box: Sandbox, m: Mutant, seeds: int) -> Outcome:
         box.restore(m, original)
 
 
-def baseline(box: Sandbox, mutants: list[Mutant], workers: int = 1) -> str | None:
-    """The unmutated copy must pass every listed test: otherwise 'killed' would mean nothing. It is
-    every listed test at once (longer than one mutant's run), spread over the run's workers."""
+def baseline(box: Sandbox, mutants: list[Mutant], workers: int = 1, seeds: int = 0) -> str | None:
+    """The unmutated copy must pass every listed test and a ``seeds``-seed make sim: otherwise 'killed'
+    would mean nothing (last session seven mutants were "killed by sim" by a seed that failed on the
+    unmutated code too). The tests are every listed test at once (longer than one mutant's run), and
+    the sim runs every seed (no --stop-at-first: the message names all the failing ones), both spread
+    over the run's workers."""
     tests = sorted({t for m in mutants for t in m.tests})
     code, out = box.pytest(tests, workers=workers, timeout=BASELINE_TIMEOUT_S) if tests else (0, "")
-    return None if code == 0 else f"the unmutated tree fails its own mutant tests: {_failed_line(out)}"
+    if code != 0:
+        return f"the unmutated tree fails its own mutant tests: {_failed_line(out) if code is not None else out}"
+    if seeds > 0:
+        code, out = box.sim(seeds, jobs=workers, stop_at_first=False)
+        if code != 0:
+            failing = re.search(r"^sim: failing seeds.*$", out, re.M)
+            return (f"the unmutated tree fails the {seeds}-seed make sim: "
+                    f"{(failing.group(0) if failing else _failed_line(out)) if code is not None else out}")
+    return None
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -256,11 +271,13 @@ def main(argv: list[str] | None = None) -> int:
             list(pool.map(lambda box: box.warm(listed), boxes))
         print(f"mutants: {jobs} copies of the tree compiled in {time.monotonic() - began:.0f} s", flush=True)
         if not args.no_baseline:
-            problem = baseline(boxes[0], mutants, workers=jobs)
+            problem = baseline(boxes[0], mutants, workers=jobs, seeds=args.seeds)
             if problem:
-                print(f"mutants: {problem}")
+                print(f"mutants: BASELINE NOT CLEAN, no mutant was run: {problem}")
                 return 1
-            print(f"mutants: the unmutated tree passes every listed test ({time.monotonic() - began:.0f} s in)", flush=True)
+            print(f"mutants: the unmutated tree passes every listed test and the {args.seeds}-seed make sim "
+                  f"({time.monotonic() - began:.0f} s in)", flush=True)
+        mutants_began = time.monotonic()
         free = list(boxes)
         outcomes: list[Outcome] = []
 
@@ -283,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     counts = {v: sum(o.verdict == v for o in outcomes) for v in ("killed-by-tests", "killed-by-sim", "equivalent", "survived")}
     print(f"mutants: {len(outcomes)} run in {time.monotonic() - began:.0f} s: "
           + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    if outcomes:
+        spent = time.monotonic() - mutants_began
+        print(f"mutants: {spent / len(outcomes):.1f} s of wall per mutant on {jobs} worker(s) "
+              f"({sum(o.seconds for o in outcomes) / len(outcomes):.0f} s each)")
     if survivors:
         print("mutants: SURVIVED (add a test that kills it, or name it equivalent with the reason): "
               + ", ".join(o.mutant.id for o in survivors))

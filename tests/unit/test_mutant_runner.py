@@ -89,3 +89,44 @@ def test_every_mutant_of_the_repository_is_well_formed():
     assert len(mutants) >= 30
     assert {"ledger-reserve-work-condition", "owned-by-outbox-handed-over-live", "delivery-cell-already-ended",
             "rollup-close-waits-for-open-cells"} <= {m.id for m in mutants}
+
+
+def _with_sim(root: Path, *, failing: list[int]) -> Path:
+    """A stand-in ``tests/simulation/sim.py`` for the copy: it reports the given seeds as failing (the
+    real sim's summary lines) and records the arguments it was run with."""
+    sim = root / "tests" / "simulation" / "sim.py"
+    sim.parent.mkdir(parents=True, exist_ok=True)
+    sim.write_text(textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        Path("sim-args.txt").write_text(" ".join(sys.argv[1:]))
+        failing = {failing!r}
+        print(f"sim: seeds=100 fires=700 violations={{len(failing)}} (none) wall=1.0s")
+        if failing:
+            print(f"sim: failing seeds (replay with SEED=n make sim): {{failing}}")
+        sys.exit(1 if failing else 0)
+    """))
+    return root
+
+
+def test_a_baseline_whose_sim_fails_on_unmutated_code_stops_the_run_naming_the_seeds(tmp_path):
+    box = run.Sandbox(_with_sim(_tree(tmp_path), failing=[17, 42]))
+    try:
+        problem = run.baseline(box, [_mutant([])], workers=2, seeds=100)
+        args = (box.dir / "sim-args.txt").read_text().split()
+    finally:
+        box.close()
+    assert problem is not None and "100-seed make sim" in problem and "[17, 42]" in problem
+    # every seed of the baseline runs on both workers: all the failing seeds are named, not the first
+    assert args == ["--seeds", "100", "--jobs", "2"]
+
+
+def test_a_clean_baseline_runs_the_sim_and_passes(tmp_path):
+    box = run.Sandbox(_with_sim(_tree(tmp_path), failing=[]))
+    try:
+        assert run.baseline(box, [_mutant([])], workers=1, seeds=100) is None
+        ran = (box.dir / "sim-args.txt").exists()
+        assert run.baseline(box, [_mutant([])], workers=1, seeds=0) is None
+    finally:
+        box.close()
+    assert ran
