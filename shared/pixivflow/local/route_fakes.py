@@ -59,12 +59,20 @@ class Request:
     path: str
     headers: dict[str, str]
     raw: bytes
+    # The parsed multipart body: a fake reads the fields and the files of one request apart, and the
+    # email parser was a tenth of a routes seed when every read parsed the body again.
+    _parts: list[Part] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def json(self) -> Any:
         return json.loads(self.raw)
 
     def parts(self) -> list[Part]:
+        if self._parts is None:
+            self._parts = self._parse_parts()
+        return list(self._parts)
+
+    def _parse_parts(self) -> list[Part]:
         ctype = self.headers.get("content-type", "")
         if not ctype.startswith("multipart/form-data; boundary="):
             raise ValueError(f"not multipart/form-data: {ctype!r}")

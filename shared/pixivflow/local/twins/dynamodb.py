@@ -68,7 +68,7 @@ def _kv(value: Mapping[str, Any]) -> tuple[str, Any]:
 def _size(value: Any) -> int:
     (t, raw), = value.items()
     if t == "S":
-        return len(raw.encode("utf-8"))
+        return len(raw) if raw.isascii() else len(raw.encode("utf-8"))
     if t == "N":
         return len(raw) // 2 + 1
     if t == "B":
@@ -108,7 +108,7 @@ def canon_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def item_size(item: Mapping[str, Any]) -> int:
-    return sum(len(k.encode("utf-8")) + _size(v) for k, v in item.items())
+    return sum((len(k) if k.isascii() else len(k.encode("utf-8"))) + _size(v) for k, v in item.items())
 
 
 class _Index:

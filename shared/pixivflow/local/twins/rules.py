@@ -30,6 +30,15 @@ class Refusal(ValueError):
     """A request DynamoDB answers with ValidationException (the message is DynamoDB's)."""
 
 
+def number_ok(raw: Any) -> None:
+    """``number``'s refusals without building the Decimal: a plain ASCII integer of at most 38 digits
+    (every epoch ms, count and version the product writes) is always storable, so only the rest is
+    parsed."""
+    if type(raw) is str and len(raw) <= 38 and raw.isascii() and raw.isdigit():
+        return
+    number(raw)
+
+
 def number(raw: Any) -> Decimal:
     """The value of a number attribute, refusing what DynamoDB cannot store (syntax, 38 digits, range)."""
     if not isinstance(raw, str) or not _NUMBER.match(raw):
@@ -63,12 +72,14 @@ def value(v: Any) -> None:
     if t == "S":
         if not isinstance(raw, str):
             raise Refusal("One or more parameter values were invalid: a string attribute is not a string")
+        if raw.isascii():  # ASCII is valid UTF-8; only a non-ASCII string may hold a lone surrogate
+            return
         try:
             raw.encode("utf-8")
         except UnicodeEncodeError as exc:  # a lone surrogate: never valid UTF-8 on the wire
             raise Refusal("One or more parameter values were invalid: a string is not valid UTF-8") from exc
     elif t == "N":
-        number(raw)
+        number_ok(raw)
     elif t == "B":
         if not isinstance(raw, (bytes, bytearray)):
             raise Refusal("One or more parameter values were invalid: a binary attribute is not bytes")

@@ -44,6 +44,8 @@ class _Queue:
     arn: str
     attributes: dict[str, str]
     messages: dict[str, _Message] = field(default_factory=dict)  # in send order
+    # (raw RedrivePolicy, parsed): every receive reads it, so it is parsed once per value
+    _policy: tuple[str | None, tuple[str, int] | None] = field(default=(None, None), init=False, repr=False)
 
     @property
     def visibility_s(self) -> int:
@@ -53,8 +55,10 @@ class _Queue:
         raw = self.attributes.get("RedrivePolicy")
         if not raw:
             return None
-        policy = json.loads(raw)
-        return policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])
+        if self._policy[0] != raw:  # parsed again whenever SetQueueAttributes changed it
+            policy = json.loads(raw)
+            self._policy = (raw, (policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])))
+        return self._policy[1]
 
 
 class TwinSQS:
@@ -196,13 +200,15 @@ class TwinSQS:
             return
         dlq_arn, max_receives = policy
         now = self._now()
+        due = [mid for mid, m in q.messages.items() if m.visible_at <= now and m.receive_count >= max_receives]
+        if not due:
+            return
         dlq = next((d for d in self._queues.values() if d.arn == dlq_arn), None)
-        for mid, m in list(q.messages.items()):
-            if m.visible_at <= now and m.receive_count >= max_receives:
-                del q.messages[mid]
-                if dlq is not None:
-                    # the receive count travels with the message (as moto and SQS keep it)
-                    dlq.messages[mid] = _Message(mid, m.body, m.attributes, m.sent_at, now, m.receive_count)
+        for mid in due:
+            m = q.messages.pop(mid)
+            if dlq is not None:
+                # the receive count travels with the message (as moto and SQS keep it)
+                dlq.messages[mid] = _Message(mid, m.body, m.attributes, m.sent_at, now, m.receive_count)
 
     def receive_message(self, **kw: Any) -> dict[str, Any]:
         self._count("ReceiveMessage")
