@@ -26,7 +26,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
-from baton import Baton, Invocation, SteppedClient, _local, stepped_factory
+from baton import Invocation, SteppedClient, _local, stepped_factory
 from world import World, WorldRates, sim_config
 
 ACCOUNT = "main"
@@ -109,10 +109,10 @@ class AccountDoor:
 
     def enter(self, inv: Invocation | None, now: int, what: str) -> None:
         self.in_flight.append(inv)
-        # A dead one's request ended with it; so did one past Lambda's timeout (TimedBaton kills it
-        # at its next step, but Lambda would have ended it at the timeout).
+        # A dead one's request ended with it; so did one past Lambda's timeout (the baton kills it at
+        # its next step, but Lambda would have ended it at the timeout).
         live = [i for i in self.in_flight
-                if i is None or (i.state == "runnable" and now - getattr(i, "born", now) <= FUNCTION_TIMEOUT_MS)]
+                if i is None or (i.state == "runnable" and (i.deadline is None or now < i.deadline))]
         self.peak = max(self.peak, len(live))
         if len(live) > MAX_CONCURRENCY:
             self.over.append(f"[P1] t={now} {len(live)} Pixiv requests in flight ({what}): "
@@ -223,28 +223,6 @@ class Containers:
         return getattr(self._current(), name)
 
 
-FUNCTION_TIMEOUT_MS = 60_000  # template.yaml: Globals Function Timeout (the execute function's)
-
-
-class TimedBaton(Baton):
-    """The baton, plus Lambda's function timeout: an invocation's first step past 60 s of its own
-    (virtual) life is its death, as Lambda ends it there. The account's permit lease (90 s, renewed
-    by the 30 s heartbeat) relies on exactly that: no holder outlives its lease while it still
-    runs. Without it a frozen container (a pause of minutes) would go on sending Pixiv requests
-    after its permit passed to another, which no Lambda does."""
-
-    def spawn(self, name: str, fn: Any, on_end: Any = None) -> Invocation:
-        inv = super().spawn(name, fn, on_end)
-        inv.born = self.clock.now_ms()  # type: ignore[attr-defined]
-        return inv
-
-    def before(self, inv: Invocation, label: str) -> None:
-        super().before(inv, label)
-        if self.clock.now_ms() - inv.born > FUNCTION_TIMEOUT_MS:  # type: ignore[attr-defined]
-            self.counts["timeout"] += 1
-            self._die(inv, "at the timeout, before", label)
-
-
 class PixivWorld(World):
     """``World`` on the Pixiv source (module docstring). ``fake`` is the worker's FakePixiv."""
 
@@ -261,8 +239,10 @@ class PixivWorld(World):
         super().__init__(rt, downstream, seed, rates)
         for name in ("pixiv", "ssm", "uniform"):
             self.rng[name] = random.Random(f"{seed}:{name}")
-        rates = self.rates
-        self.baton = TimedBaton(self.clock, self.rng["baton"], switch=rates.switch, death=rates.death, pause=rates.pause)
+        # The world's baton kills an invocation at its function's timeout (baton.Baton ``timeouts``, from
+        # template.yaml). The account's permit lease (90 s, renewed by the 30 s heartbeat) relies on
+        # exactly that: no holder outlives its lease while it still runs; without it a frozen container
+        # (a pause of minutes) would go on sending Pixiv requests after its permit passed to another.
         self.ssm = SsmTwin(lambda: self.faulty and self.rng["ssm"].random() < 0.1)
         self.door = AccountDoor()
         self.deferred: dict[tuple[str, str], int] = {}
