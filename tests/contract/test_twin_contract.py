@@ -250,6 +250,20 @@ def test_a_message_received_max_receive_count_times_moves_to_the_dlq(cloud):
     assert [m["Body"] for m in parked] == ["poison"]
 
 
+def test_a_changed_redrive_policy_applies_to_the_next_receive(cloud):
+    """SetQueueAttributes takes effect at once: the twin's parsed RedrivePolicy (kept between receives,
+    for speed) is the policy as it now stands, never the one it first read."""
+    _, env, _, sqs = cloud
+    url, dlq = env["OUTBOX_QUEUE_URL"], env["OUTBOX_DLQ_URL"]
+    policy = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"])
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0).get("Messages")  # 1 of 5 receives
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": json.dumps({**policy, "maxReceiveCount": 1})})
+    assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0).get("Messages", []) == []
+    parked = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])
+    assert [m["Body"] for m in parked] == ["poison"]
+
+
 def test_send_batch_takes_at_most_ten_entries(cloud):
     _, env, _, sqs = cloud
     url = env["EXECUTION_QUEUE_URL"]
