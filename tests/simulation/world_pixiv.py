@@ -112,7 +112,7 @@ class AccountDoor:
         # A dead one's request ended with it; so did one past Lambda's timeout (the baton kills it at
         # its next step, but Lambda would have ended it at the timeout).
         live = [i for i in self.in_flight
-                if i is None or (i.state == "runnable" and (i.deadline is None or now < i.deadline))]
+                if i is None or (i.state == "runnable" and now < (getattr(i, "deadline", None) or now + 1))]
         self.peak = max(self.peak, len(live))
         if len(live) > MAX_CONCURRENCY:
             self.over.append(f"[P1] t={now} {len(live)} Pixiv requests in flight ({what}): "
