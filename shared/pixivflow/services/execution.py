@@ -659,12 +659,15 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
     artifacts = cast(StreamingArtifactStore, engine.artifacts)
-    have = artifacts.partial(prefix) if resumed and streamable else {}
+    have: dict[str, StoredFile] = {}
 
     def stored_bytes(stem: str) -> bytes | None:  # a resumed novel's text answer, read back, not asked again
         return artifacts.read(have[stem]) if stem in have else None
 
-    planned = planner(work, previews=previews, stored=stored_bytes) if streamable and planner is not None else None
+    planned = None
+    if streamable and planner is not None:
+        have = artifacts.partial(prefix) if resumed else {}
+        planned = planner(work, previews=previews, stored=stored_bytes)
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -678,6 +681,10 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     kept: list[StoredFile] = []  # transient files: deleted once the work's own files are all stored
     names: dict[str, str] = {}  # a file's stem -> its stored name (a preview's name and a Markdown follow them)
     total = sum(1 for f in planned if not f.transient)
+    # Files are stored in plan order: an optional one missing before a stored one was left out by
+    # the invocation that stored the later ones (a novel's Markdown was made without it), so it
+    # stays out rather than be asked for again (it would not be in that Markdown).
+    last_stored = max((i for i, f in enumerate(planned) if f.pairs_with is None and f.stem in have), default=-1)
     no_previews = False
     for index, planned_file in enumerate(planned):
         page = planned_file.pairs_with
@@ -690,6 +697,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
             found = replace(have[stem], meta={**dict(planned_file.meta), **dict(have[stem].meta)})
             (kept if planned_file.transient else out).append(found)
             names[planned_file.stem] = have[stem].name
+            continue
+        if planned_file.optional and index < last_stored:
             continue
         content = planned_file.render(names) if planned_file.render is not None else planned_file.content
         if planned_file.render is not None and content is None:
@@ -769,14 +778,13 @@ def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
 def _language_rule(run: CellRun, work: Work, text: str) -> Work:
     """The novel language filter (spec §6.1; note §3) on the novel's text."""
     target = run.target
-    if not target.languageFilter:
-        return work
-    verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
-                               strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
-    if not verdict.keep:
-        raise _Filtered(str(verdict.reason))
-    if verdict.detected is not None:
-        work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
+    if target.languageFilter:
+        verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
+                                   strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
+        if not verdict.keep:
+            raise _Filtered(str(verdict.reason))
+        if verdict.detected is not None:
+            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
     return work
 
 
