@@ -69,7 +69,7 @@ def pinned_runtime(make_runtime, fake, target: dict, *, bandwidth: int, timeout_
         cfg["download"] = {"requestDelay": 0}
         cfg["targets"] = [target]
         cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                             "targetIds": [target["id"]], "timeoutMs": 3_600_000}]
+                             "targetIds": [target["id"]], "timeout": 3_600_000}]
         if delivery is not None:
             cfg["delivery"] = delivery
 
