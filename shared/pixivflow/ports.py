@@ -307,12 +307,15 @@ class SendGuard:
     """What a route that posts in several calls needs from the ledger so it never posts twice
     silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
     write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
-    saved, and whether an operator re-armed the row on purpose (``pixivflow outbox redrive``)."""
+    saved, whether an operator re-armed the row on purpose (``pixivflow outbox redrive``), and
+    whether its cell ended while part of the review may be in the chat (``record_only``: the
+    attempt posts nothing, it records what is there)."""
 
     started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
     progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
     redriven: bool
     mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
+    record_only: bool = False
 
 
 class DeliveryChannel(Protocol):

@@ -782,9 +782,12 @@ class DynamoLedger(DynamoItems):
             upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("updatedAt", now_ms).set("completedAt", now_ms)
             upd.set("lastError", "cancelled by consumer").remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
             upd.when("#outboxStatus = :ob_was", ob_was=intent.outbox_status)
-            # Never a row that got its ``sending`` marker after the read: the route's uncertain
-            # path owns it (issue 23); the refused step is re-decided and leaves it out.
+            # Never a row that began posting after the read (Intent.began_posting: its ``sending``
+            # marker, or posts an attempt saved unrecorded and settled back to the status read):
+            # the route's uncertain path owns it (issue 23); the refused step is re-decided and
+            # leaves it out.
             upd.when("attribute_not_exists(#sendingAt)")
+            upd.when("attribute_not_exists(#sendProgress)")
             if intent.outbox_status == OutboxStatus.PROCESSING:
                 upd.when("#leaseUntil = :lu_was", lu_was=intent.lease_until)  # only an expired claim, unchanged
             actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": self._intent_sk(intent)}}, **self._marshal_update(upd)}})
