@@ -191,6 +191,15 @@ class DynamoLedger(DynamoItems):
             return None
         return {"kind": item.get("kind"), "ts": _from_ddb(item.get("ts")), "detail": json.loads(item.get("detail") or "{}")}
 
+    def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
+        """The once-marker of an orphaned event's re-log (services.rollup.record_outcome; make sim's
+        routes world, seed 31: two sweeps found one orphaned outcome record at once and both logged
+        it). ``relogAt`` is written only when no claim was made in the last ``quiet_ms``, so one
+        caller wins, and a winner that dies before logging leaves it to the next after that."""
+        upd = _Update().set("relogAt", now_ms)
+        upd.when("attribute_not_exists(#relogAt) OR #relogAt <= :quiet_before", quiet_before=now_ms - quiet_ms)
+        return self._update(slot_pk(slot_id), f"EVT#L#{kind}", upd) is not None
+
     def leave_active_index(self, slot_id: str) -> bool:
         """Drop a slot the stall transaction made terminal from ActiveSlots (once its record is logged)."""
         upd = _Update().remove("activePk", "activeSk").when("attribute_exists(#activePk)")
