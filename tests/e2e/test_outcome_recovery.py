@@ -98,3 +98,40 @@ def test_a_finder_that_died_after_claiming_the_re_log_leaves_it_to_the_next_a_mi
     rt.sweep()
     [line] = _outcome_lines(logs, slot_id)
     assert line["status"] == "success" and ledger.active_slots() == []
+
+
+class StallCommitsBeforeTheClose:
+    """The ledger, except that the sweep's stall transaction makes the slot terminal between the
+    rollup's read and its close (it guards a cell in delivery, which the outbox settles meanwhile)."""
+
+    def __init__(self, inner, now):
+        self._inner, self._now, self.stalled = inner, now, False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def finish_slot(self, slot_id, *args, **kwargs):
+        if not self.stalled:
+            self.stalled = True
+            assert self._inner.terminalise_slot(self._inner.load(slot_id), fail_cells=[], guard_cells=[], slot_status="failed",
+                                                reason_code="stalled_no_heartbeat", reason_message="stalled", now_ms=self._now())
+        return self._inner.finish_slot(slot_id, *args, **kwargs)
+
+
+def test_a_slot_the_stall_made_terminal_before_the_rollup_closed_it_leaves_the_index_with_one_line(make_runtime, logs):
+    """Make sim's routes world, seeds 379 and 682: the rollup logged its record, its close was
+    refused (the slot was terminal already), the slot stayed in the active index, and a minute
+    later the sweep took the record for an orphan and logged it a second time."""
+    rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
+    real = rt.engine.ledger
+    rt.engine.ledger = StallCommitsBeforeTheClose(real, rt.clock.now_ms)
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    rt.pump()
+    assert rt.engine.ledger.stalled
+    rt.engine.ledger = real
+    assert len(_outcome_lines(logs, slot_id)) == 1
+    assert real.get_slot(slot_id).status == "failed" and real.active_slots() == []  # closed: its record is logged
+    rt.clock.advance(61_000)
+    rt.sweep()
+    rt.sweep()
+    assert len(_outcome_lines(logs, slot_id)) == 1

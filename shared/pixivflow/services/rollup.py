@@ -130,7 +130,12 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
         return  # not yet: the next rollup (or the sweep) decides again
     if record_outcome(engine, state):
         _notify(engine, state)
-        engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+        if not engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error):
+            # The stall transaction made the slot terminal after this rollup read it (a cell it
+            # guarded, which the outbox settled meanwhile): its record is logged, so it leaves the
+            # active index all the same, or the sweep would take the record for an orphan and log
+            # it again a minute later (make sim's routes world, seeds 379 and 682).
+            engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
 
 
