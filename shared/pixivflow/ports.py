@@ -325,12 +325,15 @@ class SendGuard:
     """What a route that posts in several calls needs from the ledger so it never posts twice
     silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
     write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
-    saved, and whether an operator re-armed the row on purpose (``pixivflow outbox redrive``)."""
+    saved, whether an operator re-armed the row on purpose (``pixivflow outbox redrive``), and
+    whether its cell ended while part of the review may be in the chat (``record_only``: the
+    attempt posts nothing, it records what is there)."""
 
     started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
     progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
     redriven: bool
     mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
+    record_only: bool = False
 
 
 class DeliveryChannel(Protocol):
@@ -507,6 +510,11 @@ class Ledger(Protocol):
                     force_from: Iterable[str] = ...) -> bool: ...
     def put_event_once(self, slot_id: str, kind: str, detail: Mapping[str, Any], now_ms: int) -> bool: ...
     def get_event(self, slot_id: str, kind: str) -> dict[str, Any] | None: ...
+    def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
+        """Take the re-log of an existing event whose writer is presumed dead, as one conditional
+        write: True for exactly one of several callers, and again only ``quiet_ms`` after the last
+        claim (a claimer that died before logging it)."""
+        ...
     def leave_active_index(self, slot_id: str) -> bool: ...
     def active_slots(self, limit_per_shard: int = 100) -> list[tuple[str, int]]:
         """(slotId, createdAt) from the sparse active index: may lag; re-read before deciding."""
