@@ -97,10 +97,15 @@ class ArtifactFile:
 class FileDownload:
     """One file of a work, fetched only when opened (issue 24: a work is stored file by file, each
     streamed from the source to the store). ``open()`` is a context manager giving the file's
-    chunks (each bounded) and the content type the source announced."""
+    chunks (each bounded) and the content type the source announced.
+
+    A novel (issue 24, the novels brief) also plans files that are not fetched: its text, an API
+    answer the source already holds whole (``content``), and its Markdown, made from the names
+    its inline images were stored under (``render``); exactly one of ``open`` / ``content`` /
+    ``render`` gives a file's bytes."""
 
     stem: str  # the stored name without its extension: "<id>_p<n>"
-    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]]
+    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]] | None = None
     role: str = "original"
     meta: Mapping[str, Any] = field(default_factory=dict)
     worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
@@ -110,6 +115,19 @@ class FileDownload:
     # followed by what ``describe`` names (PixivFlow's ``<original>.preview.jpg``), its stem the
     # page's stored name + ``.preview``; it is stored only when every page's preview is.
     pairs_with: str | None = None
+    # The bytes of a small file the source holds whole (a novel's text); the content-side rules
+    # (the novel language filter) read them before anything is stored.
+    content: bytes | None = None
+    # A file made from those stored before it in the plan: (stem -> stored name of each file
+    # stored so far) -> its bytes, or None when the work has no such file (a novel's Markdown
+    # exists only when at least one inline image was stored).
+    render: Callable[[Mapping[str, str]], bytes | None] | None = None
+    # The work is complete without it (a novel's cover, an inline image): an answer that it is
+    # not there (404) leaves it out, logged; a retryable failure still stops the work at it.
+    optional: bool = False
+    # Kept only so a resumed invocation need not ask the source again for what the plan was made
+    # from (a novel's text answer): never one of the work's files; deleted once they all are stored.
+    transient: bool = False
 
 
 @dataclass(frozen=True)
