@@ -520,6 +520,15 @@ class Ledger(Protocol):
         """(slotId, createdAt) from the sparse active index: may lag; re-read before deciding."""
         ...
 
+    def active_shards(self) -> int:
+        """How many shards the active index has (``active_page``'s shard is below it)."""
+        ...
+
+    def active_page(self, shard: int, after: str, limit: int) -> tuple[list[ActiveRow], bool]:
+        """Up to ``limit`` rows of one active-index shard past position ``after`` ("" = its start),
+        oldest first, and whether more may follow. May lag like ``active_slots``."""
+        ...
+
     def slot_ids(self) -> list[str]: ...
 
     # cells
@@ -761,12 +770,34 @@ class CallbackSender(Protocol):
 
 
 @dataclass(frozen=True)
+class SweepCursor:
+    """Where the sweep's walk over the live slots resumes (issue 25: the incremental sweep).
+
+    ``shard`` is an ActiveSlots shard; ``after`` the index position inside it already walked
+    ("" = the shard's start). It rides on the lease item, so only the lease holder moves it."""
+
+    shard: int = 0
+    after: str = ""
+
+
+@dataclass(frozen=True)
 class SweepLease:
-    """The answer to one attempt at the sweep lease: who holds it now, and until when."""
+    """The answer to one attempt at the sweep lease: who holds it now, and until when; when
+    acquired, the cursor the previous holder left."""
 
     acquired: bool
     owner: str  # the holder after the attempt (ours when ``acquired``)
     until_ms: int
+    cursor: SweepCursor = field(default_factory=SweepCursor)
+
+
+@dataclass(frozen=True)
+class ActiveRow:
+    """One row of the ActiveSlots index: a live slot, and its opaque position in its shard."""
+
+    slot_id: str
+    created_at: int
+    position: str
 
 
 @dataclass(frozen=True)
@@ -797,8 +828,9 @@ class SweepState(Protocol):
         """Take the lease when it is free or expired (``until <= now``); otherwise report its holder."""
         ...
 
-    def release_lease(self, owner: str, now_ms: int) -> bool:
-        """Expire our own lease now, so the next tick need not wait for the TTL. False if not ours."""
+    def release_lease(self, owner: str, now_ms: int, cursor: SweepCursor | None = None) -> bool:
+        """Expire our own lease now, so the next tick need not wait for the TTL, leaving ``cursor``
+        (when given) for the next holder. False, and nothing written, if the lease is not ours."""
         ...
 
     def watches(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleWatch]:

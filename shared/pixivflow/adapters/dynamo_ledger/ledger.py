@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ...ports import SchedulePause
+from ...ports import ActiveRow, SchedulePause
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import (
     _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
@@ -224,6 +224,25 @@ class DynamoLedger(DynamoItems):
                 found.append((slot_id, int(created)))
         found.sort(key=lambda x: (x[1], x[0]))
         return found
+
+    def active_shards(self) -> int:
+        return SHARDS
+
+    def active_page(self, shard: int, after: str, limit: int) -> tuple[list[ActiveRow], bool]:
+        """One page of one ActiveSlots shard past ``after`` (an ``activeSk``): the sweep's walk
+        (services/sweep.py) resumes from the last position it reached, so every live slot is
+        visited however many there are (issue 25). ``LastEvaluatedKey`` says more may follow."""
+        cond, values = "activePk = :p", {":p": {"S": f"ACTIVE#{shard:02d}"}}
+        if after:
+            cond, values[":after"] = cond + " AND activeSk > :after", {"S": after}
+        resp = self._call("query", TableName=self._table, IndexName=ACTIVE_INDEX, KeyConditionExpression=cond,
+                          ExpressionAttributeValues=values, Limit=limit)
+        rows = []
+        for raw in resp.get("Items", []):
+            position = raw["activeSk"]["S"]
+            created, _, slot_id = position.partition("#")
+            rows.append(ActiveRow(slot_id, int(created), position))
+        return rows, bool(resp.get("LastEvaluatedKey"))
 
     def slot_ids(self) -> list[str]:
         """Every slot id in the table: a FULL SCAN, for local tooling (the demo) only."""
