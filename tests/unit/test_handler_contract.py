@@ -105,15 +105,17 @@ name = sys.argv[1]
 spec = importlib.util.spec_from_file_location("app", os.path.join("functions", name, "app.py"))
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow", "aws_lambda_powertools", "boto3", "botocore", "pydantic", "httpx", "yaml", "croniter"))))
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow", "aws_lambda_powertools", "boto3", "botocore", "pydantic", "httpx", "yaml", "croniter", "asyncio"))))
 """
 
 # What no handler module imports (issue 14: each imports only what its own function needs; the
 # runtime graph, the config and the services come with the first invocation).
+# Powertools' batch utility neither (issue 25): it loads asyncio and every stream's event classes for
+# what handlers/_sqs.py does in a loop.
 NEVER_AT_IMPORT = {"boto3", "botocore.client", "httpx", "yaml", "croniter", "pydantic", "pixivflow.config", "pixivflow.runtime",
-                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser"}
-ONLY_FOR = {
-    "aws_lambda_powertools.utilities.batch": {"execute", "deliver"},
+                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser",
+                   "aws_lambda_powertools.utilities.batch", "asyncio"}
+ONLY_FOR: dict[str, set[str]] = {
     "aws_lambda_powertools.event_handler": set(),
 }
 
