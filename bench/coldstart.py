@@ -288,6 +288,8 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
             row["warm_invocation_ms"] = first["warm_ms"]
             row["init_first_ms"] = first["init_first_ms"]
             row["init_first_ratio"] = first["init_first_ms"] / bare_first["init_first_ms"]
+            row["init_first_cpu_ms"] = first["init_first_cpu_ms"]
+            row["init_first_cpu_ratio"] = first["init_first_cpu_ms"] / bare_first["init_first_cpu_ms"]
             handlers[name] = row
     finally:
         server.stop()
@@ -296,6 +298,7 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
             "from": "built layer" if layer["ok"] else "source tree (the layer did not build)",
             "bare_function": {"label": BARE_FUNCTION_LABEL, **bare_first},
             "worst_ratio": max(r["init_first_ratio"] for r in handlers.values()),
+            "worst_cpu_ratio": max(r["init_first_cpu_ratio"] for r in handlers.values()),
             "worst_import_ratio": max((r.get("layer_ratio", r.get("source_ratio", 0.0)) for r in handlers.values()), default=None)}
 
 
