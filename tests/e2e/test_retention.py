@@ -7,7 +7,7 @@ each is named here with why."""
 
 from __future__ import annotations
 
-from jobs_support import Receiver, jobs_runtime, post_job, task
+from jobs_support import Receiver, ack, events, jobs_runtime, post_job, task
 
 from pixivflow import aws
 from pixivflow.adapters.dynamo_ledger.ledger import INTENT_RETRY_HORIZON_S
@@ -22,9 +22,15 @@ WITHOUT_EXPIRY = ("SCHEDULE#", "SWEEP#", "PIXIV#", "WORK#")
 def test_every_item_of_a_slots_life_and_of_a_jobs_expires(make_runtime):
     with Receiver(statuses=[200, 200, 200, 200]) as receiver:
         rt = jobs_runtime(make_runtime)
-        assert post_job(rt, task(callback_url=receiver.url))[0] == 202
+        status, job = post_job(rt, task(callback_url=receiver.url))
+        assert status == 202, job
+        job_id = job["job"]["job_id"]
         rt.fire("morning-tokyo")
         rt.settle()
+        # the consumer acks its stream: the ack cursor is an item of the job's life too
+        status, page = events(rt, job_id)
+        assert status == 200 and page["events"], page
+        assert ack(rt, job_id, {"ack_through": page["events"][-1]["event_id"]})[0] == 200
         for _ in range(5):
             rt.clock.advance(60_000)
             rt.sweep()
@@ -40,6 +46,7 @@ def test_every_item_of_a_slots_life_and_of_a_jobs_expires(make_runtime):
 
     kinds = {(i["pk"]["S"].split("#")[0], i["sk"]["S"].split("#")[0]) for i in items}
     assert ("SLOT", "DLV") in kinds and ("SLOT", "EVT") in kinds and ("REQUEST", "META") in kinds, kinds
+    assert any(i["sk"]["S"] == "EVT#CURSOR" for i in items), "the ack cursor was written"
     lacking = sorted({(i["pk"]["S"], i["sk"]["S"]) for i in items if "expiresAt" not in i
                       and not i["pk"]["S"].startswith(WITHOUT_EXPIRY)})
     assert lacking == []

@@ -148,11 +148,15 @@ class DynamoJobStore(DynamoItems):
         try:
             resp = self._call(
                 "update_item", TableName=self._table, Key=self._key(job_id, CURSOR_SK),
-                UpdateExpression="SET ackedTs = :ts, ackedSeq = :seq, updatedAt = :now, entity = :e, slotId = :slot",
+                # The cursor expires one retention after its newest ack: by then every event it
+                # covers (ts <= the ack time) has expired too, so losing it re-delivers nothing.
+                UpdateExpression="SET ackedTs = :ts, ackedSeq = :seq, updatedAt = :now, entity = :e, slotId = :slot, "
+                                 "expiresAt = :x",
                 # Spec §14: strictly later in (ts, seq) order, else the stored cursor stands.
                 ConditionExpression="attribute_not_exists(pk) OR ackedTs < :ts OR (ackedTs = :ts AND ackedSeq < :seq)",
                 ExpressionAttributeValues={":ts": {"N": str(ts)}, ":seq": {"N": str(seq)}, ":now": {"N": str(now_ms)},
-                                           ":e": {"S": "cursor"}, ":slot": {"S": job_id}},
+                                           ":e": {"S": "cursor"}, ":slot": {"S": job_id},
+                                           ":x": {"N": str(self._expires(now_ms))}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             del resp
