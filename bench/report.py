@@ -66,12 +66,13 @@ def _int(value: Any) -> int | None:
     return None if value in (None, "") else int(value)
 
 
-def template_facts(**overrides: Any) -> dict[str, Any]:
+def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) -> dict[str, Any]:
     """What the template deploys, under its parameter defaults (or ``overrides``): each function's
-    memory, architecture, timeout, event source batch and MaximumConcurrency, reserved concurrency."""
+    memory, architecture, timeout, event source batch and MaximumConcurrency, reserved concurrency,
+    and the sweep's schedule rate. ``template``: another copy (the scale model's own test)."""
     from pixivflow.local.template import load_template
 
-    tpl = load_template(ROOT / "template.yaml")
+    tpl = load_template(template)
     params = {name: p.get("Default") for name, p in tpl["Parameters"].items()} | overrides
     glob = tpl.get("Globals", {}).get("Function", {})
     functions: dict[str, dict[str, Any]] = {}
@@ -98,8 +99,18 @@ def template_facts(**overrides: Any) -> dict[str, Any]:
             "batch_size": esm.get("BatchSize"),
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
+            "sweep_every_s": _sweep_rate_s(tpl),
             "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
             "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
+
+
+def _sweep_rate_s(tpl: dict[str, Any]) -> int:
+    """Seconds between the stall sweep's ticks: its ScheduleV2 event's ``rate(N unit)``."""
+    props = next(r["Properties"] for r in tpl["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
+                 and Path(str(r["Properties"].get("CodeUri", ""))).name == "stall_sweep")
+    [expr] = [e["Properties"]["ScheduleExpression"] for e in props["Events"].values() if e["Type"] == "ScheduleV2"]
+    count, unit = expr.removeprefix("rate(").removesuffix(")").split()
+    return int(count) * {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600}[unit]
 
 
 # -- per-window figures -----------------------------------------------------------------------------
@@ -397,16 +408,70 @@ def alternatives(targets: int, ours: dict[str, float], work_lines: dict[str, flo
 # -- scale --------------------------------------------------------------------------------------
 
 
-def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any], facts: dict[str, Any],
+def sweep_live_cost(measured: dict[int, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """What a live slot costs one sweep tick, and what a tick costs with none, from two measured
+    ticks (``scenarios.sweep_live``: 0 and n live slots): DynamoDB requests, read units and the
+    function's own CPU (the twins' taken out), scaled to the stall_sweep memory's vCPU share."""
+    share = min(1.0, facts["functions"].get("stall_sweep", {}).get("memory_mb", 512) / load.ONE_VCPU_MB)
+
+    def tick(m: Any) -> dict[str, float]:
+        ddb = [c for c in m.window.calls if c.service == "dynamodb"]
+        index = [c for c in ddb if c.op == "Query" and c.method.split(":")[0] == "active_page"]
+        cpu = sum(max(0.0, i.cpu_seconds - i.outside_cpu_seconds) for i in m.window.invocations) / share
+        return {"requests": len(ddb), "rru": sum(c.rru for c in ddb), "index_rru": sum(c.rru for c in index), "cpu_s": cpu}
+
+    none, n = min(measured), max(measured)
+    base, full = tick(measured[none]), tick(measured[n])
+    per_slot = {k: (full[k] - base[k]) / (n - none) for k in base}
+    per_slot["index_rru"] = full["index_rru"] / n  # an upper bound: each query's minimum charge spread over n rows
+    return {"live_measured": n, "per_slot": per_slot, "fixed": base, "vcpu_share": share}
+
+
+def sweep_rows(live_slots: float, cost: dict[str, Any], facts: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The sweep at ``live_slots`` (issue 25): its tick against the function's timeout, and its pass
+    over the live slots against the shortest wait its rules act after. Everything from the code's
+    constants, the template (timeout, schedule rate) and the measured cost of a live slot."""
+    from pixivflow.services.engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+    from pixivflow.services.sweep import MAX_SLOTS_PER_TICK, SWEEP_BUDGET_MS
+
+    lat = A["latency_ms"]["dynamodb"] / 1000
+    per, fixed = cost["per_slot"], cost["fixed"]
+    slot_s = per["requests"] * lat + per["cpu_s"]  # one live slot, read and judged, in sequence
+    fixed_s = fixed["requests"] * lat + fixed["cpu_s"]  # the rest of a tick: index heads, re-drive, watches, health
+    budget_s, timeout_s, every_s = SWEEP_BUDGET_MS / 1000, facts["functions"]["stall_sweep"]["timeout_s"], facts["sweep_every_s"]
+    per_tick = min(MAX_SLOTS_PER_TICK, budget_s / slot_s)  # live slots one tick visits at most
+    pass_s = live_slots * slot_s
+    tick_s = min(pass_s, budget_s + slot_s) + fixed_s
+    wait_ms = min(REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS)  # the shortest wait after which a rule acts on a slot
+    ticks_in_wait = wait_ms / 1000 / every_s
+    pass_ticks = live_slots / per_tick  # ticks of budget one pass needs (<= 1: every tick is a whole pass)
+    rows = [
+        {"limit": f"the sweep: a tick's time (StallSweepFunction Timeout {timeout_s} s = its lease; budget "
+                  f"{budget_s:.0f} s, then {fixed_s:.1f} s of fixed work)",
+         "need": tick_s, "have": timeout_s,
+         "raise": f"none needed: the walk stops at its budget ({budget_s:.0f} s) and the next tick resumes at its cursor"},
+        {"limit": f"the sweep: one pass over the live slots (s; {slot_s * 1000:.1f} ms a slot) vs the walk time of the "
+                  f"ticks inside the rules' shortest wait ({wait_ms // 1000} s: {ticks_in_wait:g} ticks x {budget_s:.0f} s)",
+         "need": pass_s, "have": ticks_in_wait * budget_s,
+         "raise": f"one pass fits one tick up to {per_tick:,.0f} live slots; beyond, a pass spans ticks and recovery and "
+                  "re-drive act up to that many minutes late (per-shard leases and one schedule per shard would run them "
+                  "in parallel)"},
+    ]
+    model = {"live_slots": live_slots, "slot_ms": slot_s * 1000, "fixed_s": fixed_s, "slots_per_tick": per_tick,
+             "pass_s": pass_s, "tick_s": tick_s, "budget_s": budget_s, "timeout_s": timeout_s, "every_s": every_s,
+             "pass_ticks": pass_ticks, "wait_s": wait_ms / 1000, "measured_live": cost["live_measured"]}
+    return rows, model
+
+
+def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep_cost: dict[str, Any], facts: dict[str, Any],
                 targets: int, compute: dict[str, Any]) -> dict[str, Any]:
     """1,000 slot admissions/s of 10-target slots = 10,000 cell executions/s, from the measured
-    request model of the 10-target slot, the long run's Lambda time per cell (``compute``) and the
-    template's knobs. Computed, not load-tested."""
+    request model of the 10-target slot, the long run's Lambda time per cell (``compute``), the
+    sweep's measured cost of a live slot (``sweep_live_cost``) and the template's knobs. Computed,
+    not load-tested."""
     from pixivflow.adapters.dynamo_ledger import SHARDS
-    from pixivflow.services.sweep import BATCH_LIMIT
 
     admissions, cells = 1_000, 10_000
-    lat = A["latency_ms"]
     shards = SHARDS
     # Lambda seconds per cell, from the long run: the catalogue source (the one that can feed this
     # rate: Pixiv accounts cannot, see ``feed``), and the deliver function's own per cell
@@ -432,8 +497,8 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
                  "wcu_s": slot_partition_wru / burst_s,
                  "limit": 1000, "note": "each slot its own key: 1,000 slots/s spread over 1,000 partitions"})
     rows.append({"key": f"SLOT#<slotId> (90-target slot, {burst_s:.1f} s)", "wcu_s": slot_partition_wru / targets * 90 / burst_s,
-                 "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> shard big slots' "
-                                        "cells on SLOT#<id>#<n>, n = ceil(targets/30) keeps each under 25%"})
+                 "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> cells in groups of 30 on "
+                                        "SLOT#<id>#<k> keep each under 25% (designed in docs/scale.md, not built)"})
     for index, wru in sorted(per_slot["index"].items()):
         rate = wru * admissions / shards
         rows.append({"key": f"{index} shard (1 of {shards})", "wcu_s": rate, "limit": 1000,
@@ -444,7 +509,9 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
     rows.append({"key": "WORK#<route>#<type>#<workId> (a work every slot wants)", "wcu_s": 1.0, "rcu_s": admissions * 0.5,
                  "limit": 1000, "note": "worst case, every admission on one tag: each reads the owner (eventually consistent); "
                                         "one reserves, a stale reader's refused put is billed 1 WCU"})
-    rows.append({"key": "SWEEP#LEASE", "wcu_s": 2 / 60, "limit": 1000, "note": "taken and released once a minute"})
+    every_s = facts["sweep_every_s"]
+    rows.append({"key": "SWEEP#LEASE", "wcu_s": 2 / every_s, "limit": 1000,
+                 "note": f"taken and released once a tick (every {every_s} s), the walk's cursor on the release"})
     exec_fn, deliver_fn = facts["functions"].get("execute", {}), facts["functions"].get("deliver", {})
     trigger_s = model.get("trigger", {}).get("seconds_per_cell", 0.0) * targets  # per admission
     exec_need, deliver_need = cells * exec_s, cells * deliver_s
@@ -452,15 +519,22 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
     gate_reads = concurrency / 5  # each warm execute container re-reads the gate every 5 s
     rows.append({"key": "PIXIV#<accountId>/GATE (one Pixiv account)", "wcu_s": 0.0, "rcu_s": gate_reads, "limit": 3000,
                  "note": "a consistent GetItem per container per 5 s; writes only on a 429 (conditional, once per penalty)"})
-    for r in rows:
-        r["share"] = max(r.get("wcu_s", 0) / 1000, r.get("rcu_s", 0) / 3000)
     sqs_rps = ten["sqs"]["billed_requests"] * cells
     # a slot is live from its admission until its last cell settles: its cells run in parallel,
     # so about one cell's execute + deliver time (the long run's), rounded up to whole seconds
     slot_s = math.ceil(exec_s + deliver_s)
     live_slots = admissions * slot_s
-    sweep_capacity = SHARDS * 4 * BATCH_LIMIT  # services/sweep.py: active_slots(limit_per_shard=4 * BATCH_LIMIT)
-    sweep_seconds = live_slots * (lat["dynamodb"] / 1000) * 1.2
+    sweep_limits, sweep = sweep_rows(live_slots, sweep_cost, facts)
+    # the walk reads one shard at a time, a slot every slot_ms: its index rows and each slot's partition
+    per = sweep_cost["per_slot"]
+    rows.append({"key": f"ActiveSlots shard (1 of {shards}), the sweep's walk", "wcu_s": 0.0,
+                 "rcu_s": per["index_rru"] / (sweep["slot_ms"] / 1000), "limit": 3000,
+                 "note": f"one shard at a time, a row every {sweep['slot_ms']:.1f} ms ({per['index_rru']:.2f} RRU a row "
+                         "at most, measured)"})
+    rows.append({"key": "SLOT#<slotId>, read by the sweep", "wcu_s": 0.0, "rcu_s": per["rru"] / every_s, "limit": 3000,
+                 "note": f"{per['requests']:.0f} consistent read ({per['rru']:.1f} RRU) of each live slot once a tick"})
+    for r in rows:
+        r["share"] = max(r.get("wcu_s", 0) / 1000, r.get("rcu_s", 0) / 3000)
     esm_max = 1000  # ScalingConfig.MaximumConcurrency's range is 2 to 1,000 (Lambda API reference)
     account_quota = 1000  # Service Quotas "Concurrent executions" (L-B99A9384), default 1,000 per Region
     lambda_need = exec_need + deliver_need + admissions * trigger_s
@@ -482,10 +556,7 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
                   "ExecuteReservedConcurrency / DeliverReservedConcurrency at their MaximumConcurrency"},
         {"limit": "EventBridge Scheduler invocations (1,000/s default)", "need": admissions, "have": 1000,
          "raise": "Service Quotas request; or fewer, larger slots (one fire admits up to 90 cells)"},
-        {"limit": f"the sweep: live slots read per tick ({SHARDS} shards x {4 * BATCH_LIMIT})", "need": live_slots,
-         "have": sweep_capacity, "raise": f"one sweep per ActiveSlots shard ({SHARDS} leases SWEEP#LEASE#<shard>), each reading its shard"},
-        {"limit": "the sweep: a tick's time (60 s lease and timeout)", "need": sweep_seconds, "have": 60,
-         "raise": f"the same per-shard sweeps: {SHARDS} x the budget"},
+        *sweep_limits,
         {"limit": "SQS standard queue requests/s", "need": sqs_rps, "have": float("inf"), "raise": "none needed (no published limit)"},
     ]
     for lim in limits:
@@ -511,7 +582,7 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep: dict[str, Any
     binding = max(limits + [{"limit": r["key"], "share": r["share"]} for r in rows], key=lambda x: x["share"])
     return {"admissions_per_s": admissions, "cells_per_s": cells, "partitions": rows, "limits": limits,
             "binds_first": binding["limit"], "lambda_s_per_cell": exec_s, "deliver_s_per_cell": deliver_s,
-            "live_slots": live_slots, "template_reaches_cells_per_s": reach,
+            "live_slots": live_slots, "sweep": sweep, "template_reaches_cells_per_s": reach,
             "template_ceiling": min(reach.values()), "first_binding_aws_limit": first_aws["limit"],
             "knobs_for_rate": knobs, "feed": feed}
 
@@ -694,6 +765,11 @@ def render(report: dict[str, Any]) -> str:
     add(f"  binds first: {sc['binds_first']}; the first AWS limit: {sc['first_binding_aws_limit']}.")
     add(f"  Lambda seconds per cell (section 10, catalogue source): execute {sc['lambda_s_per_cell']:.3f}, deliver "
         f"{sc['deliver_s_per_cell']:.3f}; live slots at once: ~{sc['live_slots']:,}.")
+    sw = sc["sweep"]
+    wrap(f"the sweep (incremental, services/sweep.py): a live slot costs a tick {sw['slot_ms']:.1f} ms (measured over "
+         f"{sw['measured_live']} live slots: requests x stated latency + own CPU at the function's vCPU share); a tick walks "
+         f"the live slots from its cursor for at most {sw['budget_s']:.0f} s, so it visits {sw['slots_per_tick']:,.0f}; "
+         f"{sw['live_slots']:,} live slots take {sw['pass_s']:.1f} s, {sw['pass_ticks']:.2f} of a tick's budget.", "  ")
     wrap("the template as deployed (its defaults) reaches: " + ", ".join(f"{k} {v:,.0f} cells/s" for k, v in
          sc["template_reaches_cells_per_s"].items()) + f"; so {sc['template_ceiling']:,.0f} cells/s.", "  ")
     wrap(f"to reach {sc['cells_per_s']:,} cells/s: " + ", ".join(f"{k}={v:,}" for k, v in sc["knobs_for_rate"].items())
@@ -859,6 +935,8 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         sweep[str(n)] = {"dynamodb": len(ddb), "rru": sum(c.rru for c in ddb), "wru": sum(c.wru + c.index_wru for c in ddb),
                          "ops": dict(sorted(Counter(c.op for c in ddb).items()))}
 
+    sweep_cost = sweep_live_cost(scenarios.sweep_live([0, 20 if smoke else 200]), facts)
+
     cs = cold_start(runs=3 if quick else 5, quick=quick, functions=("trigger",) if smoke else None)
     # INIT is billed too: each function's cold start, its CPU scaled to its memory in fixed_monthly
     first = {k: {"wall_s": v["init_first_ms"] / 1000, "cpu_s": v.get("init_first_cpu_ms", v["init_first_ms"]) / 1000}
@@ -897,7 +975,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "admission": admission,
         "idle_tick": idle_f,
         "sweep": sweep,
-        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep, facts, 10, compute),
+        "scale": scale_model(cells["10 targets"]["per_cell"], cell_calls["10 targets"], sweep_cost, facts, 10, compute),
         "cold_start": cs,
         "load": {"origin": load_run["origin"], "cells": load_run["run"]["cells"], "target_cells": load_run["target_cells"],
                  "targets_per_slot": load_run["run"]["targets_per_slot"], "elapsed_s": load_run["run"]["elapsed_s"],

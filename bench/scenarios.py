@@ -354,6 +354,46 @@ def sweep_flatness(finished: list[int], *, backend: str = "twin") -> dict[int, M
     return out
 
 
+def sweep_live(live: list[int], *, backend: str = "twin", schedule: str = "bench-10") -> dict[int, Measured]:
+    """One sweep tick with ``n`` live ``schedule`` slots in the ActiveSlots index, for each ``n``
+    (issue 25's scale model: what a live slot costs the sweep). Each is a copy of one admitted slot
+    whose cells are queued (dispatched a minute ago, so no rule acts on it): the sweep reads it and
+    leaves it, as it does every healthy live slot each minute."""
+    out: dict[int, Measured] = {}
+    for n in live:
+        with bench_runtime(backend=backend) as bench:
+            rt = bench.rt
+            bench.rt.sweep()  # the stack's first tick starts the schedule watches
+            template = bench.fire(schedule, MEASURED)["slot_id"]
+            _drop_execution_messages(rt)
+            clone_live(rt, template, n - 1) if n else rt.engine.ledger.finish_slot(template, "failed", rt.clock.now_ms())
+            rt.clock.advance(60_000)
+            with bench.measure() as window:
+                swept = rt.sweep()
+            assert swept["activeSlots"] == n and swept["recovered"] == swept["scanned"] == 0, swept
+            out[n] = Measured(f"sweep with {n} live slots", 0, window, {"swept": swept})
+    return out
+
+
+def clone_live(rt: Any, template_slot: str, count: int) -> None:
+    """``count`` copies of a live slot's partition, each in the active index under its own shard."""
+    from pixivflow import aws
+    from pixivflow.adapters.dynamo_ledger import shard_of
+
+    ddb = aws.client("dynamodb")
+    table = rt.env["LEDGER_TABLE"]
+    items = ddb.query(TableName=table, KeyConditionExpression="pk = :pk", ConsistentRead=True,
+                      ExpressionAttributeValues={":pk": {"S": f"SLOT#{template_slot}"}})["Items"]
+    for n in range(count):
+        slot_id = f"{template_slot}-live-{n:06d}"
+        for item in items:
+            clone = {**item, "pk": {"S": f"SLOT#{slot_id}"}, "slotId": {"S": slot_id}}
+            if "activePk" in item:
+                created = item["activeSk"]["S"].partition("#")[0]
+                clone |= {"activePk": {"S": f"ACTIVE#{shard_of(slot_id):02d}"}, "activeSk": {"S": f"{created}#{slot_id}"}}
+            ddb.put_item(TableName=table, Item=clone)
+
+
 def clone_finished(rt: Any, template_slot: str, count: int) -> int:
     """Write ``count`` copies of a finished slot's partition (its slot item, cells and intents,
     outcome record included) straight into the table, bypassing the meter."""

@@ -97,10 +97,15 @@ class ArtifactFile:
 class FileDownload:
     """One file of a work, fetched only when opened (issue 24: a work is stored file by file, each
     streamed from the source to the store). ``open()`` is a context manager giving the file's
-    chunks (each bounded) and the content type the source announced."""
+    chunks (each bounded) and the content type the source announced.
+
+    A novel (issue 24, the novels brief) also plans files that are not fetched: its text, an API
+    answer the source already holds whole (``content``), and its Markdown, made from the names
+    its inline images were stored under (``render``); exactly one of ``open`` / ``content`` /
+    ``render`` gives a file's bytes."""
 
     stem: str  # the stored name without its extension: "<id>_p<n>"
-    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]]
+    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]] | None = None
     role: str = "original"
     meta: Mapping[str, Any] = field(default_factory=dict)
     worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
@@ -110,6 +115,19 @@ class FileDownload:
     # followed by what ``describe`` names (PixivFlow's ``<original>.preview.jpg``), its stem the
     # page's stored name + ``.preview``; it is stored only when every page's preview is.
     pairs_with: str | None = None
+    # The bytes of a small file the source holds whole (a novel's text); the content-side rules
+    # (the novel language filter) read them before anything is stored.
+    content: bytes | None = None
+    # A file made from those stored before it in the plan: (stem -> stored name of each file
+    # stored so far) -> its bytes, or None when the work has no such file (a novel's Markdown
+    # exists only when at least one inline image was stored).
+    render: Callable[[Mapping[str, str]], bytes | None] | None = None
+    # The work is complete without it (a novel's cover, an inline image): an answer that it is
+    # not there (404) leaves it out, logged; a retryable failure still stops the work at it.
+    optional: bool = False
+    # Kept only so a resumed invocation need not ask the source again for what the plan was made
+    # from (a novel's text answer): never one of the work's files; deleted once they all are stored.
+    transient: bool = False
 
 
 @dataclass(frozen=True)
@@ -307,12 +325,15 @@ class SendGuard:
     """What a route that posts in several calls needs from the ledger so it never posts twice
     silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
     write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
-    saved, and whether an operator re-armed the row on purpose (``pixivflow outbox redrive``)."""
+    saved, whether an operator re-armed the row on purpose (``pixivflow outbox redrive``), and
+    whether its cell ended while part of the review may be in the chat (``record_only``: the
+    attempt posts nothing, it records what is there)."""
 
     started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
     progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
     redriven: bool
     mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
+    record_only: bool = False
 
 
 class DeliveryChannel(Protocol):
@@ -489,9 +510,23 @@ class Ledger(Protocol):
                     force_from: Iterable[str] = ...) -> bool: ...
     def put_event_once(self, slot_id: str, kind: str, detail: Mapping[str, Any], now_ms: int) -> bool: ...
     def get_event(self, slot_id: str, kind: str) -> dict[str, Any] | None: ...
+    def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
+        """Take the re-log of an existing event whose writer is presumed dead, as one conditional
+        write: True for exactly one of several callers, and again only ``quiet_ms`` after the last
+        claim (a claimer that died before logging it)."""
+        ...
     def leave_active_index(self, slot_id: str) -> bool: ...
     def active_slots(self, limit_per_shard: int = 100) -> list[tuple[str, int]]:
         """(slotId, createdAt) from the sparse active index: may lag; re-read before deciding."""
+        ...
+
+    def active_shards(self) -> int:
+        """How many shards the active index has (``active_page``'s shard is below it)."""
+        ...
+
+    def active_page(self, shard: int, after: str, limit: int) -> tuple[list[ActiveRow], bool]:
+        """Up to ``limit`` rows of one active-index shard past position ``after`` ("" = its start),
+        oldest first, and whether more may follow. May lag like ``active_slots``."""
         ...
 
     def slot_ids(self) -> list[str]: ...
@@ -735,12 +770,34 @@ class CallbackSender(Protocol):
 
 
 @dataclass(frozen=True)
+class SweepCursor:
+    """Where the sweep's walk over the live slots resumes (issue 25: the incremental sweep).
+
+    ``shard`` is an ActiveSlots shard; ``after`` the index position inside it already walked
+    ("" = the shard's start). It rides on the lease item, so only the lease holder moves it."""
+
+    shard: int = 0
+    after: str = ""
+
+
+@dataclass(frozen=True)
 class SweepLease:
-    """The answer to one attempt at the sweep lease: who holds it now, and until when."""
+    """The answer to one attempt at the sweep lease: who holds it now, and until when; when
+    acquired, the cursor the previous holder left."""
 
     acquired: bool
     owner: str  # the holder after the attempt (ours when ``acquired``)
     until_ms: int
+    cursor: SweepCursor = field(default_factory=SweepCursor)
+
+
+@dataclass(frozen=True)
+class ActiveRow:
+    """One row of the ActiveSlots index: a live slot, and its opaque position in its shard."""
+
+    slot_id: str
+    created_at: int
+    position: str
 
 
 @dataclass(frozen=True)
@@ -771,8 +828,9 @@ class SweepState(Protocol):
         """Take the lease when it is free or expired (``until <= now``); otherwise report its holder."""
         ...
 
-    def release_lease(self, owner: str, now_ms: int) -> bool:
-        """Expire our own lease now, so the next tick need not wait for the TTL. False if not ours."""
+    def release_lease(self, owner: str, now_ms: int, cursor: SweepCursor | None = None) -> bool:
+        """Expire our own lease now, so the next tick need not wait for the TTL, leaving ``cursor``
+        (when given) for the next holder. False, and nothing written, if the lease is not ours."""
         ...
 
     def watches(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleWatch]:

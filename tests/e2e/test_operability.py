@@ -272,24 +272,24 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
     rt.clock.set(T0_MS + 5 * MIN)
 
     ledger = rt.engine.ledger
-    real_active_slots = ledger.active_slots
+    real_active_page = ledger.active_page
     inner: list[dict] = []
 
     def second_sweep_meanwhile(*args, **kwargs):
         if not inner:
             inner.append(rt.sweep())  # another invocation starts while the first is mid-tick
-        return real_active_slots(*args, **kwargs)
+        return real_active_page(*args, **kwargs)
 
-    monkeypatch.setattr(ledger, "active_slots", second_sweep_meanwhile)
+    monkeypatch.setattr(ledger, "active_page", second_sweep_meanwhile)
     outer = rt.sweep()
-    monkeypatch.setattr(ledger, "active_slots", real_active_slots)
+    monkeypatch.setattr(ledger, "active_page", real_active_page)
 
     [skipped] = inner
     assert skipped["skipped"] is True and skipped["reason"] == "lease_held"
     assert skipped["leaseUntil"] == T0_MS + 5 * MIN + SWEEP_LEASE_MS
     assert {k: v for k, v in skipped.items() if isinstance(v, int) and not isinstance(v, bool) and k != "leaseUntil"} == {
         "scanned": 0, "activeSlots": 0, "unrecoverable": 0, "queuedTooLong": 0, "stalledNoHeartbeat": 0, "recovered": 0,
-        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0}
+        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0, "shardsWalked": 0, "passComplete": 0}
     assert "skipped" not in outer
     assert outer["recovered"] == 1 and outer["activeSlots"] == 1
     assert drop_executions(rt) == 2  # each lost cell sent once, by the sweep that held the lease

@@ -627,6 +627,8 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
         "errors": 0,
         "activeSlots": 5,  # every row of the active-slot index
         "unrecoverable": 0,
+        "shardsWalked": 16,  # the walk (issue 25): every active-index shard, to its end ...
+        "passComplete": 1,  # ... so this tick visited every live slot
     }
     [finished] = logs.events("sweep.finished")
     assert {k: finished[k] for k in result} == result

@@ -130,7 +130,7 @@ def test_a_429_with_retry_after_37_is_the_next_attempt_37_s_later(make_runtime, 
     row = intent(rt)
     assert (row.outbox_status, row.attempts) == ("retry_wait", 1)
     assert row.next_attempt_at - row.updated_at == 37_000
-    assert row.sending_at is None and row.send_progress == {"blocks": []}  # nothing posted, nothing unknown
+    assert row.sending_at is None and row.send_progress is None and not row.began_posting  # nothing posted, nothing unknown
     assert cp.reviews == {}
     drive(rt)
     assert [c.method for c in telegram.calls] == ["sendMediaGroup", "sendMediaGroup", "sendMessage"]

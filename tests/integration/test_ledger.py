@@ -509,6 +509,27 @@ def test_terminalise_slot_is_all_or_nothing_when_a_guarded_cell_has_a_live_lease
     assert [s for s, _ in env.ledger.active_slots()] == [sid]
 
 
+def test_active_page_walks_one_shard_oldest_first_from_a_position(env: Env) -> None:
+    """The sweep's incremental walk (issue 25): a page past a position, and whether more follow."""
+    from pixivflow.adapters.dynamo_ledger import shard_of
+
+    from collections import Counter
+
+    made = [admitted(env, make_slot(f"walk-{n:03d}@2026-12-01T0800", created_at=T0 + n)) for n in range(40)]
+    [(shard, _)] = Counter(shard_of(s.slot_id) for s in made).most_common(1)
+    mine = [s.slot_id for s in made if shard_of(s.slot_id) == shard]
+    assert len(mine) >= 3 and env.ledger.active_shards() == 16
+    rows, more = env.ledger.active_page(shard, "", 2)
+    assert [r.slot_id for r in rows] == mine[:2] and more is True
+    assert [r.created_at for r in rows] == [T0 + int(s[5:8]) for s in mine[:2]]
+    rest, more = env.ledger.active_page(shard, rows[-1].position, 100)
+    assert [r.slot_id for r in rest] == mine[2:] and more is False
+    # a slot that leaves the index leaves the walk; the positions of the others still hold
+    assert env.ledger.finish_slot(mine[2], "success", T0 + 100) is True
+    rest, _ = env.ledger.active_page(shard, rows[-1].position, 100)
+    assert [r.slot_id for r in rest] == mine[3:]
+
+
 def test_active_slots_drops_a_slot_once_finished(env: Env) -> None:
     a = admitted(env, make_slot("morning-tokyo@2026-12-01T0800", created_at=T0))
     b = admitted(env, make_slot("evening-berlin@2026-11-30T1930", created_at=T0 - 1_000))

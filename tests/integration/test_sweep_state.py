@@ -12,7 +12,7 @@ from moto import mock_aws
 from pixivflow.adapters.sweep_state import DynamoSweepState
 from pixivflow.local.memory_sweep_state import MemorySweepState
 from pixivflow.local.provision import provision
-from pixivflow.ports import ScheduleWatch
+from pixivflow.ports import ScheduleWatch, SweepCursor
 
 NOW = 1_796_000_000_000
 TTL = 60_000
@@ -46,6 +46,23 @@ def test_only_the_holder_releases_and_a_released_lease_is_free_at_once(state):
     assert state.release_lease("sweep-a", NOW + 5) is True
     assert state.release_lease("sweep-a", NOW + 5) is False  # already expired
     assert state.acquire_lease("sweep-b", NOW + 5, TTL).acquired is True
+
+
+def test_the_walk_cursor_rides_on_the_lease_and_only_its_holder_moves_it(state):
+    """Issue 25: the incremental sweep resumes where the last tick stopped; the cursor comes back
+    with the lease, and a tick that no longer holds the lease cannot move it."""
+    first = state.acquire_lease("sweep-a", NOW, TTL)
+    assert first.cursor == SweepCursor(0, "")  # a new stack starts at the first shard
+    assert state.release_lease("sweep-a", NOW + 5, SweepCursor(7, "0001796000000000#daily@2026-12-01T0800")) is True
+    second = state.acquire_lease("sweep-b", NOW + 10, TTL)
+    assert second.cursor == SweepCursor(7, "0001796000000000#daily@2026-12-01T0800")
+    # sweep-a lost its lease long ago: its late release writes nothing, the cursor stays sweep-b's
+    assert state.release_lease("sweep-a", NOW + 20, SweepCursor(3, "")) is False
+    # a release without a cursor (the tick's walk failed) frees the lease and keeps the cursor
+    assert state.release_lease("sweep-b", NOW + 30) is True
+    assert state.acquire_lease("sweep-c", NOW + 40, TTL).cursor == SweepCursor(7, "0001796000000000#daily@2026-12-01T0800")
+    # a holder that died: its successor takes over after the TTL, with the cursor the last release left
+    assert state.acquire_lease("sweep-d", NOW + 40 + TTL, TTL).cursor.shard == 7
 
 
 def test_a_watch_starts_once_and_moves_only_by_compare_and_set(state):

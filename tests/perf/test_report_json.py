@@ -70,6 +70,14 @@ def test_the_report_json_carries_the_three_monthly_profiles_the_cold_start_and_t
     assert abs(sc["template_reaches_cells_per_s"]["execute"] - execute_fn["max_concurrency"] / execute["seconds_per_cell"]) < 1e-6
     assert sc["knobs_for_rate"]["ExecuteMaxConcurrency"] == min(1000, -(-10_000 * execute["seconds_per_cell"] // 1))
     assert "Concurrent executions" in sc["first_binding_aws_limit"]
+    # the sweep's rows come from a measured tick over live slots (issue 25): one read a healthy slot,
+    # a tick under half its timeout and a pass inside the rules' shortest wait at 1,000 admissions/s
+    sweep = sc["sweep"]
+    assert sweep["measured_live"] == 20 and sweep["slot_ms"] > 0 and sweep["timeout_s"] == data["template"]["functions"]["stall_sweep"]["timeout_s"]
+    rows = {lim["limit"].split(" (")[0]: lim for lim in sc["limits"] if lim["limit"].startswith("the sweep")}
+    assert set(rows) == {"the sweep: a tick's time", "the sweep: one pass over the live slots"}
+    assert all(0 < row["share"] < 0.5 for row in rows.values())
+    assert f"{sweep['slot_ms']:.1f} ms" in printed
 
     # the table's steady state and the always-free tiers, beside the list-price bill
     table = data["monthly"]["steady_state_table"]

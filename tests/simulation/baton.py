@@ -164,6 +164,11 @@ class Baton:
             self._die(inv, "before", label)
         if rng.random() < self.switch:
             self._yield(inv)
+            # Other invocations ran meanwhile and the clock ran on: a Lambda whose timeout passed
+            # while it waited is dead before its call goes out (routes world, seed 178: a
+            # deliverer resumed 3.5 min after its 60 s deadline and recorded a review over the
+            # one the row's next claimer had recorded; no real invocation outlives its claim).
+            self._kill_if_timed_out(inv, "before", label)
 
     def after(self, inv: Invocation, label: str) -> None:
         if inv.released:

@@ -237,11 +237,11 @@ class JobsActor:
                 slot_id = state.slot.slot_id
                 self.cancel_commits.setdefault(slot_id, clock.now_ms())
                 cells = set(kwargs["cells"])
-                # (a Telegram review row marked ``sending`` is the route's to settle, not the
+                # (a Telegram review row that began posting is the route's to settle, not the
                 # cancel's: README "Cancel", [R2] checks it is recorded)
                 self.cancelled_rows.setdefault(slot_id, set()).update(
                     i.idempotency_key for i in state.intents
-                    if i.target_id in cells and i.actionable and i.sending_at is None)
+                    if i.target_id in cells and i.actionable and not i.began_posting)
             return ok
 
         def claim_intent(intent: Any, *args: Any, **kwargs: Any) -> Any:

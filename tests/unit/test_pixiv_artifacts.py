@@ -258,3 +258,17 @@ def test_s3_a_resumed_put_stores_again_a_file_whose_bytes_changed(s3):
     [stored] = store.put(PREFIX, [changed], reuse=True)
     assert counting.calls.count("put_object") == 1  # the old object's checksum is not this file's
     assert store.read(stored) == changed.content and stored.sha256 == hashlib.sha256(changed.content).hexdigest()
+
+
+@pytest.mark.parametrize("store", ["s3", "memory"])
+def test_a_resumed_novel_finds_its_text_and_markdown_as_two_files(s3, store):
+    """The novels brief: a stored file's stem drops only an extension its bytes chose, so a novel's
+    ``<id>.txt`` and ``<id>.md`` (one base name) are both found when a resumed work lists its prefix."""
+    artifacts = s3[0] if store == "s3" else MemoryArtifacts()
+    novel = [ArtifactFile("93001.txt", "本文".encode(), "text/plain; charset=utf-8", role="text"),
+             ArtifactFile("93001.md", b"# t\n", "text/markdown; charset=utf-8", role="markdown"),
+             ArtifactFile("93001_uploadedimage_5551.jpg", b"\xff\xd8jpeg", "image/jpeg", role="inline")]
+    artifacts.put(PREFIX, novel)
+    found = artifacts.partial(PREFIX)
+    assert sorted(found) == ["93001.md", "93001.txt", "93001_uploadedimage_5551"]
+    assert [found[k].role for k in ("93001.txt", "93001.md")] == ["text", "markdown"]

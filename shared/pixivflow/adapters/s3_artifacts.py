@@ -40,6 +40,7 @@ from urllib.parse import urlencode
 from ..config.runtime import DEFAULT_RETENTION_CLASS
 from ..domain.assets import file_key
 from ..ports import ArtifactFile, StoredFile
+from .pixiv.media import SNIFFED_EXTENSIONS
 
 PART_BYTES = 8 * 1024 * 1024  # one S3 part; a file up to this size is ONE PutObject
 HEAD_BYTES = 64 * 1024  # what is read before a file is named (its type and size in pixels)
@@ -95,7 +96,11 @@ def _verified(key: str, head: dict[str, Any]) -> StoredFile | None:
 
 
 def stem_of(name: str) -> str:
-    return name.rsplit(".", 1)[0]
+    """The part of a stored name known before its bytes are (a plan's ``FileDownload.stem``): the
+    name without the extension its first bytes chose (``95001_p0.jpg`` -> ``95001_p0``), else the
+    whole name, so a novel's ``93001.txt`` and ``93001.md`` stay two files (the novels brief)."""
+    base, dot, ext = name.rpartition(".")
+    return base if dot and f".{ext}".lower() in SNIFFED_EXTENSIONS else name
 
 
 def _reusable(have: dict[str, StoredFile], s: StoredFile) -> bool:

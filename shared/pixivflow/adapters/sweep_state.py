@@ -1,7 +1,8 @@
 """The sweep's own items in the ledger table (the ``SweepState`` port; DESIGN §4, issue 16).
 
 Items (pk / sk), all on the ledger table, all written conditionally with the low-level client:
-  SWEEP#LEASE / META            the single-runner lease: owner, leaseUntil (epoch ms), acquiredAt
+  SWEEP#LEASE / META            the single-runner lease: owner, leaseUntil (epoch ms), acquiredAt,
+                                and the walk's cursor (cursorShard, cursorAfter) its last holder left
   SCHEDULE#<scheduleId> / WATCH  missed-fire watch: fingerprint (cron|zone), firstSeenAt,
                                  checkedThrough (epoch ms), paused
   MISSED#<slotId> / META         one per missed fire, so it is counted once; expires with retention
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 from botocore.exceptions import ClientError
 
 from .dynamodb_base import DynamoItems, is_conditional_failure, refused_item
-from ..ports import ScheduleWatch, SweepLease
+from ..ports import ScheduleWatch, SweepCursor, SweepLease
 
 LEASE_PK = "SWEEP#LEASE"
 _META = "META"
@@ -56,28 +57,40 @@ class DynamoSweepState(DynamoItems):
 
     # -- lease --------------------------------------------------------------------
     def acquire_lease(self, owner: str, now_ms: int, ttl_ms: int) -> SweepLease:
+        """An update, not a put: the cursor the last holder left stays on the item and comes back
+        with ALL_NEW in the same single write (issue 25: the walk costs no extra request)."""
         until = now_ms + ttl_ms
-        ok, current = self._conditional(
-            "put_item",
-            Item={**_key(LEASE_PK, _META), "entity": {"S": "sweep_lease"}, "owner": {"S": owner},
-                  "leaseUntil": _n(until), "acquiredAt": _n(now_ms)},
-            ConditionExpression="attribute_not_exists(pk) OR leaseUntil <= :now",
-            ExpressionAttributeValues={":now": _n(now_ms)},
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        if ok:
-            return SweepLease(True, owner, until)
-        current = current or {}
-        return SweepLease(False, current.get("owner", {}).get("S", ""), int(current.get("leaseUntil", {}).get("N", "0")))
+        try:
+            resp = self._call(
+                "update_item", TableName=self._table, Key=_key(LEASE_PK, _META),
+                UpdateExpression="SET entity = :entity, #owner = :owner, leaseUntil = :until, acquiredAt = :now",
+                ConditionExpression="attribute_not_exists(pk) OR leaseUntil <= :now",
+                ExpressionAttributeNames={"#owner": "owner"},
+                ExpressionAttributeValues={":entity": {"S": "sweep_lease"}, ":owner": {"S": owner},
+                                           ":until": _n(until), ":now": _n(now_ms)},
+                ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if not _refused(exc):
+                raise
+            current = refused_item(exc) or {}
+            return SweepLease(False, current.get("owner", {}).get("S", ""), int(current.get("leaseUntil", {}).get("N", "0")))
+        item = resp.get("Attributes", {})
+        cursor = SweepCursor(int(item.get("cursorShard", {}).get("N", "0")), item.get("cursorAfter", {}).get("S", ""))
+        return SweepLease(True, owner, until, cursor)
 
-    def release_lease(self, owner: str, now_ms: int) -> bool:
+    def release_lease(self, owner: str, now_ms: int, cursor: SweepCursor | None = None) -> bool:
+        update, values = "SET leaseUntil = :now, releasedAt = :now", {":owner": {"S": owner}, ":now": _n(now_ms)}
+        if cursor is not None:  # only the holder moves the cursor: a tick that lost its lease writes nothing
+            update += ", cursorShard = :shard, cursorAfter = :after"
+            values |= {":shard": _n(cursor.shard), ":after": {"S": cursor.after}}
         ok, _ = self._conditional(
             "update_item",
             Key=_key(LEASE_PK, _META),
-            UpdateExpression="SET leaseUntil = :now, releasedAt = :now",
+            UpdateExpression=update,
             ConditionExpression="#owner = :owner AND leaseUntil > :now",
             ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":owner": {"S": owner}, ":now": _n(now_ms)},
+            ExpressionAttributeValues=values,
         )
         return ok
 

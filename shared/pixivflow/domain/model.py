@@ -157,6 +157,15 @@ class Intent:
     def actionable(self) -> bool:
         return self.outbox_status in ACTIONABLE_OUTBOX
 
+    @property
+    def began_posting(self) -> bool:
+        """Part of this row may be in a chat (Telegram review; issue 23): an attempt marked it
+        ``sending`` and saved nothing, or earlier attempts posted and saved their posts without the
+        review being recorded. Such a row is never cancelled nor dead-lettered unrecorded: only an
+        attempt of the route records what is in the chat at the control plane (make sim's routes
+        world, seeds 106 and 739)."""
+        return self.sending_at is not None or self.send_progress is not None
+
 
 def unwritten_cell(slot: Slot, target_id: str) -> Cell:
     """What a snapshot cell is before its item exists: pending, never claimed, dispatched at admission."""

@@ -10,13 +10,14 @@ import threading
 from dataclasses import replace
 from typing import Sequence
 
-from ..ports import ScheduleWatch, SweepLease
+from ..ports import ScheduleWatch, SweepCursor, SweepLease
 
 
 class MemorySweepState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.lease: tuple[str, int] | None = None  # (owner, leaseUntil)
+        self.cursor = SweepCursor()  # the walk's cursor, left by the last holder
         self.watch_items: dict[str, ScheduleWatch] = {}
         self.missed: dict[str, tuple[str, int, int]] = {}  # slotId -> (scheduleId, fireAt, detectedAt)
 
@@ -25,13 +26,15 @@ class MemorySweepState:
             if self.lease is not None and self.lease[1] > now_ms:
                 return SweepLease(False, self.lease[0], self.lease[1])
             self.lease = (owner, now_ms + ttl_ms)
-            return SweepLease(True, owner, now_ms + ttl_ms)
+            return SweepLease(True, owner, now_ms + ttl_ms, self.cursor)
 
-    def release_lease(self, owner: str, now_ms: int) -> bool:
+    def release_lease(self, owner: str, now_ms: int, cursor: SweepCursor | None = None) -> bool:
         with self._lock:
             if self.lease is None or self.lease[0] != owner or self.lease[1] <= now_ms:
                 return False
             self.lease = (owner, now_ms)
+            if cursor is not None:
+                self.cursor = cursor
             return True
 
     def watches(self, schedule_ids: Sequence[str]) -> dict[str, ScheduleWatch]:

@@ -124,25 +124,27 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
             # leave the cell as it ended.
             if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
                 reason = "work cancelled by consumer"
-                if claimed.sending_at is not None:
-                    return _settle_cancelled_post(engine, claimed, owner, reason)
             else:
                 reason = f"cell already ended {cell.status} ({cell.terminal_reason_code or 'no reason'}); not delivered"
+            if claimed.began_posting:
+                return _settle_ended_post(engine, claimed, owner, reason)
             ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, error=reason)
             return _handle(engine, claimed, owner, ack, cancelled=True)
     attempt = _attempt(engine, claimed, owner)
     return attempt if isinstance(attempt, DeliveryResult) else _handle(engine, claimed, owner, attempt)
 
 
-def _settle_cancelled_post(engine: Engine, intent: Intent, owner: str, reason: str) -> DeliveryResult:
-    """A Telegram review row marked ``sending`` whose cell a consumer cancelled (README "Cancel";
-    issue 23; make sim's routes world, seed 106): an earlier attempt began posting and saved
-    nothing, so part of the review may be in the chat. The cancel left the row to this path: the
-    route, seeing the marker, never posts; it records the review ``uncertain`` at the control
-    plane (or finds the record the earlier attempt wrote), and the row is then dead-lettered like
-    every row of a cancelled cell (the cell and the job stay as the cancel ended them). A control
-    plane that does not answer is retried: only the record may remain to be written."""
-    attempt = _attempt(engine, intent, owner)
+def _settle_ended_post(engine: Engine, intent: Intent, owner: str, reason: str) -> DeliveryResult:
+    """A Telegram review row that began posting (``Intent.began_posting``) whose cell ended first,
+    by a consumer's cancel (README "Cancel"; issue 23; make sim's routes world, seed 106: an
+    attempt died after a post; seed 739: the posts were saved but the control plane refused the
+    record) or by the sweep: part of the review may be in the chat with no record of it. The
+    cancel left the row to this path: the route posts nothing more (``SendGuard.record_only``); it
+    records the review ``uncertain`` at the control plane with what was posted (or finds the
+    record an earlier attempt wrote), and the row is then dead-lettered like every row of an ended
+    cell (the cell and the job stay as they ended). A control plane that does not answer is
+    retried: only the record may remain to be written."""
+    attempt = _attempt(engine, intent, owner, record_only=True)
     if isinstance(attempt, DeliveryResult):
         return attempt
     if attempt.kind == AckKind.RETRYABLE_FAILURE:
@@ -153,7 +155,7 @@ def _settle_cancelled_post(engine: Engine, intent: Intent, owner: str, reason: s
     return _handle(engine, intent, owner, ack, cancelled=True)
 
 
-def _attempt(engine: Engine, claimed: Intent, owner: str) -> DeliveryAck | DeliveryResult:
+def _attempt(engine: Engine, claimed: Intent, owner: str, *, record_only: bool = False) -> DeliveryAck | DeliveryResult:
     """One call of the row's route as its lease holder: the route's ACK, or the deferral's result
     when the route is not ready (spec §10.5 step 2)."""
     key = claimed.idempotency_key
@@ -163,7 +165,7 @@ def _attempt(engine: Engine, claimed: Intent, owner: str) -> DeliveryAck | Deliv
             return _defer(engine, claimed, owner)
         request = _request(engine, claimed)
         if getattr(route, "route_type", None) == "telegram":
-            request = replace(request, guard=_send_guard(engine, claimed, owner))
+            request = replace(request, guard=_send_guard(engine, claimed, owner, record_only=record_only))
         response = engine.channel.deliver(request)
         ack = parse_route_ack(route, response)
         if response.note:
@@ -199,10 +201,10 @@ def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
     return parse_delivery_ack(response.status, response.body, getattr(route, "ack", None))
 
 
-def _send_guard(engine: Engine, intent: Intent, owner: str) -> SendGuard:
+def _send_guard(engine: Engine, intent: Intent, owner: str, *, record_only: bool = False) -> SendGuard:
     """The ledger side of "never post twice silently" (issue 23) for the Telegram review route."""
     return SendGuard(started=intent.sending_at is not None, progress=intent.send_progress,
-                     redriven=intent.redrive_count > 0,
+                     redriven=intent.redrive_count > 0, record_only=record_only,
                      mark_sending=lambda: engine.ledger.mark_intent_sending(intent, owner, engine.now()) is not None)
 
 

@@ -10,9 +10,10 @@ re-dispatch, completes on the SAME work: a bound work is never replaced.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from collections.abc import Iterable, Iterator
-from typing import Callable, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Callable, ContextManager, cast
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -39,8 +40,8 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import (Admission, ArtifactFile, Page, SearchRequest, SourceGovernor, StoredFile, StreamingArtifactStore,
-                     Work)
+from ..ports import (Admission, ArtifactFile, FileDownload, Page, SearchRequest, SourceGovernor, StoredFile,
+                     StreamingArtifactStore, Work)
 from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
@@ -648,15 +649,25 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     A ``resumed`` work (a bound cell run again: a hand-back, or a crash before its intents)
     re-uses every file an earlier run stored whole (the store checks each object's checksum), so
     a retry PUTs only what is missing and downloads nothing a streamed run already stored.
-    A source that plans its files (the Pixiv source's illustrations and ugoira, and the previews
-    its routes send; issue 24) has them streamed one at a time, a resumed work starting at its
-    first missing file; each starts only when the invocation's time left covers its worst case.
-    Other sources, and novels, hand over the whole work."""
+    A source that plans its files (the Pixiv source: an illustration's pages and the previews its
+    routes send, a ugoira's zip, a novel's text, inline images, Markdown and cover; issue 24 and
+    the novels brief) has them streamed one at a time, a resumed work starting at its first
+    missing file; each starts only when the invocation's time left covers its worst case.
+    Other sources hand over the whole work."""
     engine, target = run.engine, run.target
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
-    planned = planner(work, previews=previews) if streamable and planner is not None else None
+    artifacts = cast(StreamingArtifactStore, engine.artifacts)
+    have: dict[str, StoredFile] = {}
+
+    def stored_bytes(stem: str) -> bytes | None:  # a resumed novel's text answer, read back, not asked again
+        return artifacts.read(have[stem]) if stem in have else None
+
+    planned = None
+    if streamable and planner is not None:
+        have = artifacts.partial(prefix) if resumed else {}
+        planned = planner(work, previews=previews, stored=stored_bytes)
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -664,10 +675,16 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         if filters:
             work = _content_rules(run, work, files)
         return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
-    artifacts = cast(StreamingArtifactStore, engine.artifacts)  # streamable: it has put_stream
-    have = artifacts.partial(prefix) if resumed else {}
+    if filters and work.work_type == "novel":
+        work = _language_rule(run, work, _novel_text(planned))  # on the text in hand, before anything is stored
     out: list[StoredFile] = []
-    names: dict[str, str] = {}  # a page's stem -> its stored name, which its preview's name follows
+    kept: list[StoredFile] = []  # transient files: deleted once the work's own files are all stored
+    names: dict[str, str] = {}  # a file's stem -> its stored name (a preview's name and a Markdown follow them)
+    total = sum(1 for f in planned if not f.transient)
+    # Files are stored in plan order: an optional one missing before a stored one was left out by
+    # the invocation that stored the later ones (a novel's Markdown was made without it), so it
+    # stays out rather than be asked for again (it would not be in that Markdown).
+    last_stored = max((i for i, f in enumerate(planned) if f.pairs_with is None and f.stem in have), default=-1)
     no_previews = False
     for index, planned_file in enumerate(planned):
         page = planned_file.pairs_with
@@ -677,31 +694,53 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         if stem in have:
             # Stored by an earlier invocation: resume after it. What S3 metadata could not carry
             # (a ugoira's frame delays, over its 2 KB) comes from the plan.
-            out.append(replace(have[stem], meta={**dict(planned_file.meta), **dict(have[stem].meta)}))
+            found = replace(have[stem], meta={**dict(planned_file.meta), **dict(have[stem].meta)})
+            (kept if planned_file.transient else out).append(found)
             names[planned_file.stem] = have[stem].name
             continue
+        if planned_file.optional and index < last_stored:
+            continue
+        content = planned_file.render(names) if planned_file.render is not None else planned_file.content
+        if planned_file.render is not None and content is None:
+            continue  # the work has no such file (a novel's Markdown when no inline image was stored)
         if not _file_fits(run, planned_file.worst_case_ms):
-            raise DownloadIncomplete(len(out), len(planned))
-        check = filters and run.target.aiMetadataCheck and index == 0
+            raise DownloadIncomplete(len(out), total)
+        check = filters and run.target.aiMetadataCheck and work.work_type == "illustration" and index == 0
         head = bytearray()
         describe = planned_file.describe if page is None else _after_name(names[page], planned_file.describe)
         try:
-            with planned_file.open() as (chunks, header_type):
+            with _opened(planned_file, content) as (chunks, header_type):
                 stored = artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
                                              header_type=header_type, role=planned_file.role, meta=planned_file.meta)
         except SourceError as exc:
+            if planned_file.optional and exc.status == 404 and not exc.retryable:
+                # Pixiv no longer has it (a novel's cover or inline image): the work goes without
+                # it, the Markdown keeps its marker (as PixivFlow does). Asked again on a resume.
+                engine.log("info", "a file the work can go without is not on Pixiv; left out", event="artifacts.file_left_out",
+                           work_id=work.work_id, target_id=target.id, file=stem, error=str(exc)[:200])
+                continue
             if page is None or isinstance(exc, TransientSourceError):
                 raise  # a page, or a preview the retry may get: the cell resumes here
             out = _drop_previews(run, work, prefix, out, exc)
             no_previews = True
             continue
-        out.append(stored)
+        (kept if planned_file.transient else out).append(stored)
         names[planned_file.stem] = stored.name
         if check and has_ai_file_markers(bytes(head)):
             engine.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
+    if kept:
+        engine.artifacts.delete(prefix, kept)
     return work, out
+
+
+def _opened(planned_file: FileDownload, content: bytes | None) -> ContextManager[tuple[Iterator[bytes], str]]:
+    """A planned file's chunks: the bytes in hand (a novel's text, its Markdown), else the source's stream."""
+    if content is not None:
+        return nullcontext((iter((content,)), ""))
+    assert planned_file.open is not None  # a fetched file: the source gives its stream
+    return planned_file.open()
 
 
 def _after_name(name: str, describe: Callable[..., tuple[str, str, int | None, int | None]] | None) -> Callable[
@@ -731,8 +770,15 @@ def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
     target = run.target
     if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
         raise _Filtered(AI_MARKED)
-    if target.languageFilter and work.work_type == "novel":
-        text = _novel_text(files)
+    if work.work_type == "novel":
+        work = _language_rule(run, work, _novel_text(files))
+    return work
+
+
+def _language_rule(run: CellRun, work: Work, text: str) -> Work:
+    """The novel language filter (spec §6.1; note §3) on the novel's text."""
+    target = run.target
+    if target.languageFilter:
         verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
                                    strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
         if not verdict.keep:
@@ -759,10 +805,10 @@ def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
     return (run.time_budget is not None and need > run.time_budget) or run.time_left() >= need
 
 
-def _novel_text(files: list[ArtifactFile]) -> str:
-    """The novel's body: the fetched text file."""
+def _novel_text(files: Sequence[ArtifactFile | FileDownload]) -> str:
+    """The novel's body: the fetched text file (or the planned one, held whole)."""
     for file in files:
-        if file.role == "text":
+        if file.role == "text" and file.content is not None:
             return bytes(file.content).decode("utf-8", "replace")
     return ""
 

@@ -224,8 +224,9 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     * a post already under way may still reach the downstream; its answer is not recorded (the
       lease holder's settle is refused: the row stays ``cancelled``, the cell ``failed``, the job
       ``cancelled``, one outcome record);
-    * a Telegram review row marked ``sending`` is not cancelled: the route's uncertain path records
-      the review ``uncertain`` and dead-letters the row (a post it began may be in the chat);
+    * a Telegram review row that began posting (marked ``sending``, or with posts saved and not yet
+      recorded: ``Intent.began_posting``) is not cancelled: the route's uncertain path records the
+      review ``uncertain`` and dead-letters the row (part of it may be in the chat);
     * the work of such a row stays reserved (the downstream may hold it), so no other slot sends
       it again; so does the work of a row an earlier attempt posted (its answer was lost or
       failed); the works of rows never attempted are given back.
@@ -244,11 +245,12 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         if not open_cells:
             break
         now = engine.now()
-        # A Telegram review row marked ``sending`` is left out: an earlier attempt began posting
-        # and saved nothing, so the review may be in the chat with no record of it; cancelled, no
-        # attempt would ever come to record it ``uncertain`` (issue 23; make sim's routes world,
-        # seed 106). The route's uncertain path settles it (delivery._settle_cancelled_post).
-        rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable and i.sending_at is None]
+        # A Telegram review row that began posting is left out: an earlier attempt marked it
+        # ``sending`` and saved nothing (seed 106), or saved its posts and the control plane
+        # refused the record (seed 739), so the review may be in the chat with no record of it;
+        # cancelled, no attempt would ever come to record it ``uncertain`` (issue 23; make sim's
+        # routes world). The route's uncertain path settles it (delivery._settle_ended_post).
+        rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable and not i.began_posting]
         submitted = any(c.status == CellStatus.SUBMITTED for c in cells)
         if _cancel_in_chunks(engine, state, open_cells, rows, "partial" if submitted else "failed", message, now):
             cells_cancelled += len(open_cells)

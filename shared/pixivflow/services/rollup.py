@@ -130,7 +130,12 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
         return  # not yet: the next rollup (or the sweep) decides again
     if record_outcome(engine, state):
         _notify(engine, state)
-        engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error)
+        if not engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error):
+            # The stall transaction made the slot terminal after this rollup read it (a cell it
+            # guarded, which the outbox settled meanwhile): its record is logged, so it leaves the
+            # active index all the same, or the sweep would take the record for an orphan and log
+            # it again a minute later (make sim's routes world, seeds 379 and 682).
+            engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
 
 
@@ -220,7 +225,8 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
     The record is created insert-if-absent and its creator logs it; the slot is closed after that,
     so "closed" means "logged" and re-rolling a closed slot writes and logs nothing (spec §9,
     §13.18). A record found while its slot is still open belongs to a writer that is closing it
-    right now, or that died before logging it: after a minute the sweep logs the STORED object.
+    right now, or that died before logging it: after a minute the sweep logs the STORED object,
+    once per minute at most whoever finds it (``Ledger.claim_event_relog``).
     Returns True when the record is durable and logged, i.e. the slot may be closed."""
     now = engine.now()
     slot = state.slot
@@ -243,6 +249,11 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
         return True  # closed: its record was logged before it was closed
     if now - int(existing.get("ts") or now) < ORPHAN_RECORD_MS:
         return False  # its writer may be logging and closing it right now
+    if not engine.ledger.claim_event_relog(slot.slot_id, SUMMARY_EVENT, now, ORPHAN_RECORD_MS):
+        # Another sweep (or a late rollup) found the orphan at the same time and re-logs it; only
+        # one does, or §13.18's one line becomes one per finder (make sim's routes world, seed 31).
+        # A winner that died before logging leaves it to the next finder a minute later.
+        return False
     stored = existing.get("detail") or (engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
     engine.log("warning", "outcome record found with its slot still open; logging the stored record",
                event="schedule.outcome_recovered", slot_id=slot.slot_id)

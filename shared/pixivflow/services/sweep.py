@@ -17,12 +17,19 @@ active slot, in order:
   5. the stall rules queued_too_long / stalled_no_heartbeat, one transaction per slot.
 Then outbox rows overdue by more than 120 s, or processing past their lease, are re-sent.
 A single bad item never aborts the sweep.
+
+The walk is incremental (issue 25, the scale model of ``make bench``): one tick visits live slots
+shard by shard, page by page, from the cursor the previous tick left on the lease item, and starts
+no new slot once ``SWEEP_BUDGET_MS`` of its clock has passed (under half its lease and timeout).
+While the live slots fit one budget, every tick is a whole pass and the cursor stays at its start;
+past that, a pass spans ticks, and none of the waits the rules above act on (recovery's 5 min,
+the 120 s re-drive grace, the stall budgets) is shorter than the few ticks a pass then takes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from ..config import ScheduleConfig
 from ..domain.model import Cell, SlotState, row_overdue
@@ -31,7 +38,7 @@ from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
-from ..ports import ScheduleWatch
+from ..ports import ScheduleWatch, SweepCursor
 from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
@@ -40,6 +47,9 @@ from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
+PAGE_ROWS = BATCH_LIMIT  # active-index rows per query of the walk
+SWEEP_BUDGET_MS = 25_000  # a tick starts no new slot past this: under half its 60 s lease (SWEEP_LEASE_MS)
+MAX_SLOTS_PER_TICK = 64 * BATCH_LIMIT  # and visits at most this many, should its clock stand still
 
 
 @dataclass
@@ -64,7 +74,10 @@ class SweepResult:
     errors: int = 0
     activeSlots: int = 0
     unrecoverable: int = 0
+    shardsWalked: int = 0  # active-index shards walked to their end this tick
+    passComplete: int = 0  # 1 when the walk came round to where it began (every live slot visited)
     rescued: list[str] = field(default_factory=list)
+    cursor: SweepCursor = field(default_factory=SweepCursor)  # where the next tick's walk resumes
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -79,16 +92,18 @@ class SweepResult:
             "errors": self.errors,
             "activeSlots": self.activeSlots,
             "unrecoverable": self.unrecoverable,
+            "shardsWalked": self.shardsWalked,
+            "passComplete": self.passComplete,
         }
 
 
-def sweep(engine: Engine) -> SweepResult:
+def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
     result = SweepResult()
     runtime = engine.config.schedulerRuntime
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     overdue: list[str] = []  # delivery rows of open slots to re-send (DESIGN §5)
-    for slot_id, _created in engine.ledger.active_slots(limit_per_shard=4 * BATCH_LIMIT):
+    for slot_id in _walk(engine, cursor or SweepCursor(), engine.now(), result):
         result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
             state = engine.ledger.load(slot_id)
@@ -111,6 +126,33 @@ def sweep(engine: Engine) -> SweepResult:
         if count:
             engine.metric("Stalls", count, rule=rule)
     return result
+
+
+def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepResult) -> Iterator[str]:
+    """The live slots this tick visits, from ``cursor``: shard by shard (each oldest first), at most
+    one pass. Sets ``result.cursor`` to where the next tick resumes: this walk's start after a whole
+    pass, else the position after the last slot it handed out."""
+    shards = engine.ledger.active_shards()
+    first = cursor.shard % shards
+    visited = 0
+    for step in range(shards):
+        shard = (first + step) % shards
+        after = cursor.after if step == 0 else ""
+        more = True
+        while more:
+            rows, more = engine.ledger.active_page(shard, after, PAGE_ROWS)
+            for row in rows:
+                # the budget, checked before each slot; one slot a tick at least, so the walk always moves
+                spent = engine.now() - started_ms >= SWEEP_BUDGET_MS or visited >= MAX_SLOTS_PER_TICK
+                if visited and spent:
+                    result.cursor = SweepCursor(shard, after)
+                    return
+                visited += 1
+                yield row.slot_id
+                after = row.position
+        result.shardsWalked += 1
+    result.passComplete = 1
+    result.cursor = SweepCursor(first, "")
 
 
 def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
@@ -318,14 +360,16 @@ def tick(engine: Engine) -> SweepResult:
         engine.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
                    lease_owner=lease.owner, lease_until=lease.until_ms)
         return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
+    result: SweepResult | None = None
     try:
-        result = sweep(engine)
+        result = sweep(engine, lease.cursor)
         missed = detect_missed_fires(engine)
         publish_health(engine, result, missed)
         return result
     finally:
         try:
-            state.release_lease(owner, engine.now())
+            # the cursor rides on the release: a tick that died leaves the old one, and its successor redoes the walk
+            state.release_lease(owner, engine.now(), result.cursor if result is not None else None)
         except Exception as exc:  # the lease expires on its own
             engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
 

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ...ports import SchedulePause
+from ...ports import ActiveRow, SchedulePause
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import (
     _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
@@ -191,6 +191,15 @@ class DynamoLedger(DynamoItems):
             return None
         return {"kind": item.get("kind"), "ts": _from_ddb(item.get("ts")), "detail": json.loads(item.get("detail") or "{}")}
 
+    def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
+        """The once-marker of an orphaned event's re-log (services.rollup.record_outcome; make sim's
+        routes world, seed 31: two sweeps found one orphaned outcome record at once and both logged
+        it). ``relogAt`` is written only when no claim was made in the last ``quiet_ms``, so one
+        caller wins, and a winner that dies before logging leaves it to the next after that."""
+        upd = _Update().set("relogAt", now_ms)
+        upd.when("attribute_not_exists(#relogAt) OR #relogAt <= :quiet_before", quiet_before=now_ms - quiet_ms)
+        return self._update(slot_pk(slot_id), f"EVT#L#{kind}", upd) is not None
+
     def leave_active_index(self, slot_id: str) -> bool:
         """Drop a slot the stall transaction made terminal from ActiveSlots (once its record is logged)."""
         upd = _Update().remove("activePk", "activeSk").when("attribute_exists(#activePk)")
@@ -215,6 +224,25 @@ class DynamoLedger(DynamoItems):
                 found.append((slot_id, int(created)))
         found.sort(key=lambda x: (x[1], x[0]))
         return found
+
+    def active_shards(self) -> int:
+        return SHARDS
+
+    def active_page(self, shard: int, after: str, limit: int) -> tuple[list[ActiveRow], bool]:
+        """One page of one ActiveSlots shard past ``after`` (an ``activeSk``): the sweep's walk
+        (services/sweep.py) resumes from the last position it reached, so every live slot is
+        visited however many there are (issue 25). ``LastEvaluatedKey`` says more may follow."""
+        cond, values = "activePk = :p", {":p": {"S": f"ACTIVE#{shard:02d}"}}
+        if after:
+            cond, values[":after"] = cond + " AND activeSk > :after", {"S": after}
+        resp = self._call("query", TableName=self._table, IndexName=ACTIVE_INDEX, KeyConditionExpression=cond,
+                          ExpressionAttributeValues=values, Limit=limit)
+        rows = []
+        for raw in resp.get("Items", []):
+            position = raw["activeSk"]["S"]
+            created, _, slot_id = position.partition("#")
+            rows.append(ActiveRow(slot_id, int(created), position))
+        return rows, bool(resp.get("LastEvaluatedKey"))
 
     def slot_ids(self) -> list[str]:
         """Every slot id in the table: a FULL SCAN, for local tooling (the demo) only."""
@@ -782,9 +810,12 @@ class DynamoLedger(DynamoItems):
             upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("updatedAt", now_ms).set("completedAt", now_ms)
             upd.set("lastError", "cancelled by consumer").remove("duePk", "dueSk", "leaseOwner", "leaseUntil")
             upd.when("#outboxStatus = :ob_was", ob_was=intent.outbox_status)
-            # Never a row that got its ``sending`` marker after the read: the route's uncertain
-            # path owns it (issue 23); the refused step is re-decided and leaves it out.
+            # Never a row that began posting after the read (Intent.began_posting: its ``sending``
+            # marker, or posts an attempt saved unrecorded and settled back to the status read):
+            # the route's uncertain path owns it (issue 23); the refused step is re-decided and
+            # leaves it out.
             upd.when("attribute_not_exists(#sendingAt)")
+            upd.when("attribute_not_exists(#sendProgress)")
             if intent.outbox_status == OutboxStatus.PROCESSING:
                 upd.when("#leaseUntil = :lu_was", lu_was=intent.lease_until)  # only an expired claim, unchanged
             actions.append({"Update": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": self._intent_sk(intent)}}, **self._marshal_update(upd)}})

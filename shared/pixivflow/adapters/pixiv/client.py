@@ -37,6 +37,12 @@ from .auth import PixivAuth, redact, retry_after_ms
 from .gate import RateGate
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
+# An App API answer is read whole (JSON, or a novel's webview page): a search page is ~100 KB; a
+# novel's webview page carries its whole text, which Pixiv's editor caps at a few hundred thousand
+# characters (under 2 MB even JSON-escaped at 6 bytes a character). 8 MiB is that with room to
+# spare; a larger answer is refused with its reason (a novel: skipped as unsupported media) and
+# never grows the Lambda's memory (the novels brief).
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 STREAM_CHUNK = 1024 * 1024  # what one read of a streamed image holds in memory (issue 24)  # a Pixiv original is at most a few tens of MB; a zip rarely more
 _AUTH_TEXT = re.compile(r"invalid_grant|invalid_request|oauth process|access token", re.IGNORECASE)
 _RATE_TEXT = re.compile(r"rate limit", re.IGNORECASE)
@@ -135,14 +141,15 @@ class PixivClient:
             headers = {**self._headers, "Referer": constants.REFERER, "Authorization": f"Bearer {bearer}"}
             self.api_requests += 1
             try:
-                response = self._http.get(url, headers=headers)
+                with self._http.stream("GET", url, headers=headers) as response:
+                    raw = _read_bounded(response, f"Pixiv App API {where}", MAX_ANSWER_BYTES)
             except httpx.TimeoutException:
                 problem, status = f"network_error: Pixiv App API {where} timed out", None
             except httpx.TransportError as exc:
                 problem, status = f"network_error: Pixiv App API {where} could not be reached ({type(exc).__name__})", None
             else:
                 status = response.status_code
-                body = _json(response)
+                body = _json_of(raw)
                 message = redact(_message(body), self._auth.secrets())
                 if status == 429 or (_has_error(body) and _RATE_TEXT.search(message or json.dumps(body.get("error")))):
                     self._rate_limited(response, where)
@@ -156,7 +163,7 @@ class PixivClient:
                         status=status)
                 if status < 300 and not (_has_error(body) and not text):
                     self._gate.succeeded()
-                    return response.text if text else body
+                    return raw.decode(response.encoding or "utf-8", "replace") if text else body
                 if status >= 500:
                     problem = f"remote_http_error: Pixiv App API {where} answered HTTP {status}"
                 elif status == 404:
@@ -191,7 +198,7 @@ class PixivClient:
                 with self._http.stream("GET", target, headers=headers) as response:
                     status = response.status_code
                     if status == 200:
-                        content = _read_bounded(response, where)
+                        content = _read_bounded(response, f"image {where}", MAX_FILE_BYTES)
                         self._gate.succeeded()
                         return content, response.headers.get("content-type", "")
                     response.read()
@@ -297,15 +304,24 @@ def _bounded_chunks(response: httpx.Response, where: str) -> Iterator[bytes]:
         yield chunk
 
 
-def _read_bounded(response: httpx.Response, where: str) -> bytes:
+def _read_bounded(response: httpx.Response, what: str, limit: int) -> bytes:
+    """The whole body, refused past ``limit`` bytes (declared or read) with a reason naming it:
+    nothing held whole can grow without bound (an image, an App API answer)."""
     declared = response.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
-        raise SourceError(f"unsupported media: image {where} is {declared} bytes (limit {MAX_FILE_BYTES})", retryable=False)
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise SourceError(f"unsupported media: {what} is {declared} bytes (limit {limit})", retryable=False)
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():
         size += len(chunk)
-        if size > MAX_FILE_BYTES:
-            raise SourceError(f"unsupported media: image {where} is larger than {MAX_FILE_BYTES} bytes", retryable=False)
+        if size > limit:
+            raise SourceError(f"unsupported media: {what} is larger than {limit} bytes", retryable=False)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _json_of(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

@@ -14,6 +14,10 @@ _EXT_OF = {"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "imag
            "application/zip": ".zip"}
 
 
+# Every extension ``extension_for`` gives: what a streamed file's name learns from its bytes.
+SNIFFED_EXTENSIONS = frozenset(_EXT_OF.values()) | {".bin"}
+
+
 def mime_of_name(name: str) -> str | None:
     dot = name.rfind(".")
     return _EXT.get(name[dot:].lower()) if dot >= 0 else None

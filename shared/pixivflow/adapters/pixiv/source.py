@@ -36,6 +36,8 @@ OFFSET_CAP = 5000
 PIXIV_ZONE = ZoneInfo("Asia/Tokyo")  # Pixiv's calendar (rankings, create_date, search dates)
 _SECTIONS = {"illustration": "illusts", "novel": "novels"}
 _WEBVIEW_MARK = "novel: "
+NOVEL_ANSWER = ".novel.json"  # the stored text answer's name after the novel's id (the novels brief)
+TEXT_TYPE = "text/plain; charset=utf-8"
 
 
 def resolve_day(value: str | None, now_ms: int) -> str | None:
@@ -246,15 +248,17 @@ class PixivSource:
                 f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
                 "(limit_* image or visible=false)")
         if work.work_type == "novel":
-            return self._novel(work.work_id, raw)
+            return self._held(work.work_id, self._novel_plan(work.work_id, raw, None))
         if raw.get("type") == "ugoira":
             return [self._ugoira(work.work_id, raw)]
         return self._pages(work.work_id, raw)
 
-    def plan(self, work: Work, *, previews: bool = False) -> list[FileDownload] | None:
-        """An illustration's files fetched one at a time, streamed (issue 24): its pages, then with
-        ``previews`` each page's preview; a ugoira's zip. None for a novel, whose files
-        ``download`` builds whole (its text is an API answer; text, cover, inline images)."""
+    def plan(self, work: Work, *, previews: bool = False,
+             stored: Callable[[str], bytes | None] | None = None) -> list[FileDownload] | None:
+        """A work's files fetched one at a time, streamed (issue 24): an illustration's pages, then
+        with ``previews`` each page's preview; a ugoira's zip; a novel's text, inline images,
+        Markdown and cover (``_novel_plan``). ``stored(stem)``: the bytes of a file an earlier
+        invocation stored for this work (a resumed novel's text answer), else None."""
         raw: Mapping[str, Any] = work.raw or {}
         if not raw.get("id"):
             raw = self.get_work(work.work_type, work.work_id).raw
@@ -262,6 +266,8 @@ class PixivSource:
             raise WorkRestrictedError(
                 f"restricted: Pixiv shows work {work.work_id} to this account only as a placeholder "
                 "(limit_* image or visible=false)")
+        if work.work_type == "novel":
+            return self._novel_plan(work.work_id, raw, stored)
         if work.work_type != "illustration":
             return None
         if raw.get("type") == "ugoira":
@@ -325,6 +331,53 @@ class PixivSource:
         assert last is not None
         raise last
 
+    def _novel_plan(self, work_id: str, raw: Mapping[str, Any],
+                    stored: Callable[[str], bytes | None] | None) -> list[FileDownload]:
+        """A novel as files stored one at a time (the novels brief): the text answer it was planned
+        from (kept only for a resumed invocation: ``NOVEL_ANSWER``), the text, each inline image
+        and the cover streamed like a page (each guarded by its worst case; one Pixiv no longer
+        has is left out, its marker kept in the Markdown), then the Markdown naming the images as
+        they were stored (only when one was: no image, no rich preview, as before). The text is an
+        API answer held whole, bounded by the client (``MAX_ANSWER_BYTES``)."""
+        novel = _stored_novel(stored, work_id) if stored is not None else None
+        if novel is None:
+            novel = self._novel_object(work_id)
+        text, title = novel["text"], str(raw.get("title") or "")
+        answer = json.dumps({k: novel[k] for k in ("text", "images", "illusts") if k in novel},
+                            ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = text.encode("utf-8")
+        files = [
+            FileDownload(stem=f"{work_id}{NOVEL_ANSWER}", role="source", content=answer, transient=True,
+                         describe=_named(f"{work_id}{NOVEL_ANSWER}", "application/json")),
+            FileDownload(stem=f"{work_id}.txt", role="text", content=body, describe=_named(f"{work_id}.txt", TEXT_TYPE),
+                         meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)}),
+        ]
+        images = [image for image in inline_images(text, novel) if image.url is not None]
+        for image in images:
+            assert image.url is not None
+            stem = f"{work_id}_{image.kind}_{image.key}"
+            files.append(FileDownload(
+                stem=stem, role="inline", optional=True, worst_case_ms=self._fetch_worst_case_ms,
+                meta={"pixiv_kind": image.kind, "source_id": image.key, "source_url": image.url},
+                open=partial(self._client.image_stream, image.url),
+                describe=partial(_describe, stem, url=image.url, single=(None, None))))
+
+        def markdown(names: Mapping[str, str]) -> bytes | None:
+            found = {image.marker: names[stem] for image in images
+                     if (stem := f"{work_id}_{image.kind}_{image.key}") in names}
+            return render_markdown(text, title, found).encode("utf-8") if found else None
+
+        files.append(FileDownload(stem=f"{work_id}.md", role="markdown", render=markdown,
+                                  describe=_named(f"{work_id}.md", "text/markdown; charset=utf-8")))
+        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
+        cover = urls.get("large") or urls.get("medium")
+        if isinstance(cover, str) and cover and urlsplit(cover).hostname != "s.pximg.net":
+            files.append(FileDownload(
+                stem=f"{work_id}_cover", role="cover", optional=True, worst_case_ms=self._fetch_worst_case_ms,
+                meta={"source_url": cover}, open=partial(self._client.image_stream, cover),
+                describe=partial(_describe, f"{work_id}_cover", url=cover, single=(None, None))))
+        return files
+
     def _novel_object(self, work_id: str) -> dict[str, Any]:
         """The webview page's text; when that page fails (an error answer, or no parsable novel
         object), the App API's ``/v1/novel/text`` (issue 24; PixivFlow tries both in this order).
@@ -356,34 +409,6 @@ class PixivSource:
                                       role="original", width=width, height=height,
                                       meta={"page": n, "source_url": name_hint}))
         return files
-
-    def _rich_novel(self, work_id: str, title: str, text: str, novel: Mapping[str, Any]) -> list[ArtifactFile]:
-        """The novel's inline images (``[uploadedimage:…]``, ``[pixivimage:…]``) as files beside
-        a Markdown rendering of its text, for the TelePress preview (pixivflow-real-configs note
-        §7; issue 23). None when the novel has no downloadable inline image; an image that
-        cannot be fetched keeps its marker in the Markdown (logged)."""
-        names: dict[str, str] = {}
-        files: list[ArtifactFile] = []
-        for image in inline_images(text, novel):
-            if image.url is None:
-                continue
-            try:
-                content, header_type = self._client.image(image.url)
-            except ImageNotFound:
-                self._log("info", "novel inline image not found; its marker stays in the text", event="pixiv.image_fallback",
-                          work_id=work_id, page=0)
-                continue
-            mime, width, height = sniff(content)
-            mime = mime or mime_of_name(image.url) or header_type.split(";")[0].strip() or "application/octet-stream"
-            name = f"{work_id}_{image.kind}_{image.key}{extension_for(mime)}"
-            names[image.marker] = name
-            files.append(ArtifactFile(name=name, content=content, content_type=mime, role="inline", width=width, height=height,
-                                      meta={"pixiv_kind": image.kind, "source_id": image.key, "source_url": image.url}))
-        if not files:
-            return []
-        markdown = render_markdown(text, title, names)
-        return [ArtifactFile(name=f"{work_id}.md", content=markdown.encode("utf-8"), content_type="text/markdown; charset=utf-8",
-                             role="markdown")] + files
 
     def _first_found(self, urls: list[str], work_id: str, page: int) -> tuple[bytes, str, str]:
         last: ImageNotFound | None = None
@@ -418,27 +443,51 @@ class PixivSource:
                             role="archive", width=raw.get("width"), height=raw.get("height"),
                             meta={"frames": frames, "source_url": used})
 
-    def _novel(self, work_id: str, raw: Mapping[str, Any]) -> list[ArtifactFile]:
-        novel = self._novel_object(work_id)
-        text = novel["text"]
-        files = [ArtifactFile(name=f"{work_id}.txt", content=text.encode("utf-8"),
-                              content_type="text/plain; charset=utf-8", role="text",
-                              meta={"pages": max(1, int(raw.get("page_count") or 1)), "characters": len(text)})]
-        files += self._rich_novel(work_id, str(raw.get("title") or ""), text, novel)
-        urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
-        cover = urls.get("large") or urls.get("medium")
-        if isinstance(cover, str) and cover and urlsplit(cover).hostname != "s.pximg.net":
-            try:
-                content, header_type = self._client.image(cover)
-            except ImageNotFound:
-                self._log("info", "novel cover not found; delivering the text alone", event="pixiv.image_fallback",
-                          work_id=work_id, page=0)
-            else:
-                mime, width, height = sniff(content)
-                mime = mime or mime_of_name(cover) or header_type.split(";")[0].strip() or "application/octet-stream"
-                files.append(ArtifactFile(name=f"{work_id}_cover{extension_for(mime)}", content=content, content_type=mime,
-                                          role="cover", width=width, height=height, meta={"source_url": cover}))
+    def _held(self, work_id: str, plan: list[FileDownload]) -> list[ArtifactFile]:
+        """A planned work read whole, in memory, in plan order (a store that cannot take a stream:
+        no bucket). What the streamed path leaves out is left out here too: the transient text
+        answer, an optional file Pixiv does not have, a rendered file the work has no use for."""
+        files: list[ArtifactFile] = []
+        names: dict[str, str] = {}
+        for planned in plan:
+            if planned.transient:
+                continue
+            content = planned.render(names) if planned.render is not None else planned.content
+            header_type = ""
+            if content is None and planned.open is not None:
+                try:
+                    with planned.open() as (chunks, header_type):
+                        content = b"".join(chunks)
+                except ImageNotFound:
+                    if not planned.optional:
+                        raise
+                    self._log("info", "novel image not found; its marker stays in the text", event="pixiv.image_fallback",
+                              work_id=work_id, file=planned.stem)
+            if content is None or planned.describe is None:
+                continue
+            name, content_type, width, height = planned.describe(content, header_type)
+            names[planned.stem] = name
+            files.append(ArtifactFile(name=name, content=content, content_type=content_type, role=planned.role,
+                                      width=width, height=height, meta=dict(planned.meta)))
         return files
+
+
+def _stored_novel(stored: Callable[[str], bytes | None], work_id: str) -> dict[str, Any] | None:
+    """The text answer an earlier invocation stored (the novels brief: a resumed novel asks Pixiv
+    for its text once); None when there is none, or it does not read back as one (asked again)."""
+    content = stored(f"{work_id}{NOVEL_ANSWER}")
+    if content is None:
+        return None
+    try:
+        novel = json.loads(content.decode("utf-8"))
+    except ValueError:
+        return None
+    return novel if isinstance(novel, dict) and isinstance(novel.get("text"), str) else None
+
+
+def _named(name: str, content_type: str) -> Callable[[bytes, str], tuple[str, str, int | None, int | None]]:
+    """The describe of a file whose name and type are known before its bytes (a novel's text)."""
+    return lambda head, header_type: (name, content_type, None, None)
 
 
 def _text_of(answer: Any, work_id: str) -> str:

@@ -6,7 +6,8 @@ One attempt:
    sent (``idempotent_replay``); 404 = go on; anything else = retry later, nothing posted;
 2. a row found ``sending`` (an earlier attempt began posting and saved nothing) with no review
    record is recorded ``uncertain`` at the control plane and dead-lettered: it is never posted
-   again by itself (``pixivflow outbox redrive`` re-sends on purpose);
+   again by itself (``pixivflow outbox redrive`` re-sends on purpose); so is a row whose cell
+   ended while what earlier attempts posted was still unrecorded (``SendGuard.record_only``);
 3. otherwise the row is marked ``sending`` in the ledger (a conditional write) before the first
    Bot API call, then the media go in blocks of at most 10 of one kind (the caption on the last
    item), then the control card with the approve/reject keyboard;
@@ -146,9 +147,16 @@ class _Attempt:
 
     def retry(self, error: str, *, after_s: int | None = None) -> _Stop:
         """A definitive refusal: nothing unknown was posted. When this attempt marked the row, what
-        it posted is saved and the marker dropped, so the next attempt resumes after it."""
+        was posted is saved and the marker dropped, so the next attempt resumes after it; a row
+        with nothing in the chat is left without progress (``Intent.began_posting`` stays false,
+        so a consumer's cancel may cancel it outright)."""
+        saved = self.progress if self.marked and self.in_chat() else None
         return self.stop("retry", error, retry_after_ms=None if after_s is None else after_s * 1000,
-                         progress=self.progress if self.marked else None, clear_sending=self.marked)
+                         progress=saved, clear_sending=self.marked)
+
+    def in_chat(self) -> bool:
+        """Whether any part of this review was posted (by this attempt or saved by earlier ones)."""
+        return bool(self.progress["blocks"]) or self.progress.get("control_message_id") is not None
 
     # -- the attempt -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -174,6 +182,12 @@ class _Attempt:
                 return review_outcome("replay", self.rid)
         if guard.started:
             self.record_uncertain("an earlier attempt began posting to Telegram and ended without saving what it posted")
+        if guard.record_only:
+            # The cell ended (a consumer's cancel) after earlier attempts posted part or all of the
+            # review and before the control plane recorded it: post nothing more, record what is
+            # in the chat (its message ids go with the record) so an operator can find it.
+            self.record_uncertain("the cell ended before the review posted by an earlier attempt was recorded; "
+                                  "nothing more is posted")
         if not guard.mark_sending():
             raise self.stop("retry", "the outbox claim was lost before the first post; nothing was posted")
         self.marked = True
@@ -278,7 +292,7 @@ class _Attempt:
             raise self.retry(f"{method}: {verdict.detail}", after_s=verdict.retry_after_s)
         if verdict.outcome == "ambiguous":
             self.record_uncertain(f"{method}: {verdict.detail}")
-        if self.progress["blocks"] or self.progress.get("control_message_id") is not None:
+        if self.in_chat():
             # part of the review is in the chat already: say so at the control plane, then stop
             self.record_uncertain(f"{method}: {verdict.detail}; part of the review was posted")
         raise self.stop("permanent", f"{method}: {verdict.detail}")
@@ -303,6 +317,8 @@ class _Attempt:
             document["error"] = self.scrub(error or "")[:500]
             if media_ids:
                 document["media_message_ids"] = media_ids
+            if self.progress.get("control_message_id") is not None:  # where the operator finds the card
+                document["control_message_id"] = self.progress["control_message_id"]
         raw = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = {**self.cp_headers(), "Content-Type": "application/json"}
         try:
