@@ -66,12 +66,14 @@ def build() -> Runtime:
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
-    dynamodb = aws.client("dynamodb")
+    # Every client is made on its first use (issue 25: a trigger fire never touches S3, a sweep tick on an
+    # idle ledger never sends a message); one DynamoDB client serves every adapter on the table.
+    dynamodb = aws.lazy_client("dynamodb")
     ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     outbox_rows = DynamoOutboxRows(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
-        aws.client("sqs"),
+        aws.lazy_client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
         _env("OUTBOX_QUEUE_URL"),
         now_ms=clock.now_ms,
@@ -82,7 +84,7 @@ def build() -> Runtime:
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
     s3_config = Config(signature_version="s3v4")
     # Every stored object is tagged with the retention class storage.cacheRetentionDays picks (issue 25).
-    artifacts = (S3Artifacts(aws.client("s3", config=s3_config), bucket, retention=config.storage.retention_class)
+    artifacts = (S3Artifacts(aws.lazy_client("s3", config=s3_config), bucket, retention=config.storage.retention_class)
                  if bucket else MemoryArtifacts())
     secrets = _overrides.get("secrets") or SecretStore()
     channel = _overrides.get("channel") or RouteChannel(
@@ -93,7 +95,7 @@ def build() -> Runtime:
     # The source is built from the engine (its clock, entropy and log): None only until the next line.
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
                     metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
-    engine.source = _overrides.get("source") or _build_source(config, engine)
+    engine.source = _overrides.get("source") or _build_source(config, engine, dynamodb)
     ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read (issue 21)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
@@ -115,7 +117,7 @@ def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets:
     engine.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
 
 
-def _build_source(config: PixivFlowConfig, engine: Engine):
+def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any):
     if config.source.kind == "catalog":
         from .adapters.catalog_source import CatalogSource
 
@@ -124,7 +126,6 @@ def _build_source(config: PixivFlowConfig, engine: Engine):
     if config.source.kind == "pixiv":
         import time
 
-        from . import aws
         from .adapters.pixiv import DynamoPixivAccounts, build_source
         from .adapters.pixiv.secrets import SecretResolver
 
@@ -132,7 +133,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine):
         # refresh token's ${VAR} resolves from env, then SSM below PIXIV_SECRETS_PATH (ROUTE_SECRETS_PATH when unset).
         return build_source(
             config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,
-            store=DynamoPixivAccounts(aws.client("dynamodb"), _env("LEDGER_TABLE")),
+            store=DynamoPixivAccounts(dynamodb, _env("LEDGER_TABLE")),
             sleep=_overrides.get("sleep") or time.sleep,
             resolver=SecretResolver(ssm=_ssm_client), log=engine.log,
         )

@@ -152,6 +152,19 @@ def test_execution_record_missing_a_field_is_the_only_failure(make_runtime) -> N
     assert moved["landscape"][0] == "delivery_pending"
 
 
+@pytest.mark.parametrize("function", ["execute", "deliver"])
+@pytest.mark.parametrize("event", [{}, {"Records": []}, {"Records": "m1"}], ids=["no-records", "empty", "not-a-list"])
+def test_an_event_that_is_no_sqs_batch_fails_the_invocation_and_changes_nothing(make_runtime, function, event) -> None:
+    """No record can be reported as a batchItemFailure, so the invocation fails (Lambda retries the
+    batch) rather than answering "all processed", which would delete it."""
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    before = cells(rt)
+    with pytest.raises(ValueError, match="Records"):
+        invoke(rt, function, event)
+    assert cells(rt) == before
+
+
 def test_execution_sample_for_a_slot_that_does_not_exist_is_processed(make_runtime) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     assert invoke(rt, "execute", sample("sqs_execution_batch.json")) == {"batchItemFailures": []}

@@ -58,3 +58,42 @@ def test_a_line_with_neither_a_price_nor_a_name_fails_make_bench(capsys):
     assert report.exit_code({"monthly": {"unpriced": ["(a) mystery"]}}) == 2
     assert "mystery" in capsys.readouterr().err
     assert report.exit_code({"monthly": {"unpriced": []}}) == 0
+
+
+def test_a_smaller_sweep_bills_its_waits_by_the_gb_while_its_cpu_stretches():
+    """SweepMemorySize (issue 25, profile a): the minute's idle tick re-priced at 128 MB from the same
+    measured window. Its requests' waits shrink with the memory; its own CPU takes longer in the same
+    proportion, so that part of the GB-seconds stays what it was."""
+    idle = scenarios.idle_tick(backend="twin")
+    big, small = report.template_facts(), report.template_facts(SweepMemorySize=128)
+    assert (big["functions"]["stall_sweep"]["memory_mb"], small["functions"]["stall_sweep"]["memory_mb"]) == (512, 128)
+    f_big = report.figures(idle.window, big, per=1, scheduler_fires=1)
+    f_small = report.figures(idle.window, small, per=1, scheduler_fires=1)
+    lat = report.A["latency_ms"]
+    calls = [c for c in idle.window.calls if c.function == "stall_sweep"]
+    wait_s = sum(lat["dynamodb"] if c.service == "dynamodb" else lat["sqs"] for c in calls if c.service in ("dynamodb", "sqs")) / 1000
+    assert wait_s > 0
+    saved = f_big["lambda"]["gb_s_modelled"] - f_small["lambda"]["gb_s_modelled"]
+    assert abs(saved - wait_s * (512 - 128) / 1024) < 1e-9
+    tick_big = report.fixed_monthly(f_big, {}, big, 1, "health")["sweep ticks (DynamoDB, Lambda, Scheduler)"]
+    tick_small = report.fixed_monthly(f_small, {}, small, 1, "health")["sweep ticks (DynamoDB, Lambda, Scheduler)"]
+    assert abs((tick_big - tick_small) - saved * report.P["lambda_gb_s_arm64"] * report.A["sweep_ticks_per_month"]) < 1e-9
+
+
+def test_a_cold_start_is_billed_for_its_cpu_at_the_memorys_share_plus_its_waits():
+    """INIT + first invocation measured on one core of this machine: on Lambda its CPU runs at the
+    memory's share of a vCPU (1 vCPU at 1,769 MB), its waits (wall minus CPU) as they were."""
+    measured = {"wall_s": 0.8, "cpu_s": 0.6}
+    assert abs(report.init_seconds(measured, 1769) - 0.8) < 1e-9
+    assert abs(report.init_seconds(measured, 512) - (0.6 * 1769 / 512 + 0.2)) < 1e-9
+    assert report.init_seconds(1.5, 128) == 1.5  # a bare wall-clock figure is taken as it is
+    facts = report.template_facts()
+    small = report.template_facts(SweepMemorySize=128)
+    first = {fn: measured for fn in facts["functions"]}
+    idle = {"dynamodb": {"wru": 0, "rru": 0}, "sqs": {"billed_requests": 0}, "lambda": {"invocations": 0, "gb_s_modelled": 0},
+            "s3": {"requests_by_op": {}}, "scheduler_fires": 0, "api_requests": 0, "log_bytes": 0}
+    init_big = report.fixed_monthly(idle, first, facts, 1, "health")["cold starts (INIT billed)"]
+    init_small = report.fixed_monthly(idle, first, small, 1, "health")["cold starts (INIT billed)"]
+    # the sweep's share: its CPU part is the same GB-s at any size under one vCPU; only 0.2 s of waiting shrinks
+    expected = 0.2 * (512 - 128) / 1024 * report.A["cold_starts_per_function_per_month"] * report.P["lambda_gb_s_arm64"]
+    assert abs((init_big - init_small) - expected) < 1e-12

@@ -48,6 +48,10 @@ def test_the_report_json_carries_the_three_monthly_profiles_the_cold_start_and_t
     assert abs(trigger["init_first_ratio"] - trigger["init_first_ms"] / bare["init_first_ms"]) < 1e-9
     assert cs["worst_ratio"] == trigger["init_first_ratio"]
     assert f"{cs['worst_ratio']:.2f}x" in printed
+    # the same span in the probe's CPU, beside the wall clock (a loaded machine stretches the latter)
+    assert 0 < trigger["init_first_cpu_ms"] and 0 < bare["init_first_cpu_ms"] <= bare["init_first_ms"] * 1.05
+    assert abs(trigger["init_first_cpu_ratio"] - trigger["init_first_cpu_ms"] / bare["init_first_cpu_ms"]) < 1e-9
+    assert f"{cs['worst_cpu_ratio']:.2f}x CPU" in printed
 
     # the compute is the measured CPU of the run, scaled to the template's memory
     load = data["load"]

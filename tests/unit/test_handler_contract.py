@@ -105,15 +105,17 @@ name = sys.argv[1]
 spec = importlib.util.spec_from_file_location("app", os.path.join("functions", name, "app.py"))
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow", "aws_lambda_powertools", "boto3", "botocore", "pydantic", "httpx", "yaml", "croniter"))))
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow", "aws_lambda_powertools", "boto3", "botocore", "pydantic", "httpx", "yaml", "croniter", "asyncio"))))
 """
 
 # What no handler module imports (issue 14: each imports only what its own function needs; the
 # runtime graph, the config and the services come with the first invocation).
+# Powertools' batch utility neither (issue 25): it loads asyncio and every stream's event classes for
+# what handlers/_sqs.py does in a loop.
 NEVER_AT_IMPORT = {"boto3", "botocore.client", "httpx", "yaml", "croniter", "pydantic", "pixivflow.config", "pixivflow.runtime",
-                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser"}
-ONLY_FOR = {
-    "aws_lambda_powertools.utilities.batch": {"execute", "deliver"},
+                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser",
+                   "aws_lambda_powertools.utilities.batch", "asyncio"}
+ONLY_FOR: dict[str, set[str]] = {
     "aws_lambda_powertools.event_handler": set(),
 }
 
@@ -128,3 +130,38 @@ def test_each_handler_imports_only_what_its_own_function_needs():
         assert not loaded & NEVER_AT_IMPORT, (name, sorted(loaded & NEVER_AT_IMPORT))
         for module, users in ONLY_FOR.items():
             assert (module in loaded) == (name in users), (name, module)
+
+
+FIRST = r"""
+import importlib.util, json, os, sys
+from pixivflow.local.twins import TwinCloud
+from pixivflow.local.provision import provision
+from pixivflow.local.lambda_context import context_for
+os.environ.update({"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
+                   "PIXIVFLOW_CONFIG": os.path.join("events", "demo", "config.yaml"), "TRIGGER_TOKEN": "t", "JOBS_TOKEN": "t"})
+before = set(sys.modules)  # the harness's own imports are not the function's
+with TwinCloud():
+    os.environ.update(provision(prefix="lean"))
+    spec = importlib.util.spec_from_file_location("app", os.path.join("functions", "stall_sweep", "app.py"))
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    result = app.handler({"source": "aws.scheduler"}, context_for("stall_sweep"))
+print(json.dumps({"errors": result["errors"], "loaded": sorted(m for m in set(sys.modules) - before
+                                                               if m.split(".")[0] in ("httpx", "httpcore", "asyncio", "aws_lambda_powertools"))}))
+"""
+
+
+def test_a_sweep_tick_on_an_idle_ledger_loads_no_http_client_library():
+    """Issue 25 (cold start): httpx and httpcore come with the first request a function sends (a route
+    post, a callback); a tick with nothing to deliver never imports them, nor Powertools' batch or
+    event handler modules (asyncio)."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", FIRST], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["errors"] == 0
+    unexpected = [m for m in out["loaded"] if m.split(".")[0] in ("httpx", "httpcore", "asyncio")
+                  or m.startswith(("aws_lambda_powertools.utilities.batch", "aws_lambda_powertools.event_handler"))]
+    assert unexpected == [], unexpected

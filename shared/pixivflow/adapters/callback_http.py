@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any, Callable, Iterable, Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..domain.callbacks import Resolver, vet_callback_url
 from ..ports import DeliveryResponse
 from .http_pools import consumer_transport, deadline
+
+if TYPE_CHECKING:  # imported by the first callback sent (issue 25, cold start)
+    import httpx
 
 MAX_RESPONSE_BYTES = 64 * 1024
 
@@ -52,6 +53,8 @@ class HttpCallbackSender:
             extensions["sni_hostname"] = vetted.host
         request_headers = {**headers, "Host": vetted.host_header}
         transport = self._transport() if self._transport else consumer_transport()
+        import httpx  # loaded by the first callback (issue 25, cold start)
+
         with deadline(timeout_s), httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
                                                trust_env=False) as client:
             request = client.build_request("POST", vetted.connect_url, content=body, headers=request_headers,

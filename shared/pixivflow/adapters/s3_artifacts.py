@@ -40,7 +40,6 @@ from urllib.parse import urlencode
 from ..config.runtime import DEFAULT_RETENTION_CLASS
 from ..domain.assets import file_key
 from ..ports import ArtifactFile, StoredFile
-from .pixiv.media import SNIFFED_EXTENSIONS
 
 PART_BYTES = 8 * 1024 * 1024  # one S3 part; a file up to this size is ONE PutObject
 HEAD_BYTES = 64 * 1024  # what is read before a file is named (its type and size in pixels)
@@ -99,6 +98,10 @@ def stem_of(name: str) -> str:
     """The part of a stored name known before its bytes are (a plan's ``FileDownload.stem``): the
     name without the extension its first bytes chose (``95001_p0.jpg`` -> ``95001_p0``), else the
     whole name, so a novel's ``93001.txt`` and ``93001.md`` stay two files (the novels brief)."""
+    # Imported here: the pixiv package loads httpx and the whole App API client, which a function
+    # that only stores or reads a catalogue work never needs (issue 25, cold start).
+    from .pixiv.media import SNIFFED_EXTENSIONS
+
     base, dot, ext = name.rpartition(".")
     return base if dot and f".{ext}".lower() in SNIFFED_EXTENSIONS else name
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..ports import DeliveryResponse
 from .http_pools import OperatorPool
+
+if TYPE_CHECKING:  # imported by the first request (issue 25, cold start)
+    import httpx
 
 
 class WebhookChannel:

@@ -15,9 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from ...domain.assets import media_assets
 from ...domain.errors import ConfigError
@@ -29,6 +27,9 @@ from ..webhook import WebhookChannel
 from . import gateway, multipart, telepress
 from .telegram import TelegramReview
 from .http import Http, RouteTransportError, checked_url, expanded_headers
+
+if TYPE_CHECKING:  # httpx itself loads with the first request (issue 25: a function that never posts never imports it)
+    import httpx
 
 READINESS_TIMEOUT_MS = 3_000  # PixivFlow's readiness probe budget
 NOTICE_URL_FIELDS = ("notificationUrl", "refetchOutcomeUrl", "scheduleOutcomeUrl")

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from ...domain.errors import ConfigError
 from ...ports import DeliveryResponse
 from ..http_pools import OperatorPool
 from ..secret_refs import Expander
+
+if TYPE_CHECKING:  # imported by the first request (issue 25, cold start)
+    import httpx
 
 MAX_RESPONSE_BYTES = 64 * 1024  # an ACK is small; a huge answer is cut, never buffered whole
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
@@ -77,6 +78,8 @@ class Http:
         body: Any = content
         if content is not None and not isinstance(content, (bytes, bytearray)):
             body = guarded(content)
+        import httpx  # loaded once the function really posts (issue 25, cold start)
+
         try:
             with self._pool.client(timeout_s).stream(method, url, headers=dict(headers), content=body) as response:
                 raw = bytearray()
