@@ -713,6 +713,58 @@ def test_cancel_writes_never_claimed_cells_failed(env: Env) -> None:
                                        reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=T0 + 2)
 
 
+def _cancel(env: Env, state, now_ms: int) -> bool:
+    """The consumer cancel of the whole job (services/jobs.py), from the state read in ``state``."""
+    return env.ledger.cancel_cells(state, cells=["cats"], intents=state.intents_for("cats"), slot_status="failed",
+                                   reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=now_ms)
+
+
+def _refused_untouched(env: Env, slot: Slot, owner: str, lease_until: int) -> None:
+    """The whole cancel refused: the row stays the worker's claim, the cell and the slot open."""
+    after = env.ledger.load(slot.slot_id)
+    (row,) = after.intents
+    assert (row.outbox_status, row.lease_owner, row.lease_until) == ("processing", owner, lease_until)
+    assert after.cells["cats"].status == "pending" and after.slot.status == "pending"
+
+
+def test_cancel_refuses_a_row_a_worker_claimed_after_the_read(env: Env) -> None:
+    """Spec §12.7: the cancel read the row pending; a worker claimed it before the transaction (it
+    may be posting now, before its sending marker). The stale cancel must not mark it cancelled."""
+    slot = admitted(env, make_slot(targets=("cats",)))
+    env.ledger.put_intent(make_intent(slot.slot_id))
+    state = env.ledger.load(slot.slot_id)
+    assert state.intents_for("cats")[0].outbox_status == "pending"
+    assert env.ledger.claim_intent(state.intents[0], "dlv-a", T0 + 10, OUTBOX_LEASE_MS) is not None
+    assert not _cancel(env, state, T0 + 11)
+    _refused_untouched(env, slot, "dlv-a", T0 + 10 + OUTBOX_LEASE_MS)
+    # re-read, the row is a live claim: a cancel that leaves it out goes through
+    fresh = env.ledger.load(slot.slot_id)
+    assert env.ledger.cancel_cells(fresh, cells=["cats"], intents=[], slot_status="failed",
+                                   reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=T0 + 12)
+    assert env.ledger.load(slot.slot_id).intents[0].outbox_status == "processing"
+
+
+def test_cancel_takes_an_expired_claim_only_if_nobody_reclaimed_it(env: Env) -> None:
+    """A row read processing with an expired lease is cancelled (its worker died) -- but only that
+    claim: another worker that took the row over between the read and the transaction owns it now."""
+    slot = admitted(env, make_slot(targets=("cats",)))
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS) is not None
+    expired = T0 + OUTBOX_LEASE_MS
+    state = env.ledger.load(slot.slot_id)  # processing, dlv-a's lease just expired
+    assert (state.intents[0].outbox_status, state.intents[0].lease_until) == ("processing", expired)
+    assert env.ledger.claim_intent(state.intents[0], "dlv-b", expired, OUTBOX_LEASE_MS) is not None
+    assert not _cancel(env, state, expired + 1)
+    _refused_untouched(env, slot, "dlv-b", expired + OUTBOX_LEASE_MS)
+    # the same cancel from a read of the expired claim nobody took over goes through
+    again = env.ledger.load(slot.slot_id)
+    later = expired + OUTBOX_LEASE_MS
+    assert _cancel(env, again, later + 1)
+    after = env.ledger.load(slot.slot_id)
+    assert after.intents[0].outbox_status == "cancelled" and after.intents[0].lease_owner is None
+    assert after.cells["cats"].status == "failed" and after.slot.status == "failed"
+
+
 def test_recovery_of_a_never_claimed_cell_writes_it_once(env: Env) -> None:
     slot = slot_only(env, targets=("cats",))
     stand_in = unwritten(env, slot, "cats")
