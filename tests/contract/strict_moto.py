@@ -69,7 +69,8 @@ def _all_values(op: str, kw: dict):
 
 
 def _keys(op: str, kw: dict) -> list[dict]:
-    """Every Key parameter of a request (reads and deletes; writes of whole items moto checks itself)."""
+    """Every Key parameter of a request (reads, deletes and a Query/Scan ExclusiveStartKey; writes of whole items
+    moto checks itself)."""
     keys = [kw["Key"]] if "Key" in kw else []
     for request in (kw.get("RequestItems") or {}).values():
         if isinstance(request, dict):
@@ -79,6 +80,7 @@ def _keys(op: str, kw: dict) -> list[dict]:
     for action in kw.get("TransactItems") or []:
         (_, body), = action.items()
         keys += [body["Key"]] if "Key" in body else []
+    keys += [kw["ExclusiveStartKey"]] if "ExclusiveStartKey" in kw else []  # a start key is a key too
     return keys
 
 

@@ -69,6 +69,47 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     assert channel.posts == [], "nothing was posted after the committed cancel"
 
 
+
+def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_executor(make_runtime, monkeypatch):
+    """The same race, one step later: the executor's row lands after the cancel's rollup read the
+    slot for the last time (so ``rows_outlive_slot`` indexed nothing) and before it left
+    ActiveSlots. Only the refused executor's ``index_due`` (mutant execution-ended-cell-rows-indexed)
+    then puts the row where the sweep finds it once the slot is closed (spec §13.7)."""
+    channel = LosingChannel(lose=0)
+    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
+    assert post_job(rt, task())[0] == 202
+    _take(rt, "EXECUTION_QUEUE_URL")
+    ledger = rt.engine.ledger
+    real_put, real_leave = ledger.put_intent, ledger.leave_active_index
+    answers, stored = [], []
+
+    def frozen_through_the_whole_cancel(intent):
+        rt.clock.advance(LEASE_TTL_MS + 1_000)  # the executor froze: its lease lapsed meanwhile
+
+        def row_lands_then_close(slot_id):
+            stored.append(real_put(intent))  # after every read of the closing rollup
+            return real_leave(slot_id)
+
+        monkeypatch.setattr(ledger, "leave_active_index", row_lands_then_close)
+        answers.append(cancel(rt, SLOT))
+        monkeypatch.setattr(ledger, "leave_active_index", real_leave)
+        return stored[0]
+
+    monkeypatch.setattr(ledger, "put_intent", frozen_through_the_whole_cancel)
+    execute_cell(rt.engine, SLOT, TARGET)
+    monkeypatch.setattr(ledger, "put_intent", real_put)
+
+    [(status, job)] = answers
+    assert (status, job["status"]) == (200, "cancelled")
+    state = ledger.load(SLOT)
+    assert not state.slot.open
+    [row] = state.intents
+    assert row.outbox_status == "pending"
+    _take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost: the index must find the row
+    due = ledger.due_intents(rt.clock.now_ms())
+    assert [ledger.get_intent_by_key(pk, sk).idempotency_key for pk, sk in due] == [row.idempotency_key], due
+    assert channel.posts == []
+
 class _Twin:
     """A client that records the requests that reached it."""
 

@@ -171,7 +171,7 @@ class _Table:
         # DynamoDB's key size limits hold on every operation, reads included (issue 21 item 3): a
         # partition key of at most 2,048 bytes, a sort key of at most 1,024.
         value: Any  # a key's attribute value: str, bytes or a number's text
-        for key, limit, what in ((hv, 2048, "Size of hashkey has exceeded the maximum size limit of 2048 bytes"),
+        for key, limit, what in ((hv, 2048, "Size of hashkey has exceeded the maximum size limit of2048 bytes"),  # sic: DynamoDB's wording
                                  (rv, 1024, "Aggregated size of all range keys has exceeded the size limit "
                                             "of 1024 bytes")):
             kind, value = key or (None, None)
