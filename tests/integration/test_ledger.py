@@ -816,3 +816,50 @@ def test_a_cell_whose_lease_is_live_is_not_re_dispatched(env: Env) -> None:
     assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS - 1) is False  # lease still live
     assert env.ledger.get_cell(slot.slot_id, "cats").dispatched_at == seen
     assert env.ledger.mark_dispatched(slot.slot_id, "cats", seen, T0 + LEASE_MS) is True  # lapsed: the sweep may
+
+
+def test_a_zombie_deliverers_readiness_release_neither_rearms_the_row_nor_drops_the_new_owners_lease(env: Env) -> None:
+    """release_intent (spec §10.4 ``release``): deliverer A's outbox lease lapsed and B claimed the
+    row; A's late readiness deferral must be refused, or it would put B's row back to pending,
+    strip B's lease and let a third deliverer post it beside B (make mutants found no test of
+    this guard)."""
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    assert env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS) is not None
+    b = env.ledger.claim_intent(intent, "dlv-b", T0 + OUTBOX_LEASE_MS, OUTBOX_LEASE_MS)
+    assert b is not None and b.lease_owner == "dlv-b"
+    assert env.ledger.release_intent(intent, "dlv-a", T0 + OUTBOX_LEASE_MS + 5, T0 + 10**6) is None  # the zombie
+    row = env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001")
+    assert (row.outbox_status, row.lease_owner, row.lease_until, row.next_attempt_at) == (
+        "processing", "dlv-b", T0 + 2 * OUTBOX_LEASE_MS, T0)
+    assert env.ledger.claim_intent(intent, "dlv-c", T0 + OUTBOX_LEASE_MS + 10, OUTBOX_LEASE_MS) is None
+    # its holder may defer it: pending again, due later, no attempt consumed
+    released = env.ledger.release_intent(b, "dlv-b", T0 + OUTBOX_LEASE_MS + 20, T0 + 10**6)
+    assert released is not None
+    assert (released.outbox_status, released.lease_owner, released.next_attempt_at, released.attempts) == (
+        "pending", None, T0 + 10**6, 0)
+    # a row no longer processing (settled done) refuses any release, even by its last holder
+    c = env.ledger.claim_intent(released, "dlv-c", T0 + 10**6, OUTBOX_LEASE_MS)
+    assert env.ledger.settle_intent(c, "dlv-c", T0 + 10**6 + 1, ledger_status=LedgerStatus.DELIVERED,
+                                    outbox_status=OutboxStatus.DONE) is not None
+    assert env.ledger.release_intent(c, "dlv-c", T0 + 10**6 + 2, T0 + 2 * 10**6) is None
+    row = env.ledger.get_intent(slot.slot_id, "cats", "review", "illustration", "1001")
+    assert (row.outbox_status, row.status, row.next_attempt_at) == ("done", "delivered", T0 + 10**6)
+
+
+def test_a_cancel_from_a_stale_read_never_fails_a_cell_that_was_delivered_meanwhile(env: Env) -> None:
+    """cancel_cells (spec §12.7): each cell's failure is conditioned on the status the cancel read.
+    The consumer's cancel read cats delivery_pending; its delivery then submitted it. The whole step
+    must refuse, or a delivered cell would be reported failed (and the slot failed) although the
+    consumer received its work (make mutants found no test of this guard)."""
+    slot = admitted(env, make_slot(targets=("cats",)))
+    sid = slot.slot_id
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.DELIVERY_PENDING, T0, work_id="1001")
+    stale = env.ledger.load(sid)
+    assert env.ledger.transition_cell(sid, "cats", CellStatus.SUBMITTED, T0 + 1)  # the delivery lands
+    assert not env.ledger.cancel_cells(stale, cells=["cats"], intents=[], slot_status="failed",
+                                       reason_code="cancelled_by_consumer", reason_message="cancelled", now_ms=T0 + 2)
+    after = env.ledger.load(sid)
+    cats = after.cells["cats"]
+    assert (cats.status, cats.terminal_reason_code, cats.completed_at) == ("submitted", None, T0 + 1)
+    assert after.slot.status == "pending" and after.slot.completed_at is None
