@@ -724,3 +724,33 @@ def test_a_stalled_slot_stays_in_the_sweep_until_its_in_delivery_cell_settles(ma
     [line] = logs.outcomes(slot_id)
     assert {t["target_id"]: t["status"] for t in line["cells"]["targets"]} == {"cats": "failed", "landscape": "failed"}
     assert downstream.requests == []
+
+
+def test_closing_a_stalled_slot_waits_while_its_in_delivery_cell_has_a_live_row(make_runtime, downstream, logs):
+    """spec §13.16 / rollup.close: the stall transaction leaves a delivery_pending cell whose row is
+    still live to the outbox. Closing the terminal slot must wait for that cell (no outcome record,
+    slot kept in the active index), even though no executor holds a lease and nothing can converge
+    it yet; otherwise the record would name a cell that is still being delivered."""
+    from pixivflow.services.rollup import close
+
+    rt = make_runtime(T0, mutate=schedule("pair", ["cats", "landscape"]))
+    slot_id = slot_of("pair")
+    rt.fire("pair", iso=T0)
+    drop(rt)
+    execute_only(rt, slot_id, "cats")
+    drop(rt, "OUTBOX_QUEUE_URL")  # the row stays pending: the outbox has not delivered it yet
+    ledger = rt.engine.ledger
+    at(rt, 15)
+    state = ledger.load(slot_id)
+    assert state.cells["cats"].status == "delivery_pending" and not state.cells["cats"].lease_live(rt.clock.now_ms())
+    assert ledger.terminalise_slot(state, fail_cells=["landscape"], guard_cells=["cats"], slot_status="failed",
+                                   reason_code="stalled_no_heartbeat", reason_message=STALLED_MESSAGE, now_ms=rt.clock.now_ms())
+    at(rt, 16)
+
+    assert close(rt.engine, ledger.load(slot_id)) is False
+
+    after = ledger.load(slot_id)
+    assert after.cells["cats"].status == "delivery_pending"
+    assert after.slot.status == "failed" and after.slot.open  # still swept until cats settles
+    assert slot_id in [s for s, _ in ledger.active_slots()]
+    assert logs.outcomes(slot_id) == []

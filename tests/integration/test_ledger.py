@@ -509,6 +509,32 @@ def test_terminalise_slot_is_all_or_nothing_when_a_guarded_cell_has_a_live_lease
     assert [s for s, _ in env.ledger.active_slots()] == [sid]
 
 
+def test_terminalise_slot_refuses_to_fail_a_cell_whose_lease_is_live(env: Env) -> None:
+    # DESIGN §4: the stall may fail only cells no executor holds. Here the live lease is on a cell
+    # being FAILED (not a guard_cell), so only the fail update's own lease condition can refuse it.
+    slot = admitted(env)
+    sid = slot.slot_id
+    assert env.ledger.claim_cell(sid, "cats", "exec-live", T0, LEASE_MS)
+    state = env.ledger.load(sid)
+    before = {t: (c.status, c.lease_owner) for t, c in state.cells.items()}
+
+    ok = env.ledger.terminalise_slot(state, fail_cells=["cats", "landscape"], guard_cells=[], slot_status="failed",
+                                     reason_code="stalled_no_heartbeat", reason_message="stalled", now_ms=T0 + 1)
+
+    assert ok is False
+    after = env.ledger.load(sid)
+    assert after.slot.status == "pending" and after.slot.completed_at is None
+    assert {t: (c.status, c.lease_owner) for t, c in after.cells.items()} == before
+    assert after.cells["cats"].lease_owner == "exec-live"
+    assert all(c.terminal_reason_code is None for c in after.cells.values())
+    # Once that lease has lapsed, the same stall goes through.
+    later = env.ledger.load(sid)
+    assert env.ledger.terminalise_slot(later, fail_cells=["cats", "landscape"], guard_cells=[], slot_status="failed",
+                                       reason_code="stalled_no_heartbeat", reason_message="stalled",
+                                       now_ms=T0 + LEASE_MS + 1) is True
+    assert env.ledger.load(sid).cells["cats"].status == "failed"
+
+
 def test_active_page_walks_one_shard_oldest_first_from_a_position(env: Env) -> None:
     """The sweep's incremental walk (issue 25): a page past a position, and whether more follow."""
     from pixivflow.adapters.dynamo_ledger import shard_of
