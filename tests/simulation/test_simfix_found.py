@@ -18,6 +18,30 @@ from pixivflow.services.execution import execute_cell
 SLOT = f"{PLAN}@manual-job-key-1"
 
 
+def _job_taken_by_its_executor(make_runtime):
+    """A job admitted and its execution message taken: the test then runs the executor by hand."""
+    channel = LosingChannel(lose=0)  # takes every post, loses no answer
+    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
+    assert post_job(rt, task())[0] == 202
+    _take(rt, "EXECUTION_QUEUE_URL")
+    return rt, channel
+
+
+def _closed_with_its_pending_row_in_the_due_index(rt, answers):
+    """The cancel answered ``cancelled`` and closed the slot; its one row is pending, and only the
+    due index (the sweep's way to a closed slot's row, spec §13.7) can find it. Returns the row."""
+    [(status, job)] = answers
+    assert (status, job["status"]) == (200, "cancelled")
+    ledger = rt.engine.ledger
+    state = ledger.load(SLOT)
+    assert not state.slot.open
+    [row] = state.intents
+    assert row.outbox_status == "pending"
+    due = ledger.due_intents(rt.clock.now_ms())
+    assert [ledger.get_intent_by_key(pk, sk).idempotency_key for pk, sk in due] == [row.idempotency_key], due
+    return state, row
+
+
 def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted(make_runtime, monkeypatch):
     """Seed 738: an executor frozen past its lease wrote its delivery row after the consumer's cancel
     had read the job and before the cancel committed. The commit (conditioned on what it read) did
@@ -26,10 +50,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     failed cell of a closed slot forever: no message, not indexed, the sweep blind to it (spec
     §13.7). The refused executor now indexes and sends its rows; the deliverer dead-letters them
     unposted (no post after a committed cancel)."""
-    channel = LosingChannel(lose=0)  # takes every post, loses no answer
-    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
-    assert post_job(rt, task())[0] == 202
-    _take(rt, "EXECUTION_QUEUE_URL")
+    rt, channel = _job_taken_by_its_executor(make_runtime)
     ledger = rt.engine.ledger
     real_put, real_load = ledger.put_intent, ledger.load
     answers = []
@@ -48,16 +69,9 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     execute_cell(rt.engine, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
 
-    [(status, job)] = answers
-    assert (status, job["status"]) == (200, "cancelled")
-    state = ledger.load(SLOT)
-    assert not state.slot.open  # the cancel closed the slot: only the due index can find the row now
+    state, row = _closed_with_its_pending_row_in_the_due_index(rt, answers)
     [cell] = state.snapshot_cells()
     assert (cell.status, cell.terminal_reason_code) == ("failed", "cancelled_by_consumer")
-    [row] = state.intents
-    assert row.outbox_status == "pending"
-    due = ledger.due_intents(rt.clock.now_ms())
-    assert [ledger.get_intent_by_key(pk, sk).idempotency_key for pk, sk in due] == [row.idempotency_key], due
 
     bodies = [json.loads(b) for b in _take(rt, "OUTBOX_QUEUE_URL")]
     assert [b["key"] for b in bodies] == [row.idempotency_key]  # the refused executor sent it
@@ -75,10 +89,7 @@ def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_exe
     slot for the last time (so ``rows_outlive_slot`` indexed nothing) and before it left
     ActiveSlots. Only the refused executor's ``index_due`` (mutant execution-ended-cell-rows-indexed)
     then puts the row where the sweep finds it once the slot is closed (spec §13.7)."""
-    channel = LosingChannel(lose=0)
-    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
-    assert post_job(rt, task())[0] == 202
-    _take(rt, "EXECUTION_QUEUE_URL")
+    rt, channel = _job_taken_by_its_executor(make_runtime)
     ledger = rt.engine.ledger
     real_put, real_leave = ledger.put_intent, ledger.leave_active_index
     answers, stored = [], []
@@ -99,15 +110,8 @@ def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_exe
     execute_cell(rt.engine, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
 
-    [(status, job)] = answers
-    assert (status, job["status"]) == (200, "cancelled")
-    state = ledger.load(SLOT)
-    assert not state.slot.open
-    [row] = state.intents
-    assert row.outbox_status == "pending"
     _take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost: the index must find the row
-    due = ledger.due_intents(rt.clock.now_ms())
-    assert [ledger.get_intent_by_key(pk, sk).idempotency_key for pk, sk in due] == [row.idempotency_key], due
+    _closed_with_its_pending_row_in_the_due_index(rt, answers)
     assert channel.posts == []
 
 class _Twin:
