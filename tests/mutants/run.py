@@ -1,6 +1,6 @@
 """``make mutants``: proof that the proof works (issue 20).
 
-Every ``tests/mutants.d/*.toml`` lists mutants in the format COMMON.md fixes::
+Every ``tests/mutants.d/*.toml`` lists mutants in this format::
 
     [[mutant]]
     id = "reserve-work-condition"       # unique, kebab-case
