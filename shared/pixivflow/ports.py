@@ -262,10 +262,10 @@ class PixivAccountStore(Protocol):
         ...
 
     def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
-                     lost: str | None = None) -> bool:
+                     lost: tuple[str, str] | None = None) -> bool:
         """Record a rotation from ``old`` to ``new``. True for exactly one caller per rotation: the winner persists it.
-        ``lost``: the guard's current fingerprint, a rotation away from ``old`` that never reached SSM;
-        this one may replace it while the guard is still exactly that."""
+        ``lost``: the guard as read, (current, previous), naming a rotation that never reached SSM
+        (SSM still holds ``previous``); this one may replace it while the guard is still exactly that."""
         ...
 
     def adopt_token(self, account_id: str, seen_fingerprint: str | None, new_fingerprint: str, now_ms: int) -> bool:

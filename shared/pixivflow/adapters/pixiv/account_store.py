@@ -94,19 +94,21 @@ class DynamoPixivAccounts:
         return item.get("fingerprint", {}).get("S") if item else None
 
     def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
-                     lost: str | None = None) -> bool:
+                     lost: tuple[str, str] | None = None) -> bool:
         # The item may not exist yet (first rotation ever): the first container to record the
         # move away from the token it started with wins; a second one that also started from
-        # ``old`` finds a different fingerprint and loses. ``lost``: the guard named a rotation
-        # away from ``old`` that never reached SSM (its PutParameter failed, its container is gone)
-        # while SSM still held ``old``; this rotation from ``old`` replaces it, if the guard is
-        # still exactly that (make sim: otherwise no rotation is ever recorded again, issue 24).
+        # ``old`` finds a different fingerprint and loses. ``lost``: the guard as read, (current,
+        # previous), when its rotation was judged lost (it never reached SSM, which still held
+        # ``previous``: its PutParameter failed, its container is gone); this rotation replaces it
+        # if the guard is still exactly that, whether it starts from SSM's token or from one this
+        # container rotated to itself (make sim seeds 4064: otherwise no rotation is ever recorded
+        # again, issue 24).
         condition = "attribute_not_exists(fingerprint) OR fingerprint = :old"
         values = {":new": {"S": new_fingerprint}, ":old": {"S": old_fingerprint}, ":now": {"N": str(int(now_ms))},
                   ":one": {"N": "1"}, ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}}
         if lost is not None:
-            condition += " OR (fingerprint = :lost AND previous = :old)"
-            values[":lost"] = {"S": lost}
+            condition += " OR (fingerprint = :lost AND previous = :stale)"
+            values[":lost"], values[":stale"] = {"S": lost[0]}, {"S": lost[1]}
         try:
             self._call(
                 "update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": TOKEN_SK}},
@@ -220,10 +222,10 @@ class MemoryPixivAccounts:
             return self._tokens.get(account_id)
 
     def rotate_token(self, account_id: str, old_fingerprint: str, new_fingerprint: str, now_ms: int, *,
-                     lost: str | None = None) -> bool:
+                     lost: tuple[str, str] | None = None) -> bool:
         with self._lock:
             current = self._tokens.get(account_id)
-            replaces_lost = lost is not None and current == lost and self._previous.get(account_id) == old_fingerprint
+            replaces_lost = lost is not None and (current, self._previous.get(account_id)) == lost
             if current is not None and current != old_fingerprint and not replaces_lost:
                 return False
             self._tokens[account_id] = new_fingerprint

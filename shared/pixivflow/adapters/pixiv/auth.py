@@ -271,7 +271,7 @@ class PixivAuth:
         self._expires_at = 0
         self._lock = threading.RLock()
         self._failure_logged = False
-        self._lost: str | None = None  # a guard rotation SSM never got, seen at this refresh (_heal)
+        self._lost: tuple[str, str] | None = None  # the guard as read, naming a rotation SSM never got (_heal)
         self.refreshes = 0  # token requests this container made (cost figures, tests)
 
     def secrets(self) -> list[str]:
@@ -321,8 +321,10 @@ class PixivAuth:
         * SSM holds a token no rotation produced: pasted by hand. It is used, and recorded as
           the guard's current one (conditional on the guard as read).
 
-        A container that holds neither (it started from a stale SSM value) changes nothing: the
-        container that holds the current token heals SSM at its own next refresh."""
+        A container that holds neither (it started from a stale SSM value, or its own rotation lost
+        the guard's race) changes nothing while the guard's rotation is young: the container that
+        holds the current token heals SSM at its own next refresh. Once that rotation is older than
+        ``LOST_ROTATION_MS`` it is judged lost, and this refresh's rotation may replace it."""
         if self._store is None:
             return mine
         stored = self._token.stored()
@@ -338,11 +340,12 @@ class PixivAuth:
             return stored
         if guard is not None and seen == previous:
             if held != guard and self._now() - (self._store.token_rotated_at(self._account) or 0) >= LOST_ROTATION_MS:
-                # SSM holds the token the guard says was replaced, and so do we, long after the
-                # rotation (its writer would have written SSM right after the guard): the replacement
-                # lives only in a container whose PutParameter failed or that died between the two
-                # writes. Our own rotation from SSM's token may take its place (make sim).
-                self._lost = guard
+                # SSM holds the token the guard says was replaced, long after the rotation (its
+                # writer would have written SSM right after the guard): the replacement lives only
+                # in a container whose PutParameter failed or that died between the two writes. Our
+                # own rotation may take its place, from SSM's token or from the one we hold (a warm
+                # container whose earlier rotation lost to the lost one; make sim seed 4064).
+                self._lost = (guard, previous)
             if held == guard:
                 try:
                     self._token.persist(mine)
@@ -452,7 +455,7 @@ class PixivAuth:
         self._token.replace(new)  # this container uses the newest token from now on
         persisted = False
         if self._token.ssm_name is not None and self._store is not None:
-            lost, self._lost = (self._lost if self._lost is not None and fingerprint(old) != self._lost else None), None
+            lost, self._lost = (self._lost if self._lost is not None and fingerprint(old) != self._lost[0] else None), None
             if self._store.rotate_token(self._account, fingerprint(old), fingerprint(new), self._now(), lost=lost):
                 try:
                     self._token.persist(new)
@@ -460,6 +463,10 @@ class PixivAuth:
                 except Exception as exc:  # noqa: BLE001 - the access token works; the next refresh retries
                     self._log("warning", "rotated Pixiv refresh token could not be written to SSM",
                               event="pixiv.token_persist_failed", account_id=self._account, error_type=type(exc).__name__)
+                if lost is not None and persisted:
+                    self._log("warning", "Pixiv refresh token healed: the rotation the guard named never reached SSM "
+                              "(its container is gone); this container's rotation replaced it", event="pixiv.token_healed",
+                              account_id=self._account, cause="rotation_lost")
         self._log("info", "Pixiv refresh token rotated", event="pixiv.token_rotated", account_id=self._account,
                   persisted=persisted)
 
