@@ -171,13 +171,20 @@ def check_pixiv(world: Any) -> list[str]:
     stored = world.ssm.values.get(TOKEN_PARAMETER, ("", 0))[0]
     world.counts["pixiv.rotations"] = len(issued)
     world.counts["pixiv.ssm_holds_last"] = int(not issued or stored == issued[-1])
-    # One more refresh, by a fresh container (the account's next cold start): after it the rotation
-    # guard and SSM agree -- a rotation recorded in the guard is the token SSM holds, so the chain of
-    # rotations goes on from SSM and none is lost to a dead container or a failed PutParameter.
+    # One more refresh, by the harness's container: the one the invocations run outside the baton
+    # used, a warm container taken from the idle ones when there was one (Lambda reuses warm
+    # containers; such a one may hold a rotated token of its own that neither SSM nor the guard
+    # names, seed 4064), else a new one (a cold start). After it the rotation guard and SSM agree --
+    # a rotation recorded in the guard is the token SSM holds, so the chain of rotations goes on from
+    # SSM and none is lost to a dead container or a failed PutParameter.
     from pixivflow.adapters.pixiv.auth import fingerprint
 
     world.fake.expire_access_tokens()
-    world.containers.fresh()._client._auth.bearer()  # noqa: SLF001 - the source's own refresh
+    auth = world.containers.fresh()._client._auth  # noqa: SLF001
+    # A warm container still trusts its cached access token until its expiry: drop it, as the
+    # client does when Pixiv refuses it, so that this is a refresh and not a cache hit.
+    auth.invalidate(auth._access)  # noqa: SLF001
+    auth.bearer()  # the source's own refresh
     stored = world.ssm.values.get(TOKEN_PARAMETER, ("", 0))[0]
     guard, _ = world.containers.fresh()._client._auth._store.token_guard("main")  # noqa: SLF001
     if guard is not None and guard != fingerprint(stored):

@@ -113,13 +113,16 @@ def test_the_pixiv_oracle_sees_the_account_over_its_bound_a_stuck_guard_and_an_e
     ssm = SsmTwin(lambda: False)
     ssm.values[TOKEN_PARAMETER] = ("t0", 1)
     guard = {"fp": fingerprint("t1")}
-    auth = SimpleNamespace(bearer=lambda: None, _store=SimpleNamespace(token_guard=lambda acct: (guard["fp"], None)))
+    calls: list[str] = []  # the oracle's refresh is a real one: the cached access token dropped first
+    auth = SimpleNamespace(bearer=lambda: calls.append("refresh"), invalidate=lambda access: calls.append(f"drop {access}"),
+                           _access="a1", _store=SimpleNamespace(token_guard=lambda acct: (guard["fp"], None)))
     container = SimpleNamespace(_client=SimpleNamespace(_auth=auth))
     world = SimpleNamespace(door=AccountDoor(), ssm=ssm, counts=Counter(), initial_token="t0", early=["[P3] early"],
                             fake=SimpleNamespace(issued_refresh_tokens=["t1"], expire_access_tokens=lambda: None),
                             containers=SimpleNamespace(fresh=lambda: container))
     assert check_pixiv(world) == ["[P2] after a fresh refresh SSM holds token #0 but the rotation guard names #1 of 1 issued "
                                   "(0 PutParameter writes)", "[P3] early"]
+    assert calls == ["drop a1", "refresh"]
     guard["fp"] = fingerprint("t0")
     world.early = []
     assert check_pixiv(world) == []

@@ -210,7 +210,8 @@ class Containers:
         return source
 
     def fresh(self) -> Any:
-        """A container of its own (the harness's, outside any invocation)."""
+        """The harness's container, outside any invocation: the one the invocations run outside the
+        baton already use (a warm one taken from the idle ones), else a new one."""
         if None not in self._by_invocation:
             self._by_invocation[None] = self._new()
         return self._by_invocation[None]
