@@ -166,6 +166,15 @@ class Intent:
         world, seeds 106 and 739)."""
         return self.sending_at is not None or self.send_progress is not None
 
+    @property
+    def may_be_downstream(self) -> bool:
+        """The downstream may hold this row's work (spec §13.2: one delivery per work and route, so
+        the work must stay reserved): an attempt was recorded (its answer lost or failed after the
+        downstream took it), or a worker claimed the row and never settled it. A claim uses no
+        attempt, so a row ``processing`` under a lapsed lease is one whose worker may have posted and
+        died before recording anything (make sim seed 6093); a live lease is a post under way."""
+        return self.attempts > 0 or self.outbox_status == OutboxStatus.PROCESSING
+
 
 def unwritten_cell(slot: Slot, target_id: str) -> Cell:
     """What a snapshot cell is before its item exists: pending, never claimed, dispatched at admission."""

@@ -229,7 +229,8 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
       review ``uncertain`` and dead-letters the row (part of it may be in the chat);
     * the work of such a row stays reserved (the downstream may hold it), so no other slot sends
       it again; so does the work of a row an earlier attempt posted (its answer was lost or
-      failed); the works of rows never attempted are given back.
+      failed), and of a row a worker claimed and never settled (it may have died right after its
+      post: ``Intent.may_be_downstream``); the works of rows no attempt can have posted are given back.
     """
     message = reason_message(CANCELLED_REASON) or CANCELLED_REASON
     refused = 0
@@ -261,12 +262,13 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         refused += 1  # something moved between the read and the transaction (a claim, a settle): decide again
         if refused > CANCEL_RETRIES:
             raise LedgerUnavailable(f"cancel of {job_id} kept losing races")
-    # The downstream may hold the work of a row in flight now, and of a row an earlier attempt
-    # already posted (its answer was lost, or failed after the downstream took it): both keep
-    # their works reserved (spec §13.2: one delivery per work and route; make sim found a lost
-    # ACK, a cancel and another slot sending the same work again). Only never-attempted rows'
-    # works go back to the pool.
-    held = {i.idempotency_key for i in in_flight} | {i.idempotency_key for i in cancelled_rows if i.attempts > 0}
+    # The downstream may hold the work of a row in flight now, of a row whose worker died between
+    # its post and its settle (still ``processing``, its lease lapsed: seed 6093), and of a row an
+    # earlier attempt already posted (its answer was lost, or failed after the downstream took it:
+    # seed 1123): they keep their works reserved (spec §13.2: one delivery per work and route;
+    # make sim found another slot sending the same work again). Only the works of rows no attempt
+    # can have posted go back to the pool.
+    held = {i.idempotency_key for i in cancelled_rows if i.may_be_downstream}
     for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:
             engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
