@@ -20,7 +20,7 @@ from pathlib import Path
 from pixivflow import aws
 import pytest
 
-from conftest import JOBS_TOKEN, ms
+from conftest import JOBS_TOKEN, OUTCOME_MESSAGE, ms
 from route_receiver import Receiver
 from test_delivery_matrix import drive
 
@@ -462,9 +462,9 @@ def test_a_crash_before_the_notification_row_is_repaired_by_the_sweep(make_runti
     rt.pump()
     assert crashed == [f"notification:{SLOT}:summary"]
     slot = state(rt).slot
-    assert slot.status == "running" and slot.open  # the outcome is recorded, the slot not closed
-    assert "execution.summary" in state(rt).events and receiver.at(SCHEDULE_OUTCOMES) == []
-    rt.clock.advance(2 * 60_000)  # past the one-minute orphan-record window
+    assert slot.status == "running" and slot.open  # rows come before the outcome record: neither is written
+    assert "execution.summary" not in state(rt).events and receiver.at(SCHEDULE_OUTCOMES) == []
+    rt.clock.advance(60_000)  # the next sweep tick
     rt.sweep()
     rt.pump()
     (post,) = receiver.at(SCHEDULE_OUTCOMES, "POST")
@@ -475,6 +475,92 @@ def test_a_crash_before_the_notification_row_is_repaired_by_the_sweep(make_runti
     rt.sweep()
     rt.pump()
     assert len(receiver.at(SCHEDULE_OUTCOMES)) == 1
+
+
+class Died(BaseException):
+    """The invocation dies here: no except and no finally of ours runs (a Lambda killed mid-call)."""
+
+
+def _die_at_the_notification(rt, where, key_prefix):
+    """Kill the invocation that writes the first notification row starting with ``key_prefix``:
+    right after the row's put (``row``), or at its queue send (``send``)."""
+    rows, queues = rt.engine.outbox_rows, rt.engine.queues
+    real_enqueue, real_send = rows.enqueue, queues.send_outbox
+    died = []
+
+    def enqueue(row, **kw):
+        stored = real_enqueue(row, **kw)
+        if where == "row" and not died and row.key.startswith(key_prefix):
+            died.append(row.key)
+            raise Died()
+        return stored
+
+    def send_outbox(messages):
+        if where == "send" and not died and any(str(m.body.get("key")).startswith(key_prefix) for m in messages):
+            died.append(messages[0].body["key"])
+            raise Died()
+        return real_send(messages)
+
+    def revive():  # the next invocations run normally
+        rows.enqueue, queues.send_outbox = real_enqueue, real_send
+
+    rows.enqueue, queues.send_outbox = enqueue, send_outbox
+    return died, revive
+
+
+def _outcome_lines(logs, slot_id):
+    return [line for line in logs.all() if line.get("message") == OUTCOME_MESSAGE and line.get("slot_id") == slot_id]
+
+
+@pytest.mark.parametrize("where", ["row", "send"])
+def test_a_deliverer_dying_at_the_notification_rows_leaves_one_outcome_line(make_runtime, receiver, logs, where):
+    """Make sim's routes world, seeds 3901 and 4552: the deliverer that settled the last cell
+    logged the schedule.outcome line, then died at the summary's row (after its put, or at its
+    queue send) before closing the slot; a minute later the sweep took the record for an orphan
+    and logged it again (and again, when the sweep died at the same row). The rows now come
+    before the record, so a death there has logged nothing and the sweep logs the one line."""
+    rt = start(make_runtime, receiver)
+    died, revive = _die_at_the_notification(rt, where, f"notification:{SLOT}:summary")
+    with pytest.raises(Died):
+        rt.pump()
+    assert died and state(rt).slot.open
+    revive()
+    rt.settle()
+    [line] = _outcome_lines(logs, SLOT)
+    assert line["status"] == "success" and line["cells"]["submitted"] == 1
+    assert not state(rt).slot.open and state(rt).slot.status == "success"
+    (post,) = receiver.at(SCHEDULE_OUTCOMES, "POST")
+    assert post.json["status"] == "success"
+    rt.clock.advance(10 * 60_000)
+    rt.sweep()
+    rt.pump()
+    assert len(_outcome_lines(logs, SLOT)) == 1 and len(receiver.at(SCHEDULE_OUTCOMES)) == 1
+
+
+@pytest.mark.parametrize("where", ["row", "send"])
+def test_a_cancel_dying_at_the_refetch_verdict_row_leaves_one_outcome_line(make_runtime, receiver, logs, where):
+    """Make sim's routes world, seed 4543: a consumer's cancel of a manual refetch closed its slot
+    (``rollup.close``): it logged the outcome line, then its invocation died right after the
+    refetch verdict's row was written; the sweep re-logged the orphaned record a minute later.
+    The verdict row now comes before the record: the sweep's close writes and logs it once."""
+    rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG)
+    manual = _refetch(rt)
+    died, revive = _die_at_the_notification(rt, where, f"refetch-outcome:{manual}:")
+    with pytest.raises(Died):
+        rt.http("POST", f"/jobs/{manual}/cancel", {}, token=JOBS_TOKEN, function="job_events")
+    assert died and state(rt, manual).slot.open
+    assert state(rt, manual).cells["cats"].terminal_reason_code == "cancelled_by_consumer"  # the cancel committed
+    revive()
+    rt.settle()
+    [line] = _outcome_lines(logs, manual)
+    assert line["status"] == "failed"
+    assert not state(rt, manual).slot.open
+    (post,) = receiver.at(REFETCH_OUTCOMES, "POST")
+    assert (post.json["request_id"], post.json["disposition"]) == (RID, "failed")
+    rt.clock.advance(10 * 60_000)
+    rt.sweep()
+    rt.pump()
+    assert len(_outcome_lines(logs, manual)) == 1 and len(receiver.at(REFETCH_OUTCOMES)) == 1
 
 
 def test_a_lost_notification_message_is_re_driven_by_the_sweep(make_runtime, receiver):

@@ -2,9 +2,10 @@
 outbox rows, each sent at most once per key by the outbox worker.
 
 When a slot turns terminal, the rollup calls :func:`enqueue_terminal_notifications` BEFORE it
-closes the slot. A crash between the outcome record and these rows therefore leaves the slot
-open, and the sweep's next pass over it (record found -> notifications -> close) writes them;
-rows are insert-if-absent, so any number of rollups or sweeps enqueue each key once.
+writes the slot's outcome record and closes the slot (``services.rollup._notify``: not between the
+outcome's log line and the close, where a death repeats the line). A crash at these rows therefore
+leaves the slot open, and the next rollup or sweep pass over it (notifications -> record -> close)
+writes them; rows are insert-if-absent, so any number of rollups or sweeps enqueue each key once.
 
 What is sent, always to a target's PRIMARY route (its first route) when that route is an
 ``httpMultipart`` route declaring the URL:

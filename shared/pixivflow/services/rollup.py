@@ -123,13 +123,15 @@ ORPHAN_RECORD_MS = 60_000  # a record whose slot is still open this long after i
 
 
 def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | None = None) -> None:
-    """Record the one outcome, log it, and only then close the slot (terminal status and out of the
-    active index in one write). A crash in between leaves the slot open, where the sweep finds it."""
+    """Write the notification rows, record the one outcome, log it, and only then close the slot
+    (terminal status and out of the active index in one write). A crash in between leaves the slot
+    open, where the sweep finds it; only a crash between the log line and the close repeats the
+    line, so nothing else runs there (``_notify``)."""
     state.slot.status = status
     if an_executor_may_still_run(state, engine.now()) or not rows_outlive_slot(engine, state):
         return  # not yet: the next rollup (or the sweep) decides again
+    _notify(engine, state)
     if record_outcome(engine, state):
-        _notify(engine, state)
         if not engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error):
             # The stall transaction made the slot terminal after this rollup read it (a cell it
             # guarded, which the outbox settled meanwhile): its record is logged, so it leaves the
@@ -154,8 +156,8 @@ def close(engine: Engine, state: SlotState) -> bool:
         return False
     if not rows_outlive_slot(engine, state):
         return False  # a row moved under us: the sweep's next tick closes it
+    _notify(engine, state)  # before the record, as in finish()
     if record_outcome(engine, state):
-        _notify(engine, state)
         left = engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
         return left
@@ -199,10 +201,17 @@ def rows_outlive_slot(engine: Engine, state: SlotState) -> bool:
 
 
 def _notify(engine: Engine, state: SlotState) -> None:
-    """The terminal slot's notification rows, written BEFORE the slot closes: a crash in between
-    leaves the slot open, and the sweep's next pass repeats this (rows are insert-if-absent, so
-    duplicate rollups enqueue each key once). A ledger outage propagates for that retry; any
-    other failure is logged and never keeps the slot from closing."""
+    """The terminal slot's notification rows, written BEFORE its outcome record (and so before the
+    slot closes): a crash in between leaves the slot open with no record, and the next rollup or
+    sweep pass repeats this (rows are insert-if-absent, so duplicate passes enqueue each key once).
+
+    Not after the record: the outcome line is logged right after the record is made, and a writer
+    that dies after logging and before closing makes the sweep log the stored record again
+    (``record_outcome``). Each row is a write and a queue send, each a point where a Lambda can
+    die; inside that window every such death was one more ``schedule.outcome`` line (spec §9,
+    §13.18: once per slot; make sim's routes world, seeds 3901, 4552, 4543). Out of it, the window
+    holds only the close itself. A ledger outage propagates for that retry; any other failure is
+    logged and never keeps the slot from closing."""
     try:
         enqueue_terminal_notifications(engine, state.slot, state.snapshot_cells())
     except LedgerUnavailable:
