@@ -289,7 +289,8 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
     assert skipped["leaseUntil"] == T0_MS + 5 * MIN + SWEEP_LEASE_MS
     assert {k: v for k, v in skipped.items() if isinstance(v, int) and not isinstance(v, bool) and k != "leaseUntil"} == {
         "scanned": 0, "activeSlots": 0, "unrecoverable": 0, "queuedTooLong": 0, "stalledNoHeartbeat": 0, "recovered": 0,
-        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0, "shardsWalked": 0, "passComplete": 0}
+        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0, "shardsWalked": 0, "passComplete": 0,
+        "indexesEmpty": 0}
     assert "skipped" not in outer
     assert outer["recovered"] == 1 and outer["activeSlots"] == 1
     assert drop_executions(rt) == 2  # each lost cell sent once, by the sweep that held the lease
