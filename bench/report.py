@@ -37,6 +37,7 @@ PRICES = json.loads((HERE / "prices.json").read_text())
 P = {k: v["usd"] / v["per"] for k, v in PRICES["services"].items()}
 A = {k: v["value"] for k, v in PRICES["assumptions"].items() if not k.startswith("_")}
 MILLION = 1_000_000
+MONTH_HOURS = 30 * 24  # the bench's month (monthly.MONTH_DAYS)
 SQS_OPS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
            "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
 S3_PUT_TIER = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects", "DeleteObjects", "CreateMultipartUpload",
@@ -78,10 +79,16 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
     functions: dict[str, dict[str, Any]] = {}
     alarms = 0
     full_only = 0  # alarms that exist only with AlarmProfile=full
+    # CloudWatch bills an alarm per metric it reads: an alarm on an expression (HealthAlarm) pays
+    # for each of its inputs (bench/prices.json cloudwatch_alarm_month)
+    alarm_metrics = {"health": 0, "full": 0}
     for logical, res in tpl["Resources"].items():
         if res["Type"] == "AWS::CloudWatch::Alarm":
             alarms += 1
             full_only += res.get("Condition") == "FullAlarms"
+            reads = sum(1 for m in res["Properties"].get("Metrics") or [] if "MetricStat" in m) or 1
+            alarm_metrics["full"] += reads
+            alarm_metrics["health"] += 0 if res.get("Condition") == "FullAlarms" else reads
         if res["Type"] != "AWS::Serverless::Function":
             continue
         props = res.get("Properties", {})
@@ -99,6 +106,7 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
             "batch_size": esm.get("BatchSize"),
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
+            "alarm_metrics_by_profile": alarm_metrics,
             "sweep_every_s": _sweep_rate_s(tpl),
             "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
             "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
@@ -242,9 +250,13 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, Any], fact
         "sweep tick logs": tick["CloudWatch Logs"] / MILLION * ticks,
         "idle queue polling (2 ESMs)": polls * P["sqs_request"],
         "cold starts (INIT billed)": init_gb_s * P["lambda_gb_s_arm64"],
-        f"CloudWatch custom metrics ({'Health only' if alarm_profile == 'health' else 'EMF series seen'})":
-            (1 if alarm_profile == "health" else metric_series) * P["cloudwatch_custom_metric_month"],
-        f"CloudWatch alarms (AlarmProfile={alarm_profile})": facts["alarms_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
+        # the health profile's one series is published only in a minute that counts a problem, and
+        # a custom metric is billed by the hours it is published (prices.json; issue 25 (a))
+        f"CloudWatch custom metrics ({'Health, unhealthy hours only' if alarm_profile == 'health' else 'EMF series seen'})":
+            (A["health_hours_published_per_month"] / MONTH_HOURS if alarm_profile == "health" else metric_series)
+            * P["cloudwatch_custom_metric_month"],
+        f"CloudWatch alarms (AlarmProfile={alarm_profile})":
+            facts["alarm_metrics_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
     }
 
 

@@ -409,11 +409,13 @@ def tick(engine: Engine) -> SweepResult:
 
 
 def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
-    """The Health metric, every tick, 0 included (a tick that publishes nothing is what the alarm
-    reads as "the sweep stopped"): occurrences ended by the stall rules, fires missed, slots the
+    """The Health value of this tick: occurrences ended by the stall rules, fires missed, slots the
     sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
     problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
-    close (services.rollup). Returns the value published."""
+    close (services.rollup). Logged every tick (``sweep.health``); published as the metric only
+    when above 0 (issue 25 (a): a custom metric is billed for the hours it is published, and a
+    healthy month then publishes none). That the sweep ran at all, HealthAlarm reads from the
+    function's own Invocations and Errors (template.yaml). Returns the value."""
     value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
     try:
         depth = engine.queues.dead_letter_depth()
@@ -423,7 +425,8 @@ def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
                    error=repr(exc)[:300])
     value += depth
     engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed)
-    engine.metric(HEALTH_METRIC, value)
+    if value > 0:
+        engine.metric(HEALTH_METRIC, value)
     return value
 
 
