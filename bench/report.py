@@ -847,18 +847,19 @@ def render(report: dict[str, Any]) -> str:
         rows.append([name, _fmt(m["init_ms"], 0), _fmt(m["first_invocation_ms"], 0), _fmt(m["init_first_ms"], 0),
                      f"{m['init_first_ratio']:.2f}x", _fmt(m.get("init_first_cpu_ms", nan), 0),
                      f"{m.get('init_first_cpu_ratio', nan):.2f}x", _fmt(m.get("warm_invocation_ms", nan), 0), _fmt(m.get("layer_ms", nan), 0),
-                     f"{m.get('layer_ratio', nan):.2f}x", _fmt(m.get("layer_nopyc_ms", nan), 0)])
+                     f"{m.get('layer_ratio', nan):.2f}x", _fmt(m.get("layer_nopyc_ms", nan), 0), _fmt(m.get("max_rss_mb", nan), 0)])
     rows.append(["(bare function)", _fmt(bare["import_ms"], 0), _fmt(bare["first_ms"], 0), _fmt(bare["init_first_ms"], 0),
                  "1.00x", _fmt(bare.get("init_first_cpu_ms", nan), 0), "1.00x", _fmt(bare["warm_ms"], 0), _fmt(cs.get("bare_layer_ms") or nan, 0), "1.00x",
-                 _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0)])
+                 _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0), _fmt(bare.get("max_rss_mb", nan), 0)])
     add(table(rows, ["handler", "INIT ms", "1st invocation ms", "INIT + 1st ms", "ratio", "CPU ms", "CPU ratio", "2nd ms",
-                     "import only ms", "ratio", "w/o bytecode ms"]))
+                     "import only ms", "ratio", "w/o bytecode ms", "peak RSS MB"]))
     add("  1st invocation: against moto in server mode on 127.0.0.1: it builds the runtime graph (config, clients) and")
     add("  imports the modules its path needs, as on Lambda after INIT (trigger: a scheduled fire; execute/deliver: a")
     add("  record for a missing slot/row; stall_sweep: a tick on an empty ledger; job_events: GET /capabilities).")
     add(f"  built layer: {cs.get('layer', {}).get('note', 'not built')}")
     add("  CPU: the probe's own CPU over the same span (INIT + 1st): a shared, loaded machine stretches the wall clock")
     add("  with waits for a core that Lambda's dedicated share does not have; moto's answers are in the wall clock only.")
+    add("  peak RSS: the interpreter's peak resident memory after two invocations (Lambda's runtime client adds its own).")
     add(f"  goal INIT + 1st <= 1.3x the bare function: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} "
         f"(worst {cs['worst_ratio']:.2f}x wall clock, {cs.get('worst_cpu_ratio', nan_):.2f}x CPU)")
     add("")
