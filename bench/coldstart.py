@@ -72,8 +72,10 @@ first, first_cpu = (time.perf_counter() - t) * 1000, (time.process_time() - c) *
 t = time.perf_counter()
 app.handler({event!r}, context_for({name!r}))
 warm = (time.perf_counter() - t) * 1000
+import resource  # the process's peak resident memory after both invocations (Linux: KiB)
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm,
-                  "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu}}))
+                  "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu, "max_rss_mb": rss_mb}}))
 """
 
 # The bare function Lambda would cold-start in the same runtime: the three libraries imported, one
@@ -92,8 +94,10 @@ first, first_cpu = (time.perf_counter() - t) * 1000, (time.process_time() - c) *
 t = time.perf_counter()
 client.get_item(TableName=os.environ["LEDGER_TABLE"], Key={{"pk": {{"S": "BARE"}}, "sk": {{"S": "BARE"}}}})
 warm = (time.perf_counter() - t) * 1000
+import resource  # the process's peak resident memory after both invocations (Linux: KiB)
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm,
-                  "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu}}))
+                  "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu, "max_rss_mb": rss_mb}}))
 """
 
 
@@ -229,7 +233,7 @@ def _median_first(code: str, runs: int, *, flags: tuple[str, ...], env: dict[str
     fresh interpreter each run: the median of each part and of their sum."""
     samples = [json.loads(_run(code, flags=flags, env=env)) for _ in range(runs)]
     out = {key: statistics.median(s[key] for s in samples)
-           for key in ("import_ms", "first_ms", "warm_ms", "import_cpu_ms", "first_cpu_ms")}
+           for key in ("import_ms", "first_ms", "warm_ms", "import_cpu_ms", "first_cpu_ms", "max_rss_mb")}
     out["init_first_ms"] = statistics.median(s["import_ms"] + s["first_ms"] for s in samples)
     # the same span in the probe's own CPU: what a shared, loaded machine leaves steadier (the time
     # moto, in this process, takes to answer is in the wall-clock figure only)
@@ -290,6 +294,9 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
             row["init_first_ratio"] = first["init_first_ms"] / bare_first["init_first_ms"]
             row["init_first_cpu_ms"] = first["init_first_cpu_ms"]
             row["init_first_cpu_ratio"] = first["init_first_cpu_ms"] / bare_first["init_first_cpu_ms"]
+            # what a memory size must hold (SweepMemorySize, ExecuteMemorySize): the interpreter alone,
+            # without Lambda's runtime client beside it
+            row["max_rss_mb"] = first["max_rss_mb"]
             handlers[name] = row
     finally:
         server.stop()

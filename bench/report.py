@@ -37,6 +37,7 @@ PRICES = json.loads((HERE / "prices.json").read_text())
 P = {k: v["usd"] / v["per"] for k, v in PRICES["services"].items()}
 A = {k: v["value"] for k, v in PRICES["assumptions"].items() if not k.startswith("_")}
 MILLION = 1_000_000
+MONTH_HOURS = 30 * 24  # the bench's month (monthly.MONTH_DAYS)
 SQS_OPS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
            "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
 S3_PUT_TIER = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects", "DeleteObjects", "CreateMultipartUpload",
@@ -78,10 +79,16 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
     functions: dict[str, dict[str, Any]] = {}
     alarms = 0
     full_only = 0  # alarms that exist only with AlarmProfile=full
+    # CloudWatch bills an alarm per metric it reads: an alarm on an expression (HealthAlarm) pays
+    # for each of its inputs (bench/prices.json cloudwatch_alarm_month)
+    alarm_metrics = {"health": 0, "full": 0}
     for logical, res in tpl["Resources"].items():
         if res["Type"] == "AWS::CloudWatch::Alarm":
             alarms += 1
             full_only += res.get("Condition") == "FullAlarms"
+            reads = sum(1 for m in res["Properties"].get("Metrics") or [] if "MetricStat" in m) or 1
+            alarm_metrics["full"] += reads
+            alarm_metrics["health"] += 0 if res.get("Condition") == "FullAlarms" else reads
         if res["Type"] != "AWS::Serverless::Function":
             continue
         props = res.get("Properties", {})
@@ -99,6 +106,7 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
             "batch_size": esm.get("BatchSize"),
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
+            "alarm_metrics_by_profile": alarm_metrics,
             "sweep_every_s": _sweep_rate_s(tpl),
             "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
             "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
@@ -242,9 +250,13 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, Any], fact
         "sweep tick logs": tick["CloudWatch Logs"] / MILLION * ticks,
         "idle queue polling (2 ESMs)": polls * P["sqs_request"],
         "cold starts (INIT billed)": init_gb_s * P["lambda_gb_s_arm64"],
-        f"CloudWatch custom metrics ({'Health only' if alarm_profile == 'health' else 'EMF series seen'})":
-            (1 if alarm_profile == "health" else metric_series) * P["cloudwatch_custom_metric_month"],
-        f"CloudWatch alarms (AlarmProfile={alarm_profile})": facts["alarms_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
+        # the health profile's one series is published only in a minute that counts a problem, and
+        # a custom metric is billed by the hours it is published (prices.json; issue 25 (a))
+        f"CloudWatch custom metrics ({'Health, unhealthy hours only' if alarm_profile == 'health' else 'EMF series seen'})":
+            (A["health_hours_published_per_month"] / MONTH_HOURS if alarm_profile == "health" else metric_series)
+            * P["cloudwatch_custom_metric_month"],
+        f"CloudWatch alarms (AlarmProfile={alarm_profile})":
+            facts["alarm_metrics_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
     }
 
 
@@ -835,18 +847,19 @@ def render(report: dict[str, Any]) -> str:
         rows.append([name, _fmt(m["init_ms"], 0), _fmt(m["first_invocation_ms"], 0), _fmt(m["init_first_ms"], 0),
                      f"{m['init_first_ratio']:.2f}x", _fmt(m.get("init_first_cpu_ms", nan), 0),
                      f"{m.get('init_first_cpu_ratio', nan):.2f}x", _fmt(m.get("warm_invocation_ms", nan), 0), _fmt(m.get("layer_ms", nan), 0),
-                     f"{m.get('layer_ratio', nan):.2f}x", _fmt(m.get("layer_nopyc_ms", nan), 0)])
+                     f"{m.get('layer_ratio', nan):.2f}x", _fmt(m.get("layer_nopyc_ms", nan), 0), _fmt(m.get("max_rss_mb", nan), 0)])
     rows.append(["(bare function)", _fmt(bare["import_ms"], 0), _fmt(bare["first_ms"], 0), _fmt(bare["init_first_ms"], 0),
                  "1.00x", _fmt(bare.get("init_first_cpu_ms", nan), 0), "1.00x", _fmt(bare["warm_ms"], 0), _fmt(cs.get("bare_layer_ms") or nan, 0), "1.00x",
-                 _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0)])
+                 _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0), _fmt(bare.get("max_rss_mb", nan), 0)])
     add(table(rows, ["handler", "INIT ms", "1st invocation ms", "INIT + 1st ms", "ratio", "CPU ms", "CPU ratio", "2nd ms",
-                     "import only ms", "ratio", "w/o bytecode ms"]))
+                     "import only ms", "ratio", "w/o bytecode ms", "peak RSS MB"]))
     add("  1st invocation: against moto in server mode on 127.0.0.1: it builds the runtime graph (config, clients) and")
     add("  imports the modules its path needs, as on Lambda after INIT (trigger: a scheduled fire; execute/deliver: a")
     add("  record for a missing slot/row; stall_sweep: a tick on an empty ledger; job_events: GET /capabilities).")
     add(f"  built layer: {cs.get('layer', {}).get('note', 'not built')}")
     add("  CPU: the probe's own CPU over the same span (INIT + 1st): a shared, loaded machine stretches the wall clock")
     add("  with waits for a core that Lambda's dedicated share does not have; moto's answers are in the wall clock only.")
+    add("  peak RSS: the interpreter's peak resident memory after two invocations (Lambda's runtime client adds its own).")
     add(f"  goal INIT + 1st <= 1.3x the bare function: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} "
         f"(worst {cs['worst_ratio']:.2f}x wall clock, {cs.get('worst_cpu_ratio', nan_):.2f}x CPU)")
     add("")

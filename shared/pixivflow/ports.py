@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 
@@ -529,6 +529,13 @@ class Ledger(Protocol):
         oldest first, and whether more may follow. May lag like ``active_slots``."""
         ...
 
+    def occupied_indexes(self) -> frozenset[SparseIndex]:
+        """Which of the sweep's sparse indexes may hold an entry (issue 25: an idle tick's cost).
+        One eventually consistent read of at most one entry per index, lagging exactly as the
+        Queries it spares do: an index reported empty had no entry when read, and one written since
+        is seen by the next tick. An answer it cannot be sure of counts as occupied."""
+        ...
+
     def slot_ids(self) -> list[str]: ...
 
     # cells
@@ -789,6 +796,12 @@ class SweepLease:
     owner: str  # the holder after the attempt (ours when ``acquired``)
     until_ms: int
     cursor: SweepCursor = field(default_factory=SweepCursor)
+
+
+# The sparse indexes the sweep reads (DESIGN §4): live slots (ActiveSlots), outbox rows no open
+# slot covers (DueOutbox: delivery intents and generic rows), jobs owing a callback (OpenCallbacks).
+SparseIndex = Literal["active", "due", "callbacks"]
+SPARSE_INDEXES: frozenset[SparseIndex] = frozenset(("active", "due", "callbacks"))
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,19 @@ class Emf:
         return [b for b in self.blobs if name in b]
 
 
-def alarm_dimensions(logical_id: str) -> dict[str, str]:
+def alarm_metric(logical_id: str) -> dict:
+    """The custom metric an alarm watches: its own, or (an alarm on an expression, HealthAlarm) the
+    one of its inputs in the stack's namespace."""
     props = TEMPLATE["Resources"][logical_id]["Properties"]
-    return {d["Name"]: d["Value"] for d in props["Dimensions"]}
+    if "Metrics" not in props:
+        return props
+    (metric,) = [m["MetricStat"]["Metric"] for m in props["Metrics"]
+                 if "MetricStat" in m and m["MetricStat"]["Metric"]["Namespace"] == {"Ref": "MetricsNamespace"}]
+    return metric
+
+
+def alarm_dimensions(logical_id: str) -> dict[str, str]:
+    return {d["Name"]: d["Value"] for d in alarm_metric(logical_id)["Dimensions"]}
 
 
 def emitted_dimensions(blob: dict) -> dict[str, str]:
@@ -103,7 +113,7 @@ def emitted_dimensions(blob: dict) -> dict[str, str]:
 
 def assert_watched_by(blob: dict, logical_id: str) -> None:
     """The alarm watches exactly this metric: same name, same dimension names and values."""
-    props = TEMPLATE["Resources"][logical_id]["Properties"]
+    props = alarm_metric(logical_id)
     (directive,) = blob["_aws"]["CloudWatchMetrics"]
     assert [m["Name"] for m in directive["Metrics"]] == [props["MetricName"]]
     assert emitted_dimensions(blob) == alarm_dimensions(logical_id)
@@ -289,7 +299,8 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
     assert skipped["leaseUntil"] == T0_MS + 5 * MIN + SWEEP_LEASE_MS
     assert {k: v for k, v in skipped.items() if isinstance(v, int) and not isinstance(v, bool) and k != "leaseUntil"} == {
         "scanned": 0, "activeSlots": 0, "unrecoverable": 0, "queuedTooLong": 0, "stalledNoHeartbeat": 0, "recovered": 0,
-        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0, "shardsWalked": 0, "passComplete": 0}
+        "timedOut": 0, "rolledUp": 0, "redriven": 0, "jobsRepaired": 0, "errors": 0, "shardsWalked": 0, "passComplete": 0,
+        "indexesEmpty": 0}
     assert "skipped" not in outer
     assert outer["recovered"] == 1 and outer["activeSlots"] == 1
     assert drop_executions(rt) == 2  # each lost cell sent once, by the sweep that held the lease

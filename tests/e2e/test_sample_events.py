@@ -15,7 +15,7 @@ EVENTS = Path(__file__).resolve().parents[2] / "events"
 SLOT = "morning-tokyo@2026-12-01T0800"
 PLACEHOLDER = "<TRIGGER_TOKEN>"
 SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "jobsRepaired", "errors",
-              "activeSlots", "unrecoverable", "shardsWalked", "passComplete"}
+              "activeSlots", "unrecoverable", "shardsWalked", "passComplete", "indexesEmpty"}
 
 
 def sample(name: str) -> dict:
@@ -220,8 +220,8 @@ def test_outbox_sample_delivers_once_its_intent_exists(make_runtime, downstream)
 def test_sweep_sample_returns_the_counters(make_runtime) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     idle = invoke(rt, "stall_sweep", sample("sweep_tick.json"))
-    # nothing done; the walk (issue 25) went through all 16 active-index shards: a whole pass
-    assert idle == dict.fromkeys(SWEEP_KEYS, 0) | {"shardsWalked": 16, "passComplete": 1}
+    # nothing done; every sparse index empty (issue 25's probe), so no shard was queried: a whole pass
+    assert idle == dict.fromkeys(SWEEP_KEYS, 0) | {"passComplete": 1, "indexesEmpty": 3}
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
     busy = invoke(rt, "stall_sweep", sample("sweep_tick.json"))
     assert set(busy) == SWEEP_KEYS

@@ -40,12 +40,17 @@ def test_the_three_profiles_are_priced_line_by_line_with_storage_and_nothing_sil
             assert "GB" in names[unpriced]["quantity"]
         assert names["S3 storage"]["usd"] > 0
         assert bill["total"] == sum(line["usd"] for line in bill["lines"] if line["usd"] is not None)
-    # the health profile watches with one alarm and one series; the full one with every alarm
+    # the health profile watches with one alarm reading three metrics (Health and the sweep's free
+    # Invocations and Errors: billed per metric read) and one series billed only in the hours it is
+    # published (issue 25 (a)); the full one with every alarm
     fixed_a = {line["name"]: line["usd"] for line in a["lines"] if line["fixed"]}
-    assert fixed_a["CloudWatch alarms (AlarmProfile=health)"] == 0.10
-    assert fixed_a["CloudWatch custom metrics (Health only)"] == 0.30
+    assert abs(fixed_a["CloudWatch alarms (AlarmProfile=health)"] - 3 * 0.10) < 1e-12
+    hours = report.A["health_hours_published_per_month"]
+    assert abs(fixed_a["CloudWatch custom metrics (Health, unhealthy hours only)"] - 0.30 * hours / 720) < 1e-12
     fixed_c = {line["name"]: line["usd"] for line in c["lines"] if line["fixed"]}
-    assert fixed_c["CloudWatch alarms (AlarmProfile=full)"] == report.template_facts()["alarms"] * 0.10
+    facts = report.template_facts()
+    assert facts["alarm_metrics_by_profile"]["full"] == facts["alarms"] + 2  # HealthAlarm reads 3, every other 1
+    assert abs(fixed_c["CloudWatch alarms (AlarmProfile=full)"] - (facts["alarms"] + 2) * 0.10) < 1e-12
     # the ledger bytes are measured from the slot's own items, not assumed
     assert m.detail["ledger_items"] >= 1 + 3 + 3  # the slot, its cells, their intents
     assert mo["ledger_bytes_per_cell"] == m.detail["ledger_bytes"] / m.delivered

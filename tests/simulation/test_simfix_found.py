@@ -84,11 +84,10 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
 
 
 
-def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_executor(make_runtime, monkeypatch):
-    """The same race, one step later: the executor's row lands after the cancel's rollup read the
-    slot for the last time (so ``rows_outlive_slot`` indexed nothing) and before it left
-    ActiveSlots. Only the refused executor's ``index_due`` (mutant execution-ended-cell-rows-indexed)
-    then puts the row where the sweep finds it once the slot is closed (spec §13.7)."""
+def row_landed_after_the_closers_last_read(make_runtime, monkeypatch):
+    """The race of the test below, up to the close: the executor (frozen past its lease) writes its
+    row after every read of the cancel's closing rollup, and before the slot leaves ActiveSlots.
+    Returns the runtime, the channel and the cancel's answers."""
     rt, channel = _job_taken_by_its_executor(make_runtime)
     ledger = rt.engine.ledger
     real_put, real_leave = ledger.put_intent, ledger.leave_active_index
@@ -109,7 +108,15 @@ def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_exe
     monkeypatch.setattr(ledger, "put_intent", frozen_through_the_whole_cancel)
     execute_cell(rt.engine, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
+    return rt, channel, answers
 
+
+def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_executor(make_runtime, monkeypatch):
+    """The same race, one step later: the executor's row lands after the cancel's rollup read the
+    slot for the last time (so ``rows_outlive_slot`` indexed nothing) and before it left
+    ActiveSlots. Only the refused executor's ``index_due`` (mutant execution-ended-cell-rows-indexed)
+    then puts the row where the sweep finds it once the slot is closed (spec §13.7)."""
+    rt, channel, answers = row_landed_after_the_closers_last_read(make_runtime, monkeypatch)
     _take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost: the index must find the row
     _closed_with_its_pending_row_in_the_due_index(rt, answers)
     assert channel.posts == []

@@ -420,7 +420,7 @@ def test_scheduler_invoke_role_targets_only_the_trigger(resources: dict[str, Any
 def test_one_alarm_per_dlq(resources: dict[str, Any]) -> None:
     watched: dict[str, dict[str, Any]] = {}
     for res in resources.values():
-        if res["Type"] != "AWS::CloudWatch::Alarm" or res["Properties"]["MetricName"] != "ApproximateNumberOfMessagesVisible":
+        if res["Type"] != "AWS::CloudWatch::Alarm" or res["Properties"].get("MetricName") != "ApproximateNumberOfMessagesVisible":
             continue
         p = res["Properties"]
         (dimension,) = p["Dimensions"]
@@ -498,6 +498,10 @@ def test_dynamodb_grants_are_item_level_on_the_ledger_only(resources: dict[str, 
                 assert (lid, as_list(statement["Action"]), as_list(statement["Resource"])) == (
                     "TriggerFunction", ["dynamodb:Scan"], [table_arn])
                 continue
+            if statement.get("Sid") == "SweepIndexProbe":  # an idle tick's one-entry reads (issue 25): the indexes only
+                assert (lid, as_list(statement["Action"]), as_list(statement["Resource"])) == (
+                    "StallSweepFunction", ["dynamodb:Scan"], index_arns)
+                continue
             assert set(as_list(statement["Action"])) <= DYNAMODB_DATA_ACTIONS, lid
             for resource in as_list(statement["Resource"]):
                 assert resource == table_arn or resource in index_arns, (lid, resource)
@@ -508,7 +512,7 @@ def test_dynamodb_grants_are_item_level_on_the_ledger_only(resources: dict[str, 
         assert set(map(json.dumps, index_arns)) <= set(
             map(json.dumps, allowed(resources, lid, "dynamodb:Query"))
         ), lid
-        assert "dynamodb:Scan" not in json.dumps([s for s in dynamo if s.get("Sid") != "OperatorPageScan"]), lid
+        assert "dynamodb:Scan" not in json.dumps([s for s in dynamo if s.get("Sid") not in ("OperatorPageScan", "SweepIndexProbe")]), lid
 
 
 @pytest.mark.parametrize(
@@ -681,10 +685,24 @@ def _named(value: Any) -> str:
     return str(value)
 
 
+def metric_key(m: dict[str, Any]) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    namespace = "Ref:" + m["Namespace"]["Ref"] if isinstance(m["Namespace"], dict) else m["Namespace"]
+    dims = tuple(sorted((d["Name"], _named(d["Value"])) for d in m.get("Dimensions", [])))
+    return namespace, m["MetricName"], dims
+
+
+def expression_inputs(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An alarm on an expression: its metric inputs by id (each a MetricStat)."""
+    return {m["Id"]: m["MetricStat"] for m in p["Metrics"] if "MetricStat" in m}
+
+
 def watched_metric(p: dict[str, Any]) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    namespace = "Ref:" + p["Namespace"]["Ref"] if isinstance(p["Namespace"], dict) else p["Namespace"]
-    dims = tuple(sorted((d["Name"], _named(d["Value"])) for d in p.get("Dimensions", [])))
-    return namespace, p["MetricName"], dims
+    """The metric an alarm is about: its own, or for an expression (HealthAlarm) its input in the
+    stack's namespace (its other inputs are the sweep function's own metrics)."""
+    if "Metrics" not in p:
+        return metric_key(p)
+    (custom,) = [s["Metric"] for s in expression_inputs(p).values() if isinstance(s["Metric"]["Namespace"], dict)]
+    return metric_key(custom)
 
 
 def test_log_retention_parameter_defaults_to_30_days(tpl: dict[str, Any]) -> None:
@@ -808,12 +826,13 @@ def test_every_alarm_notifies_the_alarm_topic_and_names_a_cli_command(tpl: dict[
         assert evaluate(tpl, p["AlarmActions"], default) == [{"Ref": "AlarmTopic"}], lid
         assert evaluate(tpl, p["AlarmActions"], external) == ["arn:aws:sns:us-east-1:123456789012:ops"], lid
         assert p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", lid
-        # a quiet system sends no data points, which is no alarm; but the sweep's Health series is
-        # published every minute, so its silence is the sweep itself having stopped
+        # a quiet system sends no data points, which is no alarm; but HealthAlarm's expression has a
+        # point every minute the sweep runs (its Invocations), so its silence is the sweep having stopped
         assert p["TreatMissingData"] == ("breaching" if lid == "HealthAlarm" else "notBreaching"), lid
-        if lid == "HealthAlarm":  # a per-minute series: two bad minutes of three page, one blip does not
-            assert (p["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"], p["Statistic"], p["Threshold"]) == \
-                (60, 3, 2, "Maximum", 1), lid
+        if lid == "HealthAlarm":  # per-minute inputs: two bad minutes of three page, one blip does not
+            assert (p["EvaluationPeriods"], p["DatapointsToAlarm"], p["Threshold"]) == (3, 2, 1), lid
+            assert {i: (st["Period"], st["Stat"]) for i, st in expression_inputs(p).items()} == {
+                "health": (60, "Maximum"), "ticks": (60, "Sum"), "failed": (60, "Sum")}, lid
         else:
             assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, lid
         if lid == "HealthAlarm":
@@ -898,7 +917,7 @@ def test_the_readme_operate_section_explains_every_alarm(resources: dict[str, An
     operate = text.split("## Operate: alarms, logs and what to do", 1)[1].split("\n## ", 1)[0]
     for lid, p in alarms(resources).items():
         generic = next((f"<Function>{kind}Alarm" for kind in ("Errors", "Throttles")
-                        if p["Namespace"] == "AWS/Lambda" and p["MetricName"] == kind), None)
+                        if p.get("Namespace") == "AWS/Lambda" and p.get("MetricName") == kind), None)
         assert f"`{lid}`" in operate or (generic and f"`{generic}`" in operate), lid
 
 
@@ -912,10 +931,79 @@ def test_the_default_alarm_profile_is_one_alarm_on_the_sweeps_health_metric(tpl:
     unconditional = sorted(lid for lid, _ in every.items() if resources[lid].get("Condition") != "FullAlarms")
     assert unconditional == ["HealthAlarm"]
     health = every["HealthAlarm"]
-    assert (health["MetricName"], health["Statistic"], health["Period"], health["TreatMissingData"]) == \
-        ("Health", "Maximum", 60, "breaching")  # a sweep that stops publishing is a problem too
+    inputs = {i: metric_key(st["Metric"]) for i, st in expression_inputs(health).items()}
+    sweep_fn = (("FunctionName", "StallSweepFunction"),)
+    assert inputs == {"health": ("Ref:MetricsNamespace", "Health", (("service", "pixivflow"),)),
+                      "ticks": ("AWS/Lambda", "Invocations", sweep_fn), "failed": ("AWS/Lambda", "Errors", sweep_fn)}
+    assert health["TreatMissingData"] == "breaching"  # a sweep that stops is a problem too
     assert tpl["Globals"]["Function"]["Environment"]["Variables"]["PIXIVFLOW_METRICS"] == {"Ref": "AlarmProfile"}
     sweep = resources["StallSweepFunction"]["Properties"]
     assert "DEAD_LETTER_QUEUE_URLS" in sweep["Environment"]["Variables"]
     granted = [st for st in sweep["Policies"][0]["Statement"] if "sqs:GetQueueAttributes" in st["Action"]]
     assert [sorted(r["Fn::GetAtt"][0] for r in st["Resource"]) for st in granted] == [["ExecutionDLQ", "OutboxDLQ", "SchedulerDLQ"]]
+
+
+def _metric_math(expression: str, values: dict[str, float | None]) -> float | None:
+    """One period of a CloudWatch metric-math expression, for the subset HealthAlarm uses: metric ids,
+    numbers, + - * /, comparisons (1 or 0), FILL(m, v) and IF(c, a, b). A missing input makes the
+    arithmetic on it missing, as CloudWatch leaves a timestamp out when an input lacks it."""
+    import ast
+
+    def ev(node: ast.AST) -> float | None:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return values[node.id]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("FILL", "IF"):
+            args = [ev(a) for a in node.args]
+            if node.func.id == "FILL":
+                return args[1] if args[0] is None else args[0]
+            if args[0] is None:
+                return None
+            return args[1] if args[0] else args[2]
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if a is None or b is None:
+                return None
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+            return ops[type(node.op)] if type(node.op) in ops else a / b
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            a, b = ev(node.left), ev(node.comparators[0])
+            if a is None or b is None:
+                return None
+            cmp = {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b, ast.NotEq: a != b}
+            return 1.0 if cmp[type(node.ops[0])] else 0.0
+        raise AssertionError(f"not in the metric-math subset this test evaluates: {ast.dump(node)}")
+
+    return ev(ast.parse(expression, mode="eval"))
+
+
+@pytest.mark.parametrize("minutes, alarm", [
+    # (Health's Maximum, the sweep's Invocations, its Errors) per minute; None = no data point
+    ([(None, 1, 0)] * 3, False),  # healthy: the sweep ran cleanly and published no Health
+    ([(None, 2, 1), (None, 1, 0), (None, 1, 0)], False),  # a failed tick beside a clean one in its minute
+    ([(1, 1, 0), (None, 1, 0), (None, 1, 0)], False),  # one bad minute of three is a blip
+    ([(2, 1, 0), (None, 1, 0), (1, 1, 0)], True),  # problems counted (stalls, missed fires, dead letters...)
+    ([(1, None, None), (1, None, None), (None, 1, 0)], True),  # an alertable outcome published by another function
+    ([(None, None, None)] * 3, True),  # the sweep stopped: no invocation, nothing published
+    ([(None, 1, 1)] * 3, True),  # every tick failed (an exception or a timeout) before it could count
+    ([(None, 1, 0), (None, None, None), (None, 1, 1)], True),  # a missed minute, then a failed tick
+])
+def test_the_health_alarm_fires_on_every_problem_and_on_a_sweep_that_stopped_or_failed(
+        resources: dict[str, Any], minutes: list[tuple[float | None, float | None, float | None]], alarm: bool) -> None:
+    """Issue 25 (a): Health is published only when a tick counts a problem, so the alarm must still
+    page on every condition it paged on when Health was published every minute: problems, and a
+    sweep that did not run or did not finish; and only then."""
+    p = alarms(resources)["HealthAlarm"]
+    (returned,) = [m for m in p["Metrics"] if m.get("ReturnData")]
+    assert p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    breaching = 0
+    for health, ticks, failed in minutes[-p["EvaluationPeriods"]:]:
+        value = _metric_math(returned["Expression"], {"health": health, "ticks": ticks, "failed": failed})
+        if value is None:
+            breaching += p["TreatMissingData"] == "breaching"
+        else:
+            breaching += value >= p["Threshold"]
+    assert (breaching >= p["DatapointsToAlarm"]) is alarm

@@ -32,10 +32,10 @@ from .dynamodb_base import DynamoItems, refused_item
 from ..domain.errors import LedgerUnavailable
 from ..domain.protocol import ONCE_KINDS, REQUESTED
 from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
+from .dynamo_ledger.keys import CALLBACK_INDEX
 from .outbox_rows import DynamoOutboxRows
 
 SHARDS = 16
-CALLBACK_INDEX = "OpenCallbacks"
 HEAD_SK = "EVT#HEAD"
 CURSOR_SK = "EVT#CURSOR"
 EVENT_PREFIX = "EVT#L#"

@@ -437,14 +437,17 @@ def _open_rows(engine: Engine, now: int) -> list[Intent]:
     return found
 
 def due_delivery_keys(engine: Engine, now: int, grace_ms: int, known: Iterable[str] = (), *,
-                      limit_per_shard: int = 100, on_error: Callable[[str, Exception], None] | None = None) -> list[str]:
+                      limit_per_shard: int = 100, on_error: Callable[[str, Exception], None] | None = None,
+                      indexed: bool = True) -> list[str]:
     """The delivery rows to (re-)send now (DESIGN §5), one rule for the sweep (grace 120 s) and the
     drain route (grace 0): ``known`` (the overdue rows of open slots, found through their slot:
     they carry no index entry), then every DueOutbox hit that is still overdue once re-read (the
     index may lag). A row under a live claim is not overdue (``row_overdue``): its worker owns it.
-    ``on_error`` takes a row whose re-read failed; without it the error propagates."""
+    ``on_error`` takes a row whose re-read failed; without it the error propagates. ``indexed``
+    False: DueOutbox was just found empty (the sweep's probe), so only ``known`` is sent."""
     send: list[str] = list(dict.fromkeys(known))
-    for pk, sk in engine.ledger.due_intents(now - grace_ms, limit_per_shard=limit_per_shard):
+    hits = engine.ledger.due_intents(now - grace_ms, limit_per_shard=limit_per_shard) if indexed else []
+    for pk, sk in hits:
         try:
             intent = engine.ledger.get_intent_by_key(pk, sk)
         except Exception as exc:

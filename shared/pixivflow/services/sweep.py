@@ -24,6 +24,14 @@ no new slot once ``SWEEP_BUDGET_MS`` of its clock has passed (under half its lea
 While the live slots fit one budget, every tick is a whole pass and the cursor stays at its start;
 past that, a pass spans ticks, and none of the waits the rules above act on (recovery's 5 min,
 the 120 s re-drive grace, the stall budgets) is shorter than the few ticks a pass then takes.
+
+An idle ledger costs a tick one read per sparse index (issue 25, ``Ledger.occupied_indexes``),
+not a Query per shard: an index found empty is not walked this tick. Nothing that must be seen is
+skipped by it: the probe reads the very index the Queries would, with the same lag, so an entry
+written after it is found by the next tick, exactly as one written after the Queries would be; and
+the index entries are written by the same conditional writes that create the work (no marker a
+dying writer could leave wrong). Overdue rows of open slots are found through their slot, so they
+are re-sent whatever DueOutbox holds.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
-from ..ports import ScheduleWatch, SweepCursor
+from ..ports import SPARSE_INDEXES, ScheduleWatch, SparseIndex, SweepCursor
 from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
@@ -73,6 +81,7 @@ class SweepResult:
     jobsRepaired: int = 0  # jobs with a callback and no terminal event the repair pass looked at
     errors: int = 0
     activeSlots: int = 0
+    indexesEmpty: int = 0  # sparse indexes found empty by this tick's probe, so not queried (issue 25)
     unrecoverable: int = 0
     shardsWalked: int = 0  # active-index shards walked to their end this tick
     passComplete: int = 0  # 1 when the walk came round to where it began (every live slot visited)
@@ -94,6 +103,7 @@ class SweepResult:
             "unrecoverable": self.unrecoverable,
             "shardsWalked": self.shardsWalked,
             "passComplete": self.passComplete,
+            "indexesEmpty": self.indexesEmpty,
         }
 
 
@@ -103,7 +113,9 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     overdue: list[str] = []  # delivery rows of open slots to re-send (DESIGN §5)
-    for slot_id in _walk(engine, cursor or SweepCursor(), engine.now(), result):
+    occupied = _occupied(engine, result)
+    walk = _walk(engine, cursor or SweepCursor(), engine.now(), result) if "active" in occupied else _no_walk(cursor, result)
+    for slot_id in walk:
         result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
             state = engine.ledger.load(slot_id)
@@ -118,14 +130,34 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
         except Exception as exc:  # one bad slot never aborts the sweep
             result.errors += 1
             engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
-    _redrive_outbox(engine, result, overdue)
-    _repair_outbox_rows(engine, result)
-    _repair_job_events(engine, result)
+    _redrive_outbox(engine, result, overdue, indexed="due" in occupied)
+    if "due" in occupied:
+        _repair_outbox_rows(engine, result)
+    if "callbacks" in occupied:
+        _repair_job_events(engine, result)
     engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
     for rule, count in (("queued_too_long", result.queuedTooLong), ("stalled_no_heartbeat", result.stalledNoHeartbeat)):
         if count:
             engine.metric("Stalls", count, rule=rule)
     return result
+
+
+def _occupied(engine: Engine, result: SweepResult) -> frozenset[SparseIndex]:
+    """The sparse indexes this tick reads (issue 25). A probe that fails reads them all."""
+    try:
+        occupied = engine.ledger.occupied_indexes()
+    except Exception as exc:  # never aborts the sweep: the Queries below are the slow, sure way
+        engine.log("warning", "sparse-index probe failed; every index is read", event="sweep.probe_failed", error=repr(exc)[:300])
+        return SPARSE_INDEXES
+    result.indexesEmpty = len(SPARSE_INDEXES - occupied)
+    return occupied
+
+
+def _no_walk(cursor: SweepCursor | None, result: SweepResult) -> Iterator[str]:
+    """ActiveSlots held no entry: a whole pass over no live slot; the cursor goes back to its shard's start."""
+    result.passComplete = 1
+    result.cursor = SweepCursor((cursor or SweepCursor()).shard, "")
+    yield from ()
 
 
 def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepResult) -> Iterator[str]:
@@ -295,13 +327,15 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
     return True
 
 
-def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str]) -> None:
-    """Re-send the overdue rows of open slots (``overdue``) and the indexed ones (DueOutbox)."""
+def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str], *, indexed: bool = True) -> None:
+    """Re-send the overdue rows of open slots (``overdue``) and, when DueOutbox holds any entry
+    (``indexed``), the indexed ones."""
     def unreadable(sk: str, exc: Exception) -> None:
         result.errors += 1
         engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
 
-    send = due_delivery_keys(engine, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable)
+    send = due_delivery_keys(engine, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
+                             indexed=indexed)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
     if messages:
         failed = engine.queues.send_outbox(messages)
@@ -375,11 +409,13 @@ def tick(engine: Engine) -> SweepResult:
 
 
 def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
-    """The Health metric, every tick, 0 included (a tick that publishes nothing is what the alarm
-    reads as "the sweep stopped"): occurrences ended by the stall rules, fires missed, slots the
+    """The Health value of this tick: occurrences ended by the stall rules, fires missed, slots the
     sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
     problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
-    close (services.rollup). Returns the value published."""
+    close (services.rollup). Logged every tick (``sweep.health``); published as the metric only
+    when above 0 (issue 25 (a): a custom metric is billed for the hours it is published, and a
+    healthy month then publishes none). That the sweep ran at all, HealthAlarm reads from the
+    function's own Invocations and Errors (template.yaml). Returns the value."""
     value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
     try:
         depth = engine.queues.dead_letter_depth()
@@ -389,7 +425,8 @@ def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
                    error=repr(exc)[:300])
     value += depth
     engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed)
-    engine.metric(HEALTH_METRIC, value)
+    if value > 0:
+        engine.metric(HEALTH_METRIC, value)
     return value
 
 

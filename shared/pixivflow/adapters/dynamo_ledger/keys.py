@@ -12,6 +12,7 @@ import zlib
 SHARDS = 16
 ACTIVE_INDEX = "ActiveSlots"
 DUE_INDEX = "DueOutbox"
+CALLBACK_INDEX = "OpenCallbacks"  # the job store's (adapters.job_store), on the same table
 
 def slot_pk(slot_id: str) -> str:
     return f"SLOT#{slot_id}"
