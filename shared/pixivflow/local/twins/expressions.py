@@ -563,8 +563,14 @@ def updated_roots(clauses: tuple, ctx: Context) -> set[str]:
 
 
 def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[dict[str, Any], set[str]]:
-    """The item after the update, and the top-level attribute names it touched."""
-    new = clone(dict(old))
+    """The item after the update, and the top-level attribute names it touched.
+
+    Copy on write: ``new`` starts as a shallow copy of ``old`` and a top-level attribute is copied
+    deeply only before a clause changes something inside it (a path of more than one segment), so
+    ``old`` is never changed and the attributes no clause reaches inside are shared with it. A stored
+    item is never changed in place (every write stores a new one), so sharing is safe; copying the
+    whole item for every update was a fifth of the twin's UpdateItem."""
+    new = dict(old)
     touched: set[str] = set()
     targets: list[str] = []
     planned: list[tuple[str, tuple, Any]] = []
@@ -582,7 +588,14 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
             planned.append((kind, path, ctx.value(clause[2][1])))
         root = path[1][0]
         touched.add(str(root) if isinstance(root, int) else ctx.name(root))
+    owned: set[str] = set()  # top-level attributes of ``new`` copied already (free to change inside)
     for kind, path, value in planned:
+        root = path[1][0]
+        if len(path[1]) > 1 and not isinstance(root, int):
+            name = ctx.name(root)
+            if name not in owned and name in new:
+                new[name] = clone(new[name])
+            owned.add(name)
         if kind == "set":
             _assign(new, path, value, ctx)
         elif kind == "remove":
