@@ -572,14 +572,20 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
     whole item for every update was a fifth of the twin's UpdateItem."""
     new = dict(old)
     touched: set[str] = set()
-    targets: list[str] = []
+    # Two paths overlap when one equals the other or lies inside it. Kept as sets (the paths so far,
+    # and every ancestor of them) rather than comparing each path with every earlier one: an update
+    # of the ledger SETs a dozen attributes or more.
+    targets: set[str] = set()
+    ancestors: set[str] = set()
     planned: list[tuple[str, tuple, Any]] = []
     for clause in clauses:  # every operand from the OLD item
         kind, path = clause[0], clause[1]
         rendered = "/".join(str(s) if isinstance(s, int) else ctx.name(s) for s in path[1])
-        if any(rendered == t or rendered.startswith(t + "/") or t.startswith(rendered + "/") for t in targets):
+        above = [rendered[:i] for i, c in enumerate(rendered) if c == "/"] if "/" in rendered else []
+        if rendered in targets or rendered in ancestors or any(a in targets for a in above):
             raise ExpressionError(f"Invalid UpdateExpression: Two document paths overlap with each other; path: [{rendered}]")
-        targets.append(rendered)
+        targets.add(rendered)
+        ancestors.update(above)
         if kind == "set":
             planned.append(("set", path, _set_value(old, clause[2], ctx)))
         elif kind == "remove":
