@@ -188,6 +188,10 @@ CASES = [
          "Provided list of item keys contains duplicates"),
     # -- key attributes in updates -----------------------------------------------------------------------
     Case("update-sets-the-partition-key", "update_item", _upd("SET pk = :v", {":v": S("x")}), "Cannot update attribute pk"),
+    Case("update-paths-overlap", "update_item", _upd("SET m = :v, m.a = :w", {":v": {"M": {}}, ":w": S("x")}),
+         "Two document paths overlap"),
+    Case("update-paths-overlap-inside", "update_item", _upd("SET m.a.b = :v REMOVE m.a", {":v": S("x")}),
+         "Two document paths overlap"),
     Case("update-removes-the-sort-key", "update_item", _upd("REMOVE sk"), "Cannot update attribute sk"),
     Case("update-adds-to-the-sort-key", "update_item", _upd("ADD sk :v", {":v": S("x")}), "Cannot update attribute sk"),
     Case("transaction-sets-the-partition-key", "transact_write_items", _txn_update("SET #p = :v", {"#p": "pk"}, {":v": S("x")}),

@@ -319,7 +319,13 @@ class HttpShell:
         self.app = APIGatewayHttpResolver(enable_validation=False)
         self.app.configure_openapi(title=title, version=version, description=description,
                                    security_schemes=dict(security_schemes))
-        self.app.use([self._pipeline])
+        # A plain function, not the bound method: Powertools inspects a middleware's signature
+        # (typing.get_type_hints, twice) and caches the result as an attribute of the callable, which a
+        # bound method cannot carry, so the bound method was inspected again on every request.
+        def pipeline(app: APIGatewayHttpResolver, next_middleware: Callable[..., Response]) -> Response:
+            return self._pipeline(app, next_middleware)
+
+        self.app.use([pipeline])
         self.app.exception_handler(Exception)(self._on_exception)
 
     # -- registration ---------------------------------------------------------------------------

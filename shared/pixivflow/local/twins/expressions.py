@@ -563,17 +563,29 @@ def updated_roots(clauses: tuple, ctx: Context) -> set[str]:
 
 
 def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[dict[str, Any], set[str]]:
-    """The item after the update, and the top-level attribute names it touched."""
-    new = clone(dict(old))
+    """The item after the update, and the top-level attribute names it touched.
+
+    Copy on write: ``new`` starts as a shallow copy of ``old`` and a top-level attribute is copied
+    deeply only before a clause changes something inside it (a path of more than one segment), so
+    ``old`` is never changed and the attributes no clause reaches inside are shared with it. A stored
+    item is never changed in place (every write stores a new one), so sharing is safe; copying the
+    whole item for every update was a fifth of the twin's UpdateItem."""
+    new = dict(old)
     touched: set[str] = set()
-    targets: list[str] = []
+    # Two paths overlap when one equals the other or lies inside it. Kept as sets (the paths so far,
+    # and every ancestor of them) rather than comparing each path with every earlier one: an update
+    # of the ledger SETs a dozen attributes or more.
+    targets: set[str] = set()
+    ancestors: set[str] = set()
     planned: list[tuple[str, tuple, Any]] = []
     for clause in clauses:  # every operand from the OLD item
         kind, path = clause[0], clause[1]
         rendered = "/".join(str(s) if isinstance(s, int) else ctx.name(s) for s in path[1])
-        if any(rendered == t or rendered.startswith(t + "/") or t.startswith(rendered + "/") for t in targets):
+        above = [rendered[:i] for i, c in enumerate(rendered) if c == "/"] if "/" in rendered else []
+        if rendered in targets or rendered in ancestors or any(a in targets for a in above):
             raise ExpressionError(f"Invalid UpdateExpression: Two document paths overlap with each other; path: [{rendered}]")
-        targets.append(rendered)
+        targets.add(rendered)
+        ancestors.update(above)
         if kind == "set":
             planned.append(("set", path, _set_value(old, clause[2], ctx)))
         elif kind == "remove":
@@ -582,7 +594,14 @@ def apply_update(old: Mapping[str, Any], clauses: tuple, ctx: Context) -> tuple[
             planned.append((kind, path, ctx.value(clause[2][1])))
         root = path[1][0]
         touched.add(str(root) if isinstance(root, int) else ctx.name(root))
+    owned: set[str] = set()  # top-level attributes of ``new`` copied already (free to change inside)
     for kind, path, value in planned:
+        root = path[1][0]
+        if len(path[1]) > 1 and not isinstance(root, int):
+            name = ctx.name(root)
+            if name not in owned and name in new:
+                new[name] = clone(new[name])
+            owned.add(name)
         if kind == "set":
             _assign(new, path, value, ctx)
         elif kind == "remove":
