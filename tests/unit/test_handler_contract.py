@@ -174,10 +174,11 @@ def test_a_sweep_tick_on_an_idle_ledger_loads_no_http_client_library():
 
 
 # What a scheduled fire has no use for (issue 25, cold start): it admits a slot and dispatches its
-# cells, so it never posts to a route, reads a work, stores a file or sends a callback.
+# cells, so it never posts to a route, reads a work, stores a file or sends a callback; a config
+# without an unknown key needs no "did you mean" (difflib).
 NOT_ON_A_FIRE = ("pixivflow.adapters.routes", "pixivflow.adapters.webhook", "pixivflow.adapters.callback_http",
                  "pixivflow.adapters.catalog_source", "pixivflow.adapters.pixiv", "pixivflow.adapters.s3_artifacts",
-                 "pixivflow.adapters.job_store", "httpx")
+                 "pixivflow.adapters.job_store", "httpx", "difflib")
 
 
 def test_a_scheduled_fire_imports_no_route_source_artifact_or_callback_adapter():
