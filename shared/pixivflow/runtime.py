@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .clock import Entropy, SystemClock
 from .config import PixivFlowConfig, load_config
@@ -32,6 +32,51 @@ class Runtime:
         return self.engine.config
 
 
+class Deferred:
+    """A collaborator built on its first use (issue 25, cold start): the first attribute access (a
+    call, ``isinstance``) builds it once, then everything is forwarded to it. A trigger fire never
+    posts to a route, reads a work or stores a file, so its first invocation imports no route,
+    source or artifact adapter; the function that does use one pays for it once per container."""
+
+    __slots__ = ("_build", "_made", "_lock")
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        object.__setattr__(self, "_build", build)
+        object.__setattr__(self, "_made", None)
+        object.__setattr__(self, "_lock", threading.Lock())
+
+    def _real(self) -> Any:
+        real = object.__getattribute__(self, "_made")
+        if real is None:
+            with object.__getattribute__(self, "_lock"):  # two threads of one container build it once
+                real = object.__getattribute__(self, "_made")
+                if real is None:
+                    real = object.__getattribute__(self, "_build")()
+                    object.__setattr__(self, "_made", real)
+        return real
+
+    @property  # isinstance() and type checks see the built object's class
+    def __class__(self) -> type:  # type: ignore[override]
+        return type(self._real())
+
+    @property
+    def built(self) -> bool:
+        return object.__getattribute__(self, "_made") is not None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._real(), name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._real()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        made = object.__getattribute__(self, "_made")
+        return f"Deferred({made!r})" if made is not None else "Deferred(not built)"
+
+
 def _env(name: str) -> str:
     value = os.environ.get(name)
     if not value:
@@ -51,8 +96,6 @@ def build() -> Runtime:
 
     from .adapters.dynamo_ledger import DynamoLedger
     from .adapters.outbox_rows import DynamoOutboxRows
-    from .adapters.routes import RouteChannel
-    from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
     from .adapters.sqs_queues import SqsQueues
     from .adapters.sweep_state import DynamoSweepState
     from .adapters.secret_store import SecretStore
@@ -82,42 +125,69 @@ def build() -> Runtime:
     )
     bucket = os.environ.get("ARTIFACT_BUCKET")
     # SigV4 presigned URLs for delivery assets (SigV2 is refused by regions opened after 2014).
-    s3_config = Config(signature_version="s3v4")
-    # Every stored object is tagged with the retention class storage.cacheRetentionDays picks (issue 25).
-    artifacts = (S3Artifacts(aws.lazy_client("s3", config=s3_config), bucket, retention=config.storage.retention_class)
-                 if bucket else MemoryArtifacts())
+    s3 = aws.lazy_client("s3", config=Config(signature_version="s3v4")) if bucket else None
+    artifacts = Deferred(lambda: _build_artifacts(s3, bucket, config.storage.retention_class))
     secrets = _overrides.get("secrets") or SecretStore()
-    channel = _overrides.get("channel") or RouteChannel(
-        config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts, now_ms=clock.now_ms,
-        transport=_overrides.get("transport"),
-    )
+    # The overrides in force now are the ones a collaborator built later uses (as an eager build would).
+    transport, sleep = _overrides.get("transport"), _overrides.get("sleep")
+    channel = _overrides.get("channel") or Deferred(lambda: _build_channel(config, secrets, artifacts, clock, transport))
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
     # The source is built from the engine (its clock, entropy and log): None only until the next line.
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
                     metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
-    engine.source = _overrides.get("source") or _build_source(config, engine, dynamodb)
+    engine.source = _overrides.get("source") or Deferred(lambda: _build_source(config, engine, dynamodb, sleep))
     ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read (issue 21)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 
 
+def _build_artifacts(s3: Any, bucket: str | None, retention: str) -> Any:
+    from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
+
+    # Every stored object is tagged with the retention class storage.cacheRetentionDays picks (issue 25).
+    return S3Artifacts(s3, bucket, retention=retention) if bucket else MemoryArtifacts()
+
+
+def _build_channel(config: PixivFlowConfig, secrets: Any, artifacts: Any, clock: Any, transport: Any) -> Any:
+    from .adapters.routes import RouteChannel
+
+    return RouteChannel(config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts,
+                        now_ms=clock.now_ms, transport=transport)
+
+
 def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
     """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
     Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
-    (an httpx transport factory)."""
-    from .adapters.callback_http import HttpCallbackSender, system_resolver
-    from .adapters.job_store import DynamoJobStore
-
+    (an httpx transport factory). The store and the sender are built on first use (issue 25)."""
     config = engine.config
-    resolver = _overrides.get("resolver") or system_resolver
-    engine.jobs = _overrides.get("job_store") or DynamoJobStore(client, table, retention_days=retention)
+    resolver = _overrides.get("resolver") or _system_resolver
+    transport = _overrides.get("callback_transport")
+    engine.jobs = _overrides.get("job_store") or Deferred(lambda: _job_store(client, table, retention))
     engine.resolver = resolver
-    engine.callbacks = HttpCallbackSender(lambda: config.jobs.callbackAllowHosts, resolver=resolver,
-                                          transport=_overrides.get("callback_transport"))
+    engine.callbacks = Deferred(lambda: _callback_sender(lambda: config.jobs.callbackAllowHosts, resolver, transport))
     engine.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
 
 
-def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any):
+def _job_store(client: Any, table: str, retention: int) -> Any:
+    from .adapters.job_store import DynamoJobStore
+
+    return DynamoJobStore(client, table, retention_days=retention)
+
+
+def _callback_sender(allow_hosts: Callable[[], Any], resolver: Any, transport: Any) -> Any:
+    from .adapters.callback_http import HttpCallbackSender
+
+    return HttpCallbackSender(allow_hosts, resolver=resolver, transport=transport)
+
+
+def _system_resolver(host: str, port: int) -> Any:
+    """The system's address lookup, with callback_http imported when a callback URL is first vetted."""
+    from .adapters.callback_http import system_resolver
+
+    return system_resolver(host, port)
+
+
+def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any, sleep: Any = None):
     if config.source.kind == "catalog":
         from .adapters.catalog_source import CatalogSource
 
@@ -134,7 +204,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any):
         return build_source(
             config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,
             store=DynamoPixivAccounts(dynamodb, _env("LEDGER_TABLE")),
-            sleep=_overrides.get("sleep") or time.sleep,
+            sleep=sleep or time.sleep,
             resolver=SecretResolver(ssm=_ssm_client), log=engine.log,
         )
     raise RuntimeError(f"source kind {config.source.kind!r} is not available in this build")
@@ -167,7 +237,10 @@ def _close(dropped: Any) -> None:
     """The routes' pooled connections go with the graph that used them: a torn-down runtime (the dev
     server's stop, a test's teardown) leaves no kept-alive connection, and so no request thread of
     a downstream, behind it."""
-    close = getattr(getattr(getattr(dropped, "engine", None), "channel", None), "close", None)
+    channel = getattr(getattr(dropped, "engine", None), "channel", None)
+    if isinstance(channel, Deferred) and not channel.built:
+        return  # never built: nothing to close (and nothing to build just to close it)
+    close = getattr(channel, "close", None)
     if callable(close):
         try:
             close()

@@ -137,31 +137,55 @@ import importlib.util, json, os, sys
 from pixivflow.local.twins import TwinCloud
 from pixivflow.local.provision import provision
 from pixivflow.local.lambda_context import context_for
+name, event = sys.argv[1], json.loads(sys.argv[2])
 os.environ.update({"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                    "PIXIVFLOW_CONFIG": os.path.join("events", "demo", "config.yaml"), "TRIGGER_TOKEN": "t", "JOBS_TOKEN": "t"})
 before = set(sys.modules)  # the harness's own imports are not the function's
 with TwinCloud():
     os.environ.update(provision(prefix="lean"))
-    spec = importlib.util.spec_from_file_location("app", os.path.join("functions", "stall_sweep", "app.py"))
+    spec = importlib.util.spec_from_file_location("app", os.path.join("functions", name, "app.py"))
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    result = app.handler({"source": "aws.scheduler"}, context_for("stall_sweep"))
-print(json.dumps({"errors": result["errors"], "loaded": sorted(m for m in set(sys.modules) - before
-                                                               if m.split(".")[0] in ("httpx", "httpcore", "asyncio", "aws_lambda_powertools"))}))
+    result = app.handler(event, context_for(name))
+print(json.dumps({"result": result, "loaded": sorted(set(sys.modules) - before)}))
 """
+
+
+def _first_invocation(name: str, event: dict) -> dict:
+    """One function imported and invoked once on the twins, in a fresh interpreter: its result and
+    the modules that import and invocation loaded."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", FIRST, name, json.dumps(event)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_a_sweep_tick_on_an_idle_ledger_loads_no_http_client_library():
     """Issue 25 (cold start): httpx and httpcore come with the first request a function sends (a route
     post, a callback); a tick with nothing to deliver never imports them, nor Powertools' batch or
     event handler modules (asyncio)."""
-    import json
-
-    done = subprocess.run([sys.executable, "-c", FIRST], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["errors"] == 0
+    out = _first_invocation("stall_sweep", {"source": "aws.scheduler"})
+    assert out["result"]["errors"] == 0
     unexpected = [m for m in out["loaded"] if m.split(".")[0] in ("httpx", "httpcore", "asyncio")
                   or m.startswith(("aws_lambda_powertools.utilities.batch", "aws_lambda_powertools.event_handler"))]
+    assert unexpected == [], unexpected
+
+
+# What a scheduled fire has no use for (issue 25, cold start): it admits a slot and dispatches its
+# cells, so it never posts to a route, reads a work, stores a file or sends a callback; a config
+# without an unknown key needs no "did you mean" (difflib).
+NOT_ON_A_FIRE = ("pixivflow.adapters.routes", "pixivflow.adapters.webhook", "pixivflow.adapters.callback_http",
+                 "pixivflow.adapters.catalog_source", "pixivflow.adapters.pixiv", "pixivflow.adapters.s3_artifacts",
+                 "pixivflow.adapters.job_store", "httpx", "difflib")
+
+
+def test_a_scheduled_fire_imports_no_route_source_artifact_or_callback_adapter():
+    """Issue 25: the runtime graph builds the route channel, the work source, the artifact store and
+    the callback sender on first use; the trigger's first invocation admits and dispatches without
+    importing any of them."""
+    out = _first_invocation("trigger", {"scheduleId": "morning-tokyo", "scheduledTime": "2026-11-30T23:00:00Z"})
+    assert out["result"]["status"] == "admitted" and out["result"]["sent"] == 3, out["result"]
+    unexpected = [m for m in out["loaded"] if m.startswith(NOT_ON_A_FIRE)]
     assert unexpected == [], unexpected

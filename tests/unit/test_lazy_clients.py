@@ -25,6 +25,21 @@ class _Client:
         return {"service": self.service, **kwargs}
 
 
+def _race(use, threads: int = 8) -> None:
+    """``use`` called by ``threads`` threads released at once."""
+    start = threading.Barrier(threads)
+
+    def run() -> None:
+        start.wait()
+        use()
+
+    running = [threading.Thread(target=run) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+
+
 def test_a_lazy_client_is_made_on_first_use_by_the_factory_in_force_when_it_was_asked_for():
     made, later = _Made(), _Made()
     previous = aws.set_factory(made)
@@ -46,17 +61,7 @@ def test_threads_racing_for_a_lazy_client_make_one():
     previous = aws.set_factory(made)
     try:
         lazy = aws.lazy_client("sqs")
-        start = threading.Barrier(8)
-
-        def use() -> None:
-            start.wait()
-            lazy.get_item()
-
-        threads = [threading.Thread(target=use) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _race(lazy.get_item)
         assert made.services == ["sqs"]
     finally:
         aws.set_factory(previous)
@@ -72,3 +77,50 @@ def test_a_scheduled_fire_makes_no_s3_client(make_runtime):
     assert all(isinstance(c, aws.LazyClient) for c in clients.values()), clients
     assert clients["dynamodb"].made and clients["sqs"].made and not clients["s3"].made
     assert engine.jobs._client is clients["dynamodb"] and engine.outbox_rows._client is clients["dynamodb"]
+
+
+def test_a_deferred_collaborator_is_built_once_on_first_use_and_looks_like_what_it_built():
+    """Issue 25: the runtime builds the route channel, the source, the artifact store and the callback
+    sender on first use; until then nothing is built, afterwards callers see the real object."""
+    from pixivflow.runtime import Deferred
+
+    built: list[int] = []
+
+    def build() -> _Client:
+        built.append(1)
+        return _Client("channel", {})
+
+    lazy = Deferred(build)
+    assert built == [] and not lazy.built and "not built" in repr(lazy)
+    assert lazy.get_item(Key=3) == {"service": "channel", "Key": 3}
+    assert isinstance(lazy, _Client) and lazy.service == "channel" and lazy.built
+    lazy.kwargs = {"set": True}  # an attribute set goes to the built object
+    assert lazy.kwargs == {"set": True} and built == [1]
+
+
+def test_threads_racing_for_a_deferred_collaborator_build_one():
+    from pixivflow.runtime import Deferred
+
+    built: list[int] = []
+
+    def build() -> _Client:
+        built.append(1)
+        return _Client("source", {})
+
+    lazy = Deferred(build)
+    _race(lazy.get_item)
+    assert built == [1]
+
+
+def test_a_scheduled_fire_builds_no_route_channel_and_a_reset_does_not_build_one_to_close_it(make_runtime):
+    from pixivflow import runtime
+    from pixivflow.runtime import Deferred
+
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    engine = runtime.get().engine
+    assert rt.engine.ledger.load("morning-tokyo@2026-12-01T0800") is not None
+    deferred = {"channel": engine.channel, "source": engine.source, "callbacks": engine.callbacks}
+    assert all(type(d) is Deferred and not d.built for d in deferred.values()), deferred
+    runtime._close(runtime.get())
+    assert not engine.channel.built

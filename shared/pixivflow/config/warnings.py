@@ -4,7 +4,6 @@ but not acted on, and valid values that can never select anything."""
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -156,6 +155,8 @@ def _generic(path: str) -> str:
 
 def _hint(key: str, candidates: list[str]) -> str:
     folded = {c.lower(): c for c in candidates}
+    import difflib  # only a config with an unknown key needs a suggestion (issue 25: not on every cold start)
+
     match = folded.get(key.lower()) or next(iter(difflib.get_close_matches(key, candidates, n=1, cutoff=0.7)), None)
     return f" (did you mean {match!r}?)" if match else ""
 

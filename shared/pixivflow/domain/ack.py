@@ -52,7 +52,8 @@ class AckHints(BaseModel):
     looks at ``message_id`` / ``reuse_kind``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built with the config that nests it (config.base._Model, issue 25 cold start)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     dataPath: str = "data"
     idField: str = Field(default="review_id", min_length=1)

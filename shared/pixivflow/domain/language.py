@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .patterns import LazyPattern
+
 MIN_UNITS = 50  # fewer UTF-16 code units: inconclusive
 FRANC_WINDOW = 2048  # franc-min looks at this many code units only
 KANA_SHARE_MAX = 0.10
@@ -37,20 +39,21 @@ NAMES = {"cmn": "Chinese (Mandarin)", "jpn": "Japanese", "eng": "English", "kor"
          "fra": "French", "deu": "German", "rus": "Russian", "por": "Portuguese", "ita": "Italian", "und": "Undetermined"}
 FILTERS = ("chinese", "non-chinese")
 
-_HEADER_LINE = re.compile(r"^\s*(?:Title:|Author:|Author ID:|Tags:|Download Tag:|Original URL:|Created:).*$|^\s*---\s*$",
+# Compiled on first use (issue 25, cold start): only a novel's language check needs them.
+_HEADER_LINE = LazyPattern(r"^\s*(?:Title:|Author:|Author ID:|Tags:|Download Tag:|Original URL:|Created:).*$|^\s*---\s*$",
                           re.IGNORECASE | re.MULTILINE)
 # franc-min's script classes (its data.js), the ones that matter for Pixiv novels.
-_FRANC_HAN = re.compile(r"[\u2E80-\u2E99\u2E9B-\u2EF3\u2F00-\u2FD5\u3005\u3007\u3021-\u3029\u3038-\u303B"
+_FRANC_HAN = LazyPattern(r"[\u2E80-\u2E99\u2E9B-\u2EF3\u2F00-\u2FD5\u3005\u3007\u3021-\u3029\u3038-\u303B"
                         r"\u3400-\u4DB5\u4E00-\u9FFF\uF900-\uFA6D\uFA70-\uFAD9]")
-_FRANC_JAPANESE = re.compile(r"[\u3041-\u3096\u309D-\u309F\u30A1-\u30FA\u30FD-\u30FF\u31F0-\u31FF\u32D0-\u32FE"
+_FRANC_JAPANESE = LazyPattern(r"[\u3041-\u3096\u309D-\u309F\u30A1-\u30FA\u30FD-\u30FF\u31F0-\u31FF\u32D0-\u32FE"
                              r"\u3300-\u3357\uFF66-\uFF6F\uFF71-\uFF9D\u3400-\u4DB5\u4E00-\u9FAF]")
-_FRANC_HANGUL = re.compile(r"[\u1100-\u11FF\u302E\u302F\u3131-\u318E\u3200-\u321E\u3260-\u327E\uA960-\uA97C"
+_FRANC_HANGUL = LazyPattern(r"[\u1100-\u11FF\u302E\u302F\u3131-\u318E\u3200-\u321E\u3260-\u327E\uA960-\uA97C"
                            r"\uAC00-\uD7A3\uD7B0-\uD7C6\uD7CB-\uD7FB\uFFA0-\uFFBE\uFFC2-\uFFDC]")
-_LATIN = re.compile(r"[A-Za-z\u00AA\u00BA\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u024F\u1E00-\u1EFF]")
-_CYRILLIC = re.compile(r"[\u0400-\u04FF]")
+_LATIN = LazyPattern(r"[A-Za-z\u00AA\u00BA\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u024F\u1E00-\u1EFF]")
+_CYRILLIC = LazyPattern(r"[\u0400-\u04FF]")
 # refineFrancCode's own counts (narrower than franc's classes).
-_KANA = re.compile(r"[\u3040-\u30FF\u31F0-\u31FF]")
-_HAN = re.compile(r"[\u4E00-\u9FFF]")
+_KANA = LazyPattern(r"[\u3040-\u30FF\u31F0-\u31FF]")
+_HAN = LazyPattern(r"[\u4E00-\u9FFF]")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .outcomes import JobLevelOutage, SkipCode, TargetOutcome
+from .patterns import LazyPattern
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ def reason_message(code: str) -> str | None:
 ERROR_TEXT_SCAN_CHARS = 600
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE | re.DOTALL)
+def _rx(pattern: str) -> LazyPattern:
+    return LazyPattern(pattern, re.IGNORECASE | re.DOTALL)  # compiled on first use (issue 25, cold start)
 
 
 def _status(codes: str) -> str:

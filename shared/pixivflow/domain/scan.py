@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode
+from .patterns import LazyPattern
 
 DEFAULT_SCAN_LIMIT = 5
 MIN_SCAN_LIMIT = 1
@@ -98,8 +99,8 @@ def _skip(code: SkipCode) -> FailureVerdict:
     return FailureVerdict(outage=None, skip_code=code.value, retryable=code is SkipCode.UNAVAILABLE)
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+def _rx(pattern: str) -> LazyPattern:
+    return LazyPattern(pattern, re.IGNORECASE)  # compiled on first use (issue 25, cold start)
 
 
 # Rule 1: the job's own database is failing. Our ledger is DynamoDB, so the domain's

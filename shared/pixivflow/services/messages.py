@@ -10,13 +10,14 @@ from ..ports import OutgoingMessage
 
 
 class ExecutionMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # built on the first message validated (issue 25): the trigger and the sweep only send them
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     slotId: str = Field(min_length=1, max_length=300)
     targetId: str = Field(min_length=1, max_length=64)
 
 
 class OutboxMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     kind: str = Field(min_length=1, max_length=32)
     key: str = Field(min_length=1, max_length=1000)
 
