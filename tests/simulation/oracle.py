@@ -137,8 +137,15 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
         # 5. exactly one execution.summary per terminal slot
         if slot.status in TERMINAL_SLOT_STATES:
             n = _count_summary_items(rt, slot_id)
-            if n != 1 or ledger.get_event(slot_id, SUMMARY) is None:
+            record = ledger.get_event(slot_id, SUMMARY)
+            if n != 1 or record is None:
                 problems.append(f"[5] terminal slot {slot_id} has {n} {SUMMARY} events")
+            # 5b. the record says what the ledger says (issue 20, routes world seed 379: a stall
+            # committed between a rollup's record and its close, and the slot ended failed under a
+            # ``success`` record); its logged lines are checked against the slot in check_outcome_lines.
+            recorded = ((record or {}).get("detail") or {}).get("outcome", {}).get("status")
+            if record is not None and recorded != slot.status:
+                problems.append(f"[5b] terminal slot {slot_id} is {slot.status} but its {SUMMARY} says {recorded}")
 
     # 2 (cont.) a downstream record must belong to a slot of this ledger
     known = set(ledger.slot_ids())
@@ -190,6 +197,10 @@ def check_outcome_lines(rt: Any, chaos: Chaos, outcomes: Callable[[str], list[di
         if not (len(lines) == 1 or (identical and 1 < len(lines) <= 1 + closing_crashes)):
             problems.append(f"[5] slot {slot_id} logged schedule.outcome {len(lines)} times "
                             f"({closing_crashes} crash(es) between logging and closing)")
+        slot = rt.engine.ledger.get_slot(slot_id)
+        wrong = sorted({str(line.get("status")) for line in lines} - {slot.status}) if slot else []
+        if wrong:  # 5b. an operator reading the log sees the slot's final status (issue 20)
+            problems.append(f"[5b] slot {slot_id} is {slot.status} but its schedule.outcome line says {wrong}")
     return problems
 
 

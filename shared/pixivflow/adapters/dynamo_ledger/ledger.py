@@ -788,6 +788,11 @@ class DynamoLedger(DynamoItems):
             if target_id not in state.cells:
                 continue  # an unwritten cell has no lease to guard (and is failed above, or not at all)
             cond = _Update().when(_NO_LIVE_LEASE, now=now_ms)
+            # ... and still in the status read: a cell the outbox settled after the read (it may be
+            # terminal, its rollup logging the outcome right now) makes the stall refuse, or the slot
+            # would end ``failed`` under a record and a line saying otherwise (spec §3.4: the cells
+            # decide the outcome; make sim's routes world, seed 379; issue 20).
+            cond.when("#status = :guard_was", guard_was=state.cells[target_id].status)
             kw = self._marshal_update(cond)
             kw.pop("UpdateExpression", None)
             actions.append({"ConditionCheck": {"TableName": self._table, "Key": {"pk": pk, "sk": {"S": cell_sk(target_id)}}, **kw}})
