@@ -121,7 +121,12 @@ class StallCommitsBeforeTheClose:
 def test_a_slot_the_stall_made_terminal_before_the_rollup_closed_it_leaves_the_index_with_one_line(make_runtime, logs):
     """Make sim's routes world, seeds 379 and 682: the rollup logged its record, its close was
     refused (the slot was terminal already), the slot stayed in the active index, and a minute
-    later the sweep took the record for an orphan and logged it a second time."""
+    later the sweep took the record for an orphan and logged it a second time.
+
+    The real sweep can no longer commit that stall (its transaction guards every cell on the status
+    it read: tests/simulation/test_outcome_agrees_found.py), so the refused close is staged here
+    directly: what this guards is ``rollup.finish``'s fallback for any close refused after its
+    record, which still leaves the index and logs once."""
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
     real = rt.engine.ledger
     rt.engine.ledger = StallCommitsBeforeTheClose(real, rt.clock.now_ms)

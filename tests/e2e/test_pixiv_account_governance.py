@@ -82,6 +82,27 @@ def test_ten_executors_on_one_account_never_exceed_max_concurrency(start, fake, 
     fake.in_flight.latency_s = 0.02  # Pixiv's answer time: overlapping executors really overlap
     rt = start(fake, max_concurrency=limit, targets=[ranking_target(n) for n in range(N_TARGETS)])
     run_batches_on_threads(rt)
+    # The first answers wait until the ten executors have really raced: every permit's holder has a
+    # request at the fake and every other executor was refused a permit. Without the hold, a loaded
+    # machine starts the threads so far apart that some never meet a holder.
+    governor = rt.engine.source.governor
+    admit, refused = governor.admit, [0]
+
+    def counting_admit(holder):
+        admission = admit(holder)
+        if not admission.granted:
+            refused[0] += 1
+            fake.in_flight.poke()
+        return admission
+
+    governor.admit = counting_admit
+    raced = [False]  # once raced, every later answer (the waiters' turns) goes straight out
+
+    def hold_until() -> bool:
+        raced[0] = raced[0] or (refused[0] >= N_TARGETS - limit and fake.in_flight.current >= limit)
+        return raced[0]
+
+    fake.in_flight.hold_until = hold_until
     assert rt.fire("pixiv-morning", iso=FIRE)["slot_id"] == SLOT
     elapsed = rt.settle()
     # A waiter asks again after 2 s, 4 s, ... instead of sleeping to the holder's lease end (90 s)
@@ -96,6 +117,7 @@ def test_ten_executors_on_one_account_never_exceed_max_concurrency(start, fake, 
     # The account's own bound, measured at the fake: never more requests in flight than permits,
     # and with ten executors racing the permits were all in use at some point.
     assert fake.in_flight.peak == limit, fake.in_flight.peak
+    assert fake.in_flight.hold_timeouts == 0  # the race happened: every answer was released by it
     # A cell that waited for a permit says so, and waiting used no attempt.
     waited = [c for c in cells if (c.candidate_report or {}).get("waited")]
     assert len(waited) >= N_TARGETS - limit

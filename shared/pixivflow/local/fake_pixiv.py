@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
@@ -349,18 +349,32 @@ class InFlight:
     account's requests in flight). ``latency_s`` holds each answer that long, standing in for
     Pixiv's own response time so that overlapping requests actually overlap."""
 
+    HOLD_TIMEOUT_S = 20.0  # a hold whose condition never comes true answers anyway: a test fails, never hangs
+
     def __init__(self) -> None:
         self.latency_s = 0.0
         self.current = 0
         self.peak = 0
         self.total = 0
-        self._lock = threading.Lock()
+        # ``hold_until``: a test's condition (called under the lock) that every answer waits for
+        # before it is sent, so that "these requests overlap" does not depend on how soon a loaded
+        # machine runs the callers' threads; ``poke()`` re-checks it after the test's own events.
+        self.hold_until: Callable[[], bool] | None = None
+        self.hold_timeouts = 0  # answers sent because the hold timed out (a test asserts none)
+        self._lock = threading.Condition()
+
+    def poke(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
 
     def __enter__(self) -> "InFlight":
         with self._lock:
             self.current += 1
             self.total += 1
             self.peak = max(self.peak, self.current)
+            self._lock.notify_all()
+            if self.hold_until is not None and not self._lock.wait_for(self.hold_until, timeout=self.HOLD_TIMEOUT_S):
+                self.hold_timeouts += 1
         if self.latency_s:
             threading.Event().wait(self.latency_s)  # the server thread's answer time, not the test's
         return self
