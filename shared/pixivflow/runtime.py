@@ -55,8 +55,8 @@ class Deferred:
                     object.__setattr__(self, "_made", real)
         return real
 
-    @property  # isinstance() and type checks see the built object's class
-    def __class__(self) -> type:  # type: ignore[override]
+    @property  # type: ignore[misc]  # read-only on purpose: isinstance() and type checks see the built object's class
+    def __class__(self) -> type:
         return type(self._real())
 
     @property

@@ -73,7 +73,7 @@ def _codecs() -> tuple[Any, Any]:
     number = DYNAMODB_CONTEXT.create_decimal
 
     class Serializer(TypeSerializer):
-        def serialize(self, value: Any) -> dict[str, Any]:
+        def serialize(self, value: Any) -> Any:  # boto3-stubs types it as AttributeValueTypeDef
             kind = type(value)
             if kind is str:
                 return {"S": value}
