@@ -1,0 +1,75 @@
+"""The oracle's check [5b] finds what it claims (issue 20, "proof that the proof works").
+
+[5b] says a terminal slot's ``execution.summary`` record and its ``schedule.outcome`` line both name
+the slot's final status (make sim's routes world, seed 379, once logged ``success`` for a slot the
+ledger says ``failed``). A check that never fires proves nothing, so these tests hand the oracle one
+real, settled occurrence, first as it is (no [5b]) and then with its record or its line telling a
+different story than the ledger: the oracle must name that slot.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from oracle import SUMMARY, check_invariants, check_outcome_lines
+
+from pixivflow import aws
+from pixivflow.domain.cells import TERMINAL_SLOT_STATES
+
+NO_FAULTS = SimpleNamespace(remote_failed=set(), trace=[])  # the oracle reads these off the run's Chaos
+
+
+@pytest.fixture
+def settled(make_runtime, downstream, logs):
+    """One morning-tokyo occurrence, fired and settled without faults: a terminal slot, its record, its line."""
+    rt = make_runtime()
+    slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
+    rt.settle()
+    slot = rt.engine.ledger.get_slot(slot_id)
+    assert slot.status in TERMINAL_SLOT_STATES
+    return rt, slot_id, slot.status
+
+
+def _other(status: str) -> str:
+    return next(s for s in sorted(TERMINAL_SLOT_STATES) if s != status)
+
+
+def _agreement(problems: list[str]) -> list[str]:
+    return [p for p in problems if p.startswith("[5b]")]
+
+
+def test_a_settled_slot_whose_record_and_line_agree_with_the_ledger_passes(settled, downstream, logs):
+    rt, slot_id, status = settled
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+    [line] = logs.outcomes(slot_id)
+    assert line["status"] == status
+    assert _agreement(problems) == []
+    assert _agreement(check_outcome_lines(rt, NO_FAULTS, logs.outcomes)) == []
+
+
+def test_an_outcome_record_that_names_another_status_than_the_slot_is_a_violation(settled, downstream):
+    rt, slot_id, status = settled
+    item = {"pk": {"S": f"SLOT#{slot_id}"}, "sk": {"S": f"EVT#L#{SUMMARY}"}}
+    client = aws.client("dynamodb")
+    stored = client.get_item(TableName=rt.env["LEDGER_TABLE"], Key=item, ConsistentRead=True)["Item"]
+    detail = json.loads(stored["detail"]["S"])
+    detail["outcome"]["status"] = _other(status)  # a record written before a stall changed the slot's fate
+    client.update_item(TableName=rt.env["LEDGER_TABLE"], Key=item, UpdateExpression="SET #d = :d",
+                       ExpressionAttributeNames={"#d": "detail"}, ExpressionAttributeValues={":d": {"S": json.dumps(detail)}})
+
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+
+    assert _agreement(problems) == [f"[5b] terminal slot {slot_id} is {status} but its {SUMMARY} says {_other(status)}"]
+
+
+def test_a_logged_outcome_line_that_names_another_status_than_the_slot_is_a_violation(settled, logs):
+    rt, slot_id, status = settled
+    [line] = logs.outcomes(slot_id)
+    told = dict(line, status=_other(status))  # what an operator reading the log would have been told
+
+    problems = check_outcome_lines(rt, NO_FAULTS, lambda sid: [told] if sid == slot_id else [])
+
+    assert _agreement(problems) == [f"[5b] slot {slot_id} is {status} but its schedule.outcome line says ['{_other(status)}']"]
