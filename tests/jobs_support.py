@@ -159,7 +159,8 @@ class Receiver:
 
         lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},  # a quick shutdown
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -32,10 +32,11 @@ import struct
 import threading
 import zipfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
@@ -367,21 +368,26 @@ class InFlight:
         with self._lock:
             self._lock.notify_all()
 
-    def __enter__(self) -> "InFlight":
+    @contextmanager
+    def request(self, held: bool = True) -> Iterator["InFlight"]:
+        """One request being answered. ``held=False`` (the OAuth token grant): the hold does not
+        apply, since the executors a hold waits for are themselves waiting for the token the grant
+        brings; holding it stalled every such race until the client's own timeout gave up on it."""
         with self._lock:
             self.current += 1
             self.total += 1
             self.peak = max(self.peak, self.current)
             self._lock.notify_all()
-            if self.hold_until is not None and not self._lock.wait_for(self.hold_until, timeout=self.HOLD_TIMEOUT_S):
+            if held and self.hold_until is not None and not self._lock.wait_for(self.hold_until,
+                                                                               timeout=self.HOLD_TIMEOUT_S):
                 self.hold_timeouts += 1
-        if self.latency_s:
-            threading.Event().wait(self.latency_s)  # the server thread's answer time, not the test's
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        with self._lock:
-            self.current -= 1
+        try:
+            if self.latency_s:
+                threading.Event().wait(self.latency_s)  # the server thread's answer time, not the test's
+            yield self
+        finally:
+            with self._lock:
+                self.current -= 1
 
 
 class GeneratedFiles:
@@ -511,16 +517,18 @@ class FakePixiv:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
-                with fake.in_flight:
+                with fake.in_flight.request():
                     fake._handle(self, "GET")
 
             def do_POST(self) -> None:  # noqa: N802
-                with fake.in_flight:
+                with fake.in_flight.request(held=urlsplit(self.path).path != constants.TOKEN_PATH):
                     fake._handle(self, "POST")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits for the serve loop to notice, 0.5 s at the default interval, and
+        # every test that stops a fake paid that in wall time.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     # -- lifecycle and helpers ------------------------------------------------------------
     def __enter__(self) -> "FakePixiv":
