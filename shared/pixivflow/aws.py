@@ -24,6 +24,11 @@ def client(service: str, **kwargs: Any) -> Any:
     factory = _factory
     if factory is not None:
         return factory(service, **kwargs)
+    return boto3_client(service, **kwargs)
+
+
+def boto3_client(service: str, **kwargs: Any) -> Any:
+    """boto3's own client, whatever factory is installed."""
     import boto3
 
     # The stubs overload client() on each service's literal name; this factory takes the name as a str.

@@ -66,7 +66,7 @@ def start(make_runtime, monkeypatch):
             sleeps.append(seconds)
             clock_box[0].advance(int(seconds * 1000))
 
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="moto")  # SSM: moto only
+        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="twin", ssm=True)  # SSM: moto, beside the twins
         clock_box.append(rt.clock)
         rt.sleeps = sleeps
         aws.client("ssm").put_parameter(Name=PARAM, Value=token, Type="SecureString")

@@ -312,7 +312,7 @@ def test_a_transient_ssm_error_then_success_sends_the_header_and_is_accepted(mak
 
     secrets = SecretStore(reader=flaky, sleep=lambda s: None)
     rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
-                      backend="moto")  # SSM: moto only (the twins model DynamoDB, SQS and S3)
+                      backend="twin", ssm=True)  # SSM on moto beside the twins (they model DynamoDB, SQS and S3)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
                                       Type="SecureString")
     rt.fire("morning-tokyo", iso=FIRE)
@@ -630,7 +630,7 @@ def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_
     tick = itertools.count(step=1_000)  # every look is 1,000 s after the last: no value stays cached
     secrets = SecretStore(reader=flaky, sleep=lambda s: None, monotonic=lambda: float(next(tick)))
     rt = make_runtime(FIRE, mutate=routes_config(receiver), catalog=CATALOG, overrides={"secrets": secrets},
-                      backend="moto")
+                      backend="twin", ssm=True)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
                                       Type="SecureString")
     rows = rt.engine.outbox_rows

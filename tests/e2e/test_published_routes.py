@@ -61,7 +61,7 @@ def world(make_runtime, monkeypatch):
                                      "targetIds": [t["id"] for t in targets]}]
 
             clock: list = []
-            rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="moto",
+            rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="twin", ssm=True,
                               overrides={"sleep": lambda s: clock[0].advance(int(s * 1000))})
             clock.append(rt.clock)
             aws.client("ssm").put_parameter(Name=f"{SECRETS}/PIXIV_E2E_TOKEN", Value=DEFAULT_REFRESH_TOKEN, Type="SecureString")

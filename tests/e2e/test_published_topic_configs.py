@@ -83,7 +83,7 @@ def start(make_runtime, monkeypatch, receiver, fake):
         def sleep(seconds: float) -> None:
             clock_box[0].advance(int(seconds * 1000))
 
-        rt = make_runtime("2026-12-01T01:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="moto")
+        rt = make_runtime("2026-12-01T01:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="twin", ssm=True)
         clock_box.append(rt.clock)
         aws.client("ssm").put_parameter(Name=f"{SECRETS}/PIXIV_E2E_TOKEN", Value=DEFAULT_REFRESH_TOKEN, Type="SecureString")
         return rt
@@ -392,14 +392,14 @@ def test_standalone_with_pixivflows_scheduler_switch_stores_what_pixivflow_would
             cfg["network"] = {**cfg_in["network"], "requestPacingMs": 0}
             cfg["network"].pop("proxy", None)  # its 127.0.0.1:7892 proxy is the author's machine, not this one
 
-        unchanged = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="moto")
+        unchanged = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="twin", ssm=True)
         assert not unchanged.engine.config.schedule("default").enabled
         status, listing = unchanged.http("GET", "/internal/schedules", token=TRIGGER_TOKEN)
         assert status == 200 and listing["schedules"] == [], listing  # nothing would ever fire
         unchanged.__exit__(None, None, None)
 
         monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
-        rt = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="moto")
+        rt = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="twin", ssm=True)
         plan = rt.engine.config.schedule("default")
         assert (plan.enabled, plan.cron, plan.timezone) == (True, "0 3 * * *", "Asia/Shanghai")
         ranking, novels = (t.id for t in rt.engine.config.targets)

@@ -60,7 +60,7 @@ def test_a_ugoira_zip_is_streamed_in_bounded_parts_with_its_frame_delays_recorde
             cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
                                  "targetIds": ["waves"]}]
 
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="moto")
+        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="moto")  # multipart uploads: moto only (the S3 twin has whole-object PUTs)
         watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle()

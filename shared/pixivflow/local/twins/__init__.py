@@ -41,6 +41,8 @@ class TwinCloud:
     ``seed`` makes SQS return visible messages in a seeded random order (standard queues keep none);
     ``faults`` switches on DynamoDB's opt-in models (``faults.TwinFaults``)."""
 
+    TWINNED = frozenset({"dynamodb", "sqs", "s3", "sts"})
+
     def __init__(self, *, now_ms: Callable[[], int] | None = None, index_lag_ms: int | Callable[[], int] = 0,
                  seed: int | None = None, region: str = "us-east-1", faults: TwinFaults | None = None) -> None:
         shuffle = random.Random(f"{seed}:sqs-order") if seed is not None else None
@@ -48,12 +50,19 @@ class TwinCloud:
         self.sqs = TwinSQS(now_ms=now_ms, shuffle=shuffle, region=region)
         self.s3 = TwinS3(region=region)
         self.sts = _TwinSTS(region)
+        self.elsewhere: frozenset[str] = frozenset()  # services the caller serves beside the twins
         self._previous: Any = None
         self._installed = False
 
-    def client(self, service: str, **_: Any) -> Any:
-        twin = getattr(self, service, None)
+    def client(self, service: str, **kwargs: Any) -> Any:
+        twin = getattr(self, service, None) if service in self.TWINNED else None
         if twin is None:
+            if service in self.elsewhere:
+                # a service without a twin that the caller serves otherwise (moto's SSM: the
+                # harness's ``moto_services``), made by the factory that was in place before
+                from ... import aws
+
+                return self._previous(service, **kwargs) if self._previous is not None else aws.boto3_client(service, **kwargs)
             raise NotImplementedError(f"no in-memory twin of {service!r}; run this path on moto")
         return twin
 
