@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test test-size ui-check lint bench load sim mutants clean
+.PHONY: run dev test test-size ui-check lint bench load fuzz sim mutants clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ bench: $(STAMP)
 CELLS ?= 100000
 load: $(STAMP)
 	$(PY) bench/load.py --cells $(CELLS)
+
+# The HTTP fuzz at length (tests/e2e/test_http_fuzz.py; make test runs its first 1,000 examples):
+# FUZZ generated requests through both HTTP functions, PIXIVFLOW_FUZZ_SEED=n for other examples.
+FUZZ ?= 10000
+fuzz: $(STAMP)
+	PIXIVFLOW_FUZZ_EXAMPLES=$(FUZZ) $(PY) -m pytest -q -s tests/e2e/test_http_fuzz.py
 
 # The concurrent deterministic simulation on the in-memory twins (tests/simulation/sim.py, world.py,
 # baton.py; issue 20): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.

@@ -17,9 +17,10 @@ injected outage of DynamoDB or SQS. For every request, through the real handlers
 * no fragment of either token in any response or any log line;
 * no ledger write and no queue send for a refused (4xx) request.
 
-The example count is bounded (``PIXIVFLOW_FUZZ_EXAMPLES``, default 2500: about 15 s of CPU)
-and derandomized so ``make test`` is repeatable; ``PIXIVFLOW_FUZZ_SEED=<n>`` explores other
-examples. The run prints how many requests it sent and the statuses it saw.
+The example count is bounded (``PIXIVFLOW_FUZZ_EXAMPLES``, default 1000: about 6 s of CPU, the
+fewest at which the generator still reaches every route past auth and every kind of answer) and
+derandomized so ``make test`` is repeatable; ``make fuzz`` runs 10,000 (``FUZZ=n``), and
+``PIXIVFLOW_FUZZ_SEED=<n>`` explores other examples. The run prints how many requests it sent and the statuses it saw.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pixivflow.http import jobs_api, trigger_api
 # Tokens long and random enough that an 8-character fragment cannot appear by chance.
 TOKENS = {"trigger": "Tq8Zr2Lw5Xn7Cv4Bm1Kd9Hs3", "jobs": "Jp6Yf3Gu9Ea1Wt5Rn8Qz2Mc7"}
 FRAGMENT = 8
-EXAMPLES = int(os.environ.get("PIXIVFLOW_FUZZ_EXAMPLES", "2500"))
+EXAMPLES = int(os.environ.get("PIXIVFLOW_FUZZ_EXAMPLES", "1000"))
 SEED = os.environ.get("PIXIVFLOW_FUZZ_SEED")
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
 RIDS = ["3f2b8c1e-4d5a-4b7c-8e9f-0123456789ab", "9A1B2C3D-4E5F-4A6B-9C7D-8E9F0A1B2C3D",
@@ -185,7 +186,7 @@ def fuzz_runtime(make_runtime, monkeypatch):
     return make_runtime(tokens=TOKENS), tally
 
 
-@pytest.mark.size("large")  # 2 500 generated requests through both HTTP functions (tests/README.md, test sizes)
+@pytest.mark.size("large")  # 1 000 generated requests through both HTTP functions (tests/README.md, test sizes)
 def test_no_hostile_request_gets_a_500_a_shapeless_error_a_leak_or_a_write(fuzz_runtime, logs):
     from pixivflow.http.openapi import openapi_document
 
@@ -286,6 +287,6 @@ def test_no_hostile_request_gets_a_500_a_shapeless_error_a_leak_or_a_write(fuzz_
     print(f"\nhttp fuzz: {sent} requests; statuses {dict(sorted(statuses.items()))}; faults {dict(faults)}")
     # the generator reached every route past auth, and every kind of answer
     assert sent >= min(EXAMPLES, 100)
-    if EXAMPLES >= 300:
+    if EXAMPLES >= 1000:  # fewer reach only some routes
         assert {(spec.method, spec.rule) for _, spec in ROUTES} <= set(routes_authorised), routes_authorised
         assert {200, 202, 400, 401, 404, 405, 415, 500} <= set(statuses), statuses

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import botocore.httpsession
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the bench's meter and scenarios
 
@@ -24,6 +25,7 @@ def _loopback_only(self, request):
     return _SEND(self, request)
 
 
+@pytest.mark.size("large")  # a whole smoke run of make bench, cold-start probes in subprocesses included
 def test_the_report_json_carries_the_three_monthly_profiles_the_cold_start_and_the_measured_compute(tmp_path, capsys,
                                                                                                    monkeypatch):
     monkeypatch.setattr(botocore.httpsession.URLLib3Session, "send", _loopback_only)
