@@ -132,3 +132,23 @@ def test_a_callback_never_rides_a_connection_opened_for_another_host(server: Cou
     assert lookups == ["a.callbacks.test", "b.callbacks.test", "a.callbacks.test"]
     assert server.requests == [(f"{h}:{server.port}", "/hooks") for h in (names[0], names[1], names[0])]
     assert server.connections == 3  # no connection is ever reused in the consumer trust class
+
+
+def test_every_client_and_consumer_transport_verifies_with_the_one_tls_context_of_the_process() -> None:
+    """A fresh context loads certifi's CA bundle (about 20 ms of CPU): a callback made one per
+    request. Sharing it must not loosen what is verified: certificates and host names, always."""
+    import ssl
+
+    from pixivflow.adapters.deadline_transport import consumer_transport
+    from pixivflow.adapters.http_pools import OperatorPool, tls_context
+
+    context = tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    first, second = consumer_transport(), consumer_transport()
+    assert first._pool._ssl_context is second._pool._ssl_context is context  # noqa: SLF001
+    pool = OperatorPool()
+    try:
+        client = pool.client(5.0)
+        assert client._transport._pool._ssl_context is context  # noqa: SLF001
+    finally:
+        pool.close()

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import httpcore
 import httpx
 
-from .http_pools import _left
+from .http_pools import _left, tls_context
 
 
 class _DeadlineStream(httpcore.NetworkStream):
@@ -57,7 +57,7 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 def consumer_transport() -> httpx.BaseTransport:
     """A fresh transport for ONE consumer request: no retries, no kept-alive connection, every
     socket operation bound by the surrounding :func:`deadline`."""
-    transport = httpx.HTTPTransport(retries=0, limits=httpx.Limits(max_keepalive_connections=0))
+    transport = httpx.HTTPTransport(verify=tls_context(), retries=0, limits=httpx.Limits(max_keepalive_connections=0))
     # httpx has no public hook for the network backend; its pool is rebuilt with the same SSL
     # context and limits, and ours (tests/unit/test_http_pools.py pins that it is the one used).
     transport._pool = httpcore.ConnectionPool(  # noqa: SLF001

@@ -18,6 +18,11 @@ receiver that drips one byte of its status line every few seconds never trips th
 hold the attempt until Lambda kills the invocation (issue 21 item 5). The deadline is enforced
 in the network layer itself: every connect, read and write is given at most the time left, and
 one that starts with none left fails at once as a timeout.
+
+Both classes verify TLS with ONE context per process (:func:`tls_context`): building one loads
+certifi's CA bundle, about 20 ms of CPU, which every fresh consumer transport and every new client
+paid until then. A context holds no per-connection state (SNI and the peer are per socket), so
+sharing it changes nothing of what is verified.
 """
 
 from __future__ import annotations
@@ -29,7 +34,24 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:  # httpx loads with the first request (issue 25: a function that never posts never imports it)
+    import ssl
+
     import httpx
+
+_tls: list["ssl.SSLContext"] = []
+_tls_made = threading.Lock()
+
+
+def tls_context() -> "ssl.SSLContext":
+    """The process's verifying TLS context, made on first use exactly as httpx makes its default
+    (certifi's bundle; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` honoured) and shared from then on."""
+    if not _tls:
+        with _tls_made:
+            if not _tls:
+                import httpx
+
+                _tls.append(httpx.create_ssl_context())
+    return _tls[0]
 
 class OperatorPool:
     """The operator-routes pool: one ``httpx.Client`` per timeout, made on first use and kept until
@@ -48,7 +70,8 @@ class OperatorPool:
             client = self._clients.get(timeout_s)
             if client is None:
                 timeout = httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))
-                client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False)
+                client = httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False,
+                                      verify=tls_context())
                 self._clients[timeout_s] = client
             return client
 

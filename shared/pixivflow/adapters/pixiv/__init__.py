@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from ...domain.errors import ConfigError
+from ..http_pools import tls_context
 from .secrets import SecretMissing, SecretResolver, expand, references
 from . import constants
 from .account_store import DynamoPixivAccounts, MemoryPixivAccounts
@@ -72,7 +73,7 @@ def build_source(config: Any, *, now_ms: Callable[[], int], uniform: Callable[[]
                                      resolver, env=env)
     timeout = network.timeoutMs / 1000
     http = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)), follow_redirects=False,
-                        proxy=_proxy_url(network, resolver), transport=transport)
+                        proxy=_proxy_url(network, resolver), transport=transport, verify=tls_context())
     store = store if store is not None else MemoryPixivAccounts()
     gate = RateGate(store, account, now_ms=now_ms, sleep=sleep, uniform=uniform, pacing_ms=network.requestPacingMs, log=log)
     token = RefreshToken(pixiv.refreshToken if pixiv else None, resolver, env=env, log=log)
