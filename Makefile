@@ -18,13 +18,14 @@ run: $(STAMP)
 	$(VENV)/bin/pixivflow demo
 
 # The local dev server (README "Develop locally"): both HTTP functions on 127.0.0.1:$(PORT), moto, the
-# queue pumps, the schedules on the wall clock (SPEED=n: n times faster) and the sweep. Without
+# queue pumps, the schedules on the wall clock (SPEED=n: n times faster) and the sweep (every
+# SWEEP_INTERVAL minutes: one of template.yaml's SweepIntervalMinutes values, its default if unset). Without
 # CONFIG it runs the demo config with a loopback downstream and the fake Pixiv.
 PORT ?= 8000
 SPEED ?= 1
 MOTO_PORT ?= 0
 dev: $(STAMP)
-	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(STATE_DIR),--state-dir $(STATE_DIR)) $(if $(CONFIG),--config $(CONFIG),--demo)
+	$(VENV)/bin/pixivflow dev --port $(PORT) --speed $(SPEED) --moto-port $(MOTO_PORT) $(if $(STATE_DIR),--state-dir $(STATE_DIR)) $(if $(SWEEP_INTERVAL),--sweep-interval $(SWEEP_INTERVAL)) $(if $(CONFIG),--config $(CONFIG),--demo)
 
 # Three workers on the two cores (pytest-xdist; worksteal: a worker that runs out of tests takes
 # another's, so all finish together): the suite's socket timeouts, subprocesses and loopback servers

@@ -52,10 +52,14 @@ STEP_ORDER = ("admit", "claim", "bind", "reserve", "intent", "outbox claim", "se
 
 
 def _resolve(tpl: dict[str, Any], value: Any, params: dict[str, Any]) -> Any:
-    """A property's value under ``params``: parameter Refs and the ``Has<X>`` conditions the
-    concurrency knobs use (``!If [cond, !Ref p, !Ref AWS::NoValue]``); None for AWS::NoValue."""
+    """A property's value under ``params``: parameter Refs, the ``Has<X>`` conditions the
+    concurrency knobs use (``!If [cond, !Ref p, !Ref AWS::NoValue]``) and a ``!FindInMap`` keyed
+    by a parameter (the sweep's interval); None for AWS::NoValue."""
     if isinstance(value, dict) and "Ref" in value:
         return params.get(value["Ref"]) if value["Ref"] != "AWS::NoValue" else None
+    if isinstance(value, dict) and "Fn::FindInMap" in value:
+        mapping, top, second = (_resolve(tpl, v, params) for v in value["Fn::FindInMap"])
+        return tpl["Mappings"][mapping][str(top)][second]
     if isinstance(value, dict) and "Fn::If" in value:
         name, yes, no = value["Fn::If"]
         test = tpl["Conditions"][name]["Fn::Not"][0]["Fn::Equals"]
@@ -107,16 +111,18 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
         }
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
             "alarm_metrics_by_profile": alarm_metrics,
-            "sweep_every_s": _sweep_rate_s(tpl),
+            "sweep_every_s": _sweep_rate_s(tpl, params),
             "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
             "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
 
 
-def _sweep_rate_s(tpl: dict[str, Any]) -> int:
-    """Seconds between the stall sweep's ticks: its ScheduleV2 event's ``rate(N unit)``."""
+def _sweep_rate_s(tpl: dict[str, Any], params: dict[str, Any]) -> int:
+    """Seconds between the stall sweep's ticks: its ScheduleV2 event's ``rate(N unit)`` as the
+    parameters deploy it (the expression is read, not the parameter, so the figure is the schedule's)."""
     props = next(r["Properties"] for r in tpl["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
                  and Path(str(r["Properties"].get("CodeUri", ""))).name == "stall_sweep")
-    [expr] = [e["Properties"]["ScheduleExpression"] for e in props["Events"].values() if e["Type"] == "ScheduleV2"]
+    [expr] = [_resolve(tpl, e["Properties"]["ScheduleExpression"], params) for e in props["Events"].values()
+              if e["Type"] == "ScheduleV2"]
     count, unit = expr.removeprefix("rate(").removesuffix(")").split()
     return int(count) * {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600}[unit]
 

@@ -224,7 +224,7 @@ def make_runtime(tmp_path, downstream):
     started = []
 
     def factory(start_iso: str = "2026-11-30T22:59:00Z", *, mutate=None, catalog=None, tokens=None, overrides=None,
-                backend=None, seed=0, index_lag_ms=0, ssm=False):
+                backend=None, seed=0, index_lag_ms=0, ssm=False, sweep_interval_minutes=None):
         # ssm=True: the path reads or writes SSM (the Pixiv token, the routes' secrets), which the
         # twins do not model; on the twin backend moto serves SSM beside them.
         config = write_config(tmp_path, downstream.url, mutate, catalog)
@@ -232,7 +232,8 @@ def make_runtime(tmp_path, downstream):
         tokens = {"trigger": TRIGGER_TOKEN, "jobs": JOBS_TOKEN} if tokens is None else tokens
         backend = backend or TEST_BACKEND
         rt = EmbeddedRuntime(config, clock, tokens=tokens, overrides=overrides, backend=backend,
-                            seed=seed, index_lag_ms=index_lag_ms, moto_services=("ssm",) if ssm and backend == "twin" else ())
+                            seed=seed, index_lag_ms=index_lag_ms, moto_services=("ssm",) if ssm and backend == "twin" else (),
+                            sweep_interval_minutes=sweep_interval_minutes)
         rt.__enter__()
         started.append(rt)
         return rt

@@ -1,4 +1,4 @@
-"""Stall sweep (every minute): recovery, timeouts, stall rules, outbox re-drive."""
+"""Stall sweep (every SweepIntervalMinutes): recovery, timeouts, stall rules, outbox re-drive."""
 
 from pixivflow.handlers import stall_sweep as entry
 from pixivflow.observability import logger

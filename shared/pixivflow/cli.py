@@ -38,7 +38,7 @@ def _dev(args: argparse.Namespace) -> int:
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
                    moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir,
-                   allow_egress=args.allow_egress)
+                   allow_egress=args.allow_egress, sweep_interval=args.sweep_interval)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -444,7 +444,8 @@ def render_outbox(rows: list[dict[str, Any]]) -> list[str]:
 def render_redrive(result: dict[str, Any]) -> list[str]:
     row = result["row"]
     was = f"was {result['previousAttempts']} attempt(s)" + (f", last error: {result['previousError']}" if result["previousError"] else "")
-    then = "sent to the outbox queue now" if result["sent"] else "the sweep re-drives it within about 3 minutes"
+    then = "sent to the outbox queue now" if result["sent"] else \
+        "the sweep re-drives it within 2 minutes plus one sweep interval (3 minutes with SweepIntervalMinutes=1)"
     return [f"re-armed {result['kind']} row {result['key']}: {row['outboxStatus'] if 'outboxStatus' in row else row['status']}, "
             f"attempts {row['attempts']}/{row['maxAttempts']} ({was}); {then}"]
 
@@ -647,6 +648,9 @@ def _main(argv: list[str] | None) -> int:
     dev.add_argument("--port", type=int, default=8000, help="the HTTP port on 127.0.0.1 (default 8000)")
     dev.add_argument("--config", default=None, help="the config (default: PIXIVFLOW_CONFIG; --demo brings its own)")
     dev.add_argument("--speed", type=float, default=1.0, help="run a virtual clock N times faster than the wall clock")
+    dev.add_argument("--sweep-interval", type=int, default=None, metavar="MINUTES",
+                     help="minutes between sweep ticks, one of template.yaml's SweepIntervalMinutes values "
+                          "(default: its default)")
     dev.add_argument("--demo", action="store_true", help="the demo config with a loopback downstream and the fake Pixiv")
     dev.add_argument("--source", choices=("fake-pixiv", "catalog"), default="fake-pixiv",
                      help="with --demo: the source the demo schedules use")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .clock import Entropy, SystemClock
 from .config import PixivFlowConfig, load_config
-from .services.engine import Engine
+from .services.engine import DEFAULT_SWEEP_INTERVAL_MS, Engine
 
 _lock = threading.RLock()
 _runtime: "Runtime | None" = None
@@ -84,6 +84,17 @@ def _env(name: str) -> str:
     return value
 
 
+def _sweep_interval_ms() -> int:
+    """SWEEP_INTERVAL_MS, which template.yaml sets on the stall sweep from SweepIntervalMinutes;
+    unset (every other function, a hand-made environment) it is the template's default minute."""
+    raw = (os.environ.get("SWEEP_INTERVAL_MS") or "").strip()
+    if not raw:
+        return DEFAULT_SWEEP_INTERVAL_MS
+    if not raw.isdigit():
+        raise RuntimeError(f"environment variable SWEEP_INTERVAL_MS: {raw!r} is not a whole number of milliseconds")
+    return int(raw)
+
+
 def _ssm_reader(name: str) -> str:
     from aws_lambda_powertools.utilities import parameters
 
@@ -135,6 +146,7 @@ def build() -> Runtime:
     # The source is built from the engine (its clock, entropy and log): None only until the next line.
     engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
                     metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
+    engine.sweep_interval_ms = _sweep_interval_ms()
     engine.source = _overrides.get("source") or Deferred(lambda: _build_source(config, engine, dynamodb, sleep))
     ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read (issue 21)
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)

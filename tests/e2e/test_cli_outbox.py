@@ -137,7 +137,8 @@ def test_a_dead_notification_is_rearmed_and_left_to_the_sweep_without_a_queue(ma
     run = pixivflow("outbox", "redrive", key, now=at + 1000)
     assert run.code == 0
     assert run.out == (f"re-armed notification row {key}: retry_wait, attempts 0/3 (was 1 attempt(s), last error: "
-                       "remote_4xx: HTTP 410); the sweep re-drives it within about 3 minutes\n")
+                       "remote_4xx: HTTP 410); the sweep re-drives it within 2 minutes plus one sweep "
+                       "interval (3 minutes with SweepIntervalMinutes=1)\n")
     stored = rows.get("notification", key)
     assert (stored.status, stored.attempts, stored.next_attempt_at) == ("retry_wait", 0, at + 1000)
     assert ("notification", key) in rows.due(at + 1000)

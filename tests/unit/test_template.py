@@ -383,15 +383,63 @@ def test_ledger_table_keys_gsis_ttl_pitr(resources: dict[str, Any]) -> None:
 # ------------------------------------------------------------------ scheduling
 
 
-def test_stall_sweep_runs_every_minute_without_retries(resources: dict[str, Any]) -> None:
+SWEEP_INTERVALS = {1: "rate(1 minute)", 2: "rate(2 minutes)", 5: "rate(5 minutes)", 10: "rate(10 minutes)"}
+
+
+def test_the_sweep_interval_is_a_parameter_whose_default_keeps_the_minute(tpl: dict[str, Any]) -> None:
+    p = tpl["Parameters"]["SweepIntervalMinutes"]
+    assert p["Type"] == "Number" and p["Default"] == 1  # existing stacks keep the minute sweep
+    assert p["AllowedValues"] == list(SWEEP_INTERVALS)
+    assert sorted(int(k) for k in tpl["Mappings"]["SweepIntervals"]) == list(SWEEP_INTERVALS)  # no value without its row
+
+
+@pytest.mark.parametrize("minutes", list(SWEEP_INTERVALS))
+def test_stall_sweep_runs_every_interval_without_retries_and_its_alarm_period_follows(
+        tpl: dict[str, Any], resources: dict[str, Any], minutes: int) -> None:
     # "alone" is the lease item's job now (DESIGN §4): reserved concurrency is an optional
     # parameter, see test_no_resource_requires_reserved_concurrency.
-    p = props(resources, "StallSweepFunction")
+    params = parameters(tpl, SweepIntervalMinutes=minutes)
+    p = evaluate(tpl, props(resources, "StallSweepFunction"), params)
     schedules = [e["Properties"] for e in p["Events"].values() if e["Type"] == "ScheduleV2"]
     assert len(schedules) == 1
-    assert schedules[0]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedules[0]["ScheduleExpression"] == SWEEP_INTERVALS[minutes]  # Scheduler refuses "rate(1 minutes)"
     assert schedules[0]["RetryPolicy"]["MaximumRetryAttempts"] == 0
     assert p["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    # a tick is never kept waiting past the next one (and the floor both services accept is 60 s)
+    assert schedules[0]["RetryPolicy"]["MaximumEventAgeInSeconds"] == minutes * 60
+    assert p["EventInvokeConfig"]["MaximumEventAgeInSeconds"] == minutes * 60
+    # the sweep is told its own interval (services.sweep.sweep_lease_ms checks its lease against it)
+    assert p["Environment"]["Variables"]["SWEEP_INTERVAL_MS"] == str(minutes * 60_000)
+    health = evaluate(tpl, props(resources, "HealthAlarm"), params)
+    assert {i: st["Period"] for i, st in expression_inputs(health).items()} == dict.fromkeys(("health", "ticks", "failed"), minutes * 60)
+    # two bad periods of three, whatever their length: one period may lack its tick at a period's edge
+    assert (health["EvaluationPeriods"], health["DatapointsToAlarm"]) == (3, 2)
+    assert health["EvaluationPeriods"] * minutes * 60 <= 86_400  # CloudWatch's limit below hourly periods
+
+
+@pytest.mark.parametrize("minutes", list(SWEEP_INTERVALS))
+def test_no_alarm_on_the_sweeps_metrics_expects_them_more_often_than_the_sweep_runs(
+        tpl: dict[str, Any], resources: dict[str, Any], minutes: int) -> None:
+    """An alarm that treats a missing data point as breaching, on a metric only the sweep's ticks
+    produce, must not look at periods shorter than the interval: it would page in healthy periods
+    that simply had no tick. Alarms that treat missing data as not breaching expect nothing."""
+    params = parameters(tpl, SweepIntervalMinutes=minutes)
+    sweep_made = {("AWS/Lambda", "Invocations"), ("AWS/Lambda", "Errors"), ("Ref:MetricsNamespace", "Health"),
+                  ("Ref:MetricsNamespace", "MissedFires"), ("Ref:MetricsNamespace", "Stalls")}
+    checked = 0
+    for lid, raw in alarms(resources).items():
+        p = evaluate(tpl, raw, params)
+        # the metric as written (its namespace a Ref), the period as this parameter value deploys it
+        stats = [(s, expression_inputs(p)[i]) for i, s in expression_inputs(raw).items()] if "Metrics" in raw \
+            else [({"Metric": raw}, {"Period": p["Period"]})]
+        for written, st in stats:
+            namespace, name, dims = metric_key(written["Metric"])
+            if (namespace, name) not in sweep_made or (name in ("Invocations", "Errors") and dims != (("FunctionName", "StallSweepFunction"),)):
+                continue
+            checked += 1
+            if p["TreatMissingData"] != "notBreaching":
+                assert st["Period"] >= minutes * 60, (lid, name)
+    assert checked >= 7  # HealthAlarm's three inputs, MissedFires, the two Stalls alarms, the sweep's Errors
 
 
 def test_trigger_async_invocations_never_back_fill(resources: dict[str, Any]) -> None:
@@ -652,6 +700,9 @@ def evaluate(tpl: dict[str, Any], value: Any, params: dict[str, Any]) -> Any:
             return params[arg] if arg in params else value
         if key == "Condition":
             return evaluate(tpl, tpl["Conditions"][arg], params)
+        if key == "Fn::FindInMap":
+            mapping, top, second = (evaluate(tpl, v, params) for v in arg)
+            return tpl["Mappings"][mapping][str(top)][second]  # a Ref to a Number parameter is its text
         if key == "Fn::Equals":
             left, right = (evaluate(tpl, v, params) for v in arg)
             return str(left) == str(right)
@@ -827,11 +878,12 @@ def test_every_alarm_notifies_the_alarm_topic_and_names_a_cli_command(tpl: dict[
         assert evaluate(tpl, p["AlarmActions"], external) == ["arn:aws:sns:us-east-1:123456789012:ops"], lid
         assert p["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", lid
         # a quiet system sends no data points, which is no alarm; but HealthAlarm's expression has a
-        # point every minute the sweep runs (its Invocations), so its silence is the sweep having stopped
+        # point every interval the sweep runs (its Invocations), so its silence is the sweep having stopped
         assert p["TreatMissingData"] == ("breaching" if lid == "HealthAlarm" else "notBreaching"), lid
-        if lid == "HealthAlarm":  # per-minute inputs: two bad minutes of three page, one blip does not
+        if lid == "HealthAlarm":  # per-interval inputs (default: a minute): two bad periods of three page, one blip does not
             assert (p["EvaluationPeriods"], p["DatapointsToAlarm"], p["Threshold"]) == (3, 2, 1), lid
-            assert {i: (st["Period"], st["Stat"]) for i, st in expression_inputs(p).items()} == {
+            deployed = evaluate(tpl, p, default)
+            assert {i: (st["Period"], st["Stat"]) for i, st in expression_inputs(deployed).items()} == {
                 "health": (60, "Maximum"), "ticks": (60, "Sum"), "failed": (60, "Sum")}, lid
         else:
             assert p["Period"] == 300 and p["EvaluationPeriods"] == 1, lid

@@ -1,4 +1,4 @@
-"""Stall sweep, every minute (DESIGN §4): the content of the event is ignored (DESIGN §12)."""
+"""Stall sweep, every SweepIntervalMinutes (DESIGN §4): the content of the event is ignored (DESIGN §12)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ One process plays the whole stack on the loopback interface:
   surfaces, generated from the code (``http.openapi``); ``/ui`` is the trigger function's page;
 * a background thread that plays what AWS would do around the functions: the SQS event source
   mappings (``QueuePump``), EventBridge Scheduler's fires of every enabled schedule on the wall
-  clock (or a virtual clock ``--speed`` times faster), and the one-minute sweep.
+  clock (or a virtual clock ``--speed`` times faster), and the sweep every ``--sweep-interval``
+  minutes (default: template.yaml's ``SweepIntervalMinutes``).
 
 Like Lambda, each function runs one event at a time (one lock per function); different functions
 run side by side. ``--demo`` starts the loopback downstream and the fake Pixiv and points the demo
@@ -45,7 +46,6 @@ from typing import Any, Callable, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 HOST = "127.0.0.1"
-MINUTE_MS = 60_000
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 NOT_FOUND = {"message": "Not Found"}  # what API Gateway answers for a request no route matches
 DEMO_DIR = Path(__file__).resolve().parents[3] / "events" / "demo"
@@ -238,9 +238,14 @@ class DevServer:
     def __init__(self, config_path: str | os.PathLike[str] | None = None, *, port: int = 8000, speed: float = 1.0,
                  tokens: dict[str, str] | None = None, moto_port: int = 0, demo: bool = False, source: str = "fake-pixiv",
                  clock: Any = None, out: TextIO | None = None, idle_s: float = 0.5, log_activity: bool = False,
-                 state_dir: str | os.PathLike[str] | None = None, allow_egress: bool = False) -> None:
+                 state_dir: str | os.PathLike[str] | None = None, allow_egress: bool = False,
+                 sweep_interval_minutes: int | None = None) -> None:
+        from .template import sweep_interval
+
         if config_path is None and not demo:
             raise ValueError("a config path (or demo=True) is required")
+        # checked here, before anything starts: only the intervals the template can deploy
+        self.sweep_interval = sweep_interval(sweep_interval_minutes)
         self.config_path = str(config_path) if config_path is not None else None
         self.requested_port = port
         self.speed = speed
@@ -438,7 +443,7 @@ class DevServer:
         assert config is not None  # __init__ refuses a dev server with neither a config nor the demo
         # A wall-paced ScaledClock, not a VirtualClock: the dev server never calls settle(), the one user of advance().
         self.rt = EmbeddedRuntime(config, self.clock, tokens=self.tokens, start_moto=False, backend="moto",  # type: ignore[arg-type]
-                                  seed=secrets.randbits(32))
+                                  seed=secrets.randbits(32), sweep_interval_minutes=self.sweep_interval.minutes)
         self.rt.__enter__()
         self._stack.callback(self.rt.__exit__, None, None, None)
         for name, pump in self.rt.pumps.items():
@@ -528,7 +533,8 @@ class DevServer:
     def _loop(self) -> None:
         start = self.clock.now_ms()
         checked = start
-        next_sweep = start + MINUTE_MS
+        every = self.sweep_interval.ms
+        next_sweep = start + every
         while not self._stop.is_set():
             self._wake.clear()
             try:
@@ -540,7 +546,7 @@ class DevServer:
                         self.rt.sweep()
                     self.stats.sweeps += 1
                     while next_sweep <= now:
-                        next_sweep += MINUTE_MS
+                        next_sweep += every
                 self.stats.handled += self.rt.pump()
             except Exception:  # the dev server keeps running; the error is the developer's to read
                 self.stats.errors += 1
@@ -756,6 +762,10 @@ class DevServer:
         return values
 
     # -- the banner ------------------------------------------------------------------------------
+    def _sweep_cadence(self) -> str:
+        n = self.sweep_interval.minutes
+        return ("every minute" if n == 1 else f"every {n} minutes") + " (--sweep-interval)"
+
     def banner(self) -> list[str]:
         env = self.rt.env
         clock = "wall clock" if getattr(self.clock, "speed", 1.0) == 1.0 else \
@@ -769,7 +779,7 @@ class DevServer:
             f"  ledger table               {env['LEDGER_TABLE']}",
             f"  execution / outbox queues  {env['EXECUTION_QUEUE_URL']}",
             f"                             {env['OUTBOX_QUEUE_URL']}",
-            f"  clock                      {clock}; schedules fire on it, the sweep runs every minute",
+            f"  clock                      {clock}; schedules fire on it, the sweep runs {self._sweep_cadence()}",
             "  egress                     " + ("unrestricted (--allow-egress)" if self.allow_egress else
                                                "loopback only: 127.0.0.0/8 and ::1 (--allow-egress lifts it)"),
         ]
@@ -836,7 +846,7 @@ def write_env_file(server: DevServer, path: Path) -> str:
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
             moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
             env_file: str | os.PathLike[str] | None = None, state_dir: str | os.PathLike[str] | None = None,
-            allow_egress: bool = False) -> int:
+            allow_egress: bool = False, sweep_interval: int | None = None) -> int:
     """`pixivflow dev`: start, print the URLs, serve until Ctrl-C (SIGINT) or SIGTERM, stop cleanly."""
     out = out or sys.stdout
     if demo and config:
@@ -849,12 +859,20 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
     if not speed > 0:
         print("pixivflow dev: --speed must be a positive number", file=sys.stderr)
         return 2
+    from .template import sweep_interval as template_interval
+
+    try:
+        template_interval(sweep_interval)
+    except ValueError as exc:
+        print(f"pixivflow dev: --sweep-interval: {exc}", file=sys.stderr)
+        return 2
     if config and not config.startswith("ssm:"):
         from ..config import load_config
 
         load_config(config)  # a bad config is named field by field before anything starts (a ConfigError)
     server = DevServer(None if demo else config, port=port, speed=speed, moto_port=moto_port, demo=demo, source=source,
-                       out=out, log_activity=True, state_dir=state_dir, allow_egress=allow_egress)
+                       out=out, log_activity=True, state_dir=state_dir, allow_egress=allow_egress,
+                       sweep_interval_minutes=sweep_interval)
     try:
         server.start()
     except PortInUse as exc:

@@ -2,8 +2,8 @@
 
 moto never fires schedules and cannot run Lambda code without Docker (../shared/notes), so this
 module plays the missing parts: EventBridge Scheduler's fires on a virtual clock, Lambda's SQS
-event source mappings (``QueuePump``), API Gateway's HTTP API v2 events, and the one-minute
-sweep. Everything else (table, queues, handlers, services) is the production code path.
+event source mappings (``QueuePump``), API Gateway's HTTP API v2 events, and the sweep's
+schedule (every ``SweepIntervalMinutes``: the template's default, or the runtime's override). Everything else (table, queues, handlers, services) is the production code path.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..clock import Entropy, VirtualClock
 from ..domain.occurrence import fires_between
 from .lambda_context import context_for
 from .provision import provision
+from .template import sweep_interval
 from .pump import QueuePump
 
 FUNCTIONS = ("trigger", "execute", "deliver", "stall_sweep", "job_events")
@@ -108,12 +109,14 @@ class EmbeddedRuntime:
     def __init__(self, config_path: str | os.PathLike[str], clock: VirtualClock, *, tokens: Mapping[str, str] | None = None,
                  seed: int = 0, start_moto: bool = True, prefix: str = "pixivflow-local", overrides: Mapping[str, Any] | None = None,
                  backend: str = "moto", index_lag_ms: int | Callable[[], int] = 0,
-                 moto_services: Sequence[str] = ()) -> None:
+                 moto_services: Sequence[str] = (), sweep_interval_minutes: int | None = None) -> None:
         if backend not in ("moto", "twin"):
             raise ValueError(f"backend must be 'moto' or 'twin', not {backend!r}")
         if moto_services and backend != "twin":
             raise ValueError("moto_services serve services beside the twins: they need backend='twin'")
         self._moto_services = frozenset(moto_services)
+        # The sweep's schedule as template.yaml deploys it (an override must be one of its values)
+        self.sweep_interval = sweep_interval(sweep_interval_minutes)
         self.config_path = str(config_path)
         self.clock = clock
         self.tokens = dict(tokens or {})
@@ -155,6 +158,7 @@ class EmbeddedRuntime:
         env["PIXIVFLOW_CONFIG"] = self.config_path
         env["PIXIVFLOW_VIRTUAL_DELAYS"] = "1"
         env["POWERTOOLS_METRICS_NAMESPACE"] = "PixivFlowLocal"
+        env["SWEEP_INTERVAL_MS"] = str(self.sweep_interval.ms)  # as the template sets it on the sweep function
         env["TRIGGER_TOKEN"] = self.tokens.get("trigger", "")
         env["JOBS_TOKEN"] = self.tokens.get("jobs", "")
         env["CALLBACK_SIGNING_SECRET"] = self.tokens.get("callback", "")
@@ -240,17 +244,19 @@ class EmbeddedRuntime:
         times = [t for t in (p.next_release() for p in self.pumps.values()) if t is not None]
         return min(times) if times else None
 
-    def settle(self, *, max_ms: int = 6 * 3_600_000, sweep_every_ms: int = MINUTE_MS, jump: bool = True) -> int:
+    def settle(self, *, max_ms: int = 6 * 3_600_000, sweep_every_ms: int | None = None, jump: bool = True) -> int:
         """Advance the virtual clock (pumping and sweeping each tick) until nothing is pending.
 
-        The sweep runs on whole ticks of ``sweep_every_ms`` from now, as EventBridge Scheduler's
-        rate(1 minute) would. With ``jump`` (the default) the clock skips the ticks at which nothing
+        The sweep runs on whole ticks of ``sweep_every_ms`` from now (default: the runtime's sweep
+        interval), as EventBridge Scheduler's rate expression would. With ``jump`` (the default) the clock skips the ticks at which nothing
         can happen: it goes straight to the tick at or after the next due time (a held message, an
         outbox row's due time plus the re-drive grace, a lease expiry, a recovery or stall or timeout
         deadline; ``_next_due``). That time is a lower bound of every time-based rule the sweep
         applies, so a skipped tick is one at which the sweep would have done nothing.
 
         Returns the virtual milliseconds that passed. Stops at ``max_ms`` regardless."""
+        if sweep_every_ms is None:
+            sweep_every_ms = self.sweep_interval.ms
         start = self.clock.now_ms()
         active = self.pump() > 0
         while self.clock.now_ms() - start < max_ms:

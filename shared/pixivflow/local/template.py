@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
 
-__all__ = ["CloudFormationLoader", "default_template_path", "load_template"]
+__all__ = ["CloudFormationLoader", "SweepInterval", "default_template_path", "load_template", "sweep_interval"]
 
 TEMPLATE_ENV = "PIXIVFLOW_TEMPLATE"
 
@@ -127,3 +128,30 @@ def _copied(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool, type(None))):
         return value
     return copy.deepcopy(value)  # anything else YAML can build (dates, sets): the general copy
+
+
+@dataclass(frozen=True)
+class SweepInterval:
+    """How often the stall sweep runs, as the template deploys it (``SweepIntervalMinutes``)."""
+
+    minutes: int
+    schedule: str  # the ScheduleV2 expression: rate(1 minute), rate(5 minutes)
+    seconds: int  # the HealthAlarm's period and the schedule's event age
+
+    @property
+    def ms(self) -> int:
+        return self.seconds * 1000
+
+
+def sweep_interval(minutes: int | str | None = None, template: str | os.PathLike[str] | dict[str, Any] | None = None) -> SweepInterval:
+    """The stall sweep's interval: ``SweepIntervalMinutes``' default, or ``minutes`` (one of its
+    AllowedValues, as a deploy would insist), spelled by the template's own ``SweepIntervals``
+    mapping, so the local runtime, the bench and the deployed stack read one table."""
+    tpl = template if isinstance(template, dict) else load_template(template)
+    parameter = tpl["Parameters"]["SweepIntervalMinutes"]
+    value = parameter["Default"] if minutes is None else minutes
+    allowed = [str(v) for v in parameter["AllowedValues"]]
+    if str(value).strip() not in allowed:
+        raise ValueError(f"SweepIntervalMinutes: {value!r} is not one of the allowed intervals ({', '.join(allowed)} minutes)")
+    row = tpl["Mappings"]["SweepIntervals"][str(value).strip()]
+    return SweepInterval(int(str(value).strip()), str(row["Schedule"]), int(row["Seconds"]))

@@ -20,6 +20,7 @@ HEARTBEAT_MS = 30_000
 OUTBOX_LEASE_MS = 120_000  # spec §10.5
 REDISPATCH_AFTER_MS = 5 * 60_000  # DESIGN §4 "Recovery"
 REDRIVE_GRACE_MS = 120_000  # DESIGN §5: the sweep re-sends rows overdue by more than this
+DEFAULT_SWEEP_INTERVAL_MS = 60_000  # template.yaml's SweepIntervalMinutes default, when SWEEP_INTERVAL_MS is unset
 
 
 @dataclass
@@ -49,6 +50,9 @@ class Engine:
     # The running invocation's remaining time (Lambda's context.get_remaining_time_in_millis),
     # set per invocation by the SQS functions: an outbox attempt never outlives it (issue 21).
     remaining_ms: Callable[[], float] | None = None
+    # How often the stall sweep is scheduled (SWEEP_INTERVAL_MS, from SweepIntervalMinutes): the
+    # sweep checks its lease against it (services.sweep.sweep_lease_ms) and reports it.
+    sweep_interval_ms: int = DEFAULT_SWEEP_INTERVAL_MS
 
     def now(self) -> int:
         return self.clock.now_ms()

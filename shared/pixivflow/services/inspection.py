@@ -470,8 +470,8 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
     whose cell already ended without a submission: that cell's outcome is final (its record was
     written, maybe notified), so delivering now would leave a downstream record for an
     occurrence that says it failed (spec §13.3). A refetch is the way to deliver a new work then.
-    When the queues are known the row is sent at once; otherwise the sweep re-drives it (within
-    about three minutes)."""
+    When the queues are known the row is sent at once; otherwise the sweep re-drives it (at its
+    first tick past the 120 s re-drive grace: about three minutes with a minute sweep)."""
     kind = kind or kind_of(key)
     now = reads.now_ms()
     if kind == DELIVERY:

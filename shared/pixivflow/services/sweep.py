@@ -1,4 +1,4 @@
-"""The one-minute sweep (spec §7; DESIGN §4 "Recovery", "Stall terminalisation", §5 re-drive).
+"""The stall sweep, every SweepIntervalMinutes (spec §7; DESIGN §4 "Recovery", "Stall terminalisation", §5 re-drive).
 
 Cost stays proportional to live work: slots are found through the sparse ActiveSlots index,
 the delivery rows of open slots through their slot (read anyway: a row needs no index entry of
@@ -368,6 +368,21 @@ SWEEP_LEASE_MS = 60_000  # = the stall_sweep function timeout: a tick never outl
 MISSED_FIRES_PER_SCHEDULE = 100  # fires checked per schedule per tick; a long backlog catches up over ticks
 
 
+def sweep_lease_ms(interval_ms: int) -> int:
+    """The lease one tick takes, checked against the interval the sweep is scheduled at.
+
+    The lease is the function's timeout, so a tick that is still running always holds it and a
+    second tick is a no-op. It must also be over by the next scheduled tick: the lease of a tick that
+    died is only cleared by expiring, and a lease longer than the interval would make the next tick
+    find it held and do nothing, so the sweep would fall silent for a whole interval or more each
+    time. An interval shorter than the lease is therefore refused, loudly (each refused tick fails,
+    which HealthAlarm counts), rather than run with overlapping ticks or a shortened lease."""
+    if interval_ms < SWEEP_LEASE_MS:
+        raise ValueError(f"SWEEP_INTERVAL_MS: {interval_ms} ms is shorter than the sweep's {SWEEP_LEASE_MS} ms lease "
+                         "(the stall_sweep timeout); schedule the sweep at least a minute apart (SweepIntervalMinutes)")
+    return SWEEP_LEASE_MS
+
+
 @dataclass
 class SkippedSweep(SweepResult):
     """A tick that found the lease held by another sweep and did nothing."""
@@ -384,12 +399,14 @@ def tick(engine: Engine) -> SweepResult:
     """Take the lease, sweep, check for missed fires, release the lease.
 
     Without a ``sweep_state`` (an engine built by hand) it is just ``sweep``. A tick that dies
-    keeps the lease until it expires: the next minute's tick then takes it over."""
+    keeps the lease until it expires, before the next scheduled tick (``sweep_lease_ms``), which then
+    takes it over."""
     state = engine.sweep_state
     if state is None:
         return sweep(engine)
+    lease_ms = sweep_lease_ms(engine.sweep_interval_ms)
     owner = engine.entropy.token("sweep")
-    lease = state.acquire_lease(owner, engine.now(), SWEEP_LEASE_MS)
+    lease = state.acquire_lease(owner, engine.now(), lease_ms)
     if not lease.acquired:
         engine.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
                    lease_owner=lease.owner, lease_until=lease.until_ms)
@@ -424,7 +441,9 @@ def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
         engine.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
                    error=repr(exc)[:300])
     value += depth
-    engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed)
+    # interval_ms: the span one Health value stands for (HealthAlarm's period is the same interval)
+    engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed,
+               interval_ms=engine.sweep_interval_ms)
     if value > 0:
         engine.metric(HEALTH_METRIC, value)
     return value
