@@ -3,7 +3,7 @@
 
 A bill is three parts: the variable cost of its cells (measured per delivered cell by the bench,
 scaled), the storage its retention keeps (S3, DynamoDB and its continuous backups, CloudWatch Logs),
-and the fixed cost of a stack that is deployed and watched (the sweep every minute, idle queue
+and the fixed cost of a stack that is deployed and watched (a sweep tick every SweepIntervalMinutes, idle queue
 polling, cold starts, alarms and metric series of its alarm profile)."""
 
 from __future__ import annotations

@@ -109,9 +109,14 @@ def template_facts(template: Path = ROOT / "template.yaml", **overrides: Any) ->
             "reserved_concurrency": _int(_resolve(tpl, props.get("ReservedConcurrentExecutions"), params)),
             "batch_size": esm.get("BatchSize"),
         }
+    every_s = _sweep_rate_s(tpl, params)
     return {"functions": functions, "alarms": alarms, "alarms_by_profile": {"health": alarms - full_only, "full": alarms},
             "alarm_metrics_by_profile": alarm_metrics,
-            "sweep_every_s": _sweep_rate_s(tpl, params),
+            "sweep_every_s": every_s,
+            # what the fixed lines are billed on: one tick per interval for the bench's month
+            "sweep_ticks_per_month": monthly.MONTH_DAYS * 86_400 / every_s,
+            "sweep_interval_minutes": int(params["SweepIntervalMinutes"]),
+            "sweep_intervals_allowed": [int(v) for v in tpl["Parameters"]["SweepIntervalMinutes"]["AllowedValues"]],
             "retention_days": int(tpl["Parameters"]["RetentionDays"]["Default"]),
             "log_retention_days": int(tpl["Parameters"]["LogRetentionDays"]["Default"])}
 
@@ -243,14 +248,13 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, Any], fact
                   metric_series: int, alarm_profile: str = "full") -> dict[str, float]:
     """What the stack costs a month whatever it delivers. ``first_invocation_s``: per function, its
     cold start as ``{"wall_s", "cpu_s"}`` (or a bare wall-clock figure; 1 s when unmeasured)."""
-    ticks = A["sweep_ticks_per_month"]
+    ticks = facts["sweep_ticks_per_month"]
     tick = dollars(idle)
     polls = 2 * A["esm_pollers_per_queue"] * (30 * 86_400 / A["esm_poll_wait_s"])
     init_gb_s = 0.0
     for fn, spec in facts["functions"].items():
         memory_mb = spec.get("memory_mb", 512)
-        init_gb_s += init_seconds(first_invocation_s.get(fn, 1.0), memory_mb) * memory_mb / 1024
-    init_gb_s *= A["cold_starts_per_function_per_month"]
+        init_gb_s += init_seconds(first_invocation_s.get(fn, 1.0), memory_mb) * memory_mb / 1024 * cold_starts(fn, facts)
     return {
         "sweep ticks (DynamoDB, Lambda, Scheduler)": sum(v for k, v in tick.items() if k != "CloudWatch Logs") / MILLION * ticks,
         "sweep tick logs": tick["CloudWatch Logs"] / MILLION * ticks,
@@ -264,6 +268,15 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, Any], fact
         f"CloudWatch alarms (AlarmProfile={alarm_profile})":
             facts["alarm_metrics_by_profile"][alarm_profile] * P["cloudwatch_alarm_month"],
     }
+
+
+def cold_starts(function: str, facts: dict[str, Any]) -> float:
+    """New execution environments a function starts a month. A sweep whose ticks are further apart
+    than Lambda keeps an idle environment (a stated assumption) starts one at every tick: the
+    interval's saving on ticks is then partly paid back in INIT."""
+    if function == "stall_sweep" and facts["sweep_every_s"] >= A["lambda_idle_keepalive_s"]:
+        return max(A["cold_starts_per_function_per_month"], facts["sweep_ticks_per_month"])
+    return A["cold_starts_per_function_per_month"]
 
 
 def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
@@ -307,12 +320,22 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
         bills.append(monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
                                   fixed=fixed, ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb,
                                   retention_days_ledger=facts["retention_days"]))
+        # the same month at each SweepIntervalMinutes the template allows: only the fixed lines move
+        by_interval = {}
+        for minutes in facts["sweep_intervals_allowed"]:
+            f = template_facts(SweepIntervalMinutes=minutes)
+            b = monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
+                             fixed=fixed_monthly(idle_f, first, f, series, profile.alarm_profile),
+                             ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb, retention_days_ledger=f["retention_days"])
+            by_interval[str(minutes)] = {"total": b["total"], "fixed": b["fixed"], "sweep_ticks_per_month": f["sweep_ticks_per_month"],
+                                         "sweep_cold_starts_per_month": cold_starts("stall_sweep", f)}
+        bills[-1]["by_sweep_interval"] = by_interval
     variants = {}
     if compute is not None and load_run is not None:
         variants = what_it_would_take(monthly.profiles(a), bills, per_million, ref_cells, idle_f, first, facts, series,
                                       ledger_per_cell, load_run, a, idle_window)
     for b in bills:
-        b["free_tier"] = free_tier_credit(b, idle_f)
+        b["free_tier"] = free_tier_credit(b, idle_f, facts)
         b["total_with_free_tier"] = b["total"] - sum(b["free_tier"].values())
         b["variants"] = variants.get(b["key"], {})
     items_per_cell = detail["ledger_items"] / max(1, detail["delivered"])
@@ -330,13 +353,13 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
 FREE = A["always_free"]
 
 
-def free_tier_credit(bill: dict[str, Any], idle_f: dict[str, Any]) -> dict[str, float]:
+def free_tier_credit(bill: dict[str, Any], idle_f: dict[str, Any], facts: dict[str, Any]) -> dict[str, float]:
     """What the always-free tiers the kit states (SQS 1M requests, Lambda 1M requests and 400,000
     GB-s, Scheduler 14M invocations a month) take off this bill, service by service: shown beside
     the list price, never folded into it. The sweep's line is split by service from its tick."""
     usd = {line["name"]: line["usd"] or 0.0 for line in bill["lines"]}
     tick = dollars(idle_f)
-    ticks = A["sweep_ticks_per_month"]
+    ticks = facts["sweep_ticks_per_month"]
     sweep = {k: v / MILLION * ticks for k, v in tick.items()}
     sqs = usd.get("SQS", 0) + usd.get("idle queue polling (2 ESMs)", 0) + sweep["SQS"]
     requests = usd.get("Lambda requests", 0) + sweep["Lambda requests"]
@@ -815,6 +838,12 @@ def render(report: dict[str, Any]) -> str:
         f"(${a_bill['total']:.2f}; fixed ${a_bill['fixed']:.2f})")
     add(f"  goal (c) <= ${mo['goals']['c_per_million']:.2f} per million cells: "
         f"{'met' if c_bill['per_million_cells'] <= mo['goals']['c_per_million'] else 'NOT met'} (${c_bill['per_million_cells']:.2f})")
+    sweep_goal = ", ".join(f"{m} min ${v['total']:.2f}" for m, v in a_bill["by_sweep_interval"].items())
+    met = [m for m, v in a_bill["by_sweep_interval"].items() if v["total"] <= mo["goals"]["a"]]
+    wrap(f"(a) by SweepIntervalMinutes (the sweep's ticks, their logs and the sweep's cold starts; the HealthAlarm "
+         f"costs the same at any period): {sweep_goal}; goal met at {', '.join(met) + ' min' if met else 'none'}. "
+         "The price: a stalled or timed-out occurrence, a missed fire or a lost message is acted on up to that many "
+         "minutes later, and HealthAlarm pages after two bad intervals (README, SweepIntervalMinutes)", "  ", "      ")
     for b in mo["profiles"]:
         credit = ", ".join(f"{k} ${v:.2f}" for k, v in b["free_tier"].items() if v)
         wrap(f"({b['key']}) with the always-free tiers (named, not in the figures above: {credit}): "

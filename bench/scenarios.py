@@ -321,7 +321,7 @@ def job_end_to_end(*, backend: str = "moto") -> tuple[Measured, Measured]:
 
 
 def idle_tick(*, backend: str = "moto") -> Measured:
-    """One sweep tick with no live work: the fixed cost the stack pays every minute."""
+    """One sweep tick with no live work: the fixed cost the stack pays every sweep interval."""
     with bench_runtime(backend=backend) as bench:
         bench.fire("bench-1", WARM_UP)
         bench.settle()

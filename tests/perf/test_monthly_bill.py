@@ -82,7 +82,7 @@ def test_a_smaller_sweep_bills_its_waits_by_the_gb_while_its_cpu_stretches():
     assert abs(saved - wait_s * (512 - 128) / 1024) < 1e-9
     tick_big = report.fixed_monthly(f_big, {}, big, 1, "health")["sweep ticks (DynamoDB, Lambda, Scheduler)"]
     tick_small = report.fixed_monthly(f_small, {}, small, 1, "health")["sweep ticks (DynamoDB, Lambda, Scheduler)"]
-    assert abs((tick_big - tick_small) - saved * report.P["lambda_gb_s_arm64"] * report.A["sweep_ticks_per_month"]) < 1e-9
+    assert abs((tick_big - tick_small) - saved * report.P["lambda_gb_s_arm64"] * big["sweep_ticks_per_month"]) < 1e-9
 
 
 def test_a_cold_start_is_billed_for_its_cpu_at_the_memorys_share_plus_its_waits():
@@ -102,3 +102,30 @@ def test_a_cold_start_is_billed_for_its_cpu_at_the_memorys_share_plus_its_waits(
     # the sweep's share: its CPU part is the same GB-s at any size under one vCPU; only 0.2 s of waiting shrinks
     expected = 0.2 * (512 - 128) / 1024 * report.A["cold_starts_per_function_per_month"] * report.P["lambda_gb_s_arm64"]
     assert abs((init_big - init_small) - expected) < 1e-12
+
+
+def test_the_sweeps_ticks_a_month_follow_the_template_and_a_5_minute_sweep_lowers_profile_a():
+    """SweepIntervalMinutes (issue 25 (a)): the ticks a month are the template's schedule over the
+    bench's month, not a stated figure, and (a)'s bill falls with them. Only the fixed lines move."""
+    month_s = monthly.MONTH_DAYS * 86_400
+    for minutes in (1, 2, 5, 10):
+        facts = report.template_facts(SweepIntervalMinutes=minutes)
+        assert facts["sweep_every_s"] == minutes * 60 and facts["sweep_interval_minutes"] == minutes
+        assert facts["sweep_ticks_per_month"] == month_s / (minutes * 60)
+    assert report.template_facts()["sweep_ticks_per_month"] == 43_200  # the default keeps the minute sweep
+    mo, _ = _bills()
+    a, b, c = mo["profiles"]
+    by = a["by_sweep_interval"]
+    assert list(by) == ["1", "2", "5", "10"]
+    assert abs(by["1"]["total"] - a["total"]) < 1e-12  # the default row is the bill printed above it
+    assert by["5"]["total"] < by["2"]["total"] < by["1"]["total"]
+    assert by["5"]["sweep_ticks_per_month"] == 8_640
+    # a tick costs the same at any interval: a fifth of the ticks is a fifth of their lines
+    fixed_1 = report.fixed_monthly(report.figures(scenarios.idle_tick(backend="twin").window, report.template_facts(), per=1,
+                                                  scheduler_fires=1), {}, report.template_facts(), 1, "health")
+    saved = by["1"]["total"] - by["5"]["total"]
+    ticks_lines = fixed_1["sweep ticks (DynamoDB, Lambda, Scheduler)"] + fixed_1["sweep tick logs"]
+    assert abs(saved - ticks_lines * 4 / 5) < 0.01 * ticks_lines
+    # every 10 minutes the sweep is past the stated keep-alive: a cold start at every tick
+    assert by["10"]["sweep_cold_starts_per_month"] == 4_320 > by["5"]["sweep_cold_starts_per_month"]
+    assert (b["by_sweep_interval"]["5"]["total"] < b["total"]) and (c["by_sweep_interval"]["5"]["total"] < c["total"])
