@@ -106,6 +106,11 @@ def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
     The parse is kept per (path, size, mtime): the simulation provisions a fresh runtime per seed,
     and parsing the template was a quarter of a seed's time. Callers get their own copy."""
+    return _copied(_parse(path))
+
+
+def _parse(path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """The cached parse itself: only for readers that change nothing in it."""
     template_path = Path(path) if path is not None else default_template_path()
     stat = template_path.stat()
     key = (str(template_path.resolve()), stat.st_size, stat.st_mtime_ns)
@@ -115,7 +120,7 @@ def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ValueError(f"{template_path}: a template must be a mapping, got {type(data).__name__}")
         _parsed[key] = data
-    return _copied(_parsed[key])
+    return _parsed[key]
 
 
 def _copied(value: Any) -> Any:
@@ -146,8 +151,9 @@ class SweepInterval:
 def sweep_interval(minutes: int | str | None = None, template: str | os.PathLike[str] | dict[str, Any] | None = None) -> SweepInterval:
     """The stall sweep's interval: ``SweepIntervalMinutes``' default, or ``minutes`` (one of its
     AllowedValues, as a deploy would insist), spelled by the template's own ``SweepIntervals``
-    mapping, so the local runtime, the bench and the deployed stack read one table."""
-    tpl = template if isinstance(template, dict) else load_template(template)
+    mapping, so the local runtime, the bench and the deployed stack read one table. It only reads,
+    so it reads the cached parse, uncopied (every embedded runtime asks: the simulation, once a seed)."""
+    tpl = template if isinstance(template, dict) else _parse(template)
     parameter = tpl["Parameters"]["SweepIntervalMinutes"]
     value = parameter["Default"] if minutes is None else minutes
     allowed = [str(v) for v in parameter["AllowedValues"]]
