@@ -126,14 +126,21 @@ def test_execution_sample_moves_the_two_cells_it_names(make_runtime) -> None:
     assert sorted(i.target_id for i in state.intents) == ["cats", "landscape"]
 
 
-def test_execution_record_with_an_unparsable_body_is_the_only_failure(make_runtime) -> None:
+def test_execution_record_with_an_unparsable_body_is_the_only_failure(make_runtime, logs) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
     event = sample("sqs_execution_batch.json")
     bad = event["Records"][1]
     bad["body"] = "{not json"
+    logs()  # drop what the fire logged
     result = invoke(rt, "execute", event)
     assert result == {"batchItemFailures": [{"itemIdentifier": bad["messageId"]}]}
+    # the failure is told once, by the record's id, the times SQS handed it out and the error's type
+    lines, printed = logs()
+    failed = [line for line in lines if line.get("event") == "sqs.record_failed"]
+    assert [(f["message_id"], f["receive_count"], f["error_type"], f["level"]) for f in failed] == [
+        (bad["messageId"], "1", "ValidationError", "ERROR")]
+    assert "{not json" not in printed  # never the body
     moved = cells(rt)
     assert moved["cats"][0] == "delivery_pending"
     assert moved["landscape"] == ("pending", None)
@@ -233,3 +240,35 @@ def test_sweep_sample_returns_the_counters(make_runtime) -> None:
 def test_sweep_ignores_the_content_of_its_event(make_runtime, event) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     assert invoke(rt, "stall_sweep", event) == invoke(rt, "stall_sweep", sample("sweep_tick.json"))
+
+
+@pytest.mark.parametrize("raised", ["client-error", "url-with-a-token"])
+def test_an_outbox_record_whose_handling_raises_is_logged_by_type_and_code_never_by_its_text(make_runtime, logs, monkeypatch,
+                                                                                             raised) -> None:
+    from botocore.exceptions import ClientError
+
+    import pixivflow.services.delivery as delivery
+
+    secret = "123456:AAE-route-token-never-logged"
+    if raised == "client-error":
+        error = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": f"bot{secret}"}},
+                            "UpdateItem")
+    else:
+        error = RuntimeError(f"connect failed: https://api.telegram.org/bot{secret}/sendMessage")
+
+    def boom(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(delivery, "deliver_message", boom)
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    event = sample("sqs_outbox_batch.json")
+    logs()
+    result = invoke(rt, "deliver", event)
+    assert result == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"]]}
+    lines, printed = logs()
+    failed = [line for line in lines if line.get("event") == "sqs.record_failed"]
+    assert [f["message_id"] for f in failed] == [r["messageId"] for r in event["Records"]]
+    assert {f["error_type"] for f in failed} == {type(error).__name__}
+    assert {f.get("error_code") for f in failed} == ({"ProvisionedThroughputExceededException"} if raised == "client-error"
+                                                    else {None})
+    assert secret not in printed
