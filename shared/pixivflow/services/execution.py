@@ -25,7 +25,7 @@ from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationError, SourceError, SourceOutage,
                              TransientSourceError)
 from ..domain.language import verdict as language_verdict
-from ..domain.model import Cell, Intent, Slot, cell_key, unwritten_cell
+from ..domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.selection import (
     RESTRICTED,
@@ -877,5 +877,25 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         # reserved): it is delivered or pending there. Never deliver it twice, never substitute.
         where = ", ".join(f"{r} by {o}" for r, o in taken)
         return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
+    # Some routes only: the others went to another slot's cell bound to the same work. Each such
+    # route is recorded on this cell as a duplicate BEFORE the held routes are queued, so that the
+    # cell's delivery verdict (every configured route confirmed, spec §10.8) can complete. Without
+    # it two recovering cells that split a work's routes between them waited forever, each for the
+    # route the other holds (make sim seeds 3574, 8143, 8761: slots running, cells delivery_pending).
+    _record_taken(run, work, taken)
     _enqueue(run, work, [r for r, _ in held], files)
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)
+
+
+def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]]) -> None:
+    """One settled row per route another cell holds this work on: ledger ``duplicate``, outbox
+    ``done`` (never queued, never sent), the holder named; insert-if-absent, so a re-run finds it."""
+    engine, slot = run.engine, run.slot
+    now = engine.now()
+    for route, owner in taken:
+        key = idempotency_key(route, work.work_type, work.work_id, slot.slot_id, run.target.id)
+        engine.ledger.put_intent(Intent(
+            slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type, work_id=work.work_id,
+            idempotency_key=key, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE, attempts=0,
+            reuse_reason=f"held on route {route} by {owner}", created_at=now, updated_at=now,
+        ))
