@@ -407,8 +407,10 @@ class OutboxRows(Protocol):
         ...
 
     def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
-               next_attempt_at: int | None = None) -> OutboxRow | None:
-        """Record the claimed attempt's result as the lease holder: done, dead or retry_wait."""
+               next_attempt_at: int | None = None, unsent: bool = False) -> OutboxRow | None:
+        """Record the claimed attempt's result as the lease holder: done, dead or retry_wait.
+        ``unsent``: the claim sent nothing (it found the budget spent), so the attempt it counted
+        is given back and the row says how many attempts were really made."""
         ...
 
     def release(self, row: OutboxRow, owner: str, now_ms: int, next_attempt_at: int) -> OutboxRow | None:

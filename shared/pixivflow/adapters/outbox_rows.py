@@ -190,7 +190,7 @@ class DynamoOutboxRows(DynamoItems):
         )
 
     def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
-               next_attempt_at: int | None = None) -> OutboxRow | None:
+               next_attempt_at: int | None = None, unsent: bool = False) -> OutboxRow | None:
         sets: dict[str, Any] = {"status": status, "updatedAt": now_ms}
         removes = ["leaseOwner", "leaseUntil"]
         if error is not None:
@@ -207,7 +207,7 @@ class DynamoOutboxRows(DynamoItems):
             sets["expiresAt"] = self._expires(now_ms)
             removes += ["duePk", "dueSk"]
         return self._update(row, sets, removes, "#status = :proc AND #leaseOwner = :owner",
-                            {":proc": "processing", ":owner": owner})
+                            {":proc": "processing", ":owner": owner}, add_attempt=-1 if unsent else 0)
 
     def release(self, row: OutboxRow, owner: str, now_ms: int, next_attempt_at: int) -> OutboxRow | None:
         due_pk, due_sk = _due_keys(row, next_attempt_at)
@@ -328,7 +328,7 @@ class MemoryOutboxRows:
         return cur
 
     def settle(self, row: OutboxRow, owner: str, now_ms: int, *, status: str, error: str | None = None,
-               next_attempt_at: int | None = None) -> OutboxRow | None:
+               next_attempt_at: int | None = None, unsent: bool = False) -> OutboxRow | None:
         with self._lock:
             cur = self._held(row, owner)
             if cur is None:
@@ -336,6 +336,7 @@ class MemoryOutboxRows:
             if status in ACTIONABLE and next_attempt_at is None:
                 raise ValueError("a row left actionable needs its next attempt time")
             cur.status, cur.updated_at = status, now_ms
+            cur.attempts -= 1 if unsent else 0
             cur.lease_owner = cur.lease_until = None
             if error is not None:
                 cur.last_error = error[:MAX_ERROR_CHARS]

@@ -138,8 +138,9 @@ def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
     if claimed.attempts > claimed.max_attempts:
         # Every attempt of the budget was started and the last one never reported back (its
         # worker died or hung into its timeout): the row ends here, nothing is sent again.
+        # The claim that found it so sent nothing: it is not counted (the row says "dead after 8/8").
         return _dead(engine, kind, claimed, owner, f"attempt budget exhausted after {claimed.max_attempts} attempts: "
-                                                   "the last attempt never reported back", claimed.max_attempts)
+                                                   "the last attempt never reported back", claimed.max_attempts, unsent=True)
     try:
         kind.sender(engine, claimed, timeout_s)
     except LedgerUnavailable:
@@ -211,9 +212,10 @@ def _failed(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exce
     return _dead(engine, kind, row, owner, error, attempt)
 
 
-def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int) -> RowResult:
+def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int, *,
+          unsent: bool = False) -> RowResult:
     error = error[:1000]
-    if _rows(engine).settle(row, owner, engine.now(), status="dead", error=error) is None:
+    if _rows(engine).settle(row, owner, engine.now(), status="dead", error=error, unsent=unsent) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before dead-lettering")
     engine.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
                key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
