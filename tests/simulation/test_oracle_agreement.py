@@ -1,4 +1,4 @@
-"""The oracle's check [5b] finds what it claims (issue 20, "proof that the proof works").
+"""The oracle's check [5b], and [3] on a never-sent duplicate, find what they claim (issue 20, "proof that the proof works").
 
 [5b] says a terminal slot's ``execution.summary`` record and its ``schedule.outcome`` line both name
 the slot's final status (make sim's routes world, seed 379, once logged ``success`` for a slot the
@@ -73,3 +73,44 @@ def test_a_logged_outcome_line_that_names_another_status_than_the_slot_is_a_viol
     problems = check_outcome_lines(rt, NO_FAULTS, lambda sid: [told] if sid == slot_id else [])
 
     assert _agreement(problems) == [f"[5b] slot {slot_id} is {status} but its schedule.outcome line says ['{_other(status)}']"]
+
+
+# -- [3] and the never-sent duplicate (make sim seeds 3574, 8143, 8761) ---------------------------------
+# A recovering cell records a route another cell holds its work on as a duplicate it never sent
+# (execution._record_taken). The oracle takes such a row only where the route really has the work
+# (under the holder's key) or may have it (a review recorded uncertain); anywhere else it is a
+# submitted cell whose work never reached that route.
+
+
+def _as_never_sent_duplicate(rt, slot_id: str, target_id: str):
+    intent = rt.engine.ledger.load(slot_id).intents_for(target_id)[0]
+    aws.client("dynamodb").update_item(
+        TableName=rt.env["LEDGER_TABLE"],
+        Key={"pk": {"S": f"SLOT#{slot_id}"}, "sk": {"S": f"DLV#{target_id}#{intent.route}#{intent.work_type}#{intent.work_id}"}},
+        UpdateExpression="SET #s = :dup, #a = :zero", ExpressionAttributeNames={"#s": "status", "#a": "attempts"},
+        ExpressionAttributeValues={":dup": {"S": "duplicate"}, ":zero": {"N": "0"}})
+    return intent
+
+
+def _missing_record(problems: list[str]) -> list[str]:
+    return [p for p in problems if p.startswith("[3]") and "downstream never recorded" in p]
+
+
+def test_a_never_sent_duplicate_passes_where_the_route_has_the_work_under_the_holders_key(settled, downstream):
+    rt, slot_id, _ = settled
+    intent = _as_never_sent_duplicate(rt, slot_id, "cats")
+    record = downstream.state.records.pop(intent.idempotency_key)
+    holder = intent.idempotency_key.replace(slot_id, "late-tokyo@2026-12-01T0805")
+    downstream.state.records[holder] = record  # the work is on the route, sent by the cell that held it
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+    assert _missing_record(problems) == []
+
+
+def test_a_never_sent_duplicate_whose_route_never_got_the_work_is_a_violation(settled, downstream):
+    rt, slot_id, _ = settled
+    intent = _as_never_sent_duplicate(rt, slot_id, "cats")
+    del downstream.state.records[intent.idempotency_key]  # nobody delivered the work on the route
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+    assert _missing_record(problems) == [
+        f"[3] submitted cell {slot_id}/cats: downstream never recorded work {intent.work_id} "
+        f"(key {intent.idempotency_key}, remote failed=False)"]
