@@ -157,7 +157,8 @@ def sweep_interval(minutes: int | str | None = None, template: str | os.PathLike
     parameter = tpl["Parameters"]["SweepIntervalMinutes"]
     value = parameter["Default"] if minutes is None else minutes
     allowed = [str(v) for v in parameter["AllowedValues"]]
-    if str(value).strip() not in allowed:
+    chosen = str(value).strip()
+    if chosen not in allowed:
         raise ValueError(f"SweepIntervalMinutes: {value!r} is not one of the allowed intervals ({', '.join(allowed)} minutes)")
-    row = tpl["Mappings"]["SweepIntervals"][str(value).strip()]
-    return SweepInterval(int(str(value).strip()), str(row["Schedule"]), int(row["Seconds"]))
+    row = tpl["Mappings"]["SweepIntervals"][chosen]
+    return SweepInterval(int(chosen), str(row["Schedule"]), int(row["Seconds"]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Callable, ContextManager, cast
+from typing import Any, Callable, ContextManager, cast
 
 from ..ports import OutgoingMessage
 from ..config import TargetConfig
@@ -831,17 +831,20 @@ def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile
     engine, slot = run.engine, run.slot
     now = engine.now()
     for route in routes:
-        key = idempotency_key(route, work.work_type, work.work_id, slot.slot_id, run.target.id)
         config = engine.config.route(route)
-        payload = delivery_payload(slot, run.target, work, config)
-        intent = Intent(
-            slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type,
-            work_id=work.work_id, idempotency_key=key, max_attempts=config.attempt_budget if config else 12,
-            next_attempt_at=now, created_at=now, updated_at=now, payload=payload, files=file_records(files) or None,
-        )
+        intent = _row(run, work, route, now, max_attempts=config.attempt_budget if config else 12, next_attempt_at=now,
+                      payload=delivery_payload(slot, run.target, work, config), files=file_records(files) or None)
         stored, _ = engine.ledger.put_intent(intent)
         if stored.actionable:
-            run.outbox_keys.append(key)
+            run.outbox_keys.append(intent.idempotency_key)
+
+
+def _row(run: CellRun, work: Work, route: str, now: int, **fields: Any) -> Intent:
+    """This cell's delivery row of ``work`` on ``route``: its identity, and what the caller adds."""
+    slot_id, target_id = run.slot.slot_id, run.target.id
+    return Intent(slot_id=slot_id, target_id=target_id, route=route, work_type=work.work_type, work_id=work.work_id,
+                  idempotency_key=idempotency_key(route, work.work_type, work.work_id, slot_id, target_id),
+                  created_at=now, updated_at=now, **fields)
 
 
 def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
@@ -890,12 +893,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
 def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]]) -> None:
     """One settled row per route another cell holds this work on: ledger ``duplicate``, outbox
     ``done`` (never queued, never sent), the holder named; insert-if-absent, so a re-run finds it."""
-    engine, slot = run.engine, run.slot
-    now = engine.now()
+    now = run.engine.now()
     for route, owner in taken:
-        key = idempotency_key(route, work.work_type, work.work_id, slot.slot_id, run.target.id)
-        engine.ledger.put_intent(Intent(
-            slot_id=slot.slot_id, target_id=run.target.id, route=route, work_type=work.work_type, work_id=work.work_id,
-            idempotency_key=key, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE, attempts=0,
-            reuse_reason=f"held on route {route} by {owner}", created_at=now, updated_at=now,
-        ))
+        run.engine.ledger.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
+                                          attempts=0, reuse_reason=f"held on route {route} by {owner}"))
