@@ -222,6 +222,8 @@ def test_a_crash_between_the_media_and_the_record_is_uncertain_and_never_double_
     assert "pixivflow outbox redrive" in row.last_error and review_id() in row.last_error
     cell = rt.engine.ledger.load(SLOT).cells["cats"]
     assert cell.status == "failed" and cell.terminal_reason_code == "delivery_abandoned"
+    # maybe in the chat: the work stays reserved on the route, no later slot selects it again
+    assert rt.engine.ledger.work_owners("bot1-review", "illustration", ["777001"]) == {"777001": f"{SLOT}#cats"}
 
 
 def test_the_control_plane_down_after_the_posts_retries_the_record_only(make_runtime, fakes):

@@ -260,6 +260,10 @@ def message_facts(messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], lis
 
 REVIEW_OUTCOMES = ("accepted", "replay", "retry", "permanent", "uncertain")
 UNCERTAIN = "uncertain"  # the remote status of a review that may or may not be in the chat
+REVIEW_EXISTS = "review_exists"  # the remote status of a review the pre-flight found recorded
+# A row that ends with either status names a review that is (or may be) in the chat: its dead row
+# keeps the status, and its work stays reserved on the route (services.delivery._dead).
+IN_CHAT = (UNCERTAIN, REVIEW_EXISTS)
 
 
 def review_outcome(outcome: str, rid: str | None, *, error: str | None = None, retry_after_ms: int | None = None,
@@ -285,7 +289,7 @@ def parse_review_ack(body: Any) -> DeliveryAck:
     if outcome == "accepted":
         return DeliveryAck(AckKind.ACCEPTED, 200, remote_id=rid, remote_status="in_review")
     if outcome == "replay":
-        return DeliveryAck(AckKind.IDEMPOTENT_REPLAY, 200, remote_id=rid, remote_status="review_exists")
+        return DeliveryAck(AckKind.IDEMPOTENT_REPLAY, 200, remote_id=rid, remote_status=REVIEW_EXISTS)
     if outcome == "retry":
         after = review.get("retry_after_ms")
         return DeliveryAck(AckKind.RETRYABLE_FAILURE, None, remote_id=rid, error=error,
@@ -296,7 +300,7 @@ def parse_review_ack(body: Any) -> DeliveryAck:
 
 
 __all__ = [
-    "BotAnswer", "CAPTION_LIMIT_UTF16", "CONTROL_CARD", "DEFAULT_REVIEW_ID_PREFIX", "MAX_GROUP", "MediaBlock", "MediaItem",
+    "BotAnswer", "CAPTION_LIMIT_UTF16", "CONTROL_CARD", "DEFAULT_REVIEW_ID_PREFIX", "IN_CHAT", "MAX_GROUP", "REVIEW_EXISTS", "UNCERTAIN", "MediaBlock", "MediaItem",
     "classify_answer", "cut_caption", "parse_review_ack", "review_outcome", "keyboard", "message_facts", "photo_fits", "plan_blocks", "plan_items", "review_id",
     "utf16_len",
 ]

@@ -37,7 +37,7 @@ from ..domain.errors import ConfigError, LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
 from ..domain.templates import ranking_date
-from ..domain.review import UNCERTAIN, parse_review_ack
+from ..domain.review import IN_CHAT, UNCERTAIN, parse_review_ack
 from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
@@ -143,16 +143,23 @@ def _settle_ended_post(engine: Engine, intent: Intent, owner: str, reason: str) 
     records the review ``uncertain`` at the control plane with what was posted (or finds the
     record an earlier attempt wrote), and the row is then dead-lettered like every row of an ended
     cell (the cell and the job stay as they ended). A control plane that does not answer is
-    retried: only the record may remain to be written."""
+    retried: only the record may remain to be written.
+
+    The work stays reserved on the route whatever the attempt found: the review is in the chat
+    (``review_exists``: the earlier attempt posted and recorded it, then died before its settle)
+    or may be (``uncertain``). Freeing it let a later job select the same work and "deliver" it
+    by finding this review (make sim's routes world, seed 3898)."""
     attempt = _attempt(engine, intent, owner, record_only=True)
     if isinstance(attempt, DeliveryResult):
         return attempt
-    if attempt.kind == AckKind.RETRYABLE_FAILURE:
-        return _handle(engine, intent, owner, attempt, cancelled=True)
-    error = f"{reason}; {attempt.error}" if attempt.error else reason
-    ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, remote_id=attempt.remote_id,
-                      remote_status=attempt.remote_status if attempt.remote_status == UNCERTAIN else None, error=error)
-    return _handle(engine, intent, owner, ack, cancelled=True)
+    ack = attempt
+    if attempt.kind != AckKind.RETRYABLE_FAILURE:
+        error = f"{reason}; {attempt.error}" if attempt.error else reason
+        ack = DeliveryAck(AckKind.PERMANENT_FAILURE, None, remote_id=attempt.remote_id,
+                          remote_status=attempt.remote_status if attempt.remote_status in IN_CHAT else None, error=error)
+    # (A retry whose budget runs out is dead-lettered by _handle: the record was never written,
+    # and what was posted may be in the chat all the same.)
+    return _handle(engine, intent, owner, ack, cancelled=True, hold_work=True)
 
 
 def _attempt(engine: Engine, claimed: Intent, owner: str, *, record_only: bool = False) -> DeliveryAck | DeliveryResult:
@@ -250,7 +257,8 @@ def _defer(engine: Engine, intent: Intent, owner: str) -> DeliveryResult:
     return DeliveryResult(intent.idempotency_key, "deferred", detail="route not ready")
 
 
-def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
+def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, cancelled: bool = False,
+            hold_work: bool = False) -> DeliveryResult:
     plan = settlement_for(ack)
     now = engine.now()
     key = intent.idempotency_key
@@ -258,7 +266,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         attempt = intent.attempts + 1
         if attempt >= intent.max_attempts:
             error = f"attempt budget exhausted after {attempt} attempts: {ack.error or ack.kind}"
-            return _dead(engine, intent, owner, error, ack, cancelled=cancelled)
+            return _dead(engine, intent, owner, error, ack, cancelled=cancelled, hold_work=hold_work)
         delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs, engine.config.delivery.outboxRetryMaxMs)
         if ack.retry_after_ms is not None:
             delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
@@ -276,7 +284,8 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         engine.metric("DeliveryAcks", kind=str(ack.kind))
         return DeliveryResult(key, "retried", ack.kind, ack.error)
     if plan.outbox_status == OutboxStatus.DEAD:
-        return _dead(engine, intent, owner, plan.ledger_error or ack.error or "permanent failure", ack, cancelled=cancelled)
+        return _dead(engine, intent, owner, plan.ledger_error or ack.error or "permanent failure", ack, cancelled=cancelled,
+                     hold_work=hold_work)
     settled = engine.ledger.settle_intent(
         intent, owner, now, ledger_status=plan.ledger_status, outbox_status=OutboxStatus.DONE,
         remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason,
@@ -360,27 +369,32 @@ def _sibling_failed(engine: Engine, intent: Intent) -> bool:
     return False
 
 
-def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False) -> DeliveryResult:
-    """Dead-letter the row: ledger failed, the work freed on the route, the cell failed (delivery_abandoned)."""
+def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryAck, *, cancelled: bool = False,
+          hold_work: bool = False) -> DeliveryResult:
+    """Dead-letter the row: ledger failed, the cell failed (delivery_abandoned), and the work freed
+    on the route — unless the route holds it or may (``hold_work``; a review in the chat, IN_CHAT):
+    spec §13.2 allows one delivery per work and route, so no later cell may select it again."""
     now = engine.now()
     settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
                                           error=error, ack_kind=str(ack.kind),
-                                          **_uncertain(ack))
+                                          **_in_chat(ack))
     if settled is None:
         return DeliveryResult(intent.idempotency_key, "skipped", ack.kind, "lease lost before dead-lettering")
     engine.log("error", "delivery dead-lettered", event="outbox.dead", key=intent.idempotency_key, error=error,
                slot_id=intent.slot_id, target_id=intent.target_id, attempts=settled.attempts)
     engine.metric("DeadLetters", route=intent.route)
-    _free_work(engine, intent)
+    if not (hold_work or ack.remote_status in IN_CHAT):
+        _free_work(engine, intent)
     if not cancelled:
         settle_delivery_terminal(engine, intent, "failed", error, reason_code="delivery_abandoned")
         rollup(engine, intent.slot_id)
     return DeliveryResult(intent.idempotency_key, "dead", ack.kind, error)
 
 
-def _uncertain(ack: DeliveryAck) -> dict[str, Any]:
-    """A review that may or may not be in the chat keeps saying so on its dead row (issue 23)."""
-    return {"remote_id": ack.remote_id, "remote_status": UNCERTAIN} if ack.remote_status == UNCERTAIN else {}
+def _in_chat(ack: DeliveryAck) -> dict[str, Any]:
+    """A review that is, or may be, in the chat keeps saying so on its dead row (issue 23): the
+    operator finds it by its id."""
+    return {"remote_id": ack.remote_id, "remote_status": ack.remote_status} if ack.remote_status in IN_CHAT else {}
 
 
 def _free_work(engine: Engine, intent: Intent) -> None:
