@@ -21,8 +21,9 @@ class VirtualClock:
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
-        with self._lock:
-            return self._now
+        # No lock to read: rebinding an int attribute is atomic (the writers below hold the lock
+        # only so that advance's read-add-write is), and this read is the engine's most frequent call.
+        return self._now
 
     def set(self, ms: int) -> None:
         with self._lock:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from baton import Baton, Invocation, stepped_factory
 from chaos_support import Chaos, Rates, dlq_depths
 from jobs_world import JobsActor
-from oracle import CONVERGE_MS, SeedResult, check_invariants, check_outcome_lines
+from oracle import CONVERGE_MS, SeedResult, check_invariants, check_outcome_lines, still_ledger
 from oracle_jobs import check_jobs
 
 MINUTE_MS = 60_000
@@ -427,21 +427,23 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
         world.baton.drain()
         settled_ms = rt.settle(max_ms=CONVERGE_MS)
         world.chaos.trace.extend(world.baton.deaths)
-        problems, by_status, budget_rows = check_invariants(rt, world.delivered(), world.chaos)
-        problems += check_outcome_lines(rt, world.chaos, outcomes)
-        problems += check_jobs(rt, world.jobs)
-        problems += world.check()
-        admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
-        slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
-        if slots != len(admitted):
-            problems.append(f"[0] {len(admitted)} admitted occurrences made {slots} slots")
+        with still_ledger(rt):
+            problems, by_status, budget_rows = check_invariants(rt, world.delivered(), world.chaos)
+            problems += check_outcome_lines(rt, world.chaos, outcomes)
+        problems += check_jobs(rt, world.jobs)  # its API reads may reconcile: outside the still view
+        with still_ledger(rt):
+            problems += world.check()
+            admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
+            slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
+            if slots != len(admitted):
+                problems.append(f"[0] {len(admitted)} admitted occurrences made {slots} slots")
+            involved = {s for s in rt.engine.ledger.slot_ids() if any(s in p for p in problems)}
         faults = Counter(world.counts) + Counter({k: v for k, v in world.baton.counts.items() if not k.startswith("spawn.")})
         faults.update({k: v for k, v in world.chaos.counts.items() if not k.startswith("crash@")})
         line = (f"seed={seed} fires={len(world.fired)} slots={dict(sorted((str(k), v) for k, v in by_status.items()))} "
                 f"deliveries={len(downstream.records)} posts={len(downstream.requests)} converge={settled_ms // MINUTE_MS}min "
                 f"deaths={world.baton.counts['death']} budget_rows={len(budget_rows)} dlq={dlq_depths(rt)} | "
                 + " ".join(f"{k}={v}" for k, v in sorted(faults.items())))
-        involved = {s for s in rt.engine.ledger.slot_ids() if any(s in p for p in problems)}
         trace = [t for t in world.chaos.trace if any(s in t for s in involved)] or world.chaos.trace[-20:] if problems else []
         return SeedResult(seed, problems, len(world.fired), slots, line, faults, trace)
     finally:

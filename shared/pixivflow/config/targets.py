@@ -232,7 +232,9 @@ class TargetConfig(_Model):
 
     @property
     def single_work(self) -> bool:
-        return is_single_work_cell(self.model_dump())
+        # the rules read the fields themselves: dumping the whole model first was a cost paid on
+        # every cell and intent the engine looked at (not cached: model_copy would carry it over)
+        return is_single_work_cell(self)
 
     @property
     def effective_limit(self) -> int:

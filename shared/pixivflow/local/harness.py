@@ -28,11 +28,14 @@ FUNCTIONS = ("trigger", "execute", "deliver", "stall_sweep", "job_events")
 MINUTE_MS = 60_000
 
 
+_REPOSITORY_FUNCTIONS = Path(__file__).resolve().parents[3] / "functions"  # once: resolve() walks every component
+
+
 def functions_dir() -> Path:
     override = os.environ.get("PIXIVFLOW_FUNCTIONS_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "functions"
+    return _REPOSITORY_FUNCTIONS
 
 
 _modules: dict[tuple[str, int], Any] = {}

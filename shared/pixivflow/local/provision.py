@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pixivflow.local.template import load_template
+from pixivflow.local.template import read_template
 
 __all__ = ["ENV_BY_LOGICAL_ID", "provision"]
 
@@ -371,7 +371,7 @@ def provision(
         )
     from .. import aws  # clients are made here, never at import time
 
-    template = load_template(template_path)
+    template = read_template(template_path)  # read, never changed: the shared parse
     tables = _resources_of(template, TABLE)
     queues = _resources_of(template, QUEUE)
     buckets = _resources_of(template, BUCKET)
