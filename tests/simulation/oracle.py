@@ -26,6 +26,7 @@ SUMMARY = "execution.summary"
 LOG_ENVELOPE = {"level", "location", "timestamp", "service", "cold_start", "function_name", "function_memory_size",
                 "function_arn", "function_request_id", "xray_trace_id", "sampling_rate", "message"}
 CUT_SCHEDULE = "morning-tokyo"
+SWEEP_ENDED = ("stalled_no_heartbeat", "queued_too_long", "execution_timeout")  # reason codes of the sweep's own rules
 
 
 def _count_summary_items(rt, slot_id: str) -> int:
@@ -140,10 +141,14 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
             # cell, also one whose post was in flight or already answered but not yet rolled up; whether
             # such a post came before the commit is oracle_jobs' [cancel] rule. And fan-out: a route whose
             # row failed fails the cell while another route holds the work (spec §10.3), a reported
-            # partial delivery, not a lie.
+            # partial delivery, not a lie; so does a route that never got a row when the sweep's stall
+            # or timeout rule ended the cell (its executor died between two rows' writes and no
+            # re-dispatch ran it again: seed 5206).
             cancelled = cell.status == CellStatus.FAILED and cell.terminal_reason_code == CANCELLED_REASON
+            unqueued = cell.status == CellStatus.FAILED and cell.terminal_reason_code in SWEEP_ENDED and any(
+                r not in {j.route for j in intents} for r in routes)
             for i in intents:
-                partial = any(j.route != i.route and j.status == "failed" for j in intents)
+                partial = unqueued or any(j.route != i.route and j.status == "failed" for j in intents)
                 if i.idempotency_key in records and cell.status != CellStatus.SUBMITTED and not cancelled and not partial:
                     problems.append(f"[3] downstream holds {i.idempotency_key} but cell {where} ended {cell.status} "
                                     f"({cell.terminal_reason_code}); intent {i.status}/{i.outbox_status}")

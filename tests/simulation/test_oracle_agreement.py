@@ -1,4 +1,4 @@
-"""The oracle's check [5b], and [3] on a never-sent duplicate, find what they claim (issue 20, "proof that the proof works").
+"""The oracle's check [5b], [3] on a never-sent duplicate and [3] on a route never queued find what they claim (issue 20, "proof that the proof works").
 
 [5b] says a terminal slot's ``execution.summary`` record and its ``schedule.outcome`` line both name
 the slot's final status (make sim's routes world, seed 379, once logged ``success`` for a slot the
@@ -114,3 +114,45 @@ def test_a_never_sent_duplicate_whose_route_never_got_the_work_is_a_violation(se
     assert _missing_record(problems) == [
         f"[3] submitted cell {slot_id}/cats: downstream never recorded work {intent.work_id} "
         f"(key {intent.idempotency_key}, remote failed=False)"]
+
+
+# -- [3] and a fan-out route that never got a row (make sim seed 5206) ----------------------------------
+# The sweep's stall or timeout rule may end a fan-out cell whose executor died between two rows'
+# writes: one route delivered, the other never had a row. The oracle takes that delivered record of a
+# failed cell only when the sweep's own rule ended it and a configured route has no row at all.
+
+
+def _fan_out_cell_failed(rt, monkeypatch, slot_id: str, reason: str) -> str:
+    """The settled cell, seen as one of a two-route target whose second route never got a row, and
+    failed with ``reason``. Returns the delivered row's key."""
+    target = rt.engine.config.target("cats")
+    routes = [*target.routes(), "never-queued"]
+    stand_in = SimpleNamespace(routes=lambda: routes, single_work=target.single_work)
+    real = type(rt.engine.config).target
+    monkeypatch.setattr(type(rt.engine.config), "target",
+                        lambda self, tid: stand_in if tid == "cats" else real(self, tid))
+    aws.client("dynamodb").update_item(
+        TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": f"SLOT#{slot_id}"}, "sk": {"S": "CELL#cats"}},
+        UpdateExpression="SET #s = :f, #r = :r", ExpressionAttributeNames={"#s": "status", "#r": "terminalReasonCode"},
+        ExpressionAttributeValues={":f": {"S": "failed"}, ":r": {"S": reason}})
+    return rt.engine.ledger.load(slot_id).intents_for("cats")[0].idempotency_key
+
+
+def _held_by_a_failed_cell(problems: list[str]) -> list[str]:
+    return [p for p in problems if p.startswith("[3] downstream holds")]
+
+
+def test_a_record_of_a_fan_out_cell_the_sweep_ended_with_a_route_never_queued_passes(settled, downstream, monkeypatch):
+    rt, slot_id, _ = settled
+    _fan_out_cell_failed(rt, monkeypatch, slot_id, "stalled_no_heartbeat")
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+    assert _held_by_a_failed_cell(problems) == []
+
+
+def test_a_record_of_a_cell_failed_by_another_rule_is_a_violation_even_with_a_route_never_queued(settled, downstream,
+                                                                                                  monkeypatch):
+    rt, slot_id, _ = settled
+    key = _fan_out_cell_failed(rt, monkeypatch, slot_id, "no_candidate")
+    problems, _, _ = check_invariants(rt, downstream, NO_FAULTS)
+    assert _held_by_a_failed_cell(problems) == [
+        f"[3] downstream holds {key} but cell {slot_id}/cats ended failed (no_candidate); intent delivered/done"]

@@ -14,7 +14,7 @@ from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.delivery_state import DeliveryState, delivery_state
 from ..domain.errors import LedgerUnavailable
-from ..domain.model import Intent
+from ..domain.model import Intent, LedgerStatus
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
@@ -56,16 +56,26 @@ def handed_over(state: SlotState, cell: Any) -> bool:
 
 def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
     """Open cells whose progress belongs to the outbox: every delivery_pending cell, and a handed-over
-    selected cell while one of its rows is live. The sweep's timeout and stall rules never fail
+    selected cell while one of its rows is in flight. The sweep's timeout and stall rules never fail
     these (a row being posted could be recorded downstream, spec §13.3); the outbox's attempt
-    budget and dead-letter path end them, and converge_deliveries settles them."""
+    budget and dead-letter path end them, and converge_deliveries settles them.
+
+    In flight means a row that exists and is still the outbox's, not the delivery verdict "live":
+    that verdict also covers a fan-out cell some of whose routes confirmed while another route has
+    no row at all. Its executor died between two of its rows' writes; only an executor's re-run
+    writes the missing one, so when no re-dispatch rescues it the stall and timeout rules must end
+    it (make sim's routes world, seed 5206: the cell stayed `selected` and its job `running` for ever)."""
     owned = set()
     for cell in state.snapshot_cells():
         if cell.status == CellStatus.DELIVERY_PENDING:
             owned.add(cell.target_id)
-        elif handed_over(state, cell) and cell_delivery_state(engine, state, cell.target_id).state == "live":
+        elif handed_over(state, cell) and _row_in_flight(state, cell.target_id):
             owned.add(cell.target_id)
     return owned
+
+
+def _row_in_flight(state: SlotState, target_id: str) -> bool:
+    return any(i.status == LedgerStatus.PENDING and i.actionable for i in state.intents_for(target_id))
 
 
 def converge_deliveries(engine: Engine, state: SlotState) -> bool:
