@@ -44,10 +44,12 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
     for post in actor.receiver.posts:
         posts_by_key[post.key].append(post)
     manual = [s for s in ledger.slot_ids() if "@manual-" in s]
+    # One load per job: a job's final read below reconciles that job's own items only, so the
+    # states read here stay true for every job read after it.
+    states = {slot_id: ledger.load(slot_id) for slot_id in manual}
     slots_by_key: dict[str, list[str]] = defaultdict(list)
     for slot_id in manual:
-        state = ledger.load(slot_id)
-        slots_by_key[str(state.slot.manual_request_id)].append(slot_id)
+        slots_by_key[str(states[slot_id].slot.manual_request_id)].append(slot_id)
 
     # one key, one job
     for key, job_ids in actor.job_ids_by_key.items():
@@ -60,7 +62,7 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
             problems.append(f"[jobs] idempotency key {key!r} has {len(slot_ids)} slots: {slot_ids}")
 
     for slot_id in manual:
-        state = ledger.load(slot_id)
+        state = states[slot_id]
         job = project_job(state.slot, state.first_cell(), state.intents, engine.now())
         stream = store.stream(slot_id)
         requested = stream.find("job.requested")
