@@ -888,9 +888,10 @@ def render(report: dict[str, Any]) -> str:
                  _fmt(cs.get("bare_layer_nopyc_ms") or nan, 0), _fmt(bare.get("max_rss_mb", nan), 0)])
     add(table(rows, ["handler", "INIT ms", "1st invocation ms", "INIT + 1st ms", "ratio", "CPU ms", "CPU ratio", "2nd ms",
                      "import only ms", "ratio", "w/o bytecode ms", "peak RSS MB"]))
-    add("  1st invocation: against moto in server mode on 127.0.0.1: it builds the runtime graph (config, clients) and")
-    add("  imports the modules its path needs, as on Lambda after INIT (trigger: a scheduled fire; execute/deliver: a")
-    add("  record for a missing slot/row; stall_sweep: a tick on an empty ledger; job_events: GET /capabilities).")
+    add("  1st invocation: against moto in server mode on 127.0.0.1: it builds the runtime graph (the config read from")
+    add("  SSM as deployed, a JSON document; the clients) and imports the modules its path needs, as on Lambda after")
+    add("  INIT (trigger: a scheduled fire; execute/deliver: a record for a missing slot/row; stall_sweep: a tick on an")
+    add("  empty ledger; job_events: GET /capabilities). The probe builds Lambda's context object itself.")
     add(f"  built layer: {cs.get('layer', {}).get('note', 'not built')}")
     add("  CPU: the probe's own CPU over the same span (INIT + 1st): a shared, loaded machine stretches the wall clock")
     add("  with waits for a core that Lambda's dedicated share does not have; moto's answers are in the wall clock only.")

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ..domain.errors import ConfigError
@@ -111,7 +110,6 @@ def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
 # libyaml's safe loader (PyYAML's wheels carry it, Lambda's included) builds the same objects as the
 # pure-Python one at about a tenth of its CPU: a config of the published size took 10-20 ms to scan,
 # paid by every cold start and every test that starts a runtime.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = None) -> PixivFlowConfig:
@@ -131,8 +129,12 @@ def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = 
                 raise ConfigError(f"invalid configuration: not JSON ({exc})") from None
         else:
             return parse_config(data, base_dir=base_dir)
+    # PyYAML only for a YAML document: the deployed functions read JSON from SSM (PixivFlow's own
+    # configs are JSON), and importing it cost every cold start about 10 ms.
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a SafeLoader, in C where PyYAML has it
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a SafeLoader, in C where PyYAML has it
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid configuration: not YAML/JSON ({exc})") from None
     return parse_config(data, base_dir=base_dir)
