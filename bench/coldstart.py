@@ -80,8 +80,7 @@ first, first_cpu = (time.perf_counter() - t) * 1000, (time.process_time() - c) *
 t = time.perf_counter()
 app.handler({event!r}, context_for(2))
 warm = (time.perf_counter() - t) * 1000
-import resource  # the process's peak resident memory after both invocations (Linux: KiB)
-rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+{peak_rss}
 print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm,
                   "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu, "max_rss_mb": rss_mb}}))
 """
@@ -102,8 +101,7 @@ first, first_cpu = (time.perf_counter() - t) * 1000, (time.process_time() - c) *
 t = time.perf_counter()
 client.get_item(TableName=os.environ["LEDGER_TABLE"], Key={{"pk": {{"S": "BARE"}}, "sk": {{"S": "BARE"}}}})
 warm = (time.perf_counter() - t) * 1000
-import resource  # the process's peak resident memory after both invocations (Linux: KiB)
-rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+{peak_rss}
 print(json.dumps({{"import_ms": imported, "first_ms": first, "warm_ms": warm,
                   "import_cpu_ms": imported_cpu, "first_cpu_ms": first_cpu, "max_rss_mb": rss_mb}}))
 """
@@ -251,6 +249,52 @@ def build_layer() -> dict[str, Any]:
                     f"{unchecked} of them unchecked-hash (shared/Makefile build-CoreLayer)"}
 
 
+# The probe's own peak resident memory after both invocations: Linux's VmHWM, which is this program's
+# alone. getrusage's ru_maxrss is not: Linux carries it across fork and exec, so a probe started by
+# the bench (a process of 2 GB by then) reported the bench's peak, not its own.
+_PEAK_RSS = """
+try:
+    with open("/proc/self/status") as status:
+        rss_mb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+except (OSError, StopIteration):
+    import resource
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+""".strip("\n")
+
+
+# Where a handler's cold start goes beyond the bare function's, step by step in a fresh interpreter
+# from the same layer: each step's wall ms, in the order a first invocation takes them.
+_PARTS = """
+import json, os, sys, time
+sys.path[:0] = {paths!r}
+parts = {{}}
+def step(name, t=[time.perf_counter()]):
+    now = time.perf_counter()
+    parts[name] = (now - t[0]) * 1000
+    t[0] = now
+import boto3, pydantic
+from aws_lambda_powertools import Logger, Metrics
+client = boto3.client("dynamodb")
+step("the bare function's INIT (its libraries, one client)")
+import pixivflow.config
+step("the config's pydantic models (import, class creation)")
+ssm = boto3.client("ssm")
+step("the SSM client (the config is an SSM parameter)")
+text = ssm.get_parameter(Name=os.environ["PIXIVFLOW_CONFIG"][4:])["Parameter"]["Value"]
+step("GetParameter")
+pixivflow.config.parse_text(text)
+step("the config's validation (its schema built on first use)")
+import pixivflow.runtime, pixivflow.services.execution, pixivflow.services.delivery, pixivflow.services.sweep
+step("the engine's modules (runtime graph, services, adapters)")
+print(json.dumps(parts))
+"""
+
+
+def _median_parts(paths: list[str], runs: int, *, flags: tuple[str, ...], env: dict[str, str]) -> dict[str, float]:
+    samples = [json.loads(_run(_PARTS.format(paths=paths), flags=flags, env=env)) for _ in range(runs)]
+    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+
+
 def _median_first(code: str, runs: int, *, flags: tuple[str, ...], env: dict[str, str]) -> dict[str, float]:
     """INIT (the import, and for the bare function its client) plus the first invocation, in a
     fresh interpreter each run: the median of each part and of their sum."""
@@ -293,7 +337,9 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
     try:
         config = _config_parameter(endpoint, "/pixivflow/cold-start/config")
         bare_env = {**_AWS_ENV, "AWS_ENDPOINT_URL": endpoint, **_provision(endpoint, "cold-bare")}
-        bare_first = _median_first(_BARE_FIRST.format(paths=first_paths), runs, flags=first_flags, env=bare_env)
+        bare_first = _median_first(_BARE_FIRST.format(paths=first_paths, peak_rss=_PEAK_RSS), runs, flags=first_flags, env=bare_env)
+        parts = _median_parts(first_paths, runs, flags=first_flags,
+                              env={**_AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "PIXIVFLOW_CONFIG": config})
         for name in functions or FUNCTIONS:
             path = str(ROOT / "functions" / name / "app.py")
             body = _HANDLER.format(path=path)
@@ -308,7 +354,7 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
             env = {**_AWS_ENV, "AWS_ENDPOINT_URL": endpoint, "JOBS_TOKEN": "cold-start-jobs-token",
                    "TRIGGER_TOKEN": "cold-start-trigger", "POWERTOOLS_METRICS_NAMESPACE": "Bench", "PIXIVFLOW_CONFIG": config,
                    **_provision(endpoint, f"cold-{name.replace('_', '-')}")}
-            first = _median_first(_FIRST.format(paths=first_paths, path=path, event=events[name], name=name), runs,
+            first = _median_first(_FIRST.format(paths=first_paths, path=path, event=events[name], name=name, peak_rss=_PEAK_RSS), runs,
                                   flags=first_flags, env=env)
             row["init_ms"] = first["import_ms"]
             row["first_invocation_ms"] = first["first_ms"]
@@ -326,7 +372,7 @@ def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | Non
     return {"runs": runs, "bare_label": BARE_LABEL, "bare_source_ms": bare_source, "bare_layer_ms": bare_layer,
             "bare_layer_nopyc_ms": bare_nopyc, "layer": layer, "handlers": handlers,
             "from": "built layer" if layer["ok"] else "source tree (the layer did not build)",
-            "bare_function": {"label": BARE_FUNCTION_LABEL, **bare_first},
+            "bare_function": {"label": BARE_FUNCTION_LABEL, **bare_first}, "parts_ms": parts,
             "worst_ratio": max(r["init_first_ratio"] for r in handlers.values()),
             "worst_cpu_ratio": max(r["init_first_cpu_ratio"] for r in handlers.values()),
             "worst_import_ratio": max((r.get("layer_ratio", r.get("source_ratio", 0.0)) for r in handlers.values()), default=None)}

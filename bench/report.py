@@ -898,6 +898,15 @@ def render(report: dict[str, Any]) -> str:
     add("  peak RSS: the interpreter's peak resident memory after two invocations (Lambda's runtime client adds its own).")
     add(f"  goal INIT + 1st <= 1.3x the bare function: {'met' if cs['worst_ratio'] <= 1.3 else 'NOT met'} "
         f"(worst {cs['worst_ratio']:.2f}x wall clock, {cs.get('worst_cpu_ratio', nan_):.2f}x CPU)")
+    parts = cs.get("parts_ms") or {}
+    if parts:
+        # what the first invocation spends beyond the bare function, step by step (bench/coldstart._PARTS)
+        bare_ms = (cs.get("bare_function") or {}).get("init_first_ms") or nan_
+        steps = "; ".join(f"{name} {ms:.0f} ms" for name, ms in parts.items())
+        wrap(f"where it goes (one fresh interpreter from the layer, step by step): {steps}. The goal allows "
+             f"{0.3 * bare_ms:.0f} ms over the bare function: what the config costs (its models, its validation, "
+             f"its SSM read) is over that alone; meeting it would take a config that needs no validation at cold "
+             f"start (checked at deploy time, loaded as data) and no SSM model of its own.", "  ")
     add("")
 
     co = report["compute"]
