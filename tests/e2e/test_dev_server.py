@@ -219,14 +219,13 @@ def test_make_dev_starts_prints_the_urls_and_stops_on_ctrl_c(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(PYTHONPATH=str(root / "shared"), TRIGGER_TOKEN=TRIGGER_TOKEN, POWERTOOLS_LOG_LEVEL="ERROR")
     env.pop("JOBS_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "pixivflow.cli", "dev", "--demo", "--source", "catalog", "--port",
-                             str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # --port 0: the server binds a free port itself and prints it. A port picked here and handed over
+    # could be taken by a parallel test's server in between (make test runs three workers).
+    proc = subprocess.Popen([sys.executable, "-m", "pixivflow.cli", "dev", "--demo", "--source", "catalog", "--port", "0"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stdout), daemon=True)
     reader.start()
@@ -234,7 +233,8 @@ def test_make_dev_starts_prints_the_urls_and_stops_on_ctrl_c(tmp_path):
         until(lambda: "Ctrl-C stops everything." in lines or proc.poll() is not None, timeout_s=30)
         assert proc.poll() is None, proc.stderr.read()
         text = "\n".join(lines)
-        assert f"http://127.0.0.1:{port}/docs" in text and f"http://127.0.0.1:{port}/ui" in text
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/docs", text).group(1))
+        assert port != 0 and f"http://127.0.0.1:{port}/ui" in text
         assert "trigger token              (not shown)  (from TRIGGER_TOKEN)" in text
         jobs = re.search(r"jobs token\s+(\S+)\s+\(generated", text)
         assert jobs and TRIGGER_TOKEN not in text  # a generated token is printed, one from the environment never

@@ -185,6 +185,18 @@ def _port_free(port: int) -> bool:
     return True
 
 
+_OUT_LOCK = threading.Lock()
+
+
+def _say(out: TextIO, line: str) -> None:
+    """One whole line on ``out``. print() writes a line's text and its newline as two writes, so the
+    background threads' activity lines and the main thread's last words interleaved: `make test`
+    once read an activity line run into "pixivflow dev: stopping" and then a lone newline."""
+    with _OUT_LOCK:
+        out.write(line + "\n")
+        out.flush()
+
+
 def _free_port_check(port: int) -> None:
     """Raise PortInUse when ``port`` cannot be bound on 127.0.0.1 (explicit moto ports only)."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -729,7 +741,7 @@ class DevServer:
     def activity(self, line: str) -> None:
         """One short line of what happened (a request, a fire, an execution, a delivery), unless quiet."""
         if self.log_activity:
-            print(f"  {line}", file=self.out, flush=True)
+            _say(self.out, f"  {line}")
 
     def openapi_json(self) -> bytes:
         if self._openapi is None:
@@ -891,16 +903,16 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         server.env_file = write_env_file(server, Path(env_file))
     try:
         for line in server.banner():
-            print(line, file=out, flush=True)
+            _say(out, line)
         stop.wait()
-        print("pixivflow dev: stopping", file=out, flush=True)
+        _say(out, "pixivflow dev: stopping")
     finally:
         server.stop()
         if server.env_file:
             Path(server.env_file).unlink(missing_ok=True)  # its endpoint and tokens are gone with the server
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print("pixivflow dev: stopped", file=out, flush=True)
+    _say(out, "pixivflow dev: stopped")
     return 0
 
 
