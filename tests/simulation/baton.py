@@ -136,9 +136,7 @@ class Invocation:
         if self.released:
             return self._unwind(worker)
         self.state = "done"
-        self.returned = True
-        _POOL.append(worker)  # before the baton goes back: the next spawn may take this worker
-        self.unwound.set()
+        self._unwind(worker)  # before the baton goes back: the next spawn may take this worker
         self.scheduler.back.set()
 
     def _unwind(self, worker: _Worker) -> None:

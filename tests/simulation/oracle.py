@@ -19,14 +19,13 @@ from chaos_support import Chaos, Rates, dlq_depths
 from pixivflow.domain.ack import parse_idempotency_key
 from pixivflow.domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from pixivflow.domain.model import ACTIONABLE_OUTBOX, CONFIRMED_LEDGER, LedgerStatus
-from pixivflow.domain.protocol import CANCELLED_REASON
+from pixivflow.domain.protocol import CANCELLED_REASON, EXPIRED_REASONS
 
 CONVERGE_MS = 8 * 3_600_000
 SUMMARY = "execution.summary"
 LOG_ENVELOPE = {"level", "location", "timestamp", "service", "cold_start", "function_name", "function_memory_size",
                 "function_arn", "function_request_id", "xray_trace_id", "sampling_rate", "message"}
 CUT_SCHEDULE = "morning-tokyo"
-SWEEP_ENDED = ("stalled_no_heartbeat", "queued_too_long", "execution_timeout")  # reason codes of the sweep's own rules
 
 
 def _count_summary_items(rt, slot_id: str) -> int:
@@ -145,7 +144,7 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
             # or timeout rule ended the cell (its executor died between two rows' writes and no
             # re-dispatch ran it again: seed 5206).
             cancelled = cell.status == CellStatus.FAILED and cell.terminal_reason_code == CANCELLED_REASON
-            unqueued = cell.status == CellStatus.FAILED and cell.terminal_reason_code in SWEEP_ENDED and any(
+            unqueued = cell.status == CellStatus.FAILED and cell.terminal_reason_code in EXPIRED_REASONS and any(
                 r not in {j.route for j in intents} for r in routes)
             for i in intents:
                 partial = unqueued or any(j.route != i.route and j.status == "failed" for j in intents)
@@ -250,8 +249,8 @@ class SeedResult:
 def still_ledger(rt: Any) -> Iterator[None]:
     """The checks' reads of a converged ledger that nothing writes to meanwhile: one scan for the
     slot ids and one query per slot, however often the checks ask (they asked about eight full
-    scans and three loads per slot: a fifth of a seed's time). Only around checks that write
-    nothing: the jobs oracle reads through the API, whose reads reconcile."""
+    scans and three loads per slot). Only around checks that write nothing: the jobs oracle reads
+    through the API, whose reads reconcile."""
     ledger = rt.engine.ledger
     real_load, ids = ledger.load, ledger.slot_ids()
     states: dict[str, Any] = {}

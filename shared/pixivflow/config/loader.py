@@ -107,11 +107,6 @@ def parse_config(data: Any, *, base_dir: Path | None = None) -> PixivFlowConfig:
     return config
 
 
-# libyaml's safe loader (PyYAML's wheels carry it, Lambda's included) builds the same objects as the
-# pure-Python one at about a tenth of its CPU: a config of the published size took 10-20 ms to scan,
-# paid by every cold start and every test that starts a runtime.
-
-
 def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = None) -> PixivFlowConfig:
     """Parse ``text`` as ``syntax`` (``"json"`` or ``"yaml"``); without one, a document that
     parses as JSON is JSON, anything else YAML.
@@ -130,7 +125,9 @@ def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = 
         else:
             return parse_config(data, base_dir=base_dir)
     # PyYAML only for a YAML document: the deployed functions read JSON from SSM (PixivFlow's own
-    # configs are JSON), and importing it cost every cold start about 10 ms.
+    # configs are JSON), and importing it cost every cold start about 10 ms. libyaml's safe loader
+    # (PyYAML's wheels carry it, Lambda's included) builds the same objects as the pure-Python one
+    # at about a tenth of its CPU.
     import yaml
 
     try:

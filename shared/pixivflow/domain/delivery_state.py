@@ -23,6 +23,11 @@ class DeliveryState:
     reason: str | None = None
 
 
+def in_flight(intent: Intent) -> bool:
+    """A row that is still the outbox's: pending, and due to be (or being) attempted."""
+    return intent.status == LedgerStatus.PENDING and intent.actionable
+
+
 def delivery_state(routes: Iterable[str], intents: Iterable[Intent]) -> DeliveryState:
     """Aggregate per-route verdicts over the cell's intents.
 
@@ -48,7 +53,7 @@ def delivery_state(routes: Iterable[str], intents: Iterable[Intent]) -> Delivery
                 first_work = (confirmed[0].work_id, confirmed[0].work_type)
             continue
         confirmed_all = False
-        if any(i.status == LedgerStatus.PENDING and i.actionable for i in rows):
+        if any(in_flight(i) for i in rows):
             live_any = True
         else:
             lost_any = True

@@ -12,9 +12,9 @@ from typing import Any
 
 from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
-from ..domain.delivery_state import DeliveryState, delivery_state
+from ..domain.delivery_state import DeliveryState, delivery_state, in_flight
 from ..domain.errors import LedgerUnavailable
-from ..domain.model import Intent, LedgerStatus
+from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
@@ -69,13 +69,9 @@ def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
     for cell in state.snapshot_cells():
         if cell.status == CellStatus.DELIVERY_PENDING:
             owned.add(cell.target_id)
-        elif handed_over(state, cell) and _row_in_flight(state, cell.target_id):
+        elif handed_over(state, cell) and any(in_flight(i) for i in state.intents_for(cell.target_id)):
             owned.add(cell.target_id)
     return owned
-
-
-def _row_in_flight(state: SlotState, target_id: str) -> bool:
-    return any(i.status == LedgerStatus.PENDING and i.actionable for i in state.intents_for(target_id))
 
 
 def converge_deliveries(engine: Engine, state: SlotState) -> bool:

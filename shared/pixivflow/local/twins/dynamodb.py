@@ -602,9 +602,9 @@ class TwinDynamoDB:
         """The caller's own copy of a stored item (base table or index entry). A stored item is never
         changed in place (every write stores a new one: ``apply_update``), so its marshal bytes are
         kept from its first read until ``_store`` or ``_index_apply`` replaces it, and each read
-        after that only loads them: the same copy as ``clone``, at half its cost (a slot's items are
-        read many times between two writes; copying them was a tenth of a simulated seed). The
-        cache holds the item itself, so its id cannot be reused while the entry lives."""
+        after that only loads them: the same copy as ``clone``, at about half its cost (a slot's
+        items are read many times between two writes). The cache holds the item itself, so its id
+        cannot be reused while the entry lives."""
         packed = self._packed.get(id(item))
         if packed is None or packed[0] is not item:
             try:
