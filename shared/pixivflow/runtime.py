@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from .clock import Entropy, SystemClock
 from .config import PixivFlowConfig, load_config
+from .domain.errors import ConfigError
 from .services.engine import DEFAULT_SWEEP_INTERVAL_MS, Engine
 
 _lock = threading.RLock()
@@ -96,9 +97,14 @@ def _sweep_interval_ms() -> int:
 
 
 def _ssm_reader(name: str) -> str:
-    from aws_lambda_powertools.utilities import parameters
+    """The config document of ``PIXIVFLOW_CONFIG=ssm:<name>``, read as every secret is
+    (``secret_refs.ssm_reader``); a parameter that does not exist is a config error naming it."""
+    from .adapters.secret_refs import ssm_reader
 
-    return parameters.get_parameter(name, decrypt=True)
+    text = ssm_reader(name)
+    if text is None:
+        raise ConfigError(f"PIXIVFLOW_CONFIG: the SSM parameter {name!r} does not exist")
+    return text
 
 
 def build() -> Runtime:

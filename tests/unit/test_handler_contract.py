@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ["trigger", "execute", "deliver", "stall_sweep", "job_events"]
 
@@ -189,3 +191,73 @@ def test_a_scheduled_fire_imports_no_route_source_artifact_or_callback_adapter()
     assert out["result"]["status"] == "admitted" and out["result"]["sent"] == 3, out["result"]
     unexpected = [m for m in out["loaded"] if m.startswith(NOT_ON_A_FIRE)]
     assert unexpected == [], unexpected
+
+
+FROM_SSM = r"""
+import importlib.util, json, os, sys
+from moto import mock_aws
+from pixivflow.local.provision import provision
+from pixivflow.local.lambda_context import context_for
+os.environ.update({"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
+                   "PIXIVFLOW_CONFIG": "ssm:/pixivflow/config", "TRIGGER_TOKEN": "t", "JOBS_TOKEN": "t"})
+with mock_aws():
+    import boto3, yaml
+    document = json.dumps(yaml.safe_load(open(os.path.join("events", "demo", "config.yaml"), encoding="utf-8")))
+    boto3.client("ssm").put_parameter(Name="/pixivflow/config", Value=document, Type="String")
+    os.environ.update(provision(prefix="ssm"))
+    before = set(sys.modules)
+    spec = importlib.util.spec_from_file_location("app", os.path.join("functions", "stall_sweep", "app.py"))
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    result = app.handler({"source": "aws.scheduler"}, context_for("stall_sweep"))
+print(json.dumps({"result": result, "loaded": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_the_config_is_read_from_ssm_without_powertools_parameters():
+    """Issue 25 (cold start): the deployed config is an SSM parameter, read with a client made through
+    pixivflow.aws like every other (DESIGN §12). Powertools' parameters utility and the boto3 session
+    of its own that its provider builds cost a first invocation about 90 ms; nothing loads it."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", FROM_SSM], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["result"]["errors"] == 0, out["result"]
+    assert [m for m in out["loaded"] if m.startswith("aws_lambda_powertools.utilities.parameters")] == []
+
+
+def test_a_config_parameter_that_does_not_exist_is_a_config_error_naming_it(monkeypatch):
+    from moto import mock_aws
+
+    from pixivflow import runtime
+    from pixivflow.domain.errors import ConfigError
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        with pytest.raises(ConfigError) as info:
+            runtime._ssm_reader("/pixivflow/no-such-config")
+    assert "/pixivflow/no-such-config" in str(info.value) and "PIXIVFLOW_CONFIG" in str(info.value)
+
+
+def _http_event(path: str, token: str) -> dict:
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+            "headers": {"authorization": f"Bearer {token}"},
+            "requestContext": {"http": {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+                                        "userAgent": "test"}, "requestId": "r", "routeKey": "$default", "stage": "$default",
+                               "accountId": "123456789012", "apiId": "local", "domainName": "localhost",
+                               "domainPrefix": "localhost", "time": "30/Nov/2026:00:00:00 +0000", "timeEpoch": 0},
+            "body": None, "isBase64Encoded": False}
+
+
+def test_an_http_request_builds_no_openapi_model():
+    """Issue 25 (cold start): Powertools' OpenAPI models and parameter classes (pydantic models,
+    about 50 ms to import) serve only the generated document (/openapi.json, /docs); a request to
+    either HTTP function answers without loading them."""
+    for name, path in (("job_events", "/capabilities"), ("trigger", "/health")):
+        out = _first_invocation(name, _http_event(path, "t"))
+        assert out["result"]["statusCode"] == 200, (name, out["result"])
+        loaded = [m for m in out["loaded"] if m.startswith(("aws_lambda_powertools.event_handler.openapi.models",
+                                                           "aws_lambda_powertools.event_handler.openapi.params"))]
+        assert loaded == [], (name, loaded)

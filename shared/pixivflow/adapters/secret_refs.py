@@ -84,17 +84,22 @@ def read_with_retry(read: Callable[[str], str | None], name: str, *, attempts: i
 
 
 def ssm_reader(name: str) -> str | None:
-    """Read one SecureString with Powertools parameters. ``None`` only for ParameterNotFound;
-    every other failure raises (Powertools wraps it in GetParameterError; the ClientError it
-    wrapped is its ``__context__``)."""
-    from aws_lambda_powertools.utilities import parameters
+    """Read one SecureString, decrypted, with an SSM client made through ``pixivflow.aws`` (DESIGN
+    §12: every AWS client is made there, so the twins and moto see it too). ``None`` only for
+    ParameterNotFound; every other failure raises, with botocore's error as it came.
+
+    Not Powertools' parameters utility: importing it and its provider's own boto3 session cost a
+    cold start about 90 ms (issue 25, make bench's cold start), and its cache is never wanted here
+    (the callers keep their own)."""
+    from .. import aws
 
     try:
-        return parameters.get_parameter(name, decrypt=True, max_age=0)
+        answer = aws.client("ssm").get_parameter(Name=name, WithDecryption=True)
     except Exception as exc:
         if _not_found(exc):
             return None
         raise
+    return str(answer.get("Parameter", {}).get("Value") or "")
 
 
 def _not_found(exc: BaseException) -> bool:

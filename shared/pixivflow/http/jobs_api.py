@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from .. import __version__, runtime
 from ..domain.protocol import ProtocolError
@@ -29,7 +28,7 @@ shell = HttpShell(
     title="PixivFlow Workflow Protocol v1",
     version=__version__,
     description="Workflow Protocol v1 (spec §12).",
-    security_schemes={"manualWorkToken": HTTPBearer(description="JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)")},
+    bearer_schemes={"manualWorkToken": "JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)"},
 )
 app = shell.app
 

@@ -29,7 +29,7 @@ def openapi_document() -> dict[str, Any]:
 
     doc: dict[str, Any] = {}
     for shell in (trigger_api.shell, jobs_api.shell):
-        part = json.loads(shell.app.get_openapi_json_schema())
+        part = json.loads(shell.openapi_json())
         if not doc:
             doc = part
         else:

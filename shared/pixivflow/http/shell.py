@@ -56,7 +56,6 @@ from typing import Annotated, Any, Callable, Mapping
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ValidationError
 
 from .. import runtime
@@ -310,15 +309,22 @@ class HttpShell:
     """One Powertools resolver with the pipeline and the exception mapping above."""
 
     def __init__(self, function: str, surface: Surface, *, title: str, version: str, description: str,
-                 security_schemes: Mapping[str, Any]) -> None:
+                 bearer_schemes: Mapping[str, str]) -> None:
+        """``bearer_schemes``: the OpenAPI security schemes, each an HTTP bearer token: name -> description."""
         self.function = function
         self.surface = surface
         self.routes: list[RouteSpec] = []
         # Validation stays OFF in Powertools: its request validation runs before any middleware,
         # i.e. before auth (issue 17). The shell validates bodies itself, after auth.
         self.app = APIGatewayHttpResolver(enable_validation=False)
-        self.app.configure_openapi(title=title, version=version, description=description,
-                                   security_schemes=dict(security_schemes))
+        # The OpenAPI side (the document's metadata, its security schemes, each endpoint's annotated
+        # signature) is built when a document is first asked for (openapi_json): Powertools' OpenAPI
+        # models and parameter classes are pydantic models, and importing them cost every HTTP
+        # function's first invocation about 50 ms it never used (issue 25, cold start).
+        self._title, self._version, self._description = title, version, description
+        self._bearer_schemes = dict(bearer_schemes)
+        self._endpoints: list[Callable[..., Response]] = []
+        self._documented = False
         # A plain function, not the bound method: Powertools inspects a middleware's signature
         # (typing.get_type_hints, twice) and caches the result as an attribute of the callable, which a
         # bound method cannot carry, so the bound method was inspected again on every request.
@@ -364,8 +370,9 @@ class HttpShell:
     def _endpoint(self, spec: RouteSpec) -> Callable[..., Response]:
         """What Powertools calls: it hands the handler the shell's Request and the path parameters.
 
-        Its signature (path parameters with their patterns, the body model) exists only for the
-        generated OpenAPI document; Powertools validates nothing (see ``__init__``).
+        Its annotated signature (path parameters with their patterns, the body model) exists only for
+        the generated OpenAPI document, so ``openapi_json`` gives it one when a document is first
+        built; Powertools validates nothing (see ``__init__``).
         """
         names = _PARAM.findall(spec.rule)
 
@@ -373,6 +380,19 @@ class HttpShell:
             req: Request = self.app.context[_REQUEST_KEY]
             return spec.handler(req, **{name: kwargs[name] for name in names})
 
+        endpoint.__name__ = spec.handler.__name__
+        endpoint.__doc__ = spec.handler.__doc__
+        setattr(endpoint, _SPEC_ATTR, spec)
+        self._endpoints.append(endpoint)
+        return endpoint
+
+    @staticmethod
+    def _signature(spec: RouteSpec) -> inspect.Signature:
+        """The endpoint's signature as the OpenAPI document shows it: path parameters with their
+        patterns, the query parameters the route reads, the body model."""
+        from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+        names = _PARAM.findall(spec.rule)
         parameters = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                         annotation=Annotated[str, Path(pattern=spec.params[name])] if name in spec.params
                                         else Annotated[str, Path()]) for name in names]
@@ -383,11 +403,21 @@ class HttpShell:
             parameters.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
                                                 annotation=Annotated[spec.body.model | None if spec.body.optional
                                                                      else spec.body.model, Body()]))
-        endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # read by inspect.signature(); not in the stubs
-        endpoint.__name__ = spec.handler.__name__
-        endpoint.__doc__ = spec.handler.__doc__
-        setattr(endpoint, _SPEC_ATTR, spec)
-        return endpoint
+        return inspect.Signature(parameters)
+
+    def openapi_json(self) -> str:
+        """This shell's routes as Powertools' OpenAPI document (JSON text). The first call gives every
+        endpoint its annotated signature and configures the document; nothing before it reads either
+        (validation is off: Powertools inspects a route's signature only to build a document)."""
+        if not self._documented:
+            from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+            for endpoint in self._endpoints:
+                endpoint.__signature__ = self._signature(getattr(endpoint, _SPEC_ATTR))  # type: ignore[attr-defined]  # read by inspect.signature(); not in the stubs
+            self.app.configure_openapi(title=self._title, version=self._version, description=self._description, security_schemes={
+                name: HTTPBearer(description=text) for name, text in self._bearer_schemes.items()})
+            self._documented = True
+        return self.app.get_openapi_json_schema()
 
     def _responses(self, spec: RouteSpec, ok: Mapping[int, tuple[str, str | Mapping[str, Any]]], errors: Mapping[int, str]) -> dict[int, Any]:
         def content(schema: str | Mapping[str, Any]) -> dict[str, Any]:

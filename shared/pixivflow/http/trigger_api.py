@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__, runtime
@@ -51,9 +50,9 @@ shell = HttpShell(
     version=__version__,
     description="The trigger function's operator routes (spec §11) and the job_events function's Workflow "
                 "Protocol v1 routes (spec §12), behind one HTTP API.",
-    security_schemes={
-        "triggerToken": HTTPBearer(description="TRIGGER_TOKEN (or the SSM parameter TRIGGER_TOKEN_PARAMETER names)"),
-        "manualWorkToken": HTTPBearer(description="JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)"),
+    bearer_schemes={
+        "triggerToken": "TRIGGER_TOKEN (or the SSM parameter TRIGGER_TOKEN_PARAMETER names)",
+        "manualWorkToken": "JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)",
     },
 )
 app = shell.app
