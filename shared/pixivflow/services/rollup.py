@@ -74,6 +74,28 @@ def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
     return owned
 
 
+def settle_delivered_handover(engine: Engine, state: SlotState, cell: Any, now: int) -> bool | None:
+    """Submit a handed-over cell every route of which confirmed, whoever holds its lease: the ACKs
+    decided it (spec §10.8), as the deliverer's own settle would have, which leaves an executor's
+    lease as it is (``settle_cell_from_delivery``). None when the cell is no such cell; else whether
+    the write took.
+
+    The sweep's timeout rule asks this before it fails a cell under a lease (make sim, seed 13568:
+    the deliverer recorded the delivery and died before settling the cell, a re-dispatched executor
+    took the cell and hung, and the timeout rule failed a delivered cell ``execution_timeout``)."""
+    if not handed_over(state, cell):
+        return None
+    verdict = cell_delivery_state(engine, state, cell.target_id)
+    if verdict.state != "confirmed":
+        return None
+    ok = engine.ledger.settle_cell_from_delivery(cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
+                                                 work_id=verdict.work_id, work_type=verdict.work_type)
+    if ok:
+        engine.log("info", "cell converged from the delivery ledger", event="cell.converged", slot_id=cell.slot_id,
+                   target_id=cell.target_id, verdict=verdict.state, under_lease=cell.lease_live(now))
+    return ok
+
+
 def converge_deliveries(engine: Engine, state: SlotState) -> bool:
     """Settle lease-less in-delivery cells from the ledger. Returns True when a cell moved.
 

@@ -10,7 +10,8 @@ active slot, in order:
   1. (nothing to materialise: admission writes the slot alone);
   2. settle lease-less in-delivery cells from the ledger and roll the slot up;
   3. fail cells running past their schedule's timeout (execution_timeout), except
-     delivery_pending cells, which belong to the outbox;
+     delivery_pending cells, which belong to the outbox, and a handed-over cell every route of
+     which confirmed, which is submitted instead, even under a lease;
   4. recovery: re-dispatch lease-less open cells whose dispatch is 5 min old, only while the
      slot is inside its liveness budget and its schedule is enabled (spec §7.1); a rescued
      slot is not judged by the stall rules;
@@ -52,7 +53,7 @@ from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .delivery import due_delivery_keys
 from .outbox import redrive_rows
-from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup
+from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup, settle_delivered_handover
 
 BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
 PAGE_ROWS = BATCH_LIMIT  # active-index rows per query of the walk
@@ -238,7 +239,8 @@ def _all_terminal(state: SlotState) -> bool:
 
 
 def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
-    """Fail cells still running past the schedule's timeout (delivery_pending belongs to the outbox)."""
+    """Fail cells still running past the schedule's timeout (delivery_pending belongs to the outbox;
+    a handed-over cell whose routes all confirmed is submitted, ``settle_delivered_handover``)."""
     timeout = state.slot.timeout_ms or 1_800_000
     moved = False
     owned = owned_by_outbox(engine, state)
@@ -246,6 +248,10 @@ def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
         if cell.terminal or cell.target_id in owned or cell.started_at is None:
             continue
         if now - cell.started_at <= timeout:
+            continue
+        settled = settle_delivered_handover(engine, state, cell, now)  # delivered: never failed for its lateness
+        if settled is not None:
+            moved = moved or settled
             continue
         ok = engine.ledger.fail_cell_if_unchanged(
             cell.slot_id, cell.target_id, cell.status, now,
