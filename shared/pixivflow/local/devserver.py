@@ -855,6 +855,9 @@ def write_env_file(server: DevServer, path: Path) -> str:
     return str(path)
 
 
+SIGNAL_POLL_S = 0.2  # how soon `pixivflow dev` sees a Ctrl-C that reached another of its threads
+
+
 def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: bool = False, source: str = "fake-pixiv",
             moto_port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
             env_file: str | os.PathLike[str] | None = None, state_dir: str | os.PathLike[str] | None = None,
@@ -895,16 +898,24 @@ def run_dev(*, config: str | None, port: int = 8000, speed: float = 1.0, demo: b
         print(f"pixivflow dev: {exc.name or exc} is missing; install the dev extra: pip install -e '.[dev]'", file=sys.stderr)
         return 2
     stop = stop or threading.Event()
+    # A signal only sets a flag, and the main thread looks at it every SIGNAL_POLL_S. The kernel hands
+    # a process's SIGINT to any of its threads; Python runs the handler in the main thread only once
+    # that thread runs again, and one blocked in Event.wait() without a timeout never does: `make
+    # test`'s Ctrl-C test waited 90 s for a server that had stopped listening to it (once a run under
+    # load; reproduced by sending the signal to another thread). Nor may the handler call stop.set():
+    # it runs on the main thread, which may hold that Event's (non-reentrant) lock at that moment.
+    signalled: list[int] = []
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+            previous[sig] = signal.signal(sig, lambda signum, _frame: signalled.append(signum))
     if env_file:
         server.env_file = write_env_file(server, Path(env_file))
     try:
         for line in server.banner():
             _say(out, line)
-        stop.wait()
+        while not (signalled or stop.wait(SIGNAL_POLL_S)):
+            pass
         _say(out, "pixivflow dev: stopping")
     finally:
         server.stop()
