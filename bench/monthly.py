@@ -39,6 +39,10 @@ class Profile:
     retention_days: int
     delete_after_delivery: bool
     alarm_profile: str
+    # enabled schedules: every sweep tick reads each one's watch (missed fires, issue 16), so the fixed
+    # part of a month grows with them (the bench measures the profile's idle tick at this count)
+    schedules: int = 1
+    schedules_why: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     works_from: str = "pixiv"  # or "catalog": a pre-fetched catalogue of works, no Pixiv request in a cell
 
@@ -51,16 +55,17 @@ def profiles(a: dict[str, Any]) -> list[Profile]:
                 "pixivflow.production.json: 2 schedules (bot1-daily '0 10,18 * * *', bot2-daily '10 10,18 * * *'), "
                 "2 fires a day each, 2 topic targets each (an illustration and a novel) = 8 cells a day",
                 8 * MONTH_DAYS, 2, 0.5, 1, "its own pixiv block: one account at maxConcurrency 1",
-                7, True, "health"),
+                7, True, "health", schedules=2, schedules_why="its two schedules"),
         Profile("b", "a team deployment", "100 targets, 3,000 cells a day (say 30 schedules of 3-4 targets, ~10 fires a day)",
                 3_000 * MONTH_DAYS, 3, 0.2, 1,
                 f"one account at maxConcurrency 1 and 1 s pacing does about {per_account_day:,} cells a day "
                 f"({per_cell_s:.1f} s of Pixiv per cell): 3,000 fit one, in bursts the schedule timeout absorbs",
-                7, True, "full"),
+                7, True, "full", schedules=30, schedules_why="the 30 schedules said above"),
         Profile("c", "one million cells a month", "33,333 cells a day, 3-target slots, 7-day artifact retention",
                 1_000_000, 3, 0.2, math.ceil(1_000_000 / MONTH_DAYS / per_account_day * 1.5),
                 f"{1_000_000 / MONTH_DAYS:,.0f} cells a day at about {per_account_day:,} per account, with 50% headroom "
-                "(or the catalogue source, which needs none)", 7, True, "full"),
+                "(or the catalogue source, which needs none)", 7, True, "full", schedules=1_111,
+                schedules_why="11,111 fires a day at 10 fires a day each (as (b)): a stated assumption"),
     ]
 
 
@@ -117,7 +122,8 @@ def summarise(profile: Profile, lines: list[Line], prices: dict[str, float], a: 
     total = sum(line.usd for line in lines if line.usd is not None)
     unnamed = [line.name for line in lines if line.usd is None and not line.named]
     return {"key": profile.key, "name": profile.name, "source": profile.source, "cells_per_month": profile.cells_per_month,
-            "accounts": profile.accounts, "accounts_why": profile.accounts_why, "retention_days": profile.retention_days,
+            "accounts": profile.accounts, "accounts_why": profile.accounts_why, "schedules": profile.schedules,
+            "schedules_why": profile.schedules_why, "retention_days": profile.retention_days,
             "delete_after_delivery": profile.delete_after_delivery, "alarm_profile": profile.alarm_profile,
             "lines": [line.__dict__ for line in lines], "total": total,
             "per_million_cells": total / profile.cells_per_month * 1_000_000,

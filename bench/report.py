@@ -299,11 +299,14 @@ def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
 
 def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
                     series: int, details: dict[str, Any], load_run: dict[str, Any] | None = None,
-                    compute: dict[str, Any] | None = None, idle_window: scenarios.Window | None = None) -> dict[str, Any]:
+                    compute: dict[str, Any] | None = None, idle_window: scenarios.Window | None = None,
+                    idle_by_profile: dict[str, scenarios.Measured] | None = None) -> dict[str, Any]:
     """The three monthly profiles of issue 25, from this run's per-cell figures (3-target slots) and
     the template's facts; plus the stored bytes measured here. With the long run (``load_run``,
     ``compute``), Lambda compute is its measured CPU per cell (catalogue time: the Pixiv wait is its
-    own line) and the Pixiv requests per cell are the ones the long run counted."""
+    own line) and the Pixiv requests per cell are the ones the long run counted. ``idle_by_profile``:
+    each profile's own idle tick (measured at its number of schedules); without it, ``idle_f`` and
+    ``idle_window`` serve every profile."""
     detail = details["3 targets"]
     ledger_per_cell = detail["ledger_bytes"] / max(1, detail["delivered"])
     measured_work = detail["artifact_bytes_all_slots"] / max(1, 2 * detail["delivered"])  # warm-up + measured slot
@@ -314,9 +317,14 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
         per_million["Lambda compute"] = compute["catalog"]["gb_s_per_cell"] * P["lambda_gb_s_arm64"] * MILLION
         requests = sum(load_run["run"]["source_calls_per_cell"].values())
         a = {**A, "pixiv_seconds_per_cell": {**A["pixiv_seconds_per_cell"], "requests": requests}}
+    ticks: dict[str, tuple[dict[str, Any], scenarios.Window | None]] = {
+        p.key: (idle_f, idle_window) if idle_by_profile is None
+        else (figures(idle_by_profile[p.key].window, facts, per=1, scheduler_fires=1), idle_by_profile[p.key].window)
+        for p in monthly.profiles(a)}
     bills = []
     for profile in monthly.profiles(a):
-        fixed = fixed_monthly(idle_f, first, facts, series, profile.alarm_profile)
+        tick = ticks[profile.key][0]
+        fixed = fixed_monthly(tick, first, facts, series, profile.alarm_profile)
         bills.append(monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
                                   fixed=fixed, ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb,
                                   retention_days_ledger=facts["retention_days"]))
@@ -325,17 +333,20 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
         for minutes in facts["sweep_intervals_allowed"]:
             f = template_facts(SweepIntervalMinutes=minutes)
             b = monthly.bill(profile, per_million=per_million, per_cell=ref_cells["per_cell"], prices=P, a=a,
-                             fixed=fixed_monthly(idle_f, first, f, series, profile.alarm_profile),
+                             fixed=fixed_monthly(tick, first, f, series, profile.alarm_profile),
                              ledger_bytes_per_cell=ledger_per_cell, memory_gb=memory_gb, retention_days_ledger=f["retention_days"])
             by_interval[str(minutes)] = {"total": b["total"], "fixed": b["fixed"], "sweep_ticks_per_month": f["sweep_ticks_per_month"],
                                          "sweep_cold_starts_per_month": cold_starts("stall_sweep", f)}
         bills[-1]["by_sweep_interval"] = by_interval
+        bills[-1]["idle_tick"] = {"schedules": profile.schedules, "dynamodb_rru": tick["dynamodb"]["rru"],
+                                  "dynamodb_requests": tick["dynamodb"]["requests"], "sqs_requests": tick["sqs"]["billed_requests"],
+                                  "gb_s_modelled": tick["lambda"]["gb_s_modelled"]}
     variants = {}
     if compute is not None and load_run is not None:
-        variants = what_it_would_take(monthly.profiles(a), bills, per_million, ref_cells, idle_f, first, facts, series,
-                                      ledger_per_cell, load_run, a, idle_window)
+        variants = {p.key: what_it_would_take([p], bills, per_million, ref_cells, ticks[p.key][0], first, facts, series,
+                                              ledger_per_cell, load_run, a, ticks[p.key][1])[p.key] for p in monthly.profiles(a)}
     for b in bills:
-        b["free_tier"] = free_tier_credit(b, idle_f, facts)
+        b["free_tier"] = free_tier_credit(b, ticks[b["key"]][0], facts)
         b["total_with_free_tier"] = b["total"] - sum(b["free_tier"].values())
         b["variants"] = variants.get(b["key"], {})
     items_per_cell = detail["ledger_items"] / max(1, detail["delivered"])
@@ -824,8 +835,13 @@ def render(report: dict[str, Any]) -> str:
         f"so storage is priced at the stated sizes: {', '.join(f'{k} {v:,} B' for k, v in mo['stated_work_bytes'].items())}")
     for b in mo["profiles"]:
         add("")
+        tick = b.get("idle_tick") or {}
         add(f"  ({b['key']}) {b['name']}: {b['cells_per_month']:,} cells a month, {b['accounts']} Pixiv account(s), "
-            f"AlarmProfile={b['alarm_profile']}, artifacts {b['retention_days']} days")
+            f"{b.get('schedules', 1):,} schedule(s), AlarmProfile={b['alarm_profile']}, artifacts {b['retention_days']} days")
+        if tick:
+            wrap(f"its idle sweep tick, measured at {tick['schedules']:,} schedules ({b.get('schedules_why', '')}; one watch "
+                 f"read each): {tick['dynamodb_requests']:.0f} DynamoDB requests, {tick['dynamodb_rru']:.1f} read units, "
+                 f"{tick['sqs_requests']:.0f} SQS requests, {tick['gb_s_modelled']:.3f} GB-s", "      ")
         wrap(f"source: {b['source']}; accounts: {b['accounts_why']}", "      ")
         rows = [[line["name"], NOT_PRICED if line["usd"] is None else _fmt(line["usd"], 3), line["quantity"]]
                 for line in b["lines"]]
@@ -985,6 +1001,8 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     idle = scenarios.idle_tick(backend=backend)
     collect(idle)
     idle_f = figures(idle.window, facts, per=1, scheduler_fires=1)
+    # each monthly profile's own tick: it reads one watch per enabled schedule (Profile.schedules)
+    idle_by_profile = {p.key: scenarios.idle_tick(backend=backend, schedules=p.schedules) for p in monthly.profiles(A)}
 
     sizes = [100] if smoke else [1_000, 10_000] + ([] if quick else [100_000])
     sweep = {}
@@ -1020,7 +1038,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     reference = {"name": f"{ref_name}, demo plan morning-tokyo", "lines": lines, "fixed": fixed_per_m, "all_in": all_in,
                  "engine": all_in - cloudwatch, "orchestration": orchestration, "floor": floor}
     monthly_bills = monthly_figures(ref_cells, idle_f, first, facts, len(sinks_series), cells_detail, load_run, compute,
-                                    idle_window=idle.window)
+                                    idle_window=idle.window, idle_by_profile=idle_by_profile)
     report = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "monthly": monthly_bills,

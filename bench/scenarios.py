@@ -320,16 +320,26 @@ def job_end_to_end(*, backend: str = "moto") -> tuple[Measured, Measured]:
                 Measured("events page + ack", 0, page, {"api_requests": 2, "events": len(events["events"])}))
 
 
-def idle_tick(*, backend: str = "moto") -> Measured:
-    """One sweep tick with no live work: the fixed cost the stack pays every sweep interval."""
-    with bench_runtime(backend=backend) as bench:
+def _schedules(count: int) -> Callable[[dict], None]:
+    """A config of ``count`` enabled schedules: ``bench-1`` (the warm-up fire's) and clones of it."""
+    def mutate(cfg: dict) -> None:
+        first = next(s for s in cfg["schedules"] if s["id"] == "bench-1")
+        cfg["schedules"] = [first] + [dict(first, id=f"idle-{k}") for k in range(1, count)]
+    return mutate
+
+
+def idle_tick(*, backend: str = "moto", schedules: int | None = None) -> Measured:
+    """One sweep tick with no live work: the fixed cost the stack pays every sweep interval. The tick
+    reads every enabled schedule's watch (missed fires, issue 16), so its cost depends on how many the
+    config has: ``schedules`` gives it that many (default: the bench config's own)."""
+    with bench_runtime(backend=backend, mutate=_schedules(schedules) if schedules else None) as bench:
         bench.fire("bench-1", WARM_UP)
         bench.settle()
         bench.rt.sweep()  # its first tick starts the schedule watches: not the steady state
         bench.rt.clock.advance(60_000)
         with bench.measure() as window:
             bench.rt.sweep()
-        return Measured("idle sweep tick", 0, window, {"scheduler_fires": 1})
+        return Measured("idle sweep tick", 0, window, {"scheduler_fires": 1, "schedules": len(bench.rt.engine.config.schedules)})
 
 
 def sweep_flatness(finished: list[int], *, backend: str = "twin") -> dict[int, Measured]:

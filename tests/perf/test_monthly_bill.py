@@ -129,3 +129,34 @@ def test_the_sweeps_ticks_a_month_follow_the_template_and_a_5_minute_sweep_lower
     # every 10 minutes the sweep is past the stated keep-alive: a cold start at every tick
     assert by["10"]["sweep_cold_starts_per_month"] == 4_320 > by["5"]["sweep_cold_starts_per_month"]
     assert (b["by_sweep_interval"]["5"]["total"] < b["total"]) and (c["by_sweep_interval"]["5"]["total"] < c["total"])
+
+
+def test_each_profile_pays_the_sweep_tick_of_its_own_schedules():
+    """Every tick reads one watch per enabled schedule (missed fires, issue 16), so a profile's fixed
+    month is priced from its own idle tick, measured at its number of schedules: the published
+    deployment's two schedules cost its minute tick 6 read units fewer than the bench config's eight,
+    and a thousand schedules cost a tick a BatchGetItem per hundred."""
+    m = scenarios.scheduled_slot("morning-tokyo", backend="twin", name="3 targets")
+    facts = report.template_facts()
+    f = report.figures(m.window, facts, per=m.delivered, scheduler_fires=1)
+    ref = {"per_cell": f, "dollars": report.dollars(f)}
+    shared = scenarios.idle_tick(backend="twin")
+    assert shared.detail["schedules"] == 8
+    own = {p.key: scenarios.idle_tick(backend="twin", schedules=p.schedules) for p in monthly.profiles(report.A)}
+    assert {k: v.detail["schedules"] for k, v in own.items()} == {"a": 2, "b": 30, "c": 1_111}
+    details = {"3 targets": m.detail | {"delivered": m.delivered}}
+    one = report.monthly_figures(ref, report.figures(shared.window, facts, per=1, scheduler_fires=1), {}, facts, 6, details)
+    each = report.monthly_figures(ref, report.figures(shared.window, facts, per=1, scheduler_fires=1), {}, facts, 6, details,
+                                  idle_by_profile=own)
+    a_one, a_each = one["profiles"][0], each["profiles"][0]
+    shared_rru = report.figures(shared.window, facts, per=1, scheduler_fires=1)["dynamodb"]["rru"]
+    assert a_each["idle_tick"]["schedules"] == 2 and a_each["idle_tick"]["dynamodb_rru"] == shared_rru - 6
+    ticks = facts["sweep_ticks_per_month"]
+    line = "sweep ticks (DynamoDB, Lambda, Scheduler)"
+
+    def usd(bill):
+        return next(x["usd"] for x in bill["lines"] if x["name"] == line)
+
+    assert abs((usd(a_one) - usd(a_each)) - 6 * ticks * report.P["dynamodb_rru"]) < 0.002  # the reads, and a little CPU
+    c_tick = each["profiles"][2]["idle_tick"]
+    assert c_tick["dynamodb_rru"] == shared_rru - 8 + 1_111 and c_tick["dynamodb_requests"] == 6 - 1 + 12
