@@ -224,8 +224,8 @@ def test_the_config_is_read_from_ssm_without_powertools_parameters():
                           env={"PYTHONPATH": str(ROOT / "shared"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["result"]["errors"] == 0, out["result"]
-    assert [m for m in out["loaded"] if m.startswith("aws_lambda_powertools.utilities.parameters")] == []
+    assert out["result"]["errors"] == 0, (out["result"], done.stdout[-3000:], done.stderr[-2000:])
+    assert [m for m in out["loaded"] if m.startswith("aws_lambda_powertools.utilities.parameters")] == [], done.stdout[-3000:]
 
 
 def test_a_config_parameter_that_does_not_exist_is_a_config_error_naming_it(monkeypatch):
