@@ -214,6 +214,7 @@ print(json.dumps({"result": result, "loaded": sorted(set(sys.modules) - before)}
 """
 
 
+@pytest.mark.size("large")  # a fresh interpreter with moto's SSM, whose import is most of its 2 s (tests/README.md, test sizes)
 def test_the_config_is_read_from_ssm_without_powertools_parameters():
     """Issue 25 (cold start): the deployed config is an SSM parameter, read with a client made through
     pixivflow.aws like every other (DESIGN §12). Powertools' parameters utility and the boto3 session
