@@ -218,7 +218,7 @@ print(json.dumps({"result": result, "loaded": sorted(set(sys.modules) - before)}
 def test_the_config_is_read_from_ssm_without_powertools_parameters():
     """Issue 25 (cold start): the deployed config is an SSM parameter, read with a client made through
     pixivflow.aws like every other (DESIGN §12). Powertools' parameters utility and the boto3 session
-    of its own that its provider builds cost a first invocation about 90 ms; nothing loads it."""
+    of its own that its provider builds cost a first invocation about 55 ms; nothing loads it."""
     import json
 
     done = subprocess.run([sys.executable, "-c", FROM_SSM], cwd=ROOT, capture_output=True, text=True, timeout=120,

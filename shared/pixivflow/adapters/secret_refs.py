@@ -89,7 +89,7 @@ def ssm_reader(name: str) -> str | None:
     ParameterNotFound; every other failure raises, with botocore's error as it came.
 
     Not Powertools' parameters utility: importing it and its provider's own boto3 session cost a
-    cold start about 90 ms (issue 25, make bench's cold start), and its cache is never wanted here
+    cold start about 55 ms (issue 25, make bench's cold start), and its cache is never wanted here
     (the callers keep their own)."""
     from .. import aws
 
