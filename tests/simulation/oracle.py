@@ -267,6 +267,53 @@ def still_ledger(rt: Any) -> Iterator[None]:
         del ledger.slot_ids, ledger.load  # the instance's stand-ins go; the class's methods answer again
 
 
+def check_missed_fires(rt: Any, scheduled: list[tuple[str, int]]) -> list[str]:
+    """[missed] Every fire of the window either ran or was reported missed, never both, never neither
+    (issue 16; spec §1.1): a fire Scheduler never delivered, or whose every delivery was refused or
+    failed, has no slot, and the sweep's missed-fire check must count it once, past its grace
+    window. Only a fire after the sweep first saw its schedule (the watch's ``firstSeenAt``) is
+    checked: history before a watch never alerts, by design, so such a fire must not be reported.
+
+    The clock is taken past the last fire's grace window and the sweep ticks twice (a tick checks up
+    to MISSED_FIRES_PER_SCHEDULE fires of a schedule; the window has one or two). It runs last,
+    after every other check: its ticks write the missed-fire items and move the watches."""
+    from pixivflow.adapters.sweep_state import missed_pk
+    from pixivflow.domain.occurrence import occurrence_for_fire
+
+    if not scheduled:
+        return []
+    config = rt.engine.config
+    grace_ms = config.schedulerRuntime.trigger.graceMinutes * 60_000
+    past = max(at for _, at in scheduled) + grace_ms + 60_000
+    if rt.clock.now_ms() < past:
+        rt.clock.set(past)
+    for _ in range(2):  # the window holds far fewer fires a schedule than a tick checks
+        rt.clock.advance(60_000)  # a tick a minute on: the lease of a tick that died has lapsed
+        rt.sweep()
+    schedules = {s.id: s for s in config.schedules}
+    watches = rt.engine.sweep_state.watches(sorted({sid for sid, _ in scheduled}))
+    table = rt.env["LEDGER_TABLE"]
+    client = rt.engine.ledger._client  # noqa: SLF001 - the oracle reads the table as an outside check would
+    problems = [f"[missed] schedule {sid} has no missed-fire watch after the sweep's ticks"
+                for sid in sorted({sid for sid, _ in scheduled}) if sid not in watches]
+    for schedule_id, at in scheduled:
+        schedule = schedules[schedule_id]
+        slot_id = occurrence_for_fire(schedule_id, schedule.cron, schedule.timezone, at).slot_id
+        ran = rt.engine.ledger.get_slot(slot_id) is not None
+        reported = "Item" in client.get_item(TableName=table, Key={"pk": {"S": missed_pk(slot_id)}, "sk": {"S": "META"}},
+                                             ConsistentRead=True)
+        watch = watches.get(schedule_id)
+        watched = watch is not None and at > watch.first_seen_ms
+        if ran and reported:
+            problems.append(f"[missed] fire {slot_id} ran and was also reported missed")
+        elif watched and not ran and not reported:
+            problems.append(f"[missed] fire {slot_id} never ran and was never reported missed "
+                            f"(watch first seen {watch.first_seen_ms if watch else None})")
+        elif reported and not watched:
+            problems.append(f"[missed] fire {slot_id} was reported missed though its schedule's watch began after it")
+    return problems
+
+
 def index_lag(seed: int) -> Callable[[], int]:
     """Eventually consistent indexes (DESIGN §4): half the seeds see every index write up to 3 s late."""
     rng = random.Random(f"{seed}:index-lag")

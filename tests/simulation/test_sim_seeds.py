@@ -36,5 +36,6 @@ def test_a_dozen_seeded_concurrent_runs_with_every_fault_violate_no_invariant():
     assert int(match.groups()[1]) >= 4 * SEEDS  # at least the four schedules' fires of every seed
     # the faults really were injected: deaths in each function, lost/duplicated records, downstream faults
     for fault in ("death.execute=", "death.deliver=", "death.sweep=", "death.trigger=", "sqs.execute.lost=",
-                  "sqs.deliver.dup_same_batch=", "http.drop=", "route.lost=", "sweep.twice=", "pause=", "pixiv.rotations="):
+                  "sqs.deliver.dup_same_batch=", "http.drop=", "route.lost=", "sweep.twice=", "pause=", "pixiv.rotations=",
+                  "fire.lost="):
         assert fault in summary[0], (fault, summary[0])

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from baton import Baton, Invocation, stepped_factory
 from chaos_support import Chaos, Rates, dlq_depths
 from jobs_world import JobsActor
-from oracle import CONVERGE_MS, SeedResult, check_invariants, check_outcome_lines, still_ledger
+from oracle import CONVERGE_MS, SeedResult, check_invariants, check_missed_fires, check_outcome_lines, still_ledger
 from oracle_jobs import check_jobs
 
 MINUTE_MS = 60_000
@@ -140,6 +140,7 @@ class WorldRates:
     pause: float = 0.002  # a call that takes 30 s - 4 min
     fire_duplicate_now: float = 0.3
     fire_duplicate_late: float = 0.2
+    fire_lost: float = 0.1  # Scheduler never delivers the fire: only the sweep's missed-fire check says so
     sweep_twice: float = 0.15
     poll_eagerly: float = 0.3  # an ESM polls while other invocations still run
     chaos: Rates = field(default_factory=Rates)
@@ -215,7 +216,7 @@ class World:
         self.downstream = downstream
         self.seed = seed
         self.rates = rates or WorldRates()
-        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("baton", "world", "sqs", "jobs", "callbacks")}
+        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("baton", "world", "sqs", "jobs", "callbacks", "fires")}
         self.baton = Baton(self.clock, self.rng["baton"], switch=self.rates.switch, death=self.rates.death,
                            pause=self.rates.pause,
                            timeouts=FUNCTION_TIMEOUT_MS)
@@ -225,6 +226,7 @@ class World:
         self._seq = itertools.count()
         self.esms: dict[str, Esm] = {}
         self.fired: list[tuple[str, int, Any]] = []
+        self.scheduled: list[tuple[str, int]] = []  # every fire of the window (schedule id, fire ms), lost or not
         self.faulty = True
         self.jobs = JobsActor(self)  # the Protocol v1 consumers and their callback receiver
         self.started: dict[int, int] = {}  # SimLambdaContext: invocation thread -> its start (virtual ms)
@@ -287,6 +289,7 @@ class World:
             if s.enabled and s.cron:
                 for at in fires_between(s.cron, s.timezone, start - 1, until):
                     self.at(at, "fire", (s.id, at))
+                    self.scheduled.append((s.id, at))
                     n += 1
         return n
 
@@ -318,6 +321,9 @@ class World:
         rng = self.rng["world"]
         if ev.kind == "fire":
             schedule_id, at = ev.payload
+            if self.faulty and self.rng["fires"].random() < self.rates.fire_lost:
+                self.counts["fire.lost"] += 1  # never delivered, nor any copy of it
+                return
             self._fire(schedule_id, at)
             if self.faulty and rng.random() < self.rates.fire_duplicate_now:
                 self.counts["fire.duplicate_now"] += 1
@@ -437,6 +443,8 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
             slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
             if slots != len(admitted):
                 problems.append(f"[0] {len(admitted)} admitted occurrences made {slots} slots")
+        problems += check_missed_fires(rt, world.scheduled)  # last: its own sweep ticks come after every other check
+        with still_ledger(rt):
             involved = {s for s in rt.engine.ledger.slot_ids() if any(s in p for p in problems)}
         faults = Counter(world.counts) + Counter({k: v for k, v in world.baton.counts.items() if not k.startswith("spawn.")})
         faults.update({k: v for k, v in world.chaos.counts.items() if not k.startswith("crash@")})
