@@ -13,6 +13,7 @@ Driven explicitly (not a seed replay), through the real handlers.
 
 from __future__ import annotations
 
+from dying_ledger import DyingLedger
 from test_pixivflow_routes import SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
 from pixivflow.services.engine import LEASE_TTL_MS, REDRIVE_GRACE_MS
@@ -20,29 +21,9 @@ from pixivflow.services.engine import LEASE_TTL_MS, REDRIVE_GRACE_MS
 MINUTE_MS = 60_000
 
 
-class _Dies:
-    """The ledger as one invocation sees it, dying hard at the first call of ``method``: that write
-    is never made, and a dead process gives no lease back."""
-
-    def __init__(self, inner, method):
-        self._inner, self._method = inner, method
-        self.died = False
-
-    def __getattr__(self, name):
-        attr = getattr(self._inner, name)
-        if name == self._method:
-            def dies(*args, **kwargs):
-                self.died = True
-                raise RuntimeError(f"injected death before {name}")
-            return dies
-        if name == "release_cell" and self.died:
-            return lambda *args, **kwargs: False
-        return attr
-
-
 def _run_dying(rt, pump, method):
     real = rt.engine.ledger
-    dying = rt.engine.ledger = _Dies(real, method)
+    dying = rt.engine.ledger = DyingLedger(real, method)
     try:
         rt.pumps[pump].poll()
     finally:

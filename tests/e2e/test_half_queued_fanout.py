@@ -15,37 +15,16 @@ Driven explicitly (not a seed replay): the executor dies at the second row, no e
 
 from __future__ import annotations
 
+from dying_ledger import DyingLedger
 from test_pixivflow_routes import GATEWAY, SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
 HOUR_MS = 3_600_000
 
 
-class _DiesAtTheSecondRow:
-    """The ledger as an executor sees it that dies hard at the qq-main row's write: that row is never
-    written, and its lease is never given back (a dead process runs no release)."""
-
-    def __init__(self, inner):
-        self._inner = inner
-        self.died = False
-
-    def __getattr__(self, name):
-        attr = getattr(self._inner, name)
-        if name == "put_intent":
-            def put_intent(intent, *args, **kwargs):
-                if intent.route == "qq-main":
-                    self.died = True
-                    raise RuntimeError("injected death before the second row's write")
-                return attr(intent, *args, **kwargs)
-            return put_intent
-        if name == "release_cell" and self.died:
-            return lambda *args, **kwargs: False
-        return attr
-
-
 def test_a_fan_out_cell_whose_executor_died_between_its_rows_is_ended_by_the_sweep(make_runtime, receiver):  # noqa: F811
     rt = start(make_runtime, receiver, routes=("bot1-submit", "qq-main"))
     real = rt.engine.ledger
-    dying = rt.engine.ledger = _DiesAtTheSecondRow(real)
+    dying = rt.engine.ledger = DyingLedger(real, "put_intent", when=lambda intent, *a, **k: intent.route == "qq-main")
     try:
         rt.pumps["execute"].poll()
     finally:
