@@ -550,7 +550,7 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep_cost: dict[str
                  "limit": 1000, "note": "each slot its own key: 1,000 slots/s spread over 1,000 partitions"})
     rows.append({"key": f"SLOT#<slotId> (90-target slot, {burst_s:.1f} s)", "wcu_s": slot_partition_wru / targets * 90 / burst_s,
                  "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> cells in groups of 30 on "
-                                        "SLOT#<id>#<k> keep each under 25% (designed in docs/scale.md, not built)"})
+                                        "SLOT#<id>#<k> keep each under 25% (designed in docs/explanation/scale.md, not built)"})
     for index, wru in sorted(per_slot["index"].items()):
         rate = wru * admissions / shards
         rows.append({"key": f"{index} shard (1 of {shards})", "wcu_s": rate, "limit": 1000,
