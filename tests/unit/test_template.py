@@ -245,6 +245,58 @@ def test_the_built_layer_carries_unchecked_hash_bytecode_for_every_module(tmp_pa
         assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, src  # hash-based, unchecked
 
 
+_IMPORT_EVERY_MODULE = """
+import importlib, json, pkgutil, sys
+sys.path[:0] = [{layer!r}, {libraries!r}]
+import pixivflow
+names = sorted(m.name for m in pkgutil.walk_packages(pixivflow.__path__, "pixivflow."))
+for name in names:
+    importlib.import_module(name)
+handlers = {{}}
+for fn in {functions!r}:
+    spec = importlib.util.spec_from_file_location(fn + "_app", {functions_dir!r} + "/" + fn + "/app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    handlers[fn] = callable(app.handler)
+print(json.dumps({{"origin": pixivflow.__file__, "modules": names, "handlers": handlers,
+                  "loaded": sorted(m for m in sys.modules if m.startswith("pixivflow"))}}))
+"""
+
+
+@pytest.mark.size("large")  # builds the layer and imports every module of it in a fresh interpreter
+def test_the_built_layer_is_production_code_that_imports_without_the_workshop(tmp_path) -> None:
+    """The layer leaves out what the repository keeps for people (the embedded runtime and the CLI),
+    and still imports whole: every module of the package it ships, and each function's handler, in
+    an interpreter that sees the built layer and the libraries only (``-S``: not the checkout the dev
+    install points at)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    empty = tmp_path / "requirements.txt"
+    empty.write_text("")
+    version = "%d.%d" % sys.version_info[:2]
+    out = tmp_path / "out"
+    proc = subprocess.run(["make", "--no-print-directory", "-C", str(REPO / "shared"), "build-CoreLayer",
+                           f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}", "PIP_PLATFORM=",
+                           f"LAMBDA_PYTHON={version}", f"REQUIREMENTS={empty}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    package = out / "python" / "pixivflow"
+    assert not (package / "local").exists() and not (package / "cli.py").exists()
+    assert (package / "handlers").is_dir() and (package / "domain").is_dir()
+
+    code = _IMPORT_EVERY_MODULE.format(layer=str(out / "python"), libraries=sysconfig.get_paths()["purelib"],
+                                       functions=sorted(FUNCTIONS.values()), functions_dir=str(REPO / "functions"))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    run = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["origin"].startswith(str(package))
+    assert len(seen["modules"]) > 50
+    assert not [m for m in seen["loaded"] if m.startswith(("pixivflow.local", "pixivflow.cli"))]
+    assert seen["handlers"] == {name: True for name in FUNCTIONS.values()}
+
+
 def test_the_layer_refuses_bytecode_from_another_python(tmp_path) -> None:
     import subprocess
     import sys
