@@ -1,10 +1,11 @@
-"""Admission: a trigger makes an occurrence durable, then dispatches its cells (spec §2.3, §4.4).
+"""Admission: a trigger makes an occurrence durable, then dispatches its cells.
 
 The slot item is the commit point and the whole of admission's writes: its ``targetIds`` are the
-frozen membership (spec §13.7), and each cell's item is written by the cell's first claim (or by
+frozen membership, and each cell's item is written by the cell's first claim (or by
 the sweep, when it re-dispatches or fails a cell nobody claimed). So an admission is one
-conditional put plus ⌈n/10⌉ SendMessageBatch, whatever n (issue 14). Only after the slot is
-durable does the trigger answer. Dispositions with per-cell leases follow DESIGN §4.
+conditional put plus ⌈n/10⌉ SendMessageBatch, whatever n. Only after the slot is
+durable does the trigger answer. Dispositions and per-cell leases:
+``docs/explanation/ledger.md``.
 """
 
 from __future__ import annotations

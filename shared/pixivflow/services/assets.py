@@ -1,8 +1,8 @@
-"""The stored files a delivery carries, as protocol Assets, signed at send time (issue 10).
+"""The stored files a delivery carries, as protocol Assets, signed at send time.
 
 The intent row holds each stored file's record (``file_records``: key, size, SHA-256, type, role,
 pixel size, meta; ~200 bytes), written once when the row is created after every file is stored
-(issue 25: one S3 PUT per file, no manifest object; DESIGN §12). It never holds a URL: a
+(one S3 PUT per file, no manifest object). It never holds a URL: a
 presigned URL is ~1-2 KB and one signed at enqueue could expire before a late retry, so each
 attempt signs fresh URLs valid for ``download.assetUrlTtlSeconds`` from the records.
 """
@@ -69,9 +69,9 @@ def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[st
 
 
 def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
-    """Pixiv's ``large`` image of every page, stored with the originals (pixivflow-real-configs
-    note §8 ``previewFileField``; issue 23), when the work is an illustration and one of its
-    target's routes sends previews. All or none: a receiver refuses previews that do not pair
+    """Pixiv's ``large`` image of every page, stored with the originals (PixivFlow's
+    ``previewFileField``), when the work is an illustration and one of its target's routes sends
+    previews. All or none: a receiver refuses previews that do not pair
     one-to-one with the files, so a failed preview leaves the work without previews (logged)."""
     if work.work_type != "illustration" or not files:
         return []

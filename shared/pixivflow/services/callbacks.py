@@ -1,4 +1,4 @@
-"""The outbox worker for ``event_callback`` rows (spec §10.9; DESIGN §11).
+"""The outbox worker for ``event_callback`` rows.
 
 One row is one POST of one Event document to the job's declared ``callback_url``: an
 ``event_callback`` :class:`OutboxRow`, claimed, counted, settled and re-driven by the one outbox
@@ -27,7 +27,7 @@ from .engine import Engine
 from .outbox import register_row_kind
 
 CALLBACK_KIND = "event_callback"
-CALLBACK_TIMEOUT_S = 30.0  # spec §10.9: one attempt, end to end
+CALLBACK_TIMEOUT_S = 30.0  # one attempt, end to end
 
 
 def callback_host(url: str) -> str:
@@ -73,7 +73,7 @@ def send_callback(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
     status = response.status
     if 200 <= status < 300 or status == 409:
         return
-    if status == 429 or status >= 400:  # spec §10.7: 429/5xx retry, other 4xx dead-letter
+    if status == 429 or status >= 400:  # 429/5xx retry, other 4xx dead-letter
         verdict = classify_outbox_error("", status)
         raise OutboxAttemptError(f"HTTP {status}", status=status, code=verdict.code, retryable=verdict.retryable)
     raise OutboxAttemptError(f"HTTP {status}", status=status, code="remote_http", retryable=False)  # 1xx/3xx: never followed

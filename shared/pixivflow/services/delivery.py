@@ -1,4 +1,4 @@
-"""The outbox worker for deliveries (spec §10.4–§10.7; DESIGN §5).
+"""The outbox worker for deliveries (``docs/explanation/delivery.md``).
 
 One message names one outbox row by ``{kind, key}``. ``delivery`` rows are the intent items
 themselves: an intent is claimed with a conditional write and a 120 s lease, so at most one
@@ -7,7 +7,7 @@ other kind (``notification``, later ``event_callback``) is a generic row of ``se
 The attempt budget lives on the row, never in SQS's receive count. Delays up to 900 s ride on
 SQS; longer ones wait for the sweep.
 
-Per delivery attempt (spec §10.5): consumer-cancel guard, the route's readiness probe (a failing
+Per delivery attempt: consumer-cancel guard, the route's readiness probe (a failing
 probe releases the row without consuming an attempt), one call on the route's wire format, its
 answer parsed into an ACK by the route family's rules, the ACK settled. Once every route of a
 cell has delivered a work, its stored originals are deleted unless ``deleteAfterDelivery`` is false
@@ -117,11 +117,10 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         # never after a consumer's cancel.)
         if cell.terminal_reason_code == CANCELLED_BY_CONSUMER or not _sibling_failed(engine, claimed):
             # The cell has already told its slot that it did not deliver: cancelled by a consumer, or
-            # failed by the sweep (timeout, stall) while this row waited. Posting now would leave a
-            # downstream record for a cell the outcome record calls failed (spec §13.3; found by the
-            # seeded simulation: a crash right after put_intent left the cell `selected` until its
-            # timeout, and the sweep's re-drive posted the row hours later). Dead-letter the row and
-            # leave the cell as it ended.
+            # failed by the sweep (timeout, stall) while this row waited (a crash right after
+            # put_intent leaves the cell `selected` until its timeout, and the sweep's re-drive may
+            # find the row hours later). Posting now would leave a downstream record for a cell the
+            # outcome record calls failed. Dead-letter the row and leave the cell as it ended.
             if cell.terminal_reason_code == CANCELLED_BY_CONSUMER:
                 reason = "work cancelled by consumer"
             else:
@@ -136,9 +135,9 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
 
 def _settle_ended_post(engine: Engine, intent: Intent, owner: str, reason: str) -> DeliveryResult:
     """A Telegram review row that began posting (``Intent.began_posting``) whose cell ended first,
-    by a consumer's cancel (README "Cancel"; issue 23; make sim's routes world, seed 106: an
-    attempt died after a post; seed 739: the posts were saved but the control plane refused the
-    record) or by the sweep: part of the review may be in the chat with no record of it. The
+    by a consumer's cancel (README "Cancel") or by the sweep, after an attempt died after a post or
+    saved its posts while the control plane refused the record: part of the review may be in the
+    chat with no record of it. The
     cancel left the row to this path: the route posts nothing more (``SendGuard.record_only``); it
     records the review ``uncertain`` at the control plane with what was posted (or finds the
     record an earlier attempt wrote), and the row is then dead-lettered like every row of an ended
@@ -147,8 +146,8 @@ def _settle_ended_post(engine: Engine, intent: Intent, owner: str, reason: str) 
 
     The work stays reserved on the route whatever the attempt found: the review is in the chat
     (``review_exists``: the earlier attempt posted and recorded it, then died before its settle)
-    or may be (``uncertain``). Freeing it let a later job select the same work and "deliver" it
-    by finding this review (make sim's routes world, seed 3898)."""
+    or may be (``uncertain``). Freeing it would let a later job select the same work and
+    "deliver" it by finding this review."""
     attempt = _attempt(engine, intent, owner, record_only=True)
     if isinstance(attempt, DeliveryResult):
         return attempt
@@ -164,7 +163,7 @@ def _settle_ended_post(engine: Engine, intent: Intent, owner: str, reason: str) 
 
 def _attempt(engine: Engine, claimed: Intent, owner: str, *, record_only: bool = False) -> DeliveryAck | DeliveryResult:
     """One call of the row's route as its lease holder: the route's ACK, or the deferral's result
-    when the route is not ready (spec §10.5 step 2)."""
+    when the route is not ready."""
     key = claimed.idempotency_key
     route = engine.config.route(claimed.route)
     try:
@@ -192,15 +191,15 @@ def _attempt(engine: Engine, claimed: Intent, owner: str, *, record_only: bool =
 
 
 def _resend_on_purpose(intent: Intent) -> bool:
-    """An operator's redrive of a review recorded ``uncertain`` (issue 23): it may be in the chat
+    """An operator's redrive of a review recorded ``uncertain``: it may be in the chat
     already, so only a person decides to post it again; the cell's outcome stays as it ended."""
     return intent.redrive_count > 0 and intent.remote_status == UNCERTAIN
 
 
 def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
     """The ACK of one answer, by the rules of the route's family: PixivFlow's gateway
-    (``type: webhook``) has its own status words (note §2.5); every other route speaks the
-    TelePost envelope of spec §10.6 with the route's ``ack`` hints."""
+    (``type: webhook``) has its own status words; every other route speaks the TelePost ACK
+    envelope with the route's ``ack`` hints."""
     if getattr(route, "route_type", None) == "webhook":
         return parse_gateway_ack(response.status, response.body)
     if getattr(route, "route_type", None) == "telegram":
@@ -209,14 +208,14 @@ def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
 
 
 def _send_guard(engine: Engine, intent: Intent, owner: str, *, record_only: bool = False) -> SendGuard:
-    """The ledger side of "never post twice silently" (issue 23) for the Telegram review route."""
+    """The ledger side of "never post twice silently" for the Telegram review route."""
     return SendGuard(started=intent.sending_at is not None, progress=intent.send_progress,
                      redriven=intent.redrive_count > 0, record_only=record_only,
                      mark_sending=lambda: engine.ledger.mark_intent_sending(intent, owner, engine.now()) is not None)
 
 
 def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
-    # The JSON body carries the stored files as protocol Assets, signed for this attempt (issue 10).
+    # The JSON body carries the stored files as protocol Assets, signed for this attempt.
     target = engine.config.target(intent.target_id) if intent.work_type == "novel" else None
     preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
@@ -231,7 +230,7 @@ def artifact_key(slot_id: str, target_id: str, work_id: str) -> str:
 
 
 def _payload(intent: Intent) -> dict[str, Any]:
-    """The ``kind: webhook`` JSON body (DESIGN §12): the intent's ids, then its frozen payload."""
+    """The ``kind: webhook`` JSON body: the intent's ids, then its frozen payload."""
     body: dict[str, Any] = {
         "idempotency_key": intent.idempotency_key,
         "slot_id": intent.slot_id,
@@ -245,7 +244,7 @@ def _payload(intent: Intent) -> dict[str, Any]:
 
 
 def _defer(engine: Engine, intent: Intent, owner: str) -> DeliveryResult:
-    """Readiness deferral (spec §10.5 step 2): the row goes back to pending, due in a minute,
+    """Readiness deferral: the row goes back to pending, due in a minute,
     and no attempt is consumed; at most one ``outbox.deferred`` line per row per minute."""
     now = engine.now()
     if engine.ledger.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
@@ -307,7 +306,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         _delete_delivered_files(engine, intent, state)
     outcome = plan.cell_outcome
     if outcome in ("submitted", "duplicate") and fan_out and state is not None:
-        # Fan-out (spec §10.8): a cell is confirmed only when EVERY route confirmed; until then
+        # Fan-out: a cell is confirmed only when EVERY route confirmed; until then
         # the other routes' rows own it. Then it is submitted if any route delivered.
         verdict = cell_delivery_state(engine, state, intent.target_id)
         if verdict.state != "confirmed":
@@ -322,12 +321,12 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
 
 def _routes_carry_files(engine: Engine, routes: list[str]) -> bool:
     """Only PixivFlow's routes upload or link the stored files; a cell delivered through this
-    project's ``kind: webhook`` route keeps them in the bucket exactly as before (DESIGN §12)."""
+    project's ``kind: webhook`` route keeps them in the bucket."""
     return any(getattr(engine.config.route(r), "route_type", "kind:webhook") != "kind:webhook" for r in routes)
 
 
 def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
-    """Delete a work's stored files once EVERY route of its cell has delivered it (note §2.4):
+    """Delete a work's stored files once EVERY route of its cell has delivered it:
     a route still open may need them for its next attempt, and a failed or duplicate delivery
     keeps them for the operator. ``state`` is None for a single-route cell, whose only route
     just delivered. Idempotent; a failure only leaves the files to the bucket's retention."""
@@ -355,11 +354,10 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
 
 
 def _sibling_failed(engine: Engine, intent: Intent) -> bool:
-    """Whether the cell ended failed because ANOTHER route's row of its work failed (fan-out, spec
-    §10.3). This row is then still the outbox's: it delivers the work on its own route (the outcome
-    already says the cell failed). Dead-lettering it "not delivered" lost an earlier attempt that
-    may have landed, and a later slot delivered the work on this route again (make sim's routes
-    world, seed 328)."""
+    """Whether the cell ended failed because ANOTHER route's row of its work failed (fan-out).
+    This row is then still the outbox's: it delivers the work on its own route (the outcome
+    already says the cell failed). Dead-lettering it "not delivered" would lose an earlier attempt
+    that may have landed, and a later slot could deliver the work on this route again."""
     target = engine.config.target(intent.target_id)
     for route in (target.routes() if target is not None else []):
         if route != intent.route:
@@ -373,7 +371,7 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
           hold_work: bool = False) -> DeliveryResult:
     """Dead-letter the row: ledger failed, the cell failed (delivery_abandoned), and the work freed
     on the route — unless the route holds it or may (``hold_work``; a review in the chat, IN_CHAT):
-    spec §13.2 allows one delivery per work and route, so no later cell may select it again."""
+    one delivery per work and route, so no later cell may select it again."""
     now = engine.now()
     settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
                                           error=error, ack_kind=str(ack.kind),
@@ -392,7 +390,7 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
 
 
 def _in_chat(ack: DeliveryAck) -> dict[str, Any]:
-    """A review that is, or may be, in the chat keeps saying so on its dead row (issue 23): the
+    """A review that is, or may be, in the chat keeps saying so on its dead row: the
     operator finds it by its id."""
     return {"remote_id": ack.remote_id, "remote_status": ack.remote_status} if ack.remote_status in IN_CHAT else {}
 
@@ -406,7 +404,7 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
     """Process due rows now, in this process, bounded to ``max_rounds`` rounds: the embedded
     runtime's and the tests' way to drive one engine (the deployed drain route only queues the
     rows for the deliver function: :func:`queue_due`).
-    A round stops early after a readiness deferral (spec §10.5 ``drainOnce``). The due delivery
+    A round stops early after a readiness deferral. The due delivery
     rows of open slots are found through their slot (they carry no index entry of their own);
     every other row through DueOutbox."""
     result = DrainResult()
@@ -453,7 +451,7 @@ def _open_rows(engine: Engine, now: int) -> list[Intent]:
 def due_delivery_keys(engine: Engine, now: int, grace_ms: int, known: Iterable[str] = (), *,
                       limit_per_shard: int = 100, on_error: Callable[[str, Exception], None] | None = None,
                       indexed: bool = True) -> list[str]:
-    """The delivery rows to (re-)send now (DESIGN §5), one rule for the sweep (grace 120 s) and the
+    """The delivery rows to (re-)send now, one rule for the sweep (grace 120 s) and the
     drain route (grace 0): ``known`` (the overdue rows of open slots, found through their slot:
     they carry no index entry), then every DueOutbox hit that is still overdue once re-read (the
     index may lag). A row under a live claim is not overdue (``row_overdue``): its worker owns it.
@@ -488,7 +486,7 @@ class Queued:
 
 
 def queue_due(engine: Engine, *, limit_per_shard: int = 100) -> Queued:
-    """The drain route (issue 21, least privilege): every due row (deliveries, notifications, job
+    """The drain route (least privilege): every due row (deliveries, notifications, job
     event callbacks) gets a message on the outbox queue NOW, and the deliver function sends it. The
     trigger function itself never talks to a route or a consumer, so it holds no route secret and
     no signing secret. Idempotent: a row under a live claim is not queued, and a duplicate message
@@ -511,13 +509,13 @@ def queue_due(engine: Engine, *, limit_per_shard: int = 100) -> Queued:
 
 
 
-# -- the frozen payload of an intent (spec §10.3; note §2.1) ---------------------------------------
+# -- the frozen payload of an intent ---------------------------------------------------------------
 
 
 def delivery_payload(slot: Slot, target: Any, work: Work, route: Any) -> dict[str, Any]:
     """What an intent freezes for its route at enqueue time. The ``kind: webhook`` route keeps
-    exactly today's payload (DESIGN §12). A PixivFlow route also freezes its template context
-    (the work, the target, the slot: note §1.7) and the target's ``fields`` override, so every
+    exactly today's payload. A PixivFlow route also freezes its template context
+    (the work, the target, the slot) and the target's ``fields`` override, so every
     retry renders the same submission."""
     payload: dict[str, Any] = {"work": work.summary()}
     if slot.manual_request_id:
@@ -561,7 +559,7 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
         # An id-less target renders "" as in PixivFlow (its ledger id is derived; config.targets).
         "targetId": getattr(target, "configured_id", getattr(target, "id", None)),
         "tag": getattr(target, "filterTag", None) or getattr(target, "tag", None),
-        "topic": (getattr(target, "topic", None) or "").strip() or None,  # PixivFlow trims it (note §8)
+        "topic": (getattr(target, "topic", None) or "").strip() or None,  # PixivFlow trims it
         "workTags": list(work.tags),
         "author": work.user_name or None,
         "spoiler": (restrict or 0) > 0,

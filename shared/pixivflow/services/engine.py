@@ -15,11 +15,11 @@ _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 # The one metric of the default alarm profile: the sweep's count of what needs an operator.
 HEALTH_METRIC = "Health"
 
-LEASE_TTL_MS = 180_000  # spec §4.1
+LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
 HEARTBEAT_MS = 30_000
-OUTBOX_LEASE_MS = 120_000  # spec §10.5
-REDISPATCH_AFTER_MS = 5 * 60_000  # DESIGN §4 "Recovery"
-REDRIVE_GRACE_MS = 120_000  # DESIGN §5: the sweep re-sends rows overdue by more than this
+OUTBOX_LEASE_MS = 120_000  # an outbox row's claim: one worker talks to the route at a time
+REDISPATCH_AFTER_MS = 5 * 60_000  # the sweep re-dispatches a lease-less cell dispatched this long ago
+REDRIVE_GRACE_MS = 120_000  # the sweep re-sends rows overdue by more than this
 DEFAULT_SWEEP_INTERVAL_MS = 60_000  # template.yaml's SweepIntervalMinutes default, when SWEEP_INTERVAL_MS is unset
 
 
@@ -35,20 +35,20 @@ class Engine:
     entropy: Entropy
     logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
     metrics: Any = None
-    # The sweep's lease / missed-fire items (issue 16). None: the sweep runs without a lease and
+    # The sweep's lease / missed-fire items. None: the sweep runs without a lease and
     # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
-    outbox_rows: OutboxRows | None = None  # notification / event-callback rows (DESIGN §4 OUTBOX#...)
-    # Workflow Protocol v1 (spec §12): the job event stream, the callback sender, the resolver
+    outbox_rows: OutboxRows | None = None  # notification / event-callback rows (OUTBOX#... items)
+    # Workflow Protocol v1: the job event stream, the callback sender, the resolver
     # callback URLs are vetted with, and the callback signing secret.
     jobs: JobStore | None = None
     callbacks: CallbackSender | None = None
     resolver: Callable[[str, int], Sequence[str]] | None = None
     # The callback signing secret: None when it does not exist; SecretStoreUnavailable when the
-    # store did not answer (never cached as "no secret", issue 21).
+    # store did not answer (never cached as "no secret").
     callback_secret: Callable[[], str | None] | None = None
     # The running invocation's remaining time (Lambda's context.get_remaining_time_in_millis),
-    # set per invocation by the SQS functions: an outbox attempt never outlives it (issue 21).
+    # set per invocation by the SQS functions: an outbox attempt never outlives it.
     remaining_ms: Callable[[], float] | None = None
     # How often the stall sweep is scheduled (SWEEP_INTERVAL_MS, from SweepIntervalMinutes): the
     # sweep checks its lease against it (services.sweep.sweep_lease_ms) and reports it.
@@ -62,14 +62,14 @@ class Engine:
         extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in fields.items() if v is not None}
         try:
             getattr(self.logger, level)(message, extra=extra)
-        except Exception:  # a log line never changes what the engine does (spec §13.26)
+        except Exception:  # a log line never changes what the engine does
             pass
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is None:
             return
         if name != HEALTH_METRIC and os.environ.get("PIXIVFLOW_METRICS", "full").strip().lower() == "health":
-            return  # the health profile publishes one series (template AlarmProfile; DESIGN §11)
+            return  # the health profile publishes one series (template AlarmProfile)
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
         # One blob per metric, flushed at once: no handler decorator has to remember to flush, and

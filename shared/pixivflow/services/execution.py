@@ -1,4 +1,4 @@
-"""Execute one cell (DESIGN §2, §5; spec §3.3, §3.6, §5, §6).
+"""Execute one cell.
 
 Order of one execution, each step safe to interrupt:
   claim the cell lease -> (delivery_pending: ask the delivery ledger first) -> select a work
@@ -56,7 +56,7 @@ class LeaseLost(Exception):
 
 
 class PermitLost(Exception):
-    """The cell's permit on its source account expired and was taken (issue 24): stop its source work."""
+    """The cell's permit on its source account expired and was taken: stop its source work."""
 
 
 MAX_QUEUE_DELAY_S = 900  # SQS's DelaySeconds cap; a later due time is re-deferred, never run early
@@ -73,7 +73,7 @@ class ExecutionResult:
 
 @dataclass
 class CellRun:
-    """The execution context of one cell (spec §5.2) plus the lease it runs under."""
+    """The execution context of one cell plus the lease it runs under."""
 
     engine: Engine
     slot: Slot
@@ -83,8 +83,8 @@ class CellRun:
     last_beat: int = 0
     outbox_keys: list[str] = field(default_factory=list)
     lost_bind: str | None = None  # set when another executor bound a different work first
-    excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded (spec §12.3)
-    governor: SourceGovernor | None = None  # the source account's permits, held for this run (issue 24)
+    excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded
+    governor: SourceGovernor | None = None  # the source account's permits, held for this run
     time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
     time_budget: int | None = None  # ms the invocation had when it began (the same context's, read then)
 
@@ -137,14 +137,14 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         return ExecutionResult(slot_id, target_id, "missing")
     blocked = run_blocked(engine.config, slot)
     if blocked:
-        # Spec §1.1: a disabled (or removed) schedule's occurrences are not run, whoever asks: an
+        # A disabled (or removed) schedule's occurrences are not run, whoever asks: an
         # execution message already on its way is dropped and the stall rules end the slot.
         engine.log("warning", "cell not run: its schedule is disabled or no longer configured",
                    event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
                    schedule_id=slot.schedule_id, reason=blocked)
         return ExecutionResult(slot_id, target_id, "refused")
     if target_id not in slot.target_ids:
-        # Membership is frozen at admission (spec §13.7): a message naming another target (a
+        # Membership is frozen at admission: a message naming another target (a
         # forged or stale one) never creates a cell.
         return ExecutionResult(slot_id, target_id, "missing")
     configured = engine.config.target(target_id)
@@ -163,7 +163,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
     target = engine.config.target(target_id)
     excluded: frozenset[str] = frozenset()
     if target is not None and slot.params:
-        # A protocol job's stored params drive its run, on every (re)run (spec §12.3).
+        # A protocol job's stored params drive its run, on every (re)run.
         target, excluded = job_target(target, slot.params)
     run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
                   time_budget=time_budget) if target else None
@@ -177,7 +177,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
                 return settled
         governor: SourceGovernor | None = getattr(engine.source, "governor", None)
         if governor is not None:
-            # Issue 24: the account's maxConcurrency permits, held for the cell's whole source work.
+            # The account's maxConcurrency permits, held for the cell's whole source work.
             admission = governor.admit(owner)
             if not admission.granted:
                 return _defer(engine, run.cell, owner, admission)
@@ -187,7 +187,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         except PermitLost:
             return _defer(engine, run.cell, owner, Admission(False, engine.now(), "pixiv_account_busy"))
         except DownloadIncomplete as exc:
-            # Issue 24: not an attempt-burning failure; the next invocation resumes at the first
+            # Not an attempt-burning failure: the next invocation resumes at the first
             # missing file, on the same binding.
             engine.log("info", "work partly stored; the cell resumes it in the next invocation",
                        event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
@@ -224,17 +224,17 @@ BUSY_POLL_MAX_MS = 64_000
 
 
 def busy_poll_ms(times_waited: int) -> int:
-    """How long a cell that found every permit held waits before asking again (issue 24, the
-    store brief's item 5): the holder's lease end is only the latest its permit can be free (a
-    holder that dies stops renewing; one that finishes releases at once, usually within seconds),
-    so the waiter asks again after 2 s, doubling each time it is refused again, never later than
-    the lease end. Each ask is one invocation and one conditional take: the permits still decide."""
+    """How long a cell that found every permit held waits before asking again: the holder's lease
+    end is only the latest its permit can be free (a holder that dies stops renewing; one that
+    finishes releases at once, usually within seconds), so the waiter asks again after 2 s,
+    doubling each time it is refused again, never later than the lease end. Each ask is one
+    invocation and one conditional take: the permits still decide."""
     return int(min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited)))
 
 
 def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
            progress: dict[str, int] | None = None) -> ExecutionResult:
-    """Hand the cell back to its queue until its account can take it (issue 24): no attempt used,
+    """Hand the cell back to its queue until its account can take it: no attempt used,
     the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
     report says what it waited for."""
     now = engine.now()
@@ -257,7 +257,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
 
 
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
-    """Spec §3.6 / §10.8 for a delivery_pending single-work cell. None means: run it."""
+    """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it."""
     state = engine.ledger.load(run.slot.slot_id)
     verdict = cell_delivery_state(engine, state, run.target.id) if state else delivery_state(run.target.routes(), [])
     now = engine.now()
@@ -276,19 +276,19 @@ def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
 
 
 def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOutcome, run: CellRun | None) -> ExecutionResult:
-    """Write an outcome onto the cell (spec §3.3), then dispatch what it implies."""
+    """Write an outcome onto the cell, then dispatch what it implies."""
     effect = decide(outcome, cell.work_id)
     now = engine.now()
     report = bounded_report(outcome.scan) if outcome.scan is not None else None
     waited = (cell.candidate_report or {}).get("waited")
     if waited:
-        report = {**(report or {}), "waited": waited}  # issue 24: the report keeps that the cell waited
+        report = {**(report or {}), "waited": waited}  # the report keeps that the cell waited
     slot_id, target_id = slot.slot_id, cell.target_id
     if effect.retry:
         delay = retry_delay_s(cell.attempt_count)
         cooling = run.governor.cooldown_until() - now if run is not None and run.governor is not None else 0
         if cooling > 0:
-            # Issue 24: a cell blocked by its account's cooldown is retried once, when it ends,
+            # A cell blocked by its account's cooldown is retried once, when it ends,
             # not every 30 s meanwhile (each early retry would only be refused again).
             delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
@@ -306,7 +306,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         engine.ledger.release_cell(slot_id, target_id, owner, now)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
     if effect.to_status == cell.status:
-        # A same-state move is a no-op (spec §3.2), but what it implies still happens: a resumed
+        # A same-state move is a no-op, but what it implies still happens: a resumed
         # delivery_pending cell re-sends the messages of its still-actionable outbox rows.
         engine.ledger.release_cell(slot_id, target_id, owner, now)
         if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
@@ -343,10 +343,10 @@ def _hand_over_rows_of_ended_cell(engine: Engine, slot_id: str, target_id: str, 
     """The cell ended (a consumer's cancel, the timeout) while this run was writing its delivery
     rows: a cancel that read the slot before the rows existed commits without them, and may close
     the slot before this run sees the refusal. The rows are still ``pending``, and nothing else
-    would ever end them (spec §13.7; make sim seed 738): the sweep re-drives only rows of open
-    slots and indexed rows. So index them (the sweep finds them even if the messages are lost)
-    and send them; the deliverer that claims one re-reads the cell, sees it ended and dead-letters
-    the row unposted (§10.5 step 1), so no post follows the committed cancel."""
+    would ever end them: the sweep re-drives only rows of open slots and indexed rows. So index
+    them (the sweep finds them even if the messages are lost) and send them; the deliverer that
+    claims one re-reads the cell, sees it ended and dead-letters the row unposted, so no post
+    follows the committed cancel."""
     if not keys:
         return
     state = engine.ledger.load(slot_id)
@@ -366,7 +366,7 @@ def _send_outbox(engine: Engine, keys: list[str]) -> None:
     send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
 
 
-# -- the target handler (spec §5.6) ----------------------------------------------------------
+# -- the target handler ----------------------------------------------------------------------
 
 
 def run_target(run: CellRun) -> TargetOutcome:
@@ -377,10 +377,10 @@ def run_target(run: CellRun) -> TargetOutcome:
 
 
 def _fatal(exc: FatalSourceError) -> TargetOutcome:
-    """A source that cannot work until an operator acts ends the cell at once (issue 10).
+    """A source that cannot work until an operator acts ends the cell at once.
 
     Explicit mapping: ``AuthenticationError`` -> scan outage ``pixiv_auth_failure`` -> terminal
-    ``auth_failed`` (spec §8.1 policy: not retryable); any other -> its own ``reason`` as the
+    ``auth_failed`` (not retryable); any other -> its own ``reason`` as the
     head of the error text (e.g. ``configuration_error``)."""
     outages = [JobLevelOutage.PIXIV_AUTH_FAILURE.value] if exc.reason == "auth_failed" else []
     text = str(exc) if str(exc).startswith(f"{exc.reason}:") else f"{exc.reason}: {exc}"
@@ -391,7 +391,7 @@ def _run_target(run: CellRun) -> TargetOutcome:
     target = run.target
     if target.single_work and run.locked_work_id:
         return _continue_locked(run, run.locked_work_id)
-    # Every selection rule is the domain's (spec §6.1); the source only answers the plan's queries.
+    # Every selection rule is the domain's; the source only answers the plan's queries.
     # The seed makes a random target shuffle the same way every time this cell is re-run.
     plan = plan_selection(target.criteria(), occurrence_date=run.slot.occurrence_date, seed=run.owner_key)
     if plan.pinned_id is not None:
@@ -402,7 +402,7 @@ def _run_target(run: CellRun) -> TargetOutcome:
             return run_topic(run, _select)
         selection = _search(run, plan)
     except PaginationError as exc:
-        # Never downgraded to "no results" (spec §6.4). A pager that does not advance is a
+        # Never downgraded to "no results". A pager that does not advance is a
         # deterministic fault: retrying would only spin until the timeout, so fail plainly.
         return TargetOutcome.failed(f"{PaginationError.code}: {exc}", retryable=False)
     except FatalSourceError:
@@ -416,7 +416,7 @@ def _run_target(run: CellRun) -> TargetOutcome:
 
 
 def _search(run: CellRun, plan: Plan) -> Selection:
-    """Page the plan's queries. Paging is bounded by the plan's over-fetch bound (spec §6.4),
+    """Page the plan's queries. Paging is bounded by the plan's over-fetch bound,
     never by the source running out: a popular tag has thousands of works."""
     source = run.engine.source
 
@@ -428,7 +428,7 @@ def _search(run: CellRun, plan: Plan) -> Selection:
 
 
 def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
-    """``illustId`` / ``novelId``: that work alone, fetched by id (spec §6.1). It is never searched
+    """``illustId`` / ``novelId``: that work alone, fetched by id. It is never searched
     for and never replaced: when it is gone the cell fails LOCKED_WORK_UNAVAILABLE-style."""
     target, work_id = run.target, str(plan.pinned_id)
     try:
@@ -518,9 +518,9 @@ def _select(run: CellRun, selection: Selection) -> TargetOutcome:
 
 
 class _RouteOwners:
-    """Which candidates another cell already holds on one of the routes (spec §10.1), read in
+    """Which candidates another cell already holds on one of the routes, read in
     chunks as the scan reaches them, not all at once: a limit-1 cell usually takes one of its first
-    few candidates, and each unread key would cost a read unit (issue 14). The reads are eventually
+    few candidates, and each unread key would cost a read unit. The reads are eventually
     consistent: they only spare a doomed attempt; the conditional route reservation decides."""
 
     def __init__(self, run: CellRun, routes: list[str], candidates: list[Work], limit: int) -> None:
@@ -586,15 +586,15 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     except _Filtered as exc:
         # A content-side rule (aiMetadataCheck, the novel language filter): nothing was committed,
         # so the candidate is given back and the scan goes on. An aiMetadataCheck hit keeps its
-        # route reservations: that is "remembered as seen" here (note §5), so a later cell skips it
-        # as a duplicate without downloading it again; only the binding is given back.
+        # route reservations: that is "remembered as seen" here (as PixivFlow does), so a later
+        # cell skips it as a duplicate without downloading it again; only the binding is given back.
         _undo(run, work, [] if str(exc) == AI_MARKED else reserved)
         scan.skipped.append(CandidateSkip(SkipCode.FILTERED, work.work_id, str(exc)[:200]))
         return "skipped"
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         if verdict.outage or isinstance(exc, SourceOutage):
-            # The source as a whole is down or cooling down (issue 10): the next candidate would
+            # The source as a whole is down or cooling down: the next candidate would
             # fail the same way. Stop the scan and KEEP the binding, so the retry continues THIS
             # work after the cooldown; only the route reservations are given back.
             _undo(run, work, reserved, keep_binding=True)
@@ -611,7 +611,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     if routes:
         _enqueue(run, work, routes, files)
     elif engine.config.dry_run(target):
-        # pixivflow.shadow.json (issue 23): selected and stored, the choice recorded, nothing posted.
+        # pixivflow.shadow.json: selected and stored, the choice recorded, nothing posted.
         engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
                    event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
                    work_type=work.work_type, artifact_key=prefix)
@@ -627,7 +627,7 @@ AI_MARKED = "excluded by aiMetadataCheck: the first page carries AI generator me
 
 
 class DownloadIncomplete(Exception):
-    """Issue 24: the invocation has no time left for the next file's worst case; the files stored so
+    """The invocation has no time left for the next file's worst case; the files stored so
     far stay, the cell keeps its binding and is handed back to its queue to resume there."""
 
     def __init__(self, stored: int, total: int) -> None:
@@ -641,19 +641,17 @@ AI_CHECK_BYTES = 2 * 1024 * 1024  # PixivFlow scans the first 2 MiB of an image 
 
 
 def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters: bool = False) -> tuple[Work, list[StoredFile]]:
-    """The work's files in the store, all of them (DESIGN §12: before any intent is recorded; the
-    intents then record what was stored, issue 25); the work as the content rules left it (a
-    detected language). ``filters``: apply the content-side rules (a fresh candidate; raises
-    ``_Filtered``).
+    """The work's files in the store, all of them (before any intent is recorded; the intents
+    then record what was stored); the work as the content rules left it (a detected language).
+    ``filters``: apply the content-side rules (a fresh candidate; raises ``_Filtered``).
 
     A ``resumed`` work (a bound cell run again: a hand-back, or a crash before its intents)
     re-uses every file an earlier run stored whole (the store checks each object's checksum), so
     a retry PUTs only what is missing and downloads nothing a streamed run already stored.
     A source that plans its files (the Pixiv source: an illustration's pages and the previews its
-    routes send, a ugoira's zip, a novel's text, inline images, Markdown and cover; issue 24 and
-    the novels brief) has them streamed one at a time, a resumed work starting at its first
-    missing file; each starts only when the invocation's time left covers its worst case.
-    Other sources hand over the whole work."""
+    routes send, a ugoira's zip, a novel's text, inline images, Markdown and cover) has them
+    streamed one at a time, a resumed work starting at its first missing file; each starts only
+    when the invocation's time left covers its worst case. Other sources hand over the whole work."""
     engine, target = run.engine, run.target
     planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
@@ -766,7 +764,7 @@ def _drop_previews(run: CellRun, work: Work, prefix: str, out: list[StoredFile],
 
 
 def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
-    """aiMetadataCheck and the novel language filter (spec §6.1; note §3) on the fetched files."""
+    """aiMetadataCheck and the novel language filter on the fetched files."""
     target = run.target
     if target.aiMetadataCheck and work.work_type == "illustration" and files and has_ai_file_markers(files[0].content):
         raise _Filtered(AI_MARKED)
@@ -776,7 +774,7 @@ def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
 
 
 def _language_rule(run: CellRun, work: Work, text: str) -> Work:
-    """The novel language filter (spec §6.1; note §3) on the novel's text."""
+    """The novel language filter on the novel's text."""
     target = run.target
     if target.languageFilter:
         verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
@@ -796,7 +794,7 @@ def _watched(chunks: Iterable[bytes], head: bytearray | None) -> Iterator[bytes]
 
 
 def _file_fits(run: CellRun, worst_case_ms: int) -> bool:
-    """Start a file only when the time left covers its worst case plus a second (issue 24). A file
+    """Start a file only when the time left covers its worst case plus a second. A file
     whose worst case no invocation could cover (more than this invocation's whole budget, both
     read from the Lambda context) is started anyway: waiting would never help."""
     if run.time_left is None:
@@ -827,7 +825,7 @@ def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = F
 
 def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile]) -> None:
     """One intent per route, created insert-if-absent: a re-run finds the same rows. Each records
-    the work's stored files (issue 25: the ledger is the store's commit record)."""
+    the work's stored files (the ledger is the store's commit record)."""
     engine, slot = run.engine, run.slot
     now = engine.now()
     for route in routes:
@@ -848,7 +846,7 @@ def _row(run: CellRun, work: Work, route: str, now: int, **fields: Any) -> Inten
 
 
 def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
-    """Recovery (spec §5.6): process only the bound work; never search, never substitute."""
+    """Recovery: process only the bound work; never search, never substitute."""
     engine, target = run.engine, run.target
     work_type = run.cell.work_type or target.type
     if not work_id.isdigit():
@@ -882,9 +880,9 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
     # Some routes only: the others went to another slot's cell bound to the same work. Each such
     # route is recorded on this cell as a duplicate BEFORE the held routes are queued, so that the
-    # cell's delivery verdict (every configured route confirmed, spec §10.8) can complete. Without
-    # it two recovering cells that split a work's routes between them waited forever, each for the
-    # route the other holds (make sim seeds 3574, 8143, 8761: slots running, cells delivery_pending).
+    # cell's delivery verdict (every configured route confirmed) can complete. Without it two
+    # recovering cells that split a work's routes between them would wait forever, each for the
+    # route the other holds.
     _record_taken(run, work, taken)
     _enqueue(run, work, [r for r, _ in held], files)
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)

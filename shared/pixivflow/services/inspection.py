@@ -1,4 +1,4 @@
-"""What an operator looks at (issue 12): the read model behind ``pixivflow slots|schedules|outbox|jobs``
+"""What an operator looks at: the read model behind ``pixivflow slots|schedules|outbox|jobs``
 and the ``/ui`` page, plus the one write an operator makes on purpose (a dead row's redrive).
 
 Everything here reads through the ports only, so the same views come out of a deployed stack (the
@@ -171,7 +171,7 @@ TRIGGER_KINDS = (SCHEDULED, REFETCH, JOB)
 def trigger_kind(reads: Reads, manual_request_id: str | None) -> str:
     """What opened a slot, as an operator names it: ``scheduled`` (a cron fire or a run of the
     schedule), ``refetch`` (an operator's refetch of one target) or ``job`` (a protocol job). A
-    refetch and a job both open a manual slot; the request key's record says which (spec §12.3)."""
+    refetch and a job both open a manual slot; the request key's record says which."""
     if not manual_request_id:
         return SCHEDULED
     record = reads.ledger.get_request_key(manual_request_id) or {}
@@ -346,7 +346,7 @@ def show_slot(reads: Reads, slot_id: str) -> dict[str, Any]:
             state.slot.target_ids.index(i.target_id) if i.target_id in state.slot.target_ids else 999, i.route, i.work_id))],
         "notifications": _notifications(reads, state),
         "events": _events(reads, state),
-        # the persisted outcome record (``schedule.outcome``) and execution summary (spec §13.24)
+        # the persisted outcome record (``schedule.outcome``) and execution summary
         "outcome": ((outcome or {}).get("detail") or {}).get("outcome"),
         "summary": ((outcome or {}).get("detail") or {}).get("summary"),
     }
@@ -455,7 +455,7 @@ def outbox_list(reads: Reads, status: str | None = None) -> list[dict[str, Any]]
 
 
 def kind_of(key: str) -> str:
-    """The outbox family a key belongs to, by its shape (spec §10.2 keys)."""
+    """The outbox family a key belongs to, by its shape."""
     if key.startswith(INTENT_PREFIX):
         return DELIVERY
     if key.startswith(CALLBACK_PREFIX):
@@ -464,12 +464,12 @@ def kind_of(key: str) -> str:
 
 
 def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
-    """Re-arm one ``dead`` outbox row on purpose (spec §10.4 ``requeue``), conditionally.
+    """Re-arm one ``dead`` outbox row on purpose, conditionally.
 
     Refused (``InspectionError("refused")``) when the row is not dead, or when it is a delivery
     whose cell already ended without a submission: that cell's outcome is final (its record was
     written, maybe notified), so delivering now would leave a downstream record for an
-    occurrence that says it failed (spec §13.3). A refetch is the way to deliver a new work then.
+    occurrence that says it failed. A refetch is the way to deliver a new work then.
     When the queues are known the row is sent at once; otherwise the sweep re-drives it (at its
     first tick past the 120 s re-drive grace: about three minutes with a minute sweep)."""
     kind = kind or kind_of(key)
@@ -485,7 +485,7 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
         if intent.outbox_status != "dead":
             raise InspectionError("refused", f"outbox row {key} is {intent.outbox_status}, not dead: nothing to redrive")
         cell = reads.ledger.get_cell(slot_id, target_id)
-        # A Telegram review recorded uncertain is the exception (issue 23): its dead-letter hint
+        # A Telegram review recorded uncertain is the exception: its dead-letter hint
         # says a redrive re-sends it on purpose; the cell's outcome stays as it ended.
         if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and intent.remote_status != "uncertain":
             reason = f" ({cell.terminal_reason_code})" if cell.terminal_reason_code else ""
@@ -562,7 +562,7 @@ def pause_view(schedule_id: str, pause: Any) -> dict[str, Any]:
 
 
 def set_paused(reads: Reads, schedule_id: str, paused: bool, *, by: str | None) -> dict[str, Any]:
-    """Pause or resume one schedule of the config (issue 26), conditionally: a schedule that is
+    """Pause or resume one schedule of the config, conditionally: a schedule that is
     already in that state is refused (``InspectionError("refused")``) and nothing changes; an id
     the config does not name is ``not_found`` (no item is written for a typo)."""
     config = reads.config

@@ -1,4 +1,4 @@
-"""The job event stream (spec §12.5, §13.22, §13.23): reconcile, page, ack, repair.
+"""The job event stream: reconcile, page, ack, repair.
 
 The stream is a projection of the ledger: whatever the job's durable state implies
 (``job.requested``; ``job.execution_started`` once it started; the terminal kind once it ended)
@@ -28,8 +28,8 @@ from .engine import Engine
 from .messages import outbox_body
 
 CALLBACK_KIND = "event_callback"
-CALLBACK_MAX_ATTEMPTS = 8  # spec §10.9: a flaky consumer URL must converge, not retry forever
-REPAIR_LIMIT = 50  # spec §12.5: jobs one repair pass looks at
+CALLBACK_MAX_ATTEMPTS = 8  # a flaky consumer URL must converge, not retry forever
+REPAIR_LIMIT = 50  # jobs one repair pass looks at
 APPEND_RETRIES = 25
 
 
@@ -38,7 +38,7 @@ def callback_key(job_id: str, evt_id: str) -> str:
 
 
 def load_job(engine: Engine, job_id: str) -> tuple[SlotState, dict[str, Any]]:
-    """The slot and its Job projection; 404 for an unknown job, 500 job_cell_missing (spec §12.4)."""
+    """The slot and its Job projection; 404 for an unknown job, 500 job_cell_missing."""
     state = engine.ledger.load(job_id)
     if state is None:
         raise unknown_job(job_id)
@@ -148,7 +148,7 @@ def _resolve(events: list[StoredEvent], value: str | None) -> tuple[int, int] | 
 
 
 def events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``$defs/EventPage`` (spec §12.5)."""
+    """``$defs/EventPage``."""
     after, unacked_only = parse_event_query(query)
     _, job = load_job(engine, job_id)
     stream = reconcile(engine, job)
@@ -166,7 +166,7 @@ def events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) ->
 
 
 def ack(engine: Engine, job_id: str, payload: Any) -> dict[str, Any]:
-    """``$defs/AckResult``: monotonic, idempotent; unknown/foreign/older ids are no-ops (spec §12.5)."""
+    """``$defs/AckResult``: monotonic, idempotent; unknown/foreign/older ids are no-ops."""
     ack_through = parse_ack_body(payload)
     _, job = load_job(engine, job_id)
     stream = reconcile(engine, job)

@@ -1,7 +1,7 @@
-"""Workflow Protocol v1 jobs (spec §12.3, §12.4, §12.7): admission, lookup, cancel.
+"""Workflow Protocol v1 jobs: admission, lookup, cancel.
 
-A job IS a manual slot. ``POST /jobs`` and the legacy refetch route share ONE identity space
-(spec §13.21): the request item ``REQUEST#<key>`` (written first, insert-if-absent) names the
+A job IS a manual slot. ``POST /jobs`` and the legacy refetch route share ONE identity space:
+the request item ``REQUEST#<key>`` (written first, insert-if-absent) names the
 slot ``<plan>@manual-<key lower-cased>`` forever, so the same key through either route, in either
 order, across restarts and concurrent calls, names the same slot and the same job. The first
 writer of the key also fixes its params and its declared callback.
@@ -46,7 +46,7 @@ def _resolver(engine: Engine) -> Callable[[str, int], Sequence[str]]:
     return resolve
 
 
-# -- target resolution (spec §12.3) -------------------------------------------------------------
+# -- target resolution -------------------------------------------------------------------------
 
 
 def carries_refetch_correlation(config: PixivFlowConfig, target: TargetConfig) -> bool:
@@ -156,7 +156,7 @@ def submit(engine: Engine, body: Any) -> Submission:
     admission = admit(engine, manual_slot(engine, plan, target.id, key, task.correlation_id, params=task.params))
     slot = admission.slot
     if slot.manual_request_id != key or slot.schedule_id != plan.id or list(slot.target_ids) != [target.id]:
-        # The derived slot id is owned by another spelling of the key (spec §12.3).
+        # The derived slot id is owned by another spelling of the key.
         raise _conflict("idempotency key already names another job", slot.slot_id)
     if slot.params is not None and canonical_json(slot.params) != task.params_json:
         raise _conflict("idempotency key was first used with different params", slot.slot_id)
@@ -200,7 +200,7 @@ def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
     return [project_job(state.slot, state.first_cell(), state.intents, engine.now())]
 
 
-# -- cancel (spec §12.7) ------------------------------------------------------------------------------
+# -- cancel ------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -211,15 +211,15 @@ class Cancellation:
 
 
 def cancel(engine: Engine, job_id: str) -> Cancellation:
-    """Spec §12.7: fail every open cell with ``cancelled_by_consumer`` and cancel every actionable
-    outbox row of theirs, in one atomic commit conditioned on the state read; idempotent; never
-    waits (issue 21: it used to wait up to 10 s for a post in flight, then answer 409).
+    """Fail every open cell with ``cancelled_by_consumer`` and cancel every actionable outbox row
+    of theirs, in one atomic commit conditioned on the state read; idempotent; never waits for a
+    post in flight.
 
     A row a worker holds right now (``processing``, lease live) is cancelled like any other; the
     post it may be making settles afterwards by these rules (README "Cancel"):
 
     * no claim can succeed after the commit (the row is ``cancelled``), and a worker that claimed
-      before it re-reads the cell after its claim (§10.5 step 1) and posts nothing if it sees the
+      before it re-reads the cell after its claim and posts nothing if it sees the
       cancel;
     * a post already under way may still reach the downstream; its answer is not recorded (the
       lease holder's settle is refused: the row stays ``cancelled``, the cell ``failed``, the job
@@ -247,10 +247,10 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
             break
         now = engine.now()
         # A Telegram review row that began posting is left out: an earlier attempt marked it
-        # ``sending`` and saved nothing (seed 106), or saved its posts and the control plane
-        # refused the record (seed 739), so the review may be in the chat with no record of it;
-        # cancelled, no attempt would ever come to record it ``uncertain`` (issue 23; make sim's
-        # routes world). The route's uncertain path settles it (delivery._settle_ended_post).
+        # ``sending`` and saved nothing, or saved its posts and the control plane refused the
+        # record, so the review may be in the chat with no record of it; cancelled, no attempt
+        # would ever come to record it ``uncertain``. The route's uncertain path settles it
+        # (delivery._settle_ended_post).
         rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable and not i.began_posting]
         submitted = any(c.status == CellStatus.SUBMITTED for c in cells)
         if _cancel_in_chunks(engine, state, open_cells, rows, "partial" if submitted else "failed", message, now):
@@ -263,11 +263,10 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         if refused > CANCEL_RETRIES:
             raise LedgerUnavailable(f"cancel of {job_id} kept losing races")
     # The downstream may hold the work of a row in flight now, of a row whose worker died between
-    # its post and its settle (still ``processing``, its lease lapsed: seed 6093), and of a row an
-    # earlier attempt already posted (its answer was lost, or failed after the downstream took it:
-    # seed 1123): they keep their works reserved (spec §13.2: one delivery per work and route;
-    # make sim found another slot sending the same work again). Only the works of rows no attempt
-    # can have posted go back to the pool.
+    # its post and its settle (still ``processing``, its lease lapsed), and of a row an earlier
+    # attempt already posted (its answer was lost, or failed after the downstream took it): they
+    # keep their works reserved (one delivery per work and route: freed, another slot could send
+    # the same work again). Only the works of rows no attempt can have posted go back to the pool.
     held = {i.idempotency_key for i in cancelled_rows if i.may_be_downstream}
     for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:

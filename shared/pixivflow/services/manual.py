@@ -1,10 +1,10 @@
-"""Manual refetch: one target, one request id, one durable slot (spec §11.3, §12.3, §12.6).
+"""Manual refetch: one target, one request id, one durable slot.
 
 A refetch asks for a fresh work for ONE target, outside the cron. It gets its own slot
 ``<planId>@manual-<requestId lower-cased>`` holding exactly that target's cell, occurrence = now,
 label ``manual``, trigger source ``manual`` and the frozen slot name ``审核群重抓``.
 
-Identity (DESIGN §4 "manual identity"): the request item ``REQUEST#<key>`` is written with
+Identity: the request item ``REQUEST#<key>`` is written with
 ``attribute_not_exists`` first, then the slot (insert-if-absent, inside ``admit``). Every
 prefix of that sequence is completed by the next call with the same request id, because the
 slot id is a pure function of (plan, key) and both writes are idempotent:
@@ -14,7 +14,7 @@ slot id is a pure function of (plan, key) and both writes are idempotent:
 * concurrent calls: one request item wins, every caller names the same slot id, and the slot
   put is insert-if-absent, so there is one slot however the calls interleave.
 
-Dispositions (DESIGN §4): ``already_completed`` when the slot is success/partial; ``accepted``
+Dispositions: ``already_completed`` when the slot is success/partial; ``accepted``
 when this call sent the cell's execution message (or nothing is left to run); ``queued``
 when no message went out by this call: sending failed (the slot stays durable and the sweep
 dispatches it) or the cell is being executed under a live lease right now.
@@ -76,7 +76,7 @@ def manual_slot_id(plan_id: str, key: str) -> str:
 
 
 def plan_for_target(config: PixivFlowConfig, target_id: str) -> ScheduleConfig:
-    """The one enabled plan that selects ``target_id`` (spec §12.3, legacy resolution)."""
+    """The one enabled plan that selects ``target_id`` (the refetch route's resolution)."""
     plans = [s for s in config.schedules if s.enabled and any(t.id == target_id for t in config.targets_for(s))]
     if not plans:
         raise ManualRequestError(404, UNKNOWN_TARGET)
@@ -106,7 +106,7 @@ def _manual_occurrence(plan: ScheduleConfig, slot_id: str, now_ms: int) -> Occur
 def manual_slot(engine: Engine, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None,
                 params: dict[str, Any] | None = None) -> Slot:
     """The slot a refetch (or a protocol job) opens: the plan's fields, but ONLY the requested
-    target's cell. ``params`` are a job's stored retrieval params (spec §12.3)."""
+    target's cell. ``params`` are a job's stored retrieval params."""
     slot_id = manual_slot_id(plan.id, key)
     occ = _manual_occurrence(plan, slot_id, engine.now())
     return new_slot(engine, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
@@ -130,10 +130,10 @@ def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str
         "kind": "refetch", "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target_id, "createdAt": now,
     })
     if not created and (record.get("slotRef") != slot_id or record.get("targetId") != target_id):
-        # The id already names a slot of another target or plan (spec §12.3: legacy conflict).
+        # The id already names a slot of another target or plan: a conflict.
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
 
-    # The same key may have come through POST /jobs first (one identity space, spec §13.21): if
+    # The same key may have come through POST /jobs first (one identity space): if
     # that admission died before its slot was written, this call writes it with the job's params.
     params = _job_params(record) if not created else None
     admission = admit(engine, manual_slot(engine, plan, target_id, key, correlation_id, params=params))
@@ -169,7 +169,7 @@ def _disposition(admission: Admission) -> str:
     return QUEUED
 
 
-# -- status (spec §12.6) ----------------------------------------------------------------
+# -- status ----------------------------------------------------------------------------
 
 
 def find_refetch(engine: Engine, target_id: str, request_id: str) -> tuple[Slot, Cell | None] | None:

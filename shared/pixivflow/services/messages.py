@@ -1,4 +1,4 @@
-"""Queue message bodies (DESIGN §5), validated by pydantic."""
+"""Queue message bodies, validated by pydantic."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..ports import OutgoingMessage
 
 
 class ExecutionMessage(BaseModel):
-    # built on the first message validated (issue 25): the trigger and the sweep only send them
+    # built on the first message validated: the trigger and the sweep only send them
     model_config = ConfigDict(extra="ignore", defer_build=True)
     slotId: str = Field(min_length=1, max_length=300)
     targetId: str = Field(min_length=1, max_length=64)

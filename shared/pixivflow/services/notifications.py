@@ -1,4 +1,4 @@
-"""Outcome notifications (pixivflow-delivery note §3; spec §10.2 keys): durable ``notification``
+"""Outcome notifications, as PixivFlow sends them: durable ``notification``
 outbox rows, each sent at most once per key by the outbox worker.
 
 When a slot turns terminal, the rollup calls :func:`enqueue_terminal_notifications` BEFORE it
@@ -92,7 +92,7 @@ def _target_entry(engine: Engine, cell: Cell) -> dict[str, Any]:
 
 
 def schedule_outcome(engine: Engine, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
-    """The schedule summary body (TelePost contract §4)."""
+    """The schedule summary body TelePost takes."""
     return {
         "schedule_id": slot.schedule_id,
         "slot_id": slot.slot_id,
@@ -113,7 +113,7 @@ def _summary_text(slot: Slot, cells: list[Cell], status: str) -> str:
 
 
 def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
-    """The refetch verdict body (TelePost contract §3), or None when the refetch delivered."""
+    """The refetch verdict body TelePost takes, or None when the refetch delivered."""
     if cell.status in (CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE):
         disposition = "no_alternative"
     elif cell.status == CellStatus.FAILED:
@@ -127,7 +127,7 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     body: dict[str, Any] = {
         "request_id": slot.manual_request_id,
         "disposition": disposition,
-        # PixivFlow's newest body (note §8): the closed-vocabulary code beside the human reason
+        # PixivFlow's newest body: the closed-vocabulary code beside the human reason
         "reason_code": cell.terminal_reason_code,
         "reason": cell.terminal_reason_message or cell.last_error or cell.terminal_reason_code,
         "skipped": {"total": len(skips), "duplicate": duplicate, "invalid": len(skips) - duplicate - unavailable,
@@ -201,7 +201,7 @@ def enqueue_terminal_notifications(engine: Engine, slot: Slot, cells: list[Cell]
 
 
 def send_notification(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
-    """One attempt of a notification row (note §3 ``notifyOnce``): 2xx is done, any other answer
+    """One attempt of a notification row (PixivFlow's ``notifyOnce``): 2xx is done, any other answer
     raises with its status (4xx dead-letters, 429/5xx retries). The route's own ``timeoutMs``
     bounds the request; ``timeout_s`` only decided that the attempt could start."""
     payload = row.payload or {}

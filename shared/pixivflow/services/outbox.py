@@ -1,4 +1,4 @@
-"""The generic outbox rows' worker (spec §10.4, §10.5; DESIGN §4 ``OUTBOX#<kind>#<key>``, §5).
+"""The generic outbox rows' worker (items ``OUTBOX#<kind>#<key>``).
 
 Delivery intents carry their own outbox row (``services.delivery``). Every OTHER kind of row —
 ``notification`` and ``event_callback`` — is an :class:`OutboxRow` of the ``OutboxRows`` port,
@@ -7,7 +7,7 @@ claimed under a 120 s lease by a conditional write that also COUNTS the attempt,
 one call of the kind's sender, and the attempt budget lives on the row, never in SQS's receive
 count.
 
-Every attempt ends (issue 21). Its deadline is the smaller of the kind's own timeout and the
+Every attempt ends. Its deadline is the smaller of the kind's own timeout and the
 invocation's remaining time minus :data:`SETTLE_MARGIN_MS` (the time to record the result); a
 record that cannot get :data:`MIN_ATTEMPT_MS` is handed back to its queue BEFORE the claim
 (:class:`NoTimeLeft`, a batch item failure), so it uses no attempt. Because the claim counts the
@@ -17,7 +17,7 @@ spent that way dead-letters the row without sending again.
 A sender is ``sender(engine, row, timeout_s) -> None``: returning is success; raising ``NotReady``
 releases the row without consuming an attempt; a :class:`SecretStoreUnavailable` (the secret
 store did not answer: never "no secret") releases it too and fails the record so SQS retries it;
-any other exception is classified (spec §10.7; an ``OutboxAttemptError`` carries the endpoint's
+any other exception is classified (an ``OutboxAttemptError`` carries the endpoint's
 status, or its own verdict) into retry with backoff or dead. Register a kind with
 :func:`register_row_kind`.
 """
@@ -224,7 +224,7 @@ def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str,
 
 
 def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
-    """The sweep's re-drive of generic rows (DESIGN §5): rows due more than 120 s ago, or
+    """The sweep's re-drive of generic rows: rows due more than 120 s ago, or
     processing past their lease, get their message again."""
     send = due_row_keys(engine, engine.now(), REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard)
     if not send:

@@ -1,4 +1,4 @@
-"""May a slot still run? Its schedule decides (spec §1.1, §7.1).
+"""May a slot still run? Its schedule decides.
 
 A disabled schedule (plan) is not instantiated, not triggerable and not recoverable in
 PixivFlow; a schedule removed from the config is the same as far as its occurrences go. So
@@ -8,7 +8,7 @@ cell of such a slot: the slot is left to the stall rules, which end it ``queued_
 
 Manual slots (refetch, and protocol jobs: ``trigger_source = manual``) are named after the
 plan they were admitted under. While that plan is configured, its ``enabled`` flag rules them
-exactly like a cron occurrence (§7.1 makes no exception). A manual slot whose plan is no longer
+exactly like a cron occurrence (no exception). A manual slot whose plan is no longer
 in the config at all was an explicit request, not an occurrence of that plan; it keeps running
 (and being recovered) as before.
 """

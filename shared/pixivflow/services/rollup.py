@@ -1,4 +1,4 @@
-"""Slot rollup (spec §3.4 with DESIGN §4's per-cell rules) and delivery settlement (§10.6).
+"""Slot rollup and delivery settlement (``docs/explanation/ledger.md``).
 
 Rollup converges only what needs no live lease: abandoned or confirmed deliveries of cells
 nobody holds. It never fails a sibling that is still pending/selected (it may just be queued);
@@ -31,7 +31,7 @@ def routes_of(engine: Engine, target_id: str) -> list[str]:
 
 
 def cell_delivery_state(engine: Engine, state: SlotState, target_id: str) -> DeliveryState:
-    """The delivery ledger's verdict on one cell (spec §10.8). A target whose routes were removed
+    """The delivery ledger's verdict on one cell. A target whose routes were removed
     from the config is judged by the routes its intents name: its ledger still speaks."""
     intents = state.intents_for(target_id)
     routes = routes_of(engine, target_id) or sorted({i.route for i in intents})
@@ -57,14 +57,14 @@ def handed_over(state: SlotState, cell: Any) -> bool:
 def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
     """Open cells whose progress belongs to the outbox: every delivery_pending cell, and a handed-over
     selected cell while one of its rows is in flight. The sweep's timeout and stall rules never fail
-    these (a row being posted could be recorded downstream, spec §13.3); the outbox's attempt
+    these (a row being posted could be recorded downstream); the outbox's attempt
     budget and dead-letter path end them, and converge_deliveries settles them.
 
     In flight means a row that exists and is still the outbox's, not the delivery verdict "live":
     that verdict also covers a fan-out cell some of whose routes confirmed while another route has
     no row at all. Its executor died between two of its rows' writes; only an executor's re-run
     writes the missing one, so when no re-dispatch rescues it the stall and timeout rules must end
-    it (make sim's routes world, seed 5206: the cell stayed `selected` and its job `running` for ever)."""
+    it, or the cell stays `selected` and its job `running` for ever."""
     owned = set()
     for cell in state.snapshot_cells():
         if cell.status == CellStatus.DELIVERY_PENDING:
@@ -76,13 +76,13 @@ def owned_by_outbox(engine: Engine, state: SlotState) -> set[str]:
 
 def settle_delivered_handover(engine: Engine, state: SlotState, cell: Any, now: int) -> bool | None:
     """Submit a handed-over cell every route of which confirmed, whoever holds its lease: the ACKs
-    decided it (spec §10.8), as the deliverer's own settle would have, which leaves an executor's
+    decided it, as the deliverer's own settle would have, which leaves an executor's
     lease as it is (``settle_cell_from_delivery``). None when the cell is no such cell; else whether
     the write took.
 
-    The sweep's timeout rule asks this before it fails a cell under a lease (make sim, seed 13568:
-    the deliverer recorded the delivery and died before settling the cell, a re-dispatched executor
-    took the cell and hung, and the timeout rule failed a delivered cell ``execution_timeout``)."""
+    The sweep's timeout rule asks this before it fails a cell under a lease: when the deliverer
+    recorded the delivery and died before settling the cell, and a re-dispatched executor took the
+    cell and hung, the timeout rule would otherwise fail a delivered cell ``execution_timeout``."""
     if not handed_over(state, cell):
         return None
     verdict = cell_delivery_state(engine, state, cell.target_id)
@@ -101,8 +101,8 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
 
     A ``selected`` cell that already has intents counts when its delivery is confirmed: its
     executor recorded the intent and died before moving the cell to delivery_pending, and the
-    sweep's re-drive delivered the row meanwhile (found by make sim, seed 1848). The delivery
-    ledger is the authority (spec §10.8); without this the stall rule failed a delivered cell."""
+    sweep's re-drive delivered the row meanwhile. The delivery ledger is the authority; without
+    this the stall rule would fail a delivered cell."""
     now = engine.now()
     moved = False
     for cell in state.snapshot_cells():
@@ -164,7 +164,7 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
             # The stall transaction made the slot terminal after this rollup read it (a cell it
             # guarded, which the outbox settled meanwhile): its record is logged, so it leaves the
             # active index all the same, or the sweep would take the record for an orphan and log
-            # it again a minute later (make sim's routes world, seeds 379 and 682).
+            # it again a minute later.
             engine.ledger.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
 
@@ -173,11 +173,11 @@ def close(engine: Engine, state: SlotState) -> bool:
     """A slot already made terminal by the stall transaction: record and log its outcome, then let
     it leave the active index.
 
-    The stall rules never fail a cell in delivery whose row is live (spec §13.16; ``owned_by_outbox``);
-    such a cell is the outbox's. Until every cell ends, the slot stays open, so the sweep keeps
-    settling it from the delivery ledger (spec §13.12: an ACK whose worker died before settling the
-    cell is found here), and its one outcome record waits for it. Found by ``make sim`` (seed 451:
-    a cell left delivery_pending forever once its slot had closed)."""
+    The stall rules never fail a cell in delivery whose row is live (``owned_by_outbox``); such a
+    cell is the outbox's. Until every cell ends, the slot stays open, so the sweep keeps settling
+    it from the delivery ledger (an ACK whose worker died before settling the cell is found here),
+    and its one outcome record waits for it; a slot closed earlier would leave such a cell
+    delivery_pending forever."""
     if converge_deliveries(engine, state):
         state = engine.ledger.load(state.slot.slot_id) or state
     if any(not c.terminal for c in state.snapshot_cells()) or an_executor_may_still_run(state, engine.now()):
@@ -215,7 +215,7 @@ def rows_outlive_slot(engine: Engine, state: SlotState) -> bool:
     """Before a slot leaves ActiveSlots, each of its still-actionable outbox rows enters DueOutbox.
 
     While a slot is open the sweep finds its rows through the slot (a delivery row is written
-    without an index entry: two write units less per delivery, issue 14). A slot can close with a
+    without an index entry: two write units less per delivery). A slot can close with a
     row still actionable: another work of a multi-work cell, a row of a cell the timeout, a stall
     or a cancel ended. From then on only the index finds it, and the sweep's re-drive goes on exactly
     as for any indexed row (a row of an ended cell is dead-lettered unposted by the worker that
@@ -236,8 +236,8 @@ def _notify(engine: Engine, state: SlotState) -> None:
     Not after the record: the outcome line is logged right after the record is made, and a writer
     that dies after logging and before closing makes the sweep log the stored record again
     (``record_outcome``). Each row is a write and a queue send, each a point where a Lambda can
-    die; inside that window every such death was one more ``schedule.outcome`` line (spec §9,
-    §13.18: once per slot; make sim's routes world, seeds 3901, 4552, 4543). Out of it, the window
+    die; inside that window every such death would be one more ``schedule.outcome`` line (the
+    line is logged once per slot). Out of it, the window
     holds only the close itself. A ledger outage propagates for that retry; any other failure is
     logged and never keeps the slot from closing."""
     try:
@@ -260,10 +260,10 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
     """Persist the slot's ``execution.summary`` once and log the identical ``schedule.outcome`` once.
 
     The record is created insert-if-absent and its creator logs it; the slot is closed after that,
-    so "closed" means "logged" and re-rolling a closed slot writes and logs nothing (spec §9,
-    §13.18). A record found while its slot is still open belongs to a writer that is closing it
-    right now, or that died before logging it: after a minute the sweep logs the STORED object,
-    once per minute at most whoever finds it (``Ledger.claim_event_relog``).
+    so "closed" means "logged" and re-rolling a closed slot writes and logs nothing. A record
+    found while its slot is still open belongs to a writer that is closing it right now, or that
+    died before logging it: after a minute the sweep logs the STORED object, once per minute at
+    most whoever finds it (``Ledger.claim_event_relog``).
     Returns True when the record is durable and logged, i.e. the slot may be closed."""
     now = engine.now()
     slot = state.slot
@@ -288,7 +288,7 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
         return False  # its writer may be logging and closing it right now
     if not engine.ledger.claim_event_relog(slot.slot_id, SUMMARY_EVENT, now, ORPHAN_RECORD_MS):
         # Another sweep (or a late rollup) found the orphan at the same time and re-logs it; only
-        # one does, or §13.18's one line becomes one per finder (make sim's routes world, seed 31).
+        # one does, or the slot's one outcome line becomes one per finder.
         # A winner that died before logging leaves it to the next finder a minute later.
         return False
     stored = existing.get("detail") or (engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
@@ -302,7 +302,7 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
 def _log_outcome(engine: Engine, outcome: dict[str, Any]) -> None:
     engine.log("info", "Schedule occurrence reached a terminal outcome", **outcome)
     engine.metric("SlotsFinished", status=str(outcome.get("status")))
-    if outcome.get("alertable"):  # the page an operator gets (spec §9.2; issue 16): one per occurrence
+    if outcome.get("alertable"):  # the page an operator gets: one per occurrence
         engine.metric("AlertableOutcomes", status=str(outcome.get("business_status")))
         engine.metric(HEALTH_METRIC)  # the default profile's one alarm sees it too (services.sweep.publish_health)
     for bucket in ("submitted", "no_match", "duplicate", "executor_failed", "delivery_failed"):

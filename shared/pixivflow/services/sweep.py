@@ -1,4 +1,4 @@
-"""The stall sweep, every SweepIntervalMinutes (spec §7; DESIGN §4 "Recovery", "Stall terminalisation", §5 re-drive).
+"""The stall sweep, every SweepIntervalMinutes (``docs/explanation/stall-rules.md``).
 
 Cost stays proportional to live work: slots are found through the sparse ActiveSlots index,
 the delivery rows of open slots through their slot (read anyway: a row needs no index entry of
@@ -13,20 +13,21 @@ active slot, in order:
      delivery_pending cells, which belong to the outbox, and a handed-over cell every route of
      which confirmed, which is submitted instead, even under a lease;
   4. recovery: re-dispatch lease-less open cells whose dispatch is 5 min old, only while the
-     slot is inside its liveness budget and its schedule is enabled (spec §7.1); a rescued
+     slot is inside its liveness budget and its schedule is enabled; a rescued
      slot is not judged by the stall rules;
   5. the stall rules queued_too_long / stalled_no_heartbeat, one transaction per slot.
 Then outbox rows overdue by more than 120 s, or processing past their lease, are re-sent.
 A single bad item never aborts the sweep.
 
-The walk is incremental (issue 25, the scale model of ``make bench``): one tick visits live slots
-shard by shard, page by page, from the cursor the previous tick left on the lease item, and starts
-no new slot once ``SWEEP_BUDGET_MS`` of its clock has passed (under half its lease and timeout).
+The walk is incremental (the scale model of ``make bench``: ``docs/explanation/scale.md``): one
+tick visits live slots shard by shard, page by page, from the cursor the previous tick left on the
+lease item, and starts no new slot once ``SWEEP_BUDGET_MS`` of its clock has passed (under half
+its lease and timeout).
 While the live slots fit one budget, every tick is a whole pass and the cursor stays at its start;
 past that, a pass spans ticks, and none of the waits the rules above act on (recovery's 5 min,
 the 120 s re-drive grace, the stall budgets) is shorter than the few ticks a pass then takes.
 
-An idle ledger costs a tick one read per sparse index (issue 25, ``Ledger.occupied_indexes``),
+An idle ledger costs a tick one read per sparse index (``Ledger.occupied_indexes``),
 not a Query per shard: an index found empty is not walked this tick. Nothing that must be seen is
 skipped by it: the probe reads the very index the Queries would, with the same lag, so an entry
 written after it is found by the next tick, exactly as one written after the Queries would be; and
@@ -55,7 +56,7 @@ from .delivery import due_delivery_keys
 from .outbox import redrive_rows
 from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup, settle_delivered_handover
 
-BATCH_LIMIT = 100  # slots per rule per tick (spec §7.2)
+BATCH_LIMIT = 100  # slots per rule per tick
 PAGE_ROWS = BATCH_LIMIT  # active-index rows per query of the walk
 SWEEP_BUDGET_MS = 25_000  # a tick starts no new slot past this: under half its 60 s lease (SWEEP_LEASE_MS)
 MAX_SLOTS_PER_TICK = 64 * BATCH_LIMIT  # and visits at most this many, should its clock stand still
@@ -63,13 +64,12 @@ MAX_SLOTS_PER_TICK = 64 * BATCH_LIMIT  # and visits at most this many, should it
 
 @dataclass
 class SweepResult:
-    """The ``sweep.finished`` counters (DESIGN §12 keeps them stable; names are only ever added).
+    """The ``sweep.finished`` counters (kept stable: names are only ever added).
 
-    ``scanned`` is spec §7.2's: the slots the two stall rules' queries return (past their
-    budget, lease dead), skipped ones included. ``activeSlots`` is every row the active-slot
-    index returned this tick (what ``scanned`` counted before it took the spec's meaning).
+    ``scanned``: the slots the two stall rules' queries return (past their budget, lease dead),
+    skipped ones included. ``activeSlots`` is every row the active-slot index returned this tick.
     ``unrecoverable`` counts slots that recovery would have re-dispatched but whose schedule is
-    disabled or gone (spec §7.1); they are left to the stall rules.
+    disabled or gone; they are left to the stall rules.
     """
 
     scanned: int = 0
@@ -82,7 +82,7 @@ class SweepResult:
     jobsRepaired: int = 0  # jobs with a callback and no terminal event the repair pass looked at
     errors: int = 0
     activeSlots: int = 0
-    indexesEmpty: int = 0  # sparse indexes found empty by this tick's probe, so not queried (issue 25)
+    indexesEmpty: int = 0  # sparse indexes found empty by this tick's probe, so not queried
     unrecoverable: int = 0
     shardsWalked: int = 0  # active-index shards walked to their end this tick
     passComplete: int = 0  # 1 when the walk came round to where it began (every live slot visited)
@@ -113,7 +113,7 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
     runtime = engine.config.schedulerRuntime
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
-    overdue: list[str] = []  # delivery rows of open slots to re-send (DESIGN §5)
+    overdue: list[str] = []  # delivery rows of open slots to re-send
     occupied = _occupied(engine, result)
     walk = _walk(engine, cursor or SweepCursor(), engine.now(), result) if "active" in occupied else _no_walk(cursor, result)
     for slot_id in walk:
@@ -144,7 +144,7 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
 
 
 def _occupied(engine: Engine, result: SweepResult) -> frozenset[SparseIndex]:
-    """The sparse indexes this tick reads (issue 25). A probe that fails reads them all."""
+    """The sparse indexes this tick reads. A probe that fails reads them all."""
     try:
         occupied = engine.ledger.occupied_indexes()
     except Exception as exc:  # never aborts the sweep: the Queries below are the slow, sure way
@@ -207,7 +207,7 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
     verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
     if verdict is not None:
         if judged[verdict.rule] >= BATCH_LIMIT:
-            return  # beyond this tick's batch for the rule (spec §7.2): the next tick takes it
+            return  # beyond this tick's batch for the rule: the next tick takes it
         judged[verdict.rule] += 1
         result.scanned += 1  # a row of a stall rule's query, whether or not it is then skipped
     if _recover(engine, state, now, queued_ms, stall_ms, result):
@@ -287,7 +287,7 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
         return False
     blocked = run_blocked(engine.config, state.slot)
     if blocked:
-        # Spec §1.1 / §7.1: a disabled or removed schedule is not recoverable; the stall rules end it.
+        # A disabled or removed schedule is not recoverable; the stall rules end it.
         slot = state.slot
         result.unrecoverable += 1
         engine.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
@@ -350,7 +350,7 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str], *, 
 
 
 def _repair_job_events(engine: Engine, result: SweepResult) -> None:
-    """Spec §12.5 repair pass: a declared callback is never silently dropped (§13.23)."""
+    """The job events' repair pass: a declared callback is never silently dropped."""
     from .job_events import reconcile_outstanding
 
     try:
@@ -365,7 +365,7 @@ def _repair_job_events(engine: Engine, result: SweepResult) -> None:
 
 # ---------------------------------------------------------------- one tick: lease, sweep, missed fires
 #
-# The stall_sweep handler runs ``tick``. One sweep runs at a time (DESIGN §4): a short conditional
+# The stall_sweep handler runs ``tick``. One sweep runs at a time: a short conditional
 # lease item in the ledger, taken at the start of a tick, makes a concurrent second tick a no-op,
 # so no reserved concurrency is needed (reserving any fails to deploy on accounts whose
 # concurrency quota is 10). After the sweep proper, the tick looks for missed fires.
@@ -436,7 +436,7 @@ def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
     sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
     problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
     close (services.rollup). Logged every tick (``sweep.health``); published as the metric only
-    when above 0 (issue 25 (a): a custom metric is billed for the hours it is published, and a
+    when above 0 (a custom metric is billed for the hours it is published, and a
     healthy month then publishes none). That the sweep ran at all, HealthAlarm reads from the
     function's own Invocations and Errors (template.yaml). Returns the value."""
     value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
@@ -460,14 +460,14 @@ def schedule_fingerprint(cron: str, timezone: str) -> str:
 
 
 def detect_missed_fires(engine: Engine) -> int:
-    """Count each missed fire once (issue 16). Returns how many were found this tick.
+    """Count each missed fire once. Returns how many were found this tick.
 
     Fire F of an enabled schedule is missed when now >= F + graceMinutes and no slot exists for
     it. Only fires after the sweep first saw the schedule enabled (with its current cron and zone)
     count: a new, re-enabled or re-timed schedule starts a new watch, so history before it never
     alerts. A fire is checked once: the watch's cursor moves past it, and ``MISSED#<slotId>`` is an
     insert-if-absent, so a crash between the two re-checks the fire without counting it twice.
-    Slot ids are deterministic (DESIGN §6), so "no slot" is one strongly consistent read."""
+    Slot ids are deterministic, so "no slot" is one strongly consistent read."""
     state = engine.sweep_state
     if state is None:
         return 0
@@ -502,7 +502,7 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
     if not due:
         return 0
     found = 0
-    # An operator's pause (issue 26): the trigger refused the fires it covers, so they are not missed.
+    # An operator's pause: the trigger refused the fires it covers, so they are not missed.
     pause = engine.ledger.schedule_pause(schedule.id)
     for fire in due:
         if pause is not None and pause.covers(fire):
@@ -522,7 +522,7 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
 
 def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
     """Notification and event-callback rows whose message was lost or whose worker died are
-    re-driven like intents (DESIGN §5). A slot that turned terminal without its notification
+    re-driven like intents. A slot that turned terminal without its notification
     rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
     if engine.outbox_rows is None:
         return

@@ -1,4 +1,4 @@
-"""A ``mode: topic`` target's selection (pixivflow-real-configs note §1, §4; issue 22).
+"""A ``mode: topic`` target's selection, as PixivFlow's topic mode makes it.
 
 The rules are ``pixivflow.domain.topic``'s; this module sends the requests and keeps the state:
 
@@ -57,7 +57,7 @@ def topic_days(target: Any, now_ms: int) -> list[str]:
     base = topic_day(target.date, now_ms)
     lookback = target.noMatchPolicy.lookbackDays
     if target.type == "novel" and not target.languageFilter:
-        lookback = 0  # PixivFlow's novel handler walks back only with a language filter (note §4)
+        lookback = 0  # PixivFlow's novel handler walks back only with a language filter
     return lookback_days(base, lookback)
 
 
@@ -128,7 +128,7 @@ class TopicRun:
         return out[:count]
 
     def _discover(self) -> list[Any]:
-        """The tag space: cached, else resolved (note §1 "Tag-space resolution")."""
+        """The tag space: cached, else resolved."""
         key = cache_key(self.target.type, self.topic)
         now = self.engine.now()
         cached = self.engine.ledger.get_topic_space(key, now)
@@ -279,8 +279,8 @@ class TopicRun:
                     outcome = replace(outcome, scan=total)
                 if not self._wants_more(outcome) or index + 1 == len(self.days):
                     return outcome
-                # Novels ask the next day for the remaining count (note §4); the works handed to
-                # delivery so far are the cell's held intents, which the next scan counts.
+                # Novels ask the next day for the remaining count, as PixivFlow does; the works
+                # handed to delivery so far are the cell's held intents, which the next scan counts.
                 self.engine.log("info", "fewer novels than the limit; checking fallback day for the rest",
                                 event="topic.lookback_remaining", target_id=self.target.id,
                                 delivered=len(outcome.work_ids), limit=self.target.effective_limit)

@@ -1,8 +1,8 @@
 """The two ways a schedule fires: EventBridge Scheduler's input, and the HTTP run route.
 
-A scheduled fire's ``scheduledTime`` IS its occurrence (DESIGN §6): no grace window applies,
+A scheduled fire's ``scheduledTime`` IS its occurrence: no grace window applies,
 the late-fire caps live on the Scheduler and the function's event-age limits. The HTTP route
-resolves the occurrence from now and applies the window check (spec §1.3, §1.4).
+resolves the occurrence from now and applies the window check (``docs/explanation/scheduling.md``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
         return _refuse(engine, schedule_id, str(exc))
     pause = engine.ledger.schedule_pause(schedule.id)
     if pause is not None and pause.covers(at):
-        # An operator paused it (issue 26; ports.SchedulePause): the fire is dropped, not deferred --
+        # An operator paused it (ports.SchedulePause): the fire is dropped, not deferred --
         # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
         engine.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
                    schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,
