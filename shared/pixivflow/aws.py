@@ -1,10 +1,10 @@
-"""The one place AWS clients are made (DESIGN §12: lazily, never at import time).
+"""The one place AWS clients are made: lazily, never at import time.
 
 ``client("dynamodb")`` is ``boto3.client("dynamodb")`` unless a factory was set: the embedded
 runtime sets one that hands out the in-memory twins (``pixivflow.local.twins``), so the same
 adapters run on AWS, on moto and on the twins.
 
-``lazy_client("sqs")`` is the same client, made on its first use (issue 25, cold start): building a
+``lazy_client("sqs")`` is the same client, made on its first use, for a shorter cold start: building a
 boto3 client reads and parses its service model (S3's alone is a 185 KB gzip), and an invocation
 that never sends a message or stores a file has no use for it. The factory in force when the
 stand-in is made is the one it uses later, so a lazy client talks to exactly the endpoint (AWS,

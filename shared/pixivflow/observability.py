@@ -1,4 +1,4 @@
-"""One Logger, one Metrics and an optional Tracer for the whole package (Powertools; DESIGN §11).
+"""One Logger, one Metrics and an optional Tracer for the whole package (Powertools).
 
 Importing this module creates no AWS client and no Tracer: a Powertools ``Tracer()`` imports the
 X-Ray SDK and patches botocore/httpx, which costs ~200 ms and is only worth it when the stack was

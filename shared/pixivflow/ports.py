@@ -25,7 +25,7 @@ class Work:
     create_date: str = ""  # ISO 8601 as the source gave it
     total_bookmarks: int = 0
     page_count: int = 1
-    # Selection facts (spec §6.1 filters). ``x_restrict``: 0 general, 1 R-18, 2 R-18G.
+    # Selection facts (the targets' filters). ``x_restrict``: 0 general, 1 R-18, 2 R-18G.
     # ``ai_type``: Pixiv's illust_ai_type / novel_ai_type (2 = AI-generated, 1 = not, 0 = unknown).
     # ``restricted``: the source saw a placeholder (``limit_*`` image, ``visible: false``).
     x_restrict: int = 0
@@ -72,7 +72,7 @@ class SearchRequest:
     user_id: str | None = None  # mode "user": the user's works
     duration: str | None = None  # hint: Pixiv's within_last_day|week|month search window
     # The target includes R-18 (search: ``r18``; topic: ``topicDiscovery.includeR18``): a search
-    # is then sent without ``filter=for_ios`` (note §2). Rankings and user works ignore it.
+    # is then sent without ``filter=for_ios``, as PixivFlow does. Rankings and user works ignore it.
     include_r18: bool = False
 
 
@@ -95,11 +95,11 @@ class ArtifactFile:
 
 @dataclass(frozen=True)
 class FileDownload:
-    """One file of a work, fetched only when opened (issue 24: a work is stored file by file, each
-    streamed from the source to the store). ``open()`` is a context manager giving the file's
+    """One file of a work, fetched only when opened (a work is stored file by file, each streamed
+    from the source to the store). ``open()`` is a context manager giving the file's
     chunks (each bounded) and the content type the source announced.
 
-    A novel (issue 24, the novels brief) also plans files that are not fetched: its text, an API
+    A novel also plans files that are not fetched: its text, an API
     answer the source already holds whole (``content``), and its Markdown, made from the names
     its inline images were stored under (``render``); exactly one of ``open`` / ``content`` /
     ``render`` gives a file's bytes."""
@@ -160,8 +160,8 @@ class WorkSource(Protocol):
 
 
 class ArtifactStore(Protocol):
-    """Where a bound work's files live, one object per file (issue 25: no manifest object; what
-    was stored is recorded in the ledger, in the work's delivery intents)."""
+    """Where a bound work's files live, one object per file (no manifest object: what was stored
+    is recorded in the ledger, in the work's delivery intents)."""
 
     def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
         """Store files under ``key``, one PUT each; with ``reuse`` (a resumed work), none for a file
@@ -182,7 +182,7 @@ class ArtifactStore(Protocol):
 
     def preview_url(self, key: str, expires_s: int) -> str | None:
         """A browser-fetchable GET URL (presigned on S3, valid ``expires_s`` seconds) of the first
-        small preview stored under ``key`` (the operator page's thumbnail, issue 26), or None when
+        small preview stored under ``key`` (the operator page's thumbnail), or None when
         the work has no preview stored (or the store has no URL a browser could fetch)."""
         ...
 
@@ -190,7 +190,7 @@ class ArtifactStore(Protocol):
 class StreamingArtifactStore(ArtifactStore, Protocol):
     """A store that takes one file at a time from a stream (S3 and the in-memory store): the
     executor streams a work's files when the store has ``put_stream`` and resumes after the files
-    an earlier invocation stored (issue 24)."""
+    an earlier invocation stored."""
 
     def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
                    meta: Any = None) -> StoredFile:
@@ -223,7 +223,7 @@ class AccountPermit:
 
 @dataclass(frozen=True)
 class Admission:
-    """What an account's governor answers a cell about to start its Pixiv work (issue 24)."""
+    """What an account's governor answers a cell about to start its Pixiv work."""
 
     granted: bool
     wait_until: int = 0  # epoch ms: when to try again (a holder's lease end, or the cooldown's end)
@@ -231,7 +231,7 @@ class Admission:
 
 
 class SourceGovernor(Protocol):
-    """Bounds the cells working against one outside account at once, across containers (issue 24).
+    """Bounds the cells working against one outside account at once, across containers.
     A work source that has one exposes it as ``source.governor``; the execution service holds a
     permit for a cell's whole source work."""
 
@@ -249,7 +249,7 @@ class SourceGovernor(Protocol):
 
 
 class PixivAccountStore(Protocol):
-    """Per-account Pixiv state shared by every container (issue 10). Every write is conditional."""
+    """Per-account Pixiv state shared by every container. Every write is conditional."""
 
     def gate(self, account_id: str) -> AccountGate: ...
 
@@ -308,14 +308,14 @@ class DeliveryResponse:
 
 @dataclass(frozen=True)
 class DeliveryRequest:
-    """One delivery attempt of an intent, as a route needs it (spec §10.5 step 3)."""
+    """One delivery attempt of an intent, as a route needs it."""
 
     route: str
     idempotency_key: str
     body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
     payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
     artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
-    files: Sequence[StoredFile] = ()  # the stored files, as the intent recorded them (issue 25)
+    files: Sequence[StoredFile] = ()  # the stored files, as the intent recorded them
     guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
     preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
 
@@ -323,7 +323,7 @@ class DeliveryRequest:
 @dataclass(frozen=True)
 class SendGuard:
     """What a route that posts in several calls needs from the ledger so it never posts twice
-    silently (issue 23): the row's ``sending`` marker (set before the first post by a conditional
+    silently: the row's ``sending`` marker (set before the first post by a conditional
     write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
     saved, whether an operator re-armed the row on purpose (``pixivflow outbox redrive``), and
     whether its cell ended while part of the review may be in the chat (``record_only``: the
@@ -355,7 +355,7 @@ class DeliveryChannel(Protocol):
         ...
 
 
-# -- generic outbox rows (DESIGN §4 ``OUTBOX#<kind>#<key>`` / ``META``; spec §10.4) -----------------
+# -- generic outbox rows (``OUTBOX#<kind>#<key>`` / ``META``) ---------------------------------------
 #
 # Notifications and event callbacks are outbox rows that belong to no delivery intent. They
 # follow the intent rows' lifecycle: insert-if-absent on (kind, key), claimed under a lease with
@@ -368,7 +368,7 @@ class OutboxRow:
     route name) or an ``event_callback`` (its target is the consumer's callback URL, which may
     carry a secret in its path or query: shown and logged by host only).
 
-    ``attempts`` counts the attempts STARTED: a claim uses one (spec §10.5; issue 21: a worker
+    ``attempts`` counts the attempts STARTED: a claim uses one (a worker
     that dies mid-send has used its attempt, so a receiver that hangs every attempt still ends in
     a dead row), and a release that sends nothing gives it back."""
 
@@ -422,18 +422,18 @@ class OutboxRows(Protocol):
         """(kind, key) of actionable rows due at or before ``before_ms`` (eventually consistent)."""
         ...
 
-    # operator tooling (issue 12)
+    # operator tooling
     def dead_rows(self) -> list[OutboxRow]: ...
     def find_rows(self, status: str | None = None) -> list[OutboxRow]:
         """Every row of every kind, or those in ``status``, newest first (a scan; operator tooling)."""
         ...
 
     def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
-        """Re-arm a ``dead`` row (spec §10.4 ``requeue``); None when it is not dead."""
+        """Re-arm a ``dead`` row (``requeue``); None when it is not dead."""
         ...
 
 
-# -- the ledger and the queues (DESIGN §3, §4, §5) ----------------------------------------------
+# -- the ledger and the queues ------------------------------------------------------------------
 # Services see these Protocols only. ``adapters.dynamo_ledger.DynamoLedger`` and
 # ``adapters.sqs_queues.SqsQueues`` implement them on DynamoDB and SQS; the embedded runtime can
 # run the same adapters on moto or on the in-memory twins of ``pixivflow.local.twins``, and the
@@ -441,7 +441,7 @@ class OutboxRows(Protocol):
 # changes state is ONE conditional write (or one transaction): ``False``/``None`` means the
 # condition refused the move, ``LedgerUnavailable`` means the ledger could not be reached.
 
-MAX_SQS_DELAY_S = 900  # SQS DelaySeconds ceiling; longer backoffs are left to the sweep (DESIGN §5)
+MAX_SQS_DELAY_S = 900  # SQS DelaySeconds ceiling; longer backoffs are left to the sweep
 SQS_BATCH = 10  # SendMessageBatch takes at most ten entries
 
 
@@ -470,7 +470,7 @@ class Queues(Protocol):
 
 @dataclass(frozen=True)
 class SchedulePause:
-    """An operator's pause of one schedule (issue 26): the ledger item ``SCHEDULE#<id>`` / ``PAUSE``.
+    """An operator's pause of one schedule: the ledger item ``SCHEDULE#<id>`` / ``PAUSE``.
 
     The source of truth for "paused" is this item, not the config or the EventBridge schedule's
     state: a ``config`` deploy re-syncs the Scheduler group (``adapters/scheduler_sync.py``) and a
@@ -532,7 +532,7 @@ class Ledger(Protocol):
         ...
 
     def occupied_indexes(self) -> frozenset[SparseIndex]:
-        """Which of the sweep's sparse indexes may hold an entry (issue 25: an idle tick's cost).
+        """Which of the sweep's sparse indexes may hold an entry (keeps an idle tick cheap).
         One eventually consistent read of at most one entry per index, lagging exactly as the
         Queries it spares do: an index reported empty had no entry when read, and one written since
         is seen by the next tick. An answer it cannot be sure of counts as occupied."""
@@ -551,7 +551,7 @@ class Ledger(Protocol):
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
     def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
                                   checkpoint: Mapping[str, Any]) -> bool:
-        """A topic selection's progress on its cell, conditional on the lease owner (issue 22)."""
+        """A topic selection's progress on its cell, conditional on the lease owner."""
         ...
 
     def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None: ...
@@ -578,12 +578,12 @@ class Ledger(Protocol):
                           candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
     def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
                    candidate_report: Mapping[str, Any]) -> bool:
-        """Give the lease and the claim's attempt back; the cell is due again at ``due_at`` (issue 24)."""
+        """Give the lease and the claim's attempt back; the cell is due again at ``due_at``."""
         ...
     def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
                         unwritten: Cell | None = None) -> bool: ...
 
-    # route-work ownership (selection-time dedupe across slots, spec §10.1)
+    # route-work ownership (selection-time dedupe across slots)
     def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, *,
                      executor: str | None = None) -> tuple[bool, str | None]: ...
     def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *,
@@ -624,14 +624,14 @@ class Ledger(Protocol):
 
     def cancel_cells(self, state: SlotState, *, cells: Iterable[str], intents: Iterable[Intent], slot_status: str | None,
                      reason_code: str, reason_message: str, now_ms: int) -> bool:
-        """A consumer cancel in one transaction, conditioned on the read ``state`` (spec §12.7)."""
+        """A consumer cancel in one transaction, conditioned on the read ``state``."""
         ...
 
     # manual identity (one key, one slot, forever)
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
 
-    # the operator page's session epoch (issue 21 item 10): a /ui cookie names the epoch it was
+    # the operator page's session epoch: a /ui cookie names the epoch it was
     # issued under and works only while that epoch is current.
     def ui_session_epoch(self) -> int:
         """The current epoch (0 before any logout)."""
@@ -642,7 +642,7 @@ class Ledger(Protocol):
         logouts racing advance it once); returns the epoch now current."""
         ...
 
-    # an operator's pause of a schedule (issue 26; ``SchedulePause``)
+    # an operator's pause of a schedule (``SchedulePause``)
     def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
         """The schedule's pause item (strongly consistent), or None when it was never paused."""
         ...
@@ -655,7 +655,7 @@ class Ledger(Protocol):
         """Mark the schedule running again, on condition it is paused now; None when it is not."""
         ...
 
-    # operator tooling (issue 12: the CLI and /ui). Reads scan the table: never on a hot path.
+    # operator tooling (the CLI and /ui). Reads scan the table: never on a hot path.
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
                    since_ms: int | None = None) -> list[Slot]:
         """Slots matching every given filter, newest first."""
@@ -667,11 +667,11 @@ class Ledger(Protocol):
         ...
 
     def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
-        """Re-arm a ``dead`` outbox row (spec §10.4 ``requeue``); None when it is not dead."""
+        """Re-arm a ``dead`` outbox row (``requeue``); None when it is not dead."""
         ...
 
 
-# -- Workflow Protocol v1: the job event stream and its callbacks (spec §12.5, §10.9) ----------
+# -- Workflow Protocol v1: the job event stream and its callbacks ------------------------------
 
 
 @dataclass(frozen=True)
@@ -740,7 +740,7 @@ class JobStore(Protocol):
         ...
 
 
-# -- secrets (DESIGN §11, §12; issue 21) -------------------------------------------------------------
+# -- secrets -----------------------------------------------------------------------------------------
 
 TRIGGER = "trigger"  # the operator surface's bearer token
 JOBS = "jobs"  # the Workflow Protocol surface's bearer token
@@ -775,12 +775,12 @@ class CallbackSender(Protocol):
         ...
 
 
-# -- the sweep's own state (DESIGN §4 "one sweep runs at a time"; issue 16 missed fires) ---------
+# -- the sweep's own state (one sweep runs at a time; missed fires) ------------------------------
 
 
 @dataclass(frozen=True)
 class SweepCursor:
-    """Where the sweep's walk over the live slots resumes (issue 25: the incremental sweep).
+    """Where the sweep's walk over the live slots resumes (the incremental sweep).
 
     ``shard`` is an ActiveSlots shard; ``after`` the index position inside it already walked
     ("" = the shard's start). It rides on the lease item, so only the lease holder moves it."""
@@ -800,7 +800,7 @@ class SweepLease:
     cursor: SweepCursor = field(default_factory=SweepCursor)
 
 
-# The sparse indexes the sweep reads (DESIGN §4): live slots (ActiveSlots), outbox rows no open
+# The sparse indexes the sweep reads: live slots (ActiveSlots), outbox rows no open
 # slot covers (DueOutbox: delivery intents and generic rows), jobs owing a callback (OpenCallbacks).
 SparseIndex = Literal["active", "due", "callbacks"]
 SPARSE_INDEXES: frozenset[SparseIndex] = frozenset(("active", "due", "callbacks"))

@@ -1,4 +1,4 @@
-"""Builds the object graph from env + config once per cold start (DESIGN §3, §12).
+"""Builds the object graph from env + config once per cold start.
 
 Importing this module creates no AWS client and reads no config; ``get()`` does, once, and
 ``reset()`` drops the cache (tests, the embedded runtime). ``override()`` injects a clock,
@@ -34,7 +34,7 @@ class Runtime:
 
 
 class Deferred:
-    """A collaborator built on its first use (issue 25, cold start): the first attribute access (a
+    """A collaborator built on its first use, for a shorter cold start: the first attribute access (a
     call, ``isinstance``) builds it once, then everything is forwarded to it. A trigger fire never
     posts to a route, reads a work or stores a file, so its first invocation imports no route,
     source or artifact adapter; the function that does use one pays for it once per container."""
@@ -120,13 +120,13 @@ def build() -> Runtime:
 
     start_tracing()  # X-Ray only when the stack enabled it; patches botocore before any client exists
     config = _overrides.get("config") or load_config(ssm_reader=_ssm_reader)
-    for warning in config.warnings:  # a repaired value is said once per cold start (spec §1.1, §7.2)
+    for warning in config.warnings:  # a repaired value is said once per cold start
         field_path, _, detail = warning.partition(": ")
         logger.warning(f"configuration warning: {warning}", extra={"event": "config.warning", "field": field_path, "detail": detail})
     clock = _overrides.get("clock") or SystemClock()
     entropy = _overrides.get("entropy") or Entropy()
     retention = int(os.environ.get("RETENTION_DAYS", "30") or 30)
-    # Every client is made on its first use (issue 25: a trigger fire never touches S3, a sweep tick on an
+    # Every client is made on its first use (a trigger fire never touches S3, a sweep tick on an
     # idle ledger never sends a message); one DynamoDB client serves every adapter on the table.
     dynamodb = aws.lazy_client("dynamodb")
     ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
@@ -154,7 +154,7 @@ def build() -> Runtime:
                     metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
     engine.sweep_interval_ms = _sweep_interval_ms()
     engine.source = _overrides.get("source") or Deferred(lambda: _build_source(config, engine, dynamodb, sleep))
-    ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read (issue 21)
+    ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read
     _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 
@@ -162,7 +162,7 @@ def build() -> Runtime:
 def _build_artifacts(s3: Any, bucket: str | None, retention: str) -> Any:
     from .adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
 
-    # Every stored object is tagged with the retention class storage.cacheRetentionDays picks (issue 25).
+    # Every stored object is tagged with the retention class storage.cacheRetentionDays picks.
     return S3Artifacts(s3, bucket, retention=retention) if bucket else MemoryArtifacts()
 
 
@@ -176,7 +176,7 @@ def _build_channel(config: PixivFlowConfig, secrets: Any, artifacts: Any, clock:
 def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
     """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
     Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
-    (an httpx transport factory). The store and the sender are built on first use (issue 25)."""
+    (an httpx transport factory). The store and the sender are built on first use."""
     config = engine.config
     resolver = _overrides.get("resolver") or _system_resolver
     transport = _overrides.get("callback_transport")
@@ -217,7 +217,7 @@ def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any, sleep:
         from .adapters.pixiv import DynamoPixivAccounts, build_source
         from .adapters.pixiv.secrets import SecretResolver
 
-        # Issue 10: the account's shared gate and rotation guard live on the ledger table; the
+        # The account's shared gate and rotation guard live on the ledger table; the
         # refresh token's ${VAR} resolves from env, then SSM below PIXIV_SECRETS_PATH (ROUTE_SECRETS_PATH when unset).
         return build_source(
             config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,

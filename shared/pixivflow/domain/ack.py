@@ -1,17 +1,17 @@
 """Delivery acknowledgements, outbox error classes, retry backoff and intent keys.
 
-Everything here is a pure rule of spec §10:
+Everything here is a pure rule of delivery (docs/explanation/delivery.md):
 
 * :func:`parse_delivery_ack` turns one HTTP answer of a delivery endpoint into a
-  :class:`DeliveryAck` (§10.6). A 2xx answer is *not* automatically a success: the
+  :class:`DeliveryAck`. A 2xx answer is *not* automatically a success: the
   record the endpoint persisted may already be terminally broken, and that outranks
-  the transport status (invariant §13.9).
-* :func:`settlement_for` is the worker's handling table of §10.6 expressed as data,
+  the transport status.
+* :func:`settlement_for` is the worker's handling table expressed as data,
   so the outbox worker only has to apply it.
-* :func:`classify_outbox_error` is the ordered rule list of §10.7.
-* :func:`retry_delay_ms` is the capped, jittered exponential backoff of §10.5.
+* :func:`classify_outbox_error` is the ordered rule list of error classification.
+* :func:`retry_delay_ms` is the capped, jittered exponential backoff.
 * :func:`idempotency_key` / :func:`parse_idempotency_key` implement the delivery
-  intent key scheme of §10.2 (the same key is reused on every retry, §13.13).
+  intent key scheme (the same key is reused on every retry).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .model import LedgerStatus, OutboxStatus
 
 # ---------------------------------------------------------------------------------------------
-# ACK parsing (§10.6)
+# ACK parsing
 # ---------------------------------------------------------------------------------------------
 
 ID_FALLBACK_FIELD = "message_id"
@@ -52,7 +52,7 @@ class AckHints(BaseModel):
     looks at ``message_id`` / ``reuse_kind``.
     """
 
-    # built with the config that nests it (config.base._Model, issue 25 cold start)
+    # built with the config that nests it (config.base._Model), for a shorter cold start
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     dataPath: str = "data"
@@ -89,12 +89,12 @@ class DeliveryAck:
     matched_key: str | None = None
     error: str | None = None
     # Set by routes that know better than the backoff (Telegram's parameters.retry_after), and
-    # by multi-call routes that posted part of a delivery (issue 23): what to save on the row,
+    # by multi-call routes that posted part of a delivery: what to save on the row,
     # and whether this attempt may drop the row's ``sending`` marker.
     retry_after_ms: int | None = None
     progress: Any = None
     clear_sending: bool = False
-    note: str | None = None  # kept on a settled row: what the route did differently (issue 23)
+    note: str | None = None  # kept on a settled row: what the route did differently
 
     @property
     def confirmed(self) -> bool:
@@ -170,7 +170,7 @@ def _at_path(body: Any, path: str) -> Any:
 
 
 def parse_delivery_ack(http_status: int, body: Any, hints: AckHints | None = None) -> DeliveryAck:
-    """Classify one HTTP answer of a delivery endpoint (spec §10.6, rows in table order)."""
+    """Classify one HTTP answer of a delivery endpoint (the first matching rule wins)."""
     h = hints or AckHints()
     status = int(http_status)
 
@@ -224,11 +224,11 @@ def parse_delivery_ack(http_status: int, body: Any, hints: AckHints | None = Non
 
 
 # ---------------------------------------------------------------------------------------------
-# PixivFlow's gateway route (``type: webhook``; pixivflow-delivery note §2.5)
+# PixivFlow's gateway route (``type: webhook``)
 # ---------------------------------------------------------------------------------------------
 #
 # A messaging gateway answers with its own status words at the top level of the body. They are
-# NOT the TelePost envelope of §10.6 and apply to ``type: webhook`` routes only: "pending" means
+# NOT the TelePost envelope and apply to ``type: webhook`` routes only: "pending" means
 # the gateway recorded the intent without publishing it, so the SAME key is retried until it
 # reports a business terminal state; an unknown word with a 2xx is retried too (guessing
 # success would be worse).
@@ -240,7 +240,7 @@ GATEWAY_FAILED = frozenset({"failed", "rejected", "invalid", "expired", "blocked
 
 
 def parse_gateway_ack(http_status: int, body: Any) -> DeliveryAck:
-    """Classify one answer of a PixivFlow messaging gateway (note §2.5)."""
+    """Classify one answer of a PixivFlow messaging gateway."""
     status = int(http_status)
     record = _decode(body)
     record = record if isinstance(record, dict) else {}
@@ -271,7 +271,7 @@ def parse_gateway_ack(http_status: int, body: Any) -> DeliveryAck:
 
 
 # ---------------------------------------------------------------------------------------------
-# Worker handling table (§10.6)
+# Worker handling table
 # ---------------------------------------------------------------------------------------------
 
 HISTORICAL_DUPLICATE_REASON = "historical_duplicate"
@@ -284,7 +284,7 @@ class Settlement:
 
     ``ledger_status`` / ``cell_outcome`` of ``None`` mean "leave unchanged".
     ``outbox_status`` ``retry_wait`` is the intent only: the worker's ``markRetry``
-    still turns it into ``dead`` once the attempt budget is spent (§10.4).
+    still turns it into ``dead`` once the attempt budget is spent.
     ``ledger_error`` is the ``last_error`` recorded on the intent; ``cell_error`` the
     reason handed to the cell. Failed cells from an ACK are never retryable.
     """
@@ -355,7 +355,7 @@ def settlement_for(ack: DeliveryAck) -> Settlement:
 
 
 # ---------------------------------------------------------------------------------------------
-# Error classification (§10.7)
+# Error classification
 # ---------------------------------------------------------------------------------------------
 
 
@@ -373,7 +373,7 @@ def _has(text: str, *needles: str) -> bool:
 
 
 def classify_outbox_error(message: str, status: int | None = None, error_name: str | None = None) -> ErrorClass:
-    """Classify a failed outbox attempt; the first matching rule of §10.7 wins.
+    """Classify a failed outbox attempt; the first matching rule wins.
 
     Message rules match case-insensitively on substrings. An explicit ``status``
     outranks every message rule except configuration errors. ``error_name`` is the
@@ -410,7 +410,7 @@ def classify_outbox_error(message: str, status: int | None = None, error_name: s
 
 
 # ---------------------------------------------------------------------------------------------
-# Backoff (§10.5)
+# Backoff
 # ---------------------------------------------------------------------------------------------
 
 DEFAULT_RETRY_BASE_MS = 30_000
@@ -421,10 +421,10 @@ MAX_BACKOFF_EXPONENT = 18
 def retry_delay_ms(attempt: int, u: float, base_ms: int = DEFAULT_RETRY_BASE_MS, max_ms: int = DEFAULT_RETRY_MAX_MS) -> int:
     """Delay before the next try after attempt number ``attempt`` (1-based) failed.
 
-    ``attempt`` is the spec's n, i.e. the row's stored ``attempts`` + 1. ``u`` is a
+    ``attempt`` is n in ``base * 2^(n-1)``, i.e. the row's stored ``attempts`` + 1. ``u`` is a
     uniform sample from [0, 1) (``random.random()``), mapped linearly onto the jitter
     factor ``0.5 + 0.5 * u`` in [0.5, 1.0); ``u == 1`` is accepted and gives exactly
-    1.0. Halves round up, as the source's ``Math.round`` does.
+    1.0. Halves round up, as PixivFlow's ``Math.round`` does.
     """
     if not 0.0 <= u <= 1.0:
         raise ValueError(f"u must lie in [0, 1], got {u!r}")
@@ -434,7 +434,7 @@ def retry_delay_ms(attempt: int, u: float, base_ms: int = DEFAULT_RETRY_BASE_MS,
 
 
 # ---------------------------------------------------------------------------------------------
-# Delivery intent keys (§10.2)
+# Delivery intent keys
 # ---------------------------------------------------------------------------------------------
 
 KEY_PREFIX = "pixivflow"

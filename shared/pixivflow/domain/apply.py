@@ -1,4 +1,4 @@
-"""applyOutcome (spec §3.3): the only place a TargetOutcome becomes a cell state.
+"""applyOutcome: the only place a TargetOutcome becomes a cell state.
 
 ``decide`` is pure: it says what to write; the execution service writes it with one
 conditional update (so a late result can never downgrade a terminal cell).

@@ -1,4 +1,4 @@
-"""Where a bound work's files are stored, and how a delivery describes them (issue 10).
+"""Where a bound work's files are stored, and how a delivery describes them.
 
 ``artifact_prefix``: the one place that names a bound work's store key, stable per
 (slot, target, work); each file adds its page name below it.
@@ -28,7 +28,7 @@ _KINDS = {
     "text": ("novel", "primary"),
     "cover": ("cover", "cover"),
     "preview": ("image", "preview"),
-    "inline": ("image", "preview"),  # a novel's inline image (issue 23): part of the rich preview
+    "inline": ("image", "preview"),  # a novel's inline image: part of the rich preview
     "markdown": ("novel", "preview"),  # the novel rendered as Markdown for TelePress
 }
 DEFAULT_BUDGET_CHARS = 200_000
@@ -40,7 +40,7 @@ def artifact_prefix(slot_id: str, target_id: str, work_id: str) -> str:
 
 def file_key(prefix: str, name: str) -> str:
     """One stored file's key under its work's prefix (the store writes it, the intent's record
-    rebuilds it from the file's name: the key is not stored twice, issue 25)."""
+    rebuilds it from the file's name: the key is not stored twice)."""
     return f"{prefix}/{name}"
 
 
@@ -81,7 +81,7 @@ def assets_for(files: Iterable[Any], url_for: Callable[[Any], str], *, source: s
 
 def media_assets(work_id: str, files: Iterable[Any]) -> list[dict[str, Any]]:
     """TelePost's minimal Delivery Asset contract ``[{asset_id, kind, source_url, mime_type?}]``
-    (pixivflow-delivery note §2.2 step 5; PixivFlow's ``toTelepostMediaAssetsWire``): one entry
+    (PixivFlow's ``toTelepostMediaAssetsWire``): one entry
     per stored image that came from a Pixiv URL, the pages of an illustration and the inline
     images of a novel, with PixivFlow's stable id ``pixiv:<workId>:<kind>[:<sourceId>]``. TelePost
     refuses unknown keys, so nothing else is sent; files without a source URL (the offline

@@ -1,4 +1,4 @@
-"""Event callbacks: which URLs may be called, and how each call is signed (spec §10.9; DESIGN §11).
+"""Event callbacks: which URLs may be called, and how each call is signed.
 
 A ``callback_url`` comes from a consumer and is untrusted. It is vetted twice, with the same
 rules: when the Task is admitted (a refusal is a 400 naming ``callback_url``) and again right
@@ -7,7 +7,7 @@ later resolves somewhere else (DNS rebinding) cannot reach inside the network:
 
 * HTTPS only, no user-info, a host name;
 * every address the host resolves to must be globally routable by the explicit tables of
-  ``domain/network.py`` (never the interpreter's ``is_*`` tables, issue 21 item 8): loopback,
+  ``domain/network.py`` (never the interpreter's ``is_*`` tables, which change between versions): loopback,
   private, link-local, CGNAT, site-local, unique-local, multicast, documentation, benchmarking,
   reserved, unspecified and cloud metadata addresses are refused, and an IPv6 address that carries
   an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is judged by what it carries;

@@ -40,7 +40,7 @@ TERMINAL_SLOT_STATES: frozenset[str] = frozenset(
 ACTIVE_SLOT_STATES: frozenset[str] = frozenset({SlotStatus.PENDING, SlotStatus.RUNNING})
 COMPLETED_SLOT_STATES: frozenset[str] = frozenset({SlotStatus.SUCCESS, SlotStatus.PARTIAL})
 
-# target state -> the states a cell may move there from (spec §3.2).
+# target state -> the states a cell may move there from.
 _TRANSITIONS: dict[str, frozenset[str]] = {
     CellStatus.PENDING: frozenset(
         {
@@ -112,7 +112,7 @@ def is_terminal_slot(status: str | None) -> bool:
 
 
 def derive_slot_status(cell_states: Iterable[str]) -> SlotStatus:
-    """Spec §2.4: the slot's lifecycle status as a pure function of its cells."""
+    """The slot's lifecycle status as a pure function of its cells."""
     states = list(cell_states)
     if not states:
         return SlotStatus.PENDING
@@ -127,7 +127,7 @@ def derive_slot_status(cell_states: Iterable[str]) -> SlotStatus:
 
 
 def is_single_work_cell(target: Mapping[str, Any] | Any) -> bool:
-    """Spec §5.3: does this target bind exactly one work per cell? Rules in order."""
+    """Does this target bind exactly one work per cell? Rules in order."""
 
     def get(name: str) -> object:
         if isinstance(target, Mapping):

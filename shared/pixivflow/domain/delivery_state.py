@@ -1,4 +1,4 @@
-"""DeliveryLedgerPort.stateFor (spec §10.8): what the delivery ledger says about one cell."""
+"""DeliveryLedgerPort.stateFor: what the delivery ledger says about one cell."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ class ConfigError(PixivFlowError):
 class SourceError(PixivFlowError):
     """A work source failed. ``status`` is the upstream HTTP status when there was one.
 
-    ``reason`` is the spec §8.1 terminal reason the failure stands for (``rate_limited``,
+    ``reason`` is the terminal reason code the failure stands for (``rate_limited``,
     ``remote_http_error``, ``download_failed``, ``metadata_failed``, ...) when the source knows
     it; sources also start their message with it, so ``lastError`` names it.
     """
@@ -66,7 +66,7 @@ class SourceOutage(TransientSourceError):
     down after a rate limit, or Pixiv kept answering 5xx / timing out through the quick retries.
 
     Trying the next candidate would hit the same wall, so a cell stops its scan and KEEPS its
-    bound work: the retry continues that work after the cooldown (issue 10; spec §6.3 "retryable").
+    bound work: the retry continues that work after the cooldown (a retryable job-level outage).
     ``retry_after_ms`` is how long the source asked us to wait, when it said.
     """
 
@@ -87,9 +87,9 @@ class RateLimitedError(SourceOutage):
 class FatalSourceError(SourceError):
     """The source cannot work at all until an operator acts: the cell ends at once, never retried.
 
-    ``reason`` is one of the spec §8.1 rows whose policy is ``retryable: false``. This is a
-    deliberate departure from spec §6.3 (which makes every job-level outage retryable): retrying a
-    rejected refresh token or a missing secret only burns the schedule's budget (issue 10).
+    ``reason`` is one of the terminal reasons whose policy is ``retryable: false``. Unlike the
+    other job-level outages it is never retried: retrying a rejected refresh token or a missing
+    secret only burns the schedule's budget.
     """
 
     reason = "internal_error"
@@ -101,7 +101,7 @@ class FatalSourceError(SourceError):
 class AuthenticationError(FatalSourceError):
     """Pixiv rejected the account's refresh token (``invalid_grant``): terminal ``auth_failed``.
 
-    The class name is the one spec §6.3 rule 2 matches (job-level ``pixiv_auth_failure``)."""
+    The candidate-error rules match this class name (job-level ``pixiv_auth_failure``, domain/scan.py)."""
 
     reason = "auth_failed"
 
@@ -115,11 +115,11 @@ class SourceConfigurationError(FatalSourceError):
 class WorkRestrictedError(SourceError):
     """Pixiv returned the work as a restricted placeholder (``limit_*`` image, ``visible: false``).
 
-    Skipped as ``unavailable`` in the candidate report (issue 10); never retried as the same work."""
+    Skipped as ``unavailable`` in the candidate report; never retried as the same work."""
 
 
 class PaginationError(SourceError):
-    """The pager did not advance (spec §6.4). Never downgraded to "no results"."""
+    """The pager did not advance. Never downgraded to "no results"."""
 
     code = "PAGINATION_ERROR"
 
@@ -134,7 +134,7 @@ class LedgerUnavailable(PixivFlowError):
 class SecretStoreUnavailable(PixivFlowError):
     """The secret store could not answer (throttled, network, a 5xx), after a few quick retries.
 
-    The one rule every secret reader shares (issue 21): a secret that does not EXIST is an answer
+    The one rule every secret reader shares: a secret that does not EXIST is an answer
     (``None``, or the reader's "missing" error: an operator must act), a store that did not answer
     is THIS error: retryable, never cached, never read as "no secret" (which would dead-letter a
     callback, or send a delivery without its credentials)."""
@@ -142,13 +142,13 @@ class SecretStoreUnavailable(PixivFlowError):
 
 class NoTimeLeft(PixivFlowError):
     """This invocation has too little time left to start an attempt and record its result: the
-    record goes back to its queue unclaimed, so it uses no attempt (issue 21)."""
+    record goes back to its queue unclaimed, so it uses no attempt."""
 
 
 class OutboxAttemptError(PixivFlowError):
     """One outbox attempt failed; ``status`` is the endpoint's HTTP status when it answered
-    (spec §10.7 classifies on it: 429/5xx retry, other 4xx dead-letter). A sender that knows its
-    own verdict (a job event callback's rules, spec §10.9) gives ``code`` and ``retryable``."""
+    (the error classification uses it: 429/5xx retry, other 4xx dead-letter). A sender that knows
+    its own verdict (a job event callback's rules) gives ``code`` and ``retryable``."""
 
     def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
                  retryable: bool | None = None) -> None:

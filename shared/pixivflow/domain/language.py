@@ -1,4 +1,4 @@
-"""The novel language filter (pixivflow-real-configs note §3): ``languageFilter`` ``chinese`` /
+"""The novel language filter as PixivFlow does it: ``languageFilter`` ``chinese`` /
 ``non-chinese``, ``strictLanguageFilter``, ``detectLanguage``.
 
 PixivFlow runs franc-min over ``"<title>\\n<body>"`` and corrects its answer with the kana / Han
@@ -39,7 +39,7 @@ NAMES = {"cmn": "Chinese (Mandarin)", "jpn": "Japanese", "eng": "English", "kor"
          "fra": "French", "deu": "German", "rus": "Russian", "por": "Portuguese", "ita": "Italian", "und": "Undetermined"}
 FILTERS = ("chinese", "non-chinese")
 
-# Compiled on first use (issue 25, cold start): only a novel's language check needs them.
+# Compiled on first use, for a shorter cold start: only a novel's language check needs them.
 _HEADER_LINE = LazyPattern(r"^\s*(?:Title:|Author:|Author ID:|Tags:|Download Tag:|Original URL:|Created:).*$|^\s*---\s*$",
                           re.IGNORECASE | re.MULTILINE)
 # franc-min's script classes (its data.js), the ones that matter for Pixiv novels.
@@ -70,7 +70,7 @@ class Detected:
 
     @property
     def label(self) -> str:
-        """``{{language}}``: ``"<name> (<code>)"`` (note §3)."""
+        """``{{language}}``: ``"<name> (<code>)"``, as PixivFlow writes it."""
         return f"{self.name} ({self.code})"
 
 
@@ -127,13 +127,14 @@ def detect(title: str, body: str) -> Detected | None:
 class Verdict:
     keep: bool
     detected: Detected | None
-    reason: str | None = None  # why a novel is rejected (PixivFlow's messages, note §3)
+    reason: str | None = None  # why a novel is rejected (PixivFlow's messages)
 
 
 def verdict(work_id: str, title: str, body: str, language_filter: str, *, strict: bool = False,
             detect_language: bool = True) -> Verdict:
     """Keep or reject one novel for ``languageFilter``. Inconclusive rejects only when strict;
-    ``detectLanguage: false`` makes every novel inconclusive (note §3, INFERRED there)."""
+    ``detectLanguage: false`` makes every novel inconclusive (our reading of PixivFlow, which
+    does not say)."""
     found = detect(title, body) if detect_language else None
     if found is None:
         if strict:

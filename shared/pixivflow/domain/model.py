@@ -14,7 +14,7 @@ from .cells import TERMINAL_CELL_STATES, CellStatus
 
 
 class LedgerStatus(StrEnum):
-    """Delivery ledger status of an intent (spec §10.1)."""
+    """Delivery ledger status of an intent."""
 
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -23,7 +23,7 @@ class LedgerStatus(StrEnum):
 
 
 class OutboxStatus(StrEnum):
-    """Outbox status of the same intent item (spec §10.4)."""
+    """Outbox status of the same intent item."""
 
     PENDING = "pending"
     PROCESSING = "processing"
@@ -45,7 +45,7 @@ def cell_key(slot_id: str, target_id: str) -> str:
 
 
 def lease_is_live(owner: str | None, lease_until: int | None, now_ms: int) -> bool:
-    """Spec §4.2: a lease is live iff it has an owner and has not expired."""
+    """A lease is live iff it has an owner and has not expired."""
     return bool(owner) and lease_until is not None and lease_until > now_ms
 
 
@@ -93,12 +93,12 @@ class Cell:
     terminal_reason_message: str | None = None
     candidate_report: dict[str, Any] | None = None
     # A topic selection's progress (day, tag, collected works), written by the lease owner after
-    # each (day, tag) step so the next invocation resumes there (issue 22; domain/topic.DayProgress).
+    # each (day, tag) step so the next invocation resumes there (domain/topic.DayProgress).
     selection_checkpoint: dict[str, Any] | None = None
     # Not written yet: a snapshot target whose cell item the ledger does not hold. Admission writes
-    # the slot alone (its targetIds ARE the frozen membership, spec §13.7); a cell's item is created
-    # by its first claim, or by the sweep when it re-dispatches or fails it (issue 14: one request
-    # per admission, one write unit less per cell). Until then it is exactly a pending cell with no
+    # the slot alone (its targetIds ARE the frozen membership); a cell's item is created by its
+    # first claim, or by the sweep when it re-dispatches or fails it (one request per admission, one
+    # write unit less per cell). Until then it is exactly a pending cell with no
     # lease, dispatched when the slot was created.
     virtual: bool = False
 
@@ -140,13 +140,13 @@ class Intent:
     updated_at: int = 0
     delivered_at: int | None = None
     payload: dict[str, Any] = field(default_factory=dict)
-    # A route that posts in several calls (Telegram review; issue 23): when an attempt began
+    # A route that posts in several calls (Telegram review): when an attempt began
     # posting without saving what it posted, and what earlier attempts posted and saved.
     sending_at: int | None = None
     send_progress: dict[str, Any] | None = None
     redrive_count: int = 0
-    # The bound work's stored files (issue 25: the ledger, not a manifest object, records them),
-    # written once with the row, after every file is stored (DESIGN §12); services/assets.py.
+    # The bound work's stored files (the ledger, not a manifest object, records them), written
+    # once with the row, after every file is stored; services/assets.py.
     files: list[dict[str, Any]] | None = None
 
     @property
@@ -159,20 +159,19 @@ class Intent:
 
     @property
     def began_posting(self) -> bool:
-        """Part of this row may be in a chat (Telegram review; issue 23): an attempt marked it
-        ``sending`` and saved nothing, or earlier attempts posted and saved their posts without the
-        review being recorded. Such a row is never cancelled nor dead-lettered unrecorded: only an
-        attempt of the route records what is in the chat at the control plane (make sim's routes
-        world, seeds 106 and 739)."""
+        """Part of this row may be in a chat (Telegram review): an attempt marked it ``sending``
+        and saved nothing, or earlier attempts posted and saved their posts without the review
+        being recorded. Such a row is never cancelled nor dead-lettered unrecorded: only an attempt
+        of the route records what is in the chat at the control plane."""
         return self.sending_at is not None or self.send_progress is not None
 
     @property
     def may_be_downstream(self) -> bool:
-        """The downstream may hold this row's work (spec §13.2: one delivery per work and route, so
-        the work must stay reserved): an attempt was recorded (its answer lost or failed after the
+        """The downstream may hold this row's work (one delivery per work and route, so the work
+        must stay reserved): an attempt was recorded (its answer lost or failed after the
         downstream took it), or a worker claimed the row and never settled it. A claim uses no
         attempt, so a row ``processing`` under a lapsed lease is one whose worker may have posted and
-        died before recording anything (make sim seed 6093); a live lease is a post under way."""
+        died before recording anything; a live lease is a post under way."""
         return self.attempts > 0 or self.outbox_status == OutboxStatus.PROCESSING
 
 
@@ -183,8 +182,8 @@ def unwritten_cell(slot: Slot, target_id: str) -> Cell:
 
 
 def row_overdue(intent: Intent, now_ms: int, grace_ms: int = 0) -> bool:
-    """An outbox row to (re-)send now (DESIGN §5): pending or retry_wait and due ``grace_ms`` ago,
-    or processing under a claim that expired (spec §10.4: re-claimed with the same intent)."""
+    """An outbox row to (re-)send now: pending or retry_wait and due ``grace_ms`` ago, or
+    processing under a claim that expired (re-claimed with the same intent)."""
     if not intent.actionable:
         return False
     if intent.outbox_status == OutboxStatus.PROCESSING:
@@ -200,7 +199,7 @@ class SlotState:
     cells: dict[str, Cell] = field(default_factory=dict)
     intents: list[Intent] = field(default_factory=list)
     events: dict[str, dict[str, Any]] = field(default_factory=dict)  # lifecycle event kind -> {ts}
-    # Cell items the ledger holds but cannot read (target id -> why; issue 21): left out of
+    # Cell items the ledger holds but cannot read (target id -> why): left out of
     # ``cells``, so each reads as the pending cell it stood for before its first write, and the
     # next claim or sweep write completes the item (the ledger's upserts accept an item with no
     # status). Never a reason to fail the read.
@@ -215,7 +214,7 @@ class SlotState:
         return unwritten_cell(self.slot, target_id)
 
     def first_cell(self) -> Cell | None:
-        """The cell a job is projected from (spec §12.4): its first snapshot target's."""
+        """The cell a job is projected from: its first snapshot target's."""
         return self.cell(self.slot.target_ids[0]) if self.slot.target_ids else None
 
     def snapshot_cells(self) -> list[Cell]:

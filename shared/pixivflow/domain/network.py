@@ -1,4 +1,4 @@
-"""Which IP addresses a server may connect to on a consumer's behalf: explicit tables (issue 21 item 8).
+"""Which IP addresses a server may connect to on a consumer's behalf: explicit tables.
 
 The rule is this module's, not the interpreter's: ``ipaddress``'s ``is_global`` / ``is_private`` /
 ``is_reserved`` tables changed between Python 3.11 (this machine) and 3.13 (Lambda) -- 3.11 called
@@ -25,7 +25,7 @@ from typing import Union
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
-# Reasons (``detail.reason`` of a refused callback_url, spec §10.9; DESIGN §11).
+# Reasons (``detail.reason`` of a refused callback_url).
 METADATA = "metadata_address"
 LOOPBACK = "loopback_address"
 LINK_LOCAL = "link_local_address"

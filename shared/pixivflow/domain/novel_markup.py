@@ -1,4 +1,4 @@
-"""Pixiv's novel markup, for the rich preview (pixivflow-real-configs note §7; issue 23): pure.
+"""Pixiv's novel markup, for the rich preview: pure.
 
 A novel's text carries Pixiv's markers: ``[newpage]``, ``[chapter:Title]``, ``[jump:N]``,
 ``[[rb:base > reading]]``, ``[[jumpuri:label > URL]]``, ``[pixivimage:ID]`` / ``[pixivimage:ID-N]``

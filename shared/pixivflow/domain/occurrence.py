@@ -1,4 +1,4 @@
-"""Occurrence resolution: which cron fire a trigger belongs to (spec §1.3, §1.4).
+"""Occurrence resolution: which cron fire a trigger belongs to (docs/explanation/scheduling.md).
 
 A schedule is a 5-field cron read in an IANA time zone. Its *fires* are the
 instants at which EventBridge Scheduler would invoke the target, and every fire
@@ -399,7 +399,7 @@ def _checked_inputs(schedule_id: str, cron: str | None, tz: str | None) -> tuple
 
 
 def resolve_occurrence(schedule_id: str, cron: str | None, tz: str | None, at_ms: int) -> Occurrence:
-    """Map a trigger instant to its occurrence (spec §1.3).
+    """Map a trigger instant to its occurrence.
 
     The upcoming fire wins when it is at most ``LEAD_MS`` away (a clock that
     ticked a little early); otherwise the latest fire before ``at + NUDGE_MS``
@@ -423,7 +423,7 @@ def resolve_occurrence(schedule_id: str, cron: str | None, tz: str | None, at_ms
 
 
 def check_window(occ: Occurrence, now_ms: int, grace_minutes: int = DEFAULT_GRACE_MINUTES) -> None:
-    """Refuse a trigger outside [occurrence - 15 min, occurrence + grace] (spec §1.4)."""
+    """Refuse a trigger outside [occurrence - 15 min, occurrence + grace]."""
     if now_ms < occ.occurrence_at - LEAD_MS:
         raise OccurrenceError(425, f"occurrence {occ.slot_id} is not due yet")
     if now_ms > occ.occurrence_at + grace_minutes * _MINUTE_MS:
@@ -468,7 +468,7 @@ class UpcomingFire:
 
 def upcoming_fires(schedule_id: str, cron: str, tz: str, after_ms: int, count: int) -> list[UpcomingFire]:
     """The next ``count`` fires strictly after ``after_ms`` (the same fires as :func:`next_fire`),
-    with the DST gaps met on the way listed in place (issue 12: ``pixivflow schedules next``)."""
+    with the DST gaps met on the way listed in place (for ``pixivflow schedules next``)."""
     zone = _zone(tz)
     out: list[UpcomingFire] = []
     fires = 0

@@ -1,6 +1,6 @@
 """The one structured record of a finished occurrence (``schedule.outcome``) and its compact summary.
 
-Spec §9. When a slot reaches ``success``/``partial``/``failed`` the rollup writes exactly one
+When a slot reaches ``success``/``partial``/``failed`` the rollup writes exactly one
 ``execution.summary`` lifecycle event whose detail is ``{summary, outcome}``, and logs the same
 ``outcome`` object. Both are projections of durable state only (slot, cells, delivery ledger):
 nothing is inferred from log text, and two builds from the same state are identical, so the log
@@ -26,14 +26,14 @@ OUTCOME_EVENT = "schedule.outcome"
 OUTCOME_VERSION = 2  # the 3.x record: business_status (with `cancelled`) and alertable
 OUTCOME_SLOT_STATES: frozenset[str] = frozenset({SlotStatus.SUCCESS, SlotStatus.PARTIAL, SlotStatus.FAILED})
 
-# Per-cell business categories (§9.1). A cell lands in at most one.
+# Per-cell business categories. A cell lands in at most one.
 CATEGORY_SUBMITTED = "submitted"
 CATEGORY_NO_MATCH = "no_match"
 CATEGORY_DUPLICATE = "duplicate"
 CATEGORY_DELIVERY_FAILED = "delivery_failed"
 CATEGORY_EXECUTOR_FAILED = "executor_failed"
 
-# Business statuses (§9.2).
+# Business statuses.
 BUSINESS_SUCCESS = "success"
 BUSINESS_PARTIAL_SUCCESS = "partial_success"
 BUSINESS_NO_CANDIDATE = "no_candidate"
@@ -91,7 +91,7 @@ def business_status(
     duplicate_exhausted: int = 0,
     cancelled: int = 0,
 ) -> str:
-    """The operator-facing verdict of an occurrence (§9.2), first matching rule wins.
+    """The operator-facing verdict of an occurrence, first matching rule wins.
 
     Count conventions (as :func:`build_outcome` produces them):
 

@@ -1,4 +1,4 @@
-"""What a target handler returns, and the candidate scan report it carries (spec §6.2, §6.3)."""
+"""What a target handler returns, and the candidate scan report it carries."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class CandidateSkip:
 
 @dataclass
 class CandidateSupply:
-    """CandidateSupplyReport (spec §6.3): the funnel from what the source returned to the candidates.
+    """CandidateSupplyReport: the funnel from what the source returned to the candidates.
 
     ``fetched`` counts the distinct works the source returned to this selection, ``selected``
     those that passed every selection rule (the pool the scan walks); each other work is
@@ -61,7 +61,7 @@ class CandidateSupply:
             self.reasons[code] = self.reasons.get(code, 0) + count
 
     def merged(self, other: "CandidateSupply") -> "CandidateSupply":
-        """Two passes summed (spec §6.3)."""
+        """Two passes summed."""
         reasons = dict(self.reasons)
         for code, count in other.reasons.items():
             reasons[code] = reasons.get(code, 0) + count

@@ -1,4 +1,4 @@
-"""The one search pager every work source goes through (spec §6.4).
+"""The one search pager every work source goes through.
 
 A source only knows how to return one page for a cursor. This module owns the rest:
 how far to page (the over-fetch bound), the client-side date window, the guard that
@@ -144,7 +144,7 @@ MAX_EXAMINED = 5000
 
 
 class InvalidDateWindow(ValueError):
-    """A bound that does not parse, or a start after the end: the search has no result (spec §6.4)."""
+    """A bound that does not parse, or a start after the end: the search has no result."""
 
 
 @dataclass
@@ -182,7 +182,7 @@ def walk(
     end_date: str | None = None,
     max_examined: int | None = MAX_EXAMINED,
 ) -> Walk:
-    """Page through one search until ``bound`` in-window works are gathered (spec §6.4).
+    """Page through one search until ``bound`` in-window works are gathered.
 
     ``order`` is the order the source returns items in: for ``date_desc`` an item older than
     the start ends the walk and a newer one than the end is skipped, ``date_asc`` mirrors it,

@@ -1,4 +1,4 @@
-"""Regular expressions compiled on their first use (issue 25, cold start).
+"""Regular expressions compiled on their first use, to keep a cold start short.
 
 A module that holds a rule table of patterns compiled them all at import, so every function paid
 for every table whether its first invocation classified an error or not (``reasons`` and ``scan``

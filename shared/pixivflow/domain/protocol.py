@@ -1,9 +1,9 @@
-"""Workflow Protocol v1 projections (spec §12.1, §12.4, §12.5): pure functions of ledger views.
+"""Workflow Protocol v1 projections: pure functions of ledger views.
 
 Everything a consumer sees about a job is built here from the same slot, cell and intent
 items the engine writes: no second state machine. Internal words (cell states, terminal
 reason codes, slot statuses) are translated at this one place; internal reason codes only
-cross the boundary inside ``error.detail.internal_code`` (spec §13.20).
+cross the boundary inside ``error.detail.internal_code``.
 
 The event stream is a projection too: lifecycle events are stored once each with a per-job
 sequence number ``seq`` and a timestamp ``ts`` that never moves backwards, and
@@ -25,7 +25,7 @@ PROTOCOL_VERSION = "1"
 SUPPORTED_VERSIONS = ("1",)
 JOB_TYPE = "candidate_search"
 DEFAULT_DEADLINE_MS = 1_800_000
-EVENTS_PAGE_LIMIT = 200  # spec §12.5: a page is bounded so a long job never streams unbounded JSON
+EVENTS_PAGE_LIMIT = 200  # a page is bounded so a long job never streams unbounded JSON
 
 # -- errors -----------------------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ EVENTS_PAGE_LIMIT = 200  # spec §12.5: a page is bounded so a long job never st
 class ProtocolError(Exception):
     """A refusal on the protocol surface: HTTP status plus the ``{"error": Error}`` body.
 
-    ``retryable`` defaults to the protocol table (spec §8.4) so it is always present."""
+    ``retryable`` defaults to the protocol error table so it is always present."""
 
     def __init__(self, code: str, status: int, message: str, detail: Mapping[str, Any] | None = None,
                  *, retryable: bool | None = None, stage: str | None = None) -> None:
@@ -62,11 +62,11 @@ def invalid(message: str, status: int = 400, *, stage: str = "validation", **det
 
 
 def unknown_job(job_id: str) -> ProtocolError:
-    """404 for a job id no slot has (spec §11.3, §12.7: every route answers it the same way)."""
+    """404 for a job id no slot has (every route answers it the same way)."""
     return ProtocolError("invalid_params", 404, "unknown job", {"reason": "unknown_job", "job_id": job_id}, stage="lookup")
 
 
-# -- job status and projection (§12.4) ----------------------------------------------------------
+# -- job status and projection ------------------------------------------------------------------
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, EXPIRED = "queued", "running", "succeeded", "failed", "cancelled", "expired"
 TERMINAL_JOB_STATUSES = frozenset({SUCCEEDED, FAILED, CANCELLED, EXPIRED})
@@ -76,7 +76,7 @@ EXPIRED_REASONS = frozenset({"queued_too_long", "stalled_no_heartbeat", "executi
 
 
 def job_status(cell_status: str, reason_code: str | None, slot_status: str | None) -> str:
-    """The cell is the truth (spec §12.4 status table)."""
+    """The cell is the truth: its state (and reason code) decides the job status."""
     if cell_status == CellStatus.SUBMITTED:
         return SUCCEEDED
     if cell_status == CellStatus.PENDING:
@@ -165,7 +165,7 @@ def _candidate(work_id: str, work_type: str | None) -> dict[str, Any]:
     return {"candidate_id": str(work_id), "platform": "pixiv", "work_id": str(work_id), "work_type": kind}
 
 
-# -- events (§12.5) -----------------------------------------------------------------------------
+# -- events -------------------------------------------------------------------------------------
 
 REQUESTED = "job.requested"
 STARTED = "job.execution_started"
@@ -190,10 +190,10 @@ EVENT_TYPE_FOR_KIND: Mapping[str, str] = {
 TERMINAL_EVENT_KINDS = frozenset(TERMINAL_KINDS.values())
 # Kinds that exist at most once per job; job.progressed may repeat (each with its own seq).
 ONCE_KINDS = frozenset({REQUESTED, STARTED} | set(TERMINAL_EVENT_KINDS))
-# A bounded grammar (issue 21 item 2): an epoch-ms timestamp of at most 13 digits and a row id of at
-# most 12, ASCII digits only, nothing trailing (``fullmatch``: ``$`` would let a final "\n" through).
-# Anything else is "not one of ours" -- the no-op of spec §12.5 -- and never reaches ``int()``'s
-# 4,300-digit limit.
+# A bounded grammar: an epoch-ms timestamp of at most 13 digits and a row id of at most 12,
+# ASCII digits only, nothing trailing (``fullmatch``: ``$`` would let a final "\n" through).
+# Anything else is "not one of ours" (an unknown ``after`` or ack id is ignored) and never
+# reaches ``int()``'s 4,300-digit limit.
 _EVENT_ID = re.compile(r"evt-([0-9]{1,13})-([0-9]{1,12})")
 
 
@@ -262,7 +262,7 @@ def after_position(position: tuple[int, int] | None, ts: int, seq: int) -> bool:
 
 
 def parse_event_query(query: Mapping[str, Any] | None) -> tuple[str | None, bool]:
-    """``after`` and ``unacked`` of ``GET /jobs/{id}/events`` (spec §12.5)."""
+    """``after`` and ``unacked`` of ``GET /jobs/{id}/events``."""
     query = query or {}
     after = query.get("after")
     if after is not None and (not isinstance(after, str) or after == ""):

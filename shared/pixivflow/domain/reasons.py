@@ -1,6 +1,6 @@
 """Terminal reason codes, how an outcome earns one, and how it crosses the protocol boundary.
 
-Spec §8. Three vocabularies meet here:
+Three vocabularies meet here (docs/explanation/terminal-reasons.md):
 
 * the *internal* terminal reason a cell stores (``terminal_reason_code``): twenty codes, each
   with a pipeline stage, a default "is a retry worth it" flag and a short business message in
@@ -50,7 +50,7 @@ TERMINAL_REASONS: Mapping[str, ReasonPolicy] = _policies(
     ("execution_timeout", "execution", True, "执行超时"),
     ("configuration_error", "configuration", False, "配置错误"),
     ("internal_error", "execution", False, "内部错误"),
-    # Liveness verdicts about the ledger itself, not about Pixiv (stall sweep, §7.2).
+    # Liveness verdicts about the ledger itself, not about Pixiv (the stall sweep's).
     ("queued_too_long", "execution", True, "排队超时，未能开始执行"),
     ("stalled_no_heartbeat", "execution", True, "执行中断，长时间没有进展"),
     # The run ended while its delivery intent had nothing left that could converge it.
@@ -74,12 +74,12 @@ def reason_message(code: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Error text -> reason (§8.2, the `failed` branch once no scan outage decided it).
+# Error text -> reason (the `failed` branch once no scan outage decided it).
 #
 # The rules are evaluated top to bottom and the first hit wins, so their ORDER is the contract:
 # e.g. "429 from telegram" is a rate limit, "401 while posting" is an auth problem, and a bare
 # "ETIMEDOUT" is a network error because the timeout rule only matches the words "timeout" /
-# "timed out". Rules written "A + B" in the spec require A to appear before B in the text.
+# "timed out". A two-part rule ("A ... B") requires A to appear before B in the text.
 # Only the head of the text is inspected, so a huge stack trace cannot change the verdict.
 # --------------------------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ ERROR_TEXT_SCAN_CHARS = 600
 
 
 def _rx(pattern: str) -> LazyPattern:
-    return LazyPattern(pattern, re.IGNORECASE | re.DOTALL)  # compiled on first use (issue 25, cold start)
+    return LazyPattern(pattern, re.IGNORECASE | re.DOTALL)  # compiled on first use: a shorter cold start
 
 
 def _status(codes: str) -> str:
@@ -182,7 +182,7 @@ def terminal_reason_for(outcome: TargetOutcome) -> str | None:
     """The reason code an outcome leaves on its cell; ``None`` for the success-shaped kinds.
 
     A ``failed`` outcome is classified whatever its ``retryable`` flag: callers only persist the
-    code when the failure terminalises the cell (§3.3).
+    code when the failure terminalises the cell (applyOutcome).
     """
     kind = outcome.kind
     if kind in ("submitted", "stored", "delivery_pending"):
@@ -201,7 +201,7 @@ def terminal_reason_for(outcome: TargetOutcome) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Protocol boundary (§8.3, §8.4, §12.4)
+# Protocol boundary
 # --------------------------------------------------------------------------------------------
 
 # The closed protocol enum, each with the `retryable` a producer sends unless it knows better.
@@ -227,7 +227,7 @@ PROTOCOL_ERROR_CODES: Mapping[str, bool] = MappingProxyType(
 )
 
 # Every internal code has exactly one protocol code; a new internal code without a row here
-# is caught by the unit test that cross-checks TERMINAL_REASONS and the kit's mapping file.
+# is caught by the unit test that cross-checks TERMINAL_REASONS and tests/contract/error-mapping.json.
 INTERNAL_TO_PROTOCOL: Mapping[str, str] = MappingProxyType(
     {
         "no_candidate": "no_candidate",

@@ -1,4 +1,4 @@
-"""The Telegram review route's pure rules (pixivflow-real-configs note §6; issue 23).
+"""The Telegram review route's pure rules.
 
 PixivFlow's ``type: telegram`` route posts a work to a review chat through the Bot API, adds a
 control card with approve/reject buttons, and records the review at a control plane, which
@@ -32,18 +32,18 @@ PHOTO_MAX_BYTES = 10 * 1024 * 1024  # sendPhoto: at most 10 MB
 PHOTO_MAX_SIDES = 10_000  # sendPhoto: width + height at most 10000
 PHOTO_MAX_RATIO = 20  # sendPhoto: width/height ratio at most 20
 DOCUMENT_MAX_BYTES = 50 * 1024 * 1024  # multipart uploads by bots: 50 MB
-CONTROL_CARD = "🧾 审核 {review_id}\n按钮只作用于这一条审核，决定后本条会更新。"  # note §6, PixivFlow's card text
+CONTROL_CARD = "🧾 审核 {review_id}\n按钮只作用于这一条审核，决定后本条会更新。"  # PixivFlow's card text
 APPROVE_LABEL, REJECT_LABEL = "✅ 发布", "❌ 拒绝"
 
 
 def review_id(target_id: str, work_type: str, work_id: str, prefix: str = DEFAULT_REVIEW_ID_PREFIX) -> str:
-    """``<prefix>_<first 16 hex of SHA-1 of "<targetId>|<type>|<pixivId>">`` (note §6)."""
+    """``<prefix>_<first 16 hex of SHA-1 of "<targetId>|<type>|<pixivId>">``, as PixivFlow names a review."""
     digest = hashlib.sha1(f"{target_id}|{work_type}|{work_id}".encode("utf-8")).hexdigest()
     return f"{prefix or DEFAULT_REVIEW_ID_PREFIX}_{digest[:16]}"
 
 
 def keyboard(rid: str) -> dict[str, Any]:
-    """One row: approve and reject, each carrying ``review:<id>:<decision>`` (note §6)."""
+    """One row: approve and reject, each carrying ``review:<id>:<decision>``."""
     return {"inline_keyboard": [[{"text": APPROVE_LABEL, "callback_data": f"review:{rid}:approve"},
                                  {"text": REJECT_LABEL, "callback_data": f"review:{rid}:reject"}]]}
 
@@ -146,7 +146,7 @@ def photo_fits(size: int, width: int | None, height: int | None) -> bool:
 
 
 def plan_items(work_type: str, files: Sequence[Any], previews: Sequence[Any]) -> list[MediaItem]:
-    """Photos for an illustration's pages, documents for a novel's files (note §6). A page over
+    """Photos for an illustration's pages, documents for a novel's files. A page over
     sendPhoto's limits goes as its stored preview (Pixiv's ``large`` image) when that fits, else
     as a document (originals up to 50 MB still reach the reviewers)."""
     if work_type == "novel":
@@ -275,7 +275,7 @@ def review_outcome(outcome: str, rid: str | None, *, error: str | None = None, r
 
 
 def parse_review_ack(body: Any) -> DeliveryAck:
-    """The ACK of one Telegram review attempt (note §6): ``accepted`` (every call ok and the
+    """The ACK of one Telegram review attempt: ``accepted`` (every call ok and the
     review recorded: remote status ``in_review``), ``idempotent_replay`` (the pre-flight found the
     review: ``review_exists``), a retry (at ``retry_after`` when Telegram said so), or a permanent
     failure; ``uncertain`` is permanent too: the row is dead-lettered, never posted again by

@@ -1,4 +1,4 @@
-"""Bounded candidate scan rules (spec §6.1 ``candidateScanLimit``, §6.3).
+"""Bounded candidate scan rules (``candidateScanLimit``; docs/explanation/selection.md).
 
 A fresh cell walks its candidates one at a time and stops at the first usable one.
 This module holds the pure parts of that walk:
@@ -100,7 +100,7 @@ def _skip(code: SkipCode) -> FailureVerdict:
 
 
 def _rx(pattern: str) -> LazyPattern:
-    return LazyPattern(pattern, re.IGNORECASE)  # compiled on first use (issue 25, cold start)
+    return LazyPattern(pattern, re.IGNORECASE)  # compiled on first use: a shorter cold start
 
 
 # Rule 1: the job's own database is failing. Our ledger is DynamoDB, so the domain's
@@ -120,7 +120,7 @@ _DELIVERY_DONE = _rx(r"already (?:delivered|published)|duplicate")
 # Rule 4: the upstream gateway is failing for everyone.
 _OUTAGE_STATUSES = frozenset({502, 503, 504})
 # Rule 5: the network failed for this attempt. Python's own exception classes and
-# messages are accepted next to the Node error codes the spec lists.
+# messages are accepted next to the Node error codes PixivFlow checks.
 _NETWORK_CLASSES = frozenset(
     {"ConnectionError", "TimeoutError", "gaierror", "ConnectError", "NetworkError", "TimeoutException"}
 )
@@ -175,7 +175,7 @@ def _text_of(error: BaseException | str) -> str:
 
 
 def classify_candidate_failure(error: BaseException | str, status: int | None = None) -> FailureVerdict:
-    """Classify one failed candidate attempt (spec §6.3, rules applied in order).
+    """Classify one failed candidate attempt (rules applied in order).
 
     ``error`` is the exception (or just its message); ``status`` is the upstream HTTP
     status when the caller knows it, else it is read from the error's ``status`` /
@@ -251,7 +251,7 @@ def no_candidate_reason(scan: CandidateScan, note: str | None = None) -> str:
     """The ``no_candidate`` reason: the fixed prefix, the count, then a short breakdown.
 
     When the selection rules passed works over before any was tried, the breakdown says how
-    many the source returned and which rules rejected them (the supply report, spec §6.3), so
+    many the source returned and which rules rejected them (the supply report), so
     an operator reads "12 fetched, 12 rejected by the selection rules (9 below_min_bookmarks,
     3 date_out_of_range)" instead of a bare zero. ``note`` (e.g. "the date window is empty")
     comes first when given.

@@ -1,4 +1,4 @@
-"""Target selection as PixivFlow does it (spec §5.3, §6.1, §6.3, §6.4).
+"""Target selection as PixivFlow does it (docs/explanation/selection.md).
 
 A work source only answers paged queries (``search_page``) and single lookups (``get_work``).
 Every rule that decides WHICH works a target may take lives here, so the catalogue and the
@@ -10,12 +10,12 @@ Pixiv App API source cannot drift apart:
   a ``filterTag`` ranking (a one-day ``date_desc`` search ranked locally by bookmarks), or a
   pinned work id (``illustId`` / ``novelId``: fetched alone, never searched, never substituted).
   ``YESTERDAY`` / ``TODAY`` resolve against the slot's occurrence date in its schedule's zone.
-* ``select`` pages every query through ``pager.walk`` (the over-fetch bound of §6.4 and the
+* ``select`` pages every query through ``pager.walk`` (the over-fetch bound and the
   client-side date window: inclusive days compared with the date written in the work's own
   ``create_date`` offset), applies the per-work rules, and orders the survivors (the target's
   ``sort``, the ranking's own order, or a seeded shuffle for ``random``).
 * Every work passed over is counted once, under the first rule that rejected it, in the
-  candidate supply report (spec §6.3 ``supply``), so an operator sees why nothing was taken.
+  candidate supply report (``supply``), so an operator sees why nothing was taken.
 
 Rejection codes (``supply.reasons[].code``): ``date_out_of_range``, ``restricted`` (the source
 saw a placeholder: deleted, private or hidden), ``r18`` (``x_restrict`` ≥ 1 while the target
@@ -129,7 +129,7 @@ def resolve_day(value: str | None, occurrence_date: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Criteria:
-    """A target's selection keys (spec §6.1), already validated by the config."""
+    """A target's selection keys, already validated by the config."""
 
     work_type: str = "illustration"
     mode: str = "search"  # search | ranking | topic
@@ -181,7 +181,7 @@ class Query:
     exclude_ai: bool = False
     user_id: str | None = None
     duration: str | None = None
-    include_r18: bool = False  # drops Pixiv's filter=for_ios where PixivFlow does (note §2)
+    include_r18: bool = False  # drops Pixiv's filter=for_ios where PixivFlow does
 
     def fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,7 +194,7 @@ class Plan:
     pinned_id: str | None = None
     walk_order: str = SORT_DATE_DESC  # the order the source returns items in (drives the date stop)
     order: str = SORT_DATE_DESC  # the candidates' final order: a sort, "source" or "random"
-    gather: int = 100  # in-window works to gather before paging stops (spec §6.4 over-fetch)
+    gather: int = 100  # in-window works to gather before paging stops (the over-fetch bound)
     start_date: str | None = None  # the client-side date window (inclusive days)
     end_date: str | None = None
     note: str | None = None  # set when nothing can match (an empty date window)
@@ -251,7 +251,7 @@ def plan_selection(c: Criteria, *, occurrence_date: str | None, seed: str = "") 
     try:
         parse_window(start, end)
     except InvalidDateWindow as exc:
-        note = str(exc)  # spec §6.4: an invalid range has an empty result; nothing is fetched
+        note = str(exc)  # an invalid range has an empty result; nothing is fetched
     return Plan(criteria=c, queries=queries, walk_order=walk_order, order=order, gather=gather,
                 start_date=start, end_date=end, note=note, seed=seed)
 
@@ -287,7 +287,7 @@ def is_ai_generated(work: Any) -> bool:
     return False
 
 
-# aiMetadataCheck (note §5 detectAiFileMetadata): the first 2 MiB of the first page, lower-cased
+# aiMetadataCheck (PixivFlow's detectAiFileMetadata): the first 2 MiB of the first page, lower-cased
 # (PixivFlow reads it as latin-1, i.e. byte for byte), searched for PixivFlow's generator markers.
 # One more: ``parameters`` + NUL, the keyword of the PNG tEXt chunk the Stable Diffusion web UIs
 # write; PixivFlow's ``parameters=`` never matches that chunk (README: differs from PixivFlow).
@@ -308,7 +308,7 @@ def rejection(work: Any, c: Criteria) -> str | None:
     if not c.allows_r18 and int(getattr(work, "x_restrict", 0) or 0) >= 1:
         return R18
     if c.exclude_ai and c.work_type == "illustration" and is_ai_generated(work):
-        # excludeAI is an illustration rule in PixivFlow (note §5): a novel target ignores it.
+        # excludeAI is an illustration rule in PixivFlow: a novel target ignores it.
         return AI_GENERATED
     if c.min_bookmarks is not None and int(getattr(work, "total_bookmarks", 0) or 0) < c.min_bookmarks:
         return BELOW_MIN_BOOKMARKS
@@ -321,7 +321,7 @@ def page_rejection(work: Any, c: Criteria) -> str | None:
 
 
 def page_cap_decline(work: Any, c: Criteria) -> str | None:
-    """Why the downloader declines a candidate over ``maxPageCount``, or None (note §5).
+    """Why the downloader declines a candidate over ``maxPageCount``, or None.
 
     PixivFlow applies the cap when a candidate is attempted, not when candidates are chosen: the
     work is a ``filtered`` skip of the candidate scan (it uses one attempt of the window) and the
@@ -359,7 +359,7 @@ def select(plan: Plan, fetch_page: Callable[[Query, str | None], PageLike]) -> S
     """Run a (non-pinned) plan: page its queries, apply the rules, order the candidates.
 
     ``fetch_page(query, cursor)`` answers one page. ``PaginationError`` propagates (never read
-    as "no results", spec §6.4).
+    as "no results").
     """
     supply = CandidateSupply()
     if plan.note:

@@ -1,4 +1,4 @@
-"""The two stall rules (spec §7.2), per slot, with per-cell leases (DESIGN §4).
+"""The two stall rules, per slot, with per-cell leases (docs/explanation/stall-rules.md).
 
 A live cell lease, or a fresh progress clock, protects a slot. The progress clock is the
 newest cell heartbeat, else the slot's start, else its creation; dispatching never moves it.

@@ -1,7 +1,7 @@
-"""A ``$defs/Task`` for ``candidate_search``: parsing (spec §12.3) and its retrieval view.
+"""A ``$defs/Task`` for ``candidate_search``: parsing and its retrieval view.
 
-Parsing is strict about the documented fields, in the spec's order, and tolerant about unknown
-keys at every level (spec §12.8): a newer consumer can talk to this producer. Every refusal
+Parsing is strict about the documented fields, in the documented order, and tolerant about
+unknown keys at every level: a newer consumer can talk to this producer. Every refusal
 is a :class:`ProtocolError` naming the field in ``detail.field`` (or the reason), and nothing
 has been written when it is raised.
 
@@ -39,7 +39,7 @@ class Task:
     target_id: str | None = None  # the v1.1 selector; never stored in params
     correlation_id: str | None = None
     callback_url: str | None = None
-    deadline_ms: int | None = None  # validated, accepted, not enforced (spec §12.3)
+    deadline_ms: int | None = None  # validated, accepted, not enforced
 
     @property
     def account(self) -> str | None:
@@ -81,7 +81,7 @@ def parse_task(body: Any) -> Task:
     if version not in SUPPORTED_VERSIONS:
         raise ProtocolError("unsupported_protocol_version", 400, "protocol_version is not supported",
                             {"received": version, "supported": list(SUPPORTED_VERSIONS)}, stage="validation")
-    # 3. job_type (no new enum member for it: invalid_params with a reason, spec §12.8)
+    # 3. job_type (no new enum member for it: invalid_params with a reason)
     job_type = body.get("job_type")
     if job_type != JOB_TYPE:
         raise invalid("job_type is not supported", reason="unsupported_job_type", job_type=job_type,
@@ -213,7 +213,7 @@ def _constraints(constraints: Any) -> dict[str, Any]:
     return out
 
 
-# -- the retrieval view (spec §12.3 "applyCandidateSearchParams") ------------------------------
+# -- the retrieval view (applyCandidateSearchParams) -------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ class RetrievalView:
 
 def retrieval_view(params: Any) -> RetrievalView | None:
     """The view of stored params; None runs the target as configured (absent, empty or unusable
-    params: a resumed job whose params cannot be read must still run, spec §12.3)."""
+    params: a resumed job whose params cannot be read must still run)."""
     if isinstance(params, str):
         try:
             params = json.loads(params)
@@ -261,7 +261,7 @@ def retrieval_view(params: Any) -> RetrievalView | None:
     scan = constraints.get("scan_limit")
     scan = max(limit or 1, min(MAX_SCAN_LIMIT, scan)) if _is_int(scan) else None
     # Only `work` exclusions are applied (to both work types); candidate/tag kinds are accepted
-    # and stored but select nothing (spec §12.3, INFERRED from their absence in the source).
+    # and stored but select nothing, as in PixivFlow, whose code applies none of them.
     excluded = frozenset(str(e["id"]) for e in constraints.get("exclude") or []
                          if isinstance(e, dict) and e.get("kind") == "work" and e.get("id"))
     view = RetrievalView(tag=tag, tag_relation=relation, limit=limit, scan_limit=scan, excluded_work_ids=excluded)

@@ -1,4 +1,4 @@
-"""PixivFlow's delivery templates (pixivflow-delivery note §1.7, §2.2): pure rules, no I/O.
+"""PixivFlow's delivery templates: pure rules, no I/O.
 
 A route's ``fields`` are templates with ``{{name}}`` placeholders. The values come from the
 delivery context frozen on the intent when it was enqueued (the work, its target and its slot),
@@ -64,7 +64,7 @@ PIXIV_ZONE = ZoneInfo("Asia/Tokyo")  # Pixiv's calendar: create_date, rankings, 
 
 
 def _date(value: Any) -> str:
-    """``{{publishedDate}}``: the Japan date of an ISO date/time (real-configs note §8). Pixiv writes
+    """``{{publishedDate}}``: the Japan date of an ISO date/time. Pixiv writes
     ``create_date`` in +09:00 already; another offset (or ``Z``) is converted, a naive time or a
     bare date is taken as written."""
     text = str(value or "").strip()
@@ -96,7 +96,7 @@ def ranking_date(mode: str | None, *, occurrence_at_ms: int | None, topic_day: s
                  target_date: str | None = None, target_ranking_date: str | None = None,
                  listed_date: str | None = None) -> str | None:
     """``{{rankingDate}}`` as the published configs' note templates were written for it
-    (real-configs note §8: PixivFlow's older outbox resolved ``date ‖ rankingDate ‖ YESTERDAY`` in
+    (PixivFlow's older outbox resolved ``date ‖ rankingDate ‖ YESTERDAY`` in
     Japan time; today's PixivFlow renders it empty, which leaves every note with a bare 📅):
 
     * topic targets: the day the work was found on (the lookback day when a fallback day
@@ -115,7 +115,7 @@ def _s(value: Any) -> str:
 
 
 def template_variables(context: Mapping[str, Any]) -> dict[str, str]:
-    """Every placeholder of the note's table, rendered from a frozen delivery context."""
+    """Every template placeholder, rendered from a frozen delivery context."""
     c = context
     work_type = _s(c.get("type"))
     work_id = _s(c.get("pixivId"))
@@ -127,7 +127,7 @@ def template_variables(context: Mapping[str, Any]) -> dict[str, str]:
                                                       else c.get("title"))),
         "seriesTitle": _s(c.get("seriesTitle")),
         "pixivId": work_id,
-        "workId": work_id,  # PixivFlow's newer alias of pixivId (note §12)
+        "workId": work_id,  # PixivFlow's newer alias of pixivId
         "type": work_type,
         "targetId": _s(c.get("targetId")),
         "tag": _s(c.get("tag")),
@@ -172,12 +172,12 @@ def _text(value: Any) -> str:
 
 class TemplateError(ConfigError, ValueError):
     """A rendered field would carry an unresolved placeholder where that is never acceptable: the
-    route's fields are wrong, a configuration error (dead at once, issue 23), never a retry."""
+    route's fields are wrong, a configuration error (dead at once), never a retry."""
 
 
 def form_fields(route_fields: Mapping[str, Any], target_fields: Mapping[str, Any] | None, variables: Mapping[str, str],
                 *, array_format: str = "comma", auto_idempotency_key: bool = True) -> list[tuple[str, str]]:
-    """The text parts of one multipart submission, in order (note §2.2 steps 1-4).
+    """The text parts of one multipart submission, in order, as PixivFlow builds it.
 
     The target's fields are a shallow override of the route's. Unless disabled, an
     ``idempotency_key`` field is added when neither spelling is declared: without it an

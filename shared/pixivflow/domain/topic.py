@@ -1,4 +1,4 @@
-"""Topic mode as PixivFlow does it (pixivflow-real-configs note §1), the pure rules.
+"""Topic mode as PixivFlow does it, the pure rules.
 
 A ``mode: topic`` target names a topic, not a tag. Each run:
 
@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo
 
 JAPAN = ZoneInfo("Asia/Tokyo")
 
-# Request sizes (note §1, PixivFlow's TopicResolver / TopicCollector / TargetSearchRunner).
+# Request sizes (PixivFlow's TopicResolver / TopicCollector / TargetSearchRunner).
 BACKGROUND_SAMPLE = 40
 BACKGROUND_WORD = {"illustration": "イラスト", "novel": "小説"}
 DAY_SEARCH_MAX_COLLECT = 200  # max(5 x maxPerTag 40, 100) works read per tag, newest first
@@ -39,10 +39,10 @@ SUGGESTED_ONLY_SCORE = 0.27
 RELATED_WEIGHT_CAP = 0.6
 ILLUST_POOL_MIN, POOL_MAX = 20, 100
 
-# Candidate report codes of topic mode, beside the selection rules' own (spec §6.3 supply reasons).
+# Candidate report codes of topic mode, beside the selection rules' own supply reasons.
 DUPLICATE_ACROSS_TAGS = "duplicate_across_tags"  # a work two space tags both returned
 BELOW_METADATA_SCORE = "below_metadata_score"  # failed the metadata gate
-BEYOND_POOL = "beyond_pool"  # ranked below the selected pool (note §1 "How many candidates")
+BEYOND_POOL = "beyond_pool"  # ranked below the selected pool
 
 # PixivFlow's generic / stop list (TopicTagScorer + the resolver's own extra entry).
 STOP_TAGS = frozenset(
@@ -77,7 +77,7 @@ def topic_day(value: str | None, now_ms: int) -> str:
 
 
 def lookback_days(base_day: str, lookback: int) -> list[str]:
-    """The base day, then each earlier day down to ``lookback`` days back (0-7, note §4)."""
+    """The base day, then each earlier day down to ``lookback`` days back (0-7)."""
     base = date.fromisoformat(base_day)
     return [(base - timedelta(days=n)).isoformat() for n in range(max(0, min(7, int(lookback))) + 1)]
 
@@ -207,7 +207,7 @@ def _norm_text(value: Any) -> str:
 
 
 def metadata_score(work: Any, space: Sequence[ScoredTag], *, translated: bool = False) -> float:
-    """PixivFlow's MetadataTopicFilter score (note §1): the seed tag dominates; related tags add
+    """PixivFlow's MetadataTopicFilter score: the seed tag dominates; related tags add
     their weight (each capped at 0.6); the title and caption count when the seed tag is absent."""
     seed = tag_key(space[0].tag) if space else ""
     keys = work_tag_keys(work, translated=translated) - STOP_TAGS
@@ -245,7 +245,7 @@ def popularity(work: Any) -> float:
 
 
 def pool_size(work_type: str, limit: int, *, language_filter: str | None = None, language_candidate_limit: int = 20) -> int:
-    """How many of the ranked works are selected (note §1 "How many candidates are selected")."""
+    """How many of the ranked works are selected, as PixivFlow sizes its pool."""
     limit = max(1, int(limit))
     if work_type == "novel":
         if language_filter:
@@ -292,8 +292,8 @@ def rank(entries: Iterable[Entry], *, min_meta: float, fallback: int) -> list[En
 
 @dataclass
 class DayProgress:
-    """Selection progress of ONE topic day, checkpointed on the cell after each tag (DESIGN §5,
-    brief: a day's discovery and up to 12 tag searches do not fit one 60 s invocation)."""
+    """Selection progress of ONE topic day, checkpointed on the cell after each tag (a
+    day's discovery and up to 12 tag searches do not fit one 60 s invocation)."""
 
     day: str
     space: list[ScoredTag] | None = None

@@ -1,9 +1,9 @@
-"""The SQS side of the execute and deliver functions: ReportBatchItemFailures semantics (DESIGN §5;
-template.yaml lists ``FunctionResponseTypes: [ReportBatchItemFailures]`` on both event source
+"""The SQS side of the execute and deliver functions: ReportBatchItemFailures semantics
+(template.yaml lists ``FunctionResponseTypes: [ReportBatchItemFailures]`` on both event source
 mappings). A record whose body does not parse, or whose handling raises (an infrastructure error),
 becomes a batchItemFailure; an outcome never does.
 
-Written here rather than with Powertools' BatchProcessor (issue 25, cold start): its module loads
+Written here rather than with Powertools' BatchProcessor, for a shorter cold start: its module loads
 asyncio and the Kinesis/DynamoDB/Kafka event classes, about a fifth of these functions' INIT, for a
 loop of a dozen lines. The behaviour is the one it had: each record's body handed over in order, a
 record that raises reported by its ``messageId``, the others deleted by Lambda; an event without a
@@ -12,7 +12,7 @@ record that raises reported by its ``messageId``, the others deleted by Lambda; 
 A record that failed says so in one log line (``sqs.record_failed``, level error): its
 ``messageId``, how many times SQS has handed it out, and the exception's type (with the AWS error
 code of a ``ClientError``). Not the exception's text nor the body: an httpx error quotes the URL it
-failed on, and a Telegram route's URL carries its bot token (DESIGN §11, nothing secret in a log).
+failed on, and a Telegram route's URL carries its bot token (nothing secret in a log).
 Without the line a record that keeps failing was visible only as a queue's age and, at last, as a
 dead letter."""
 

@@ -1,4 +1,4 @@
-"""Deliver: one SQS message per outbox row (DESIGN §2)."""
+"""Deliver: one SQS message per outbox row."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _deliver(body: str) -> None:
 def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     from .. import runtime
 
-    # Every outbox attempt of this invocation ends before the invocation does (issue 21): the
+    # Every outbox attempt of this invocation ends before the invocation does: the
     # generic rows' worker cuts each attempt's deadline to this remaining time minus a margin, and
     # hands a record that cannot start in time back to SQS unclaimed.
     engine = runtime.get().engine

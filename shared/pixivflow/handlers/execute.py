@@ -1,4 +1,4 @@
-"""Execute: one SQS message per cell (DESIGN §2)."""
+"""Execute: one SQS message per cell."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _execute(body: str, remaining: Callable[[], int] | None, budget: int | None)
 
 def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     """Infrastructure errors and unparsable bodies become batchItemFailures; outcomes never do."""
-    # Issue 24: the Lambda context is the ONE source of time: its time left guards each file
+    # The Lambda context is the ONE source of time: its time left guards each file
     # download, and what was left as the invocation began is its budget (the function's timeout,
     # template.yaml, less the init), read here once for the whole batch.
     remaining = getattr(context, "get_remaining_time_in_millis", None)

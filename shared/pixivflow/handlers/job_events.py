@@ -1,4 +1,4 @@
-"""Job events: the Workflow Protocol v1 HTTP surface (DESIGN §8)."""
+"""Job events: the Workflow Protocol v1 HTTP surface (docs/explanation/jobs-protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stall sweep, every SweepIntervalMinutes (DESIGN §4): the content of the event is ignored (DESIGN §12)."""
+"""Stall sweep, every SweepIntervalMinutes: the content of the event is ignored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trigger: EventBridge Scheduler's input and the operator HTTP routes (DESIGN §2, §8)."""
+"""Trigger: EventBridge Scheduler's input and the operator HTTP routes."""
 
 from __future__ import annotations
 
