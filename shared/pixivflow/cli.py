@@ -1,5 +1,5 @@
 """The `pixivflow` command: the demo, the dev server, schedule sync, config check, and the operator's
-commands (issue 12): ``slots list|show``, ``schedules next``, ``outbox list --dead|redrive``, ``jobs show``.
+commands: ``slots list|show``, ``schedules next``, ``outbox list --dead|redrive``, ``jobs show``.
 
 The operator commands read the ledger with plain boto3 clients (``pixivflow.aws``), so they work the
 same against a deployed stack and against the dev server (``AWS_ENDPOINT_URL`` or ``--endpoint-url``
@@ -192,7 +192,7 @@ def parse_instant(text: str, now_ms: int) -> int:
     return int(dt.timestamp() * 1000)
 
 
-# Characters a terminal may act on, never printed raw (issue 21 item 9): C0 and C1 controls (ESC,
+# Characters a terminal may act on, never printed raw: C0 and C1 controls (ESC,
 # BEL, CSI U+009B, NEL U+0085, ...), DEL, lone surrogates (which would also crash the print), the
 # line and paragraph separators, and the bidirectional overrides that reorder what is shown. Ids,
 # keys, URLs and error texts come from consumers and remote servers: they are shown escaped.
@@ -661,7 +661,7 @@ def _main(argv: list[str] | None) -> int:
                      help="keep the local table, queues and bucket in DIR across restarts (and the moto port)")
     dev.add_argument("--verbose", action="store_true", help="also print every handler's JSON log lines (INFO and up)")
     dev.add_argument("--allow-egress", action="store_true",
-                     help="let the server connect beyond loopback (default: 127.0.0.0/8 and ::1 only, issue 21)")
+                     help="let the server connect beyond loopback (default: 127.0.0.0/8 and ::1 only)")
     dev.set_defaults(func=_dev)
 
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")

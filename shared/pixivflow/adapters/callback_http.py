@@ -1,4 +1,4 @@
-"""Event callbacks over HTTPS, connected to the vetted address only (spec §10.9; DESIGN §11).
+"""Event callbacks over HTTPS, connected to the vetted address only.
 
 Every send vets the URL again (``domain.callbacks.vet_callback_url``) with a fresh resolution and
 then connects to exactly the address that passed: the request goes to ``https://<address>:<port>``
@@ -28,7 +28,7 @@ from ..domain.callbacks import Resolver, vet_callback_url
 from ..ports import DeliveryResponse
 from .http_pools import consumer_transport, deadline
 
-if TYPE_CHECKING:  # imported by the first callback sent (issue 25, cold start)
+if TYPE_CHECKING:  # imported by the first callback sent: a faster cold start
     import httpx
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -53,7 +53,7 @@ class HttpCallbackSender:
             extensions["sni_hostname"] = vetted.host
         request_headers = {**headers, "Host": vetted.host_header}
         transport = self._transport() if self._transport else consumer_transport()
-        import httpx  # loaded by the first callback (issue 25, cold start)
+        import httpx  # loaded by the first callback: a faster cold start
 
         with deadline(timeout_s), httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=False,
                                                trust_env=False) as client:

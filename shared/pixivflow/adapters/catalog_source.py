@@ -1,4 +1,4 @@
-"""An offline work source read from a JSON catalogue (DESIGN §12).
+"""An offline work source read from a JSON catalogue.
 
 The catalogue is shaped like Pixiv App API results::
 
@@ -17,7 +17,7 @@ A work may carry Pixiv's selection facts, read as Pixiv writes them: ``x_restric
 ``caption`` and, for novels, ``text``.
 
 **What the catalogue answers** is what a Pixiv search answers server-side, nothing more
-(DESIGN §12; every selection rule lives in ``pixivflow.domain.selection``):
+(every selection rule lives in ``pixivflow.domain.selection``):
 
 * ``mode: search`` / ``topic``: the works whose fields match EVERY query word (the words of
   ``tag``, or of ``topic``), case-insensitively, per ``search_target``:
@@ -33,7 +33,7 @@ The server-side hints of a query (``start_date`` / ``end_date``, ``exclude_ai``)
 applied: the domain applies those rules itself and counts what they reject, and a catalogue
 that pre-filtered would hide those counts from the candidate report.
 
-**Fault hooks** (DESIGN §12): a work may carry ``"x_fault"``:
+**Fault hooks**: a work may carry ``"x_fault"``:
 
 * ``"gone"``: listed by searches, but ``get_work`` and ``download`` raise ``WorkGoneError``
   (HTTP 404), as a work deleted after it was listed;
@@ -108,7 +108,7 @@ def _translated_names(raw: Any) -> tuple[str, ...]:
 
 def _restricted(raw: Mapping[str, Any]) -> bool:
     """Pixiv answers a work it will not show with placeholder data (``visible: false``, every
-    image a ``limit_*`` picture), not with an error (../notes/pixiv-app-api.md)."""
+    image a ``limit_*`` picture), not with an error (docs/explanation/pixiv-source.md)."""
     if raw.get("visible") is False:
         return True
     urls: list[str] = []
@@ -283,7 +283,7 @@ class CatalogSource:
 
     def download_previews(self, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
         """One small preview per page (the ``large`` image Pixiv serves beside each original),
-        deterministic like the pages; only asked for when a route sends previews (issue 23)."""
+        deterministic like the pages; only asked for when a route sends previews."""
         if work.work_type == "novel":
             return []
         return [ArtifactFile(name=f"{f.name}.preview.jpg", content=preview_bytes(work.work_id, page),

@@ -1,9 +1,9 @@
-"""The consumer callbacks' transport (``http_pools``, issue 21): a connection pool that keeps no
+"""The consumer callbacks' transport (``http_pools``): a connection pool that keeps no
 connection alive and whose network backend gives every connect, TLS handshake, read and write at
 most the time left before the request's total :func:`http_pools.deadline`.
 
 Its own module so that httpcore, whose classes it extends, is imported by the first callback a
-function sends, not by every function that builds the runtime graph (issue 25, cold start)."""
+function sends, not by every function that builds the runtime graph (a faster cold start)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What every adapter on the ledger table shares (DESIGN §4): the low-level client, the table, the
+"""What every adapter on the ledger table shares: the low-level client, the table, the
 retention of terminal items, the item (de)serialisers, and the ONE mapping of DynamoDB's answers.
 
 A refused condition (``ConditionalCheckFailedException``, or a transaction cancelled by one) is an

@@ -1,4 +1,4 @@
-"""The two trust classes of outgoing HTTP, one connection policy each (issue 21; DESIGN §11).
+"""The two trust classes of outgoing HTTP, one connection policy each.
 
 * **Operator routes** (``delivery.targets`` / PixivFlow routes the operator configured): ONE pool
   per route channel (:class:`OperatorPool`), one ``httpx.Client`` per timeout for the channel's
@@ -15,13 +15,13 @@
 A consumer request has a TOTAL deadline (connect + TLS + request + headers + body), set with
 :func:`deadline` around the request. httpx's timeouts bound each socket operation only: a
 receiver that drips one byte of its status line every few seconds never trips them and would
-hold the attempt until Lambda kills the invocation (issue 21 item 5). The deadline is enforced
+hold the attempt until Lambda kills the invocation. The deadline is enforced
 in the network layer itself: every connect, read and write is given at most the time left, and
 one that starts with none left fails at once as a timeout.
 
 Both classes verify TLS with ONE context per process (:func:`tls_context`): building one loads
 certifi's CA bundle, about 20 ms of CPU, which every fresh consumer transport and every new client
-paid until then. A context holds no per-connection state (SNI and the peer are per socket), so
+would otherwise pay. A context holds no per-connection state (SNI and the peer are per socket), so
 sharing it changes nothing of what is verified.
 """
 
@@ -33,7 +33,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
-if TYPE_CHECKING:  # httpx loads with the first request (issue 25: a function that never posts never imports it)
+if TYPE_CHECKING:  # httpx loads with the first request: a function that never posts never imports it
     import ssl
 
     import httpx

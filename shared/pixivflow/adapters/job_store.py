@@ -1,4 +1,4 @@
-"""The job event stream on the ledger table (spec §12.5; DESIGN §4 "lifecycle event", "ack cursor").
+"""The job event stream on the ledger table: lifecycle events and the ack cursor.
 
 Items, all in the job's slot partition so one Query reads the whole stream:
 
@@ -11,8 +11,7 @@ Items, all in the job's slot partition so one Query reads the whole stream:
   SLOT#<jobId> / EVT#HEAD                   the stream head: last ``seq`` and its ``ts``
   SLOT#<jobId> / EVT#CURSOR                 the durable ack cursor (``ackedTs``, ``ackedSeq``)
 
-(The DESIGN table suggests ``CURSOR``; the cursor and head live under ``EVT#`` so the stream is one
-``begins_with`` range read.)
+(The cursor and head live under ``EVT#`` too, so the whole stream is one ``begins_with`` range read.)
 
 An event is appended in ONE transaction: the head moves from the seq the writer read to the next
 one (so seq is dense and ts never moves backwards), the event is put if absent, its callback
@@ -152,7 +151,7 @@ class DynamoJobStore(DynamoItems):
                 # covers (ts <= the ack time) has expired too, so losing it re-delivers nothing.
                 UpdateExpression="SET ackedTs = :ts, ackedSeq = :seq, updatedAt = :now, entity = :e, slotId = :slot, "
                                  "expiresAt = :x",
-                # Spec §14: strictly later in (ts, seq) order, else the stored cursor stands.
+                # Only strictly later in (ts, seq) order: an older or repeated ack leaves the stored cursor.
                 ConditionExpression="attribute_not_exists(pk) OR ackedTs < :ts OR (ackedTs = :ts AND ackedSeq < :seq)",
                 ExpressionAttributeValues={":ts": {"N": str(ts)}, ":seq": {"N": str(seq)}, ":now": {"N": str(now_ms)},
                                            ":e": {"S": "cursor"}, ":slot": {"S": job_id},

@@ -1,4 +1,4 @@
-"""Generic outbox rows (DESIGN §4 ``OUTBOX#<kind>#<key>`` / ``META``; spec §10.4).
+"""Generic outbox rows (``OUTBOX#<kind>#<key>`` / ``META``).
 
 Notification and event-callback rows belong to no delivery intent, so they live in partitions of
 their own on the ledger table, one item layout for every kind (``ports.OutboxRow``). Their
@@ -8,7 +8,7 @@ lifecycle mirrors the intent rows (``dynamo_ledger``):
   one ``Put`` of a caller's transaction (:meth:`DynamoOutboxRows.put_action`: a job event and its
   callback row are written together);
 * claimed by a conditional update (pending/retry_wait and due, or processing past its lease) that
-  also counts the attempt (``ADD attempts 1``): a worker that dies mid-send has used it (issue 21);
+  also counts the attempt (``ADD attempts 1``): a worker that dies mid-send has used it;
 * settled only by the lease holder (``leaseOwner = :owner``);
 * released by the lease holder with the attempt given back (nothing was sent);
 * present in the sparse ``DueOutbox`` index (``ODUE#<shard>`` / ``<nextAttemptAt 13 digits>#...``)
@@ -181,7 +181,7 @@ class DynamoOutboxRows(DynamoItems):
         return _from_item({k: self._de.deserialize(v) for k, v in item.items()}) if item else None
 
     def claim(self, row: OutboxRow, owner: str, now_ms: int, lease_ms: int) -> OutboxRow | None:
-        # The attempt is counted HERE, in the same conditional write as the lease (issue 21): a
+        # The attempt is counted HERE, in the same conditional write as the lease: a
         # worker that dies (or hangs into its Lambda timeout) after this write has used it.
         return self._update(
             row, {"status": "processing", "leaseOwner": owner, "leaseUntil": now_ms + lease_ms, "updatedAt": now_ms}, [],
@@ -231,7 +231,7 @@ class DynamoOutboxRows(DynamoItems):
         return found
 
 
-    # -- the operator's view (issue 12) -----------------------------------------------------------
+    # -- the operator's view ----------------------------------------------------------------------
     def dead_rows(self) -> list[OutboxRow]:
         """Every ``dead`` row of every kind (a scan: dead rows are out of the due index; operator
         tooling only)."""
@@ -256,7 +256,7 @@ class DynamoOutboxRows(DynamoItems):
         return found
 
     def redrive(self, row: OutboxRow, now_ms: int) -> OutboxRow | None:
-        """The operator's re-arm of a ``dead`` row (spec §10.4 ``requeue``): ``retry_wait``, a fresh
+        """The operator's re-arm of a ``dead`` row (a requeue): ``retry_wait``, a fresh
         attempt budget, due now. Refused (None) unless the row is still ``dead``."""
         due_pk, due_sk = _due_keys(row, now_ms)
         return self._update(

@@ -1,6 +1,6 @@
 """Artifact stores: S3 (when ARTIFACT_BUCKET is set), an in-memory one for tests, and none.
 
-Layout on S3 (issue 10): one prefix per bound work, ``<slotId>/<targetId>/<workId>``, given by
+Layout on S3: one prefix per bound work, ``<slotId>/<targetId>/<workId>``, given by
 the execution service, so a key is stable per (slot, target, work, page):
 
     <prefix>/<file name>        one object per file: its bytes, ``Content-Type``, the metadata
@@ -8,21 +8,21 @@ the execution service, so a key is stable per (slot, target, work, page):
                                 (x-amz-meta-*), S3's own ``x-amz-checksum-sha256`` of the bytes, and
                                 the tag ``retention=<class>`` its lifecycle rule expires it by
 
-One S3 PUT per stored file (issue 25): there is no manifest object. The stored files' keys,
+One S3 PUT per stored file: there is no manifest object. The stored files' keys,
 sizes and checksums are recorded in the ledger, in the delivery intent the execution service
-writes once the work is complete (DESIGN §12: files first, then the intent), and every reader
+writes once the work is complete (files first, then the intent), and every reader
 (delivery, the route uploads, deleteAfterDelivery) takes them from there. A run that died after
 storing some files and before its intent finds them by listing the work's prefix
 (``partial``: one LIST, one HEAD per file, only when a bound work is resumed) and re-uses each
 object whose checksum holds (``_verified``), so the retry PUTs only what is missing.
 
-Works of any size (issue 24): ``put_stream`` stores one file as it arrives from the source, in
+Works of any size: ``put_stream`` stores one file as it arrives from the source, in
 one PUT when it fits ``PART_BYTES``, else as a multipart upload of ``PART_BYTES`` parts, so memory
 holds at most about one part whatever the file's size; a multipart object's ``sha256``, known only
 at its end, is set by copying it onto itself (so an upload that died before the copy carries no
 ``sha256`` and is never re-used).
 
-Retention (issue 25): S3 lifecycle rules cannot follow a per-config day count, so every object is
+Retention: S3 lifecycle rules cannot follow a per-config day count, so every object is
 tagged with one of a few fixed classes (``RETENTION_CLASSES``), each with one rule in template.yaml;
 PixivFlow's ``storage.cacheRetentionDays`` picks the smallest class that keeps a file at least that
 long (config.runtime.retention_class).
@@ -73,7 +73,7 @@ def _checksum(sha256_hex: str) -> str:
 
 
 def _verified(key: str, head: dict[str, Any]) -> StoredFile | None:
-    """The stored file a retry may re-use instead of a PUT, or None to store it again (issue 25).
+    """The stored file a retry may re-use instead of a PUT, or None to store it again.
 
     Re-used only when the object carries the ``sha256`` this store wrote WITH its bytes (a
     multipart upload gets it only after its completion) and S3's own SHA-256 of the bytes (kept
@@ -97,9 +97,9 @@ def _verified(key: str, head: dict[str, Any]) -> StoredFile | None:
 def stem_of(name: str) -> str:
     """The part of a stored name known before its bytes are (a plan's ``FileDownload.stem``): the
     name without the extension its first bytes chose (``95001_p0.jpg`` -> ``95001_p0``), else the
-    whole name, so a novel's ``93001.txt`` and ``93001.md`` stay two files (the novels brief)."""
+    whole name, so a novel's ``93001.txt`` and ``93001.md`` stay two files."""
     # Imported here: the pixiv package loads httpx and the whole App API client, which a function
-    # that only stores or reads a catalogue work never needs (issue 25, cold start).
+    # that only stores or reads a catalogue work never needs (a faster cold start).
     from .pixiv.media import SNIFFED_EXTENSIONS
 
     base, dot, ext = name.rpartition(".")
@@ -113,7 +113,7 @@ def _reusable(have: dict[str, StoredFile], s: StoredFile) -> bool:
 
 
 class _Buffer:
-    """The bytes of one file not yet sent, and the most it ever held (issue 24's memory bound)."""
+    """The bytes of one file not yet sent, and the most it ever held (the memory bound)."""
 
     def __init__(self) -> None:
         self.data = bytearray()
@@ -141,7 +141,7 @@ class S3Artifacts:
         self._client = client
         self._bucket = bucket
         self._tagging = urlencode({"retention": retention})
-        self.peak_buffer = 0  # the most bytes one put_stream held at once (issue 24)
+        self.peak_buffer = 0  # the most bytes one put_stream held at once
 
     @property
     def bucket(self) -> str:
@@ -245,7 +245,7 @@ class S3Artifacts:
             "get_object", Params={"Bucket": self._bucket, "Key": file.key}, ExpiresIn=int(ttl_s))
 
     def preview_url(self, key: str, expires_s: int) -> str | None:
-        """The work's first ``preview`` object, presigned (the operator page's thumbnail, issue 26);
+        """The work's first ``preview`` object, presigned (the operator page's thumbnail);
         None when the work kept no preview. Read from the bucket itself -- one LIST of the prefix,
         a HEAD per object until the first whose ``role`` metadata says preview (a page's preview is
         named after it, so it follows its original in key order) -- not from any index of the

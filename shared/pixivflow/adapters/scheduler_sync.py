@@ -41,7 +41,7 @@ class SyncTarget:
     role_arn: str
     dead_letter_arn: str | None = None
     group: str = "pixivflow"
-    # <= half the 90 min grace: a fire older than this is dropped, never back-filled (spec §13.6)
+    # <= half the 90 min grace: a fire older than this is dropped, never back-filled
     max_event_age_s: int = 2700
     max_retries: int = 3
 

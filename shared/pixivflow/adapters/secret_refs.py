@@ -1,4 +1,4 @@
-"""``${VAR}`` secret references (DESIGN §7; pixivflow-delivery note §1.1).
+"""``${VAR}`` secret references, as PixivFlow writes them.
 
 A PixivFlow config never holds a secret: it names one as ``${VAR}`` inside a route's URL, a
 header, ``token`` or ``signingSecret``. A reference is expanded when the request is SENT, never
@@ -84,12 +84,12 @@ def read_with_retry(read: Callable[[str], str | None], name: str, *, attempts: i
 
 
 def ssm_reader(name: str) -> str | None:
-    """Read one SecureString, decrypted, with an SSM client made through ``pixivflow.aws`` (DESIGN
-    §12: every AWS client is made there, so the twins and moto see it too). ``None`` only for
+    """Read one SecureString, decrypted, with an SSM client made through ``pixivflow.aws`` (every
+    AWS client is made there, so the twins and moto see it too). ``None`` only for
     ParameterNotFound; every other failure raises, with botocore's error as it came.
 
     Not Powertools' parameters utility: importing it and its provider's own boto3 session cost a
-    cold start about 55 ms (issue 25, make bench's cold start), and its cache is never wanted here
+    cold start about 55 ms (measured by make bench), and its cache is never wanted here
     (the callers keep their own)."""
     from .. import aws
 

@@ -1,10 +1,9 @@
-"""The secret store (``ports.SecretStore``; DESIGN §11, §12): the HTTP surface's bearer tokens, the
+"""The secret store (``ports.SecretStore``): the HTTP surface's bearer tokens, the
 job event callback signing secret, and the delivery routes' secrets, from the environment or SSM.
 
-It used to live in ``http/auth.py``, so the runtime and the callback path imported a secret
-reader from the HTTP layer (issue 21). It is an adapter now, and every reader of a secret shares
-ONE rule for what a failed read means (``adapters.secret_refs.read_with_retry`` over
-``ssm_reader``):
+An adapter, not part of the HTTP layer, so the runtime and the callback path need no HTTP code to
+read a secret, and every reader of a secret shares ONE rule for what a failed read means
+(``adapters.secret_refs.read_with_retry`` over ``ssm_reader``):
 
 * the parameter does not exist (SSM ``ParameterNotFound``, or a blank value): an ANSWER, ``None``.
   A bearer token or the signing secret that is missing is remembered for a minute, so a
@@ -29,7 +28,7 @@ from ..domain.errors import SecretStoreUnavailable
 from ..ports import CALLBACK, JOBS, TRIGGER
 from .secret_refs import SecretResolver, read_with_retry, ssm_reader
 
-# DESIGN §12: the value itself (local runs, tests), or ``<VAR>_PARAMETER`` naming its SSM parameter.
+# The value itself (local runs, tests), or ``<VAR>_PARAMETER`` naming its SSM parameter.
 ENV_NAMES = {TRIGGER: "TRIGGER_TOKEN", JOBS: "JOBS_TOKEN", CALLBACK: "CALLBACK_SIGNING_SECRET"}
 NEGATIVE_TTL_S = 60.0  # a parameter that does not exist is asked again after a minute
 

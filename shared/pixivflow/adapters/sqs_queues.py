@@ -1,4 +1,4 @@
-"""SQS as transport only: execution messages and outbox messages (DESIGN §5).
+"""SQS as transport only: execution messages and outbox messages.
 
 Any message may be lost, duplicated or reordered; the ledger decides. Every message
 carries a ``notBefore`` attribute (epoch ms on the injected clock) when it is delayed, so the

@@ -1,4 +1,4 @@
-"""The sweep's own items in the ledger table (the ``SweepState`` port; DESIGN §4, issue 16).
+"""The sweep's own items in the ledger table (the ``SweepState`` port).
 
 Items (pk / sk), all on the ledger table, all written conditionally with the low-level client:
   SWEEP#LEASE / META            the single-runner lease: owner, leaseUntil (epoch ms), acquiredAt,
@@ -58,7 +58,7 @@ class DynamoSweepState(DynamoItems):
     # -- lease --------------------------------------------------------------------
     def acquire_lease(self, owner: str, now_ms: int, ttl_ms: int) -> SweepLease:
         """An update, not a put: the cursor the last holder left stays on the item and comes back
-        with ALL_NEW in the same single write (issue 25: the walk costs no extra request)."""
+        with ALL_NEW in the same single write: the walk costs no extra request."""
         until = now_ms + ttl_ms
         try:
             resp = self._call(

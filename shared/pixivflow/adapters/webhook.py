@@ -1,4 +1,4 @@
-"""The webhook delivery route: POST JSON with an Idempotency-Key header (DESIGN §12)."""
+"""The webhook delivery route: POST JSON with an Idempotency-Key header."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from ..ports import DeliveryResponse
 from .http_pools import OperatorPool
 
-if TYPE_CHECKING:  # imported by the first request (issue 25, cold start)
+if TYPE_CHECKING:  # imported by the first request: a faster cold start
     import httpx
 
 

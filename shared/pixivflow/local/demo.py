@@ -65,7 +65,7 @@ def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 
         clock = VirtualClock(start_ms)
         overrides: dict[str, Any] = {}
         if source == "fake-pixiv":
-            # The real Pixiv client against the loopback fake (issue 10): OAuth, App API, images.
+            # The real Pixiv client against the loopback fake: OAuth, App API, images.
             from .fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
 
             fake = stack.enter_context(FakePixiv())

@@ -1,4 +1,4 @@
-"""``pixivflow dev --state-dir DIR``: the local table, queues and bucket outlive a restart (issue 26).
+"""``pixivflow dev --state-dir DIR``: the local table, queues and bucket outlive a restart.
 
 moto keeps everything in memory, so on stop the dev server writes what the stack holds to
 ``DIR/state.json`` (the table's items in DynamoDB's own JSON, each queue's waiting messages with

@@ -1,4 +1,4 @@
-"""`pixivflow dev` (`make dev`): the local dev server (issue 12; DESIGN §9, §12).
+"""`pixivflow dev` (`make dev`): the local dev server.
 
 One process plays the whole stack on the loopback interface:
 
@@ -52,7 +52,7 @@ DEMO_DIR = Path(__file__).resolve().parents[3] / "events" / "demo"
 DEMO_SCHEDULE = "dev-every-5-min"
 DEMO_TARGET = "dev-sample"
 DEV_FIRE_LABEL = "dev fire"  # the name of a slot POST /dev/schedules/{id}/fire admitted
-# The Telegram review route of pixivflow.production.json, on the local fakes (issue 23): a person
+# The Telegram review route of pixivflow.production.json, on the local fakes: a person
 # can watch a review post (media groups, the control card, the control-plane record) in /ui.
 TELEGRAM_SCHEDULE, TELEGRAM_TARGET, TELEGRAM_ROUTE = "dev-telegram-every-5-min", "dev-telegram", "dev-review"
 DEV_BOT_TOKEN = "1000000001:DEVFAKEtelegramBotTokenForLoopbackOnly"
@@ -341,7 +341,7 @@ class DevServer:
 
     def _demo_telegram(self, cfg: dict[str, Any]) -> None:
         """A ``type: telegram`` route on the fake Bot API and the fake control plane, its secrets
-        as ``${VAR}``s in the environment as in a deployment (issue 23)."""
+        as ``${VAR}``s in the environment as in a deployment."""
         from .route_fakes import FakeControlPlane, FakeTelegram
 
         self.fake_telegram = self._stack.enter_context(FakeTelegram())
@@ -395,7 +395,7 @@ class DevServer:
         ``allow_egress``, the egress guard goes on first: nothing it runs reaches beyond loopback."""
         try:
             # bound now (a busy port fails before anything starts) but not listening: a client that
-            # comes during start-up is refused, never accepted and then left hanging (issue 26)
+            # comes during start-up is refused, never accepted and then left hanging
             self._http = ThreadingHTTPServer((HOST, self.requested_port), self._handler_class(), bind_and_activate=False)
             self._http.allow_reuse_address = True
             self._http.server_bind()
@@ -630,7 +630,7 @@ class DevServer:
             def __getattr__(self, name: str) -> Any:
                 # Any other method (TRACE, CONNECT, an invented one) goes to the route like the
                 # rest -- the function answers 405 + Allow on a known path -- never the stdlib's
-                # 501 HTML page (issue 21 item 4).
+                # 501 HTML page.
                 if name.startswith("do_") and name[3:].isupper():
                     return lambda: self._handle(name[3:])
                 raise AttributeError(name)

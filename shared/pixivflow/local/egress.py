@@ -1,4 +1,4 @@
-"""`pixivflow dev`'s egress guard (issue 21 item 8): a dev server reaches loopback only.
+"""`pixivflow dev`'s egress guard: a dev server reaches loopback only.
 
 Fuzzing a dev server must never reach the internet, whatever URL a hostile request plants (a
 callback, a delivery route) -- so while the guard is on, this process refuses:

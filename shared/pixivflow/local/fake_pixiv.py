@@ -1,9 +1,9 @@
-"""A loopback fake of Pixiv: the OAuth token endpoint, the App API and the image host (issue 10).
+"""A loopback fake of Pixiv: the OAuth token endpoint, the App API and the image host.
 
 ``with FakePixiv() as fake:`` serves all three on one ``127.0.0.1`` port (stdlib
 ``ThreadingHTTPServer`` in a thread). Point a config at it with
 ``source: {"kind": "pixiv", "baseUrls": fake.base_urls}``; the real client code then talks to it
-exactly as to Pixiv. Answers are shaped like the real ones (../shared/notes/pixiv-app-api.md,
+exactly as to Pixiv. Answers are shaped like the real ones (docs/explanation/pixiv-source.md,
 borrowing field names from pixivpy's models and recorded dumps) and built from this module's own
 fixtures (``default_fixtures()``): multi-page works, a ugoira, novels with covers and webview
 text, day rankings, a user feed, restricted placeholders, an AI work and an R-18 one. Absolute
@@ -166,7 +166,7 @@ class Fixtures:
     # What a search matches a work on: its tags, or for a restricted placeholder (which Pixiv
     # lists with no tags at all) the tags it had before it became restricted.
     listed: dict[tuple[str, int], set[str]] = field(default_factory=dict)
-    # A novel's inline images as the webview payload gives them (issue 23): id -> {images, illusts}
+    # A novel's inline images as the webview payload gives them: id -> {images, illusts}
     inline: dict[int, dict[str, Any]] = field(default_factory=dict)
     # (illust|novel, mode, YYYY-MM-DD) -> ids: rankings of named days (the ``date`` parameter)
     dated_ranking: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
@@ -262,7 +262,7 @@ def default_fixtures() -> Fixtures:
 
 
 # Novels with Pixiv's real markup (``[newpage]``, ``[[rb:base > reading]]``, ``[pixivimage:id]``):
-# the language filter reads the text with its markup, as PixivFlow does (note §3).
+# the language filter reads the text with its markup, as PixivFlow does.
 NOVEL_ZH = ("第一章 夜市\n她在夜市的尽头看见了那只会说话的猫，猫说它已经等了她很久很久。[[rb:肚子 > はら]]饿了的时候，"
             "它就去河边找老渔夫讨一条小鱼。\n[pixivimage:95001]\n[newpage]\n第二章 海边\n第二天清晨，他们一起沿着海岸线走了很远，"
             "一直走到灯塔下面，灯塔的看守人给他们煮了一锅热汤。")
@@ -346,7 +346,7 @@ class FakeRequest:
 
 
 class InFlight:
-    """How many requests the fake is answering at once, and the most it ever did (issue 24: an
+    """How many requests the fake is answering at once, and the most it ever did (an
     account's requests in flight). ``latency_s`` holds each answer that long, standing in for
     Pixiv's own response time so that overlapping requests actually overlap."""
 
@@ -391,7 +391,7 @@ class InFlight:
 
 
 class GeneratedFiles:
-    """Image-host files made on the fly, never held whole (issue 24's big works): ``add(path, size,
+    """Image-host files made on the fly, never held whole (big works): ``add(path, size,
     seed)`` serves a JPEG of ``size`` bytes (a real header, then deterministic filler) in chunks of
     ``CHUNK``; ``content(path)`` yields the same bytes for a test to hash. With ``bill(clock,
     bytes_per_s)`` each file served passes the virtual time its size takes at that bandwidth."""
@@ -445,7 +445,7 @@ class GeneratedFiles:
 
 
 class Interruptions:
-    """Answers that never come (issue 24's OAuth schedule): ``stall(prefix, seconds)`` holds the
+    """Answers that never come (an OAuth endpoint that hangs): ``stall(prefix, seconds)`` holds the
     next matching request past the client's timeout, ``drop(prefix)`` closes its connection
     unanswered. Consumed in the order they were added, like ``FakePixiv.fail``."""
 
@@ -787,7 +787,7 @@ class FakePixiv:
         self._send(handler, 200, data, content_type=kind)
 
 
-# What Pixiv's App API accepts (pixiv-app-api note; pixivpy's _SEARCH_TARGET/_SORT/_MODE types):
+# What Pixiv's App API accepts (pixivpy's _SEARCH_TARGET/_SORT/_MODE types):
 # anything else is a 400 naming the parameter, as the real API answers.
 SEARCH_TARGETS = {"illusts": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption"),
                   "novels": ("partial_match_for_tags", "exact_match_for_tags", "title_and_caption", "text", "keyword")}

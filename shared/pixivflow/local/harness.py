@@ -1,6 +1,6 @@
 """The embedded runtime: moto + template-provisioned resources + the real Lambda handlers.
 
-moto never fires schedules and cannot run Lambda code without Docker (../shared/notes), so this
+moto never fires schedules and cannot run Lambda code without Docker, so this
 module plays the missing parts: EventBridge Scheduler's fires on a virtual clock, Lambda's SQS
 event source mappings (``QueuePump``), API Gateway's HTTP API v2 events, and the sweep's
 schedule (every ``SweepIntervalMinutes``: the template's default, or the runtime's override). Everything else (table, queues, handlers, services) is the production code path.
@@ -331,7 +331,7 @@ class EmbeddedRuntime:
         if self.next_release() is not None or self._index_lag_until() is not None:
             return True
         if self.cloud is not None and self.cloud.dynamodb.indexes_in_flight():
-            # A lagging index (DESIGN §4: GSIs are eventually consistent) may still hide a live slot
+            # A lagging index (GSIs are eventually consistent) may still hide a live slot
             # or a due row from the looks below: time has to pass before "nothing pending" is true.
             return True
         for pump in self.pumps.values():

@@ -1,4 +1,4 @@
-"""In-memory twin of ``adapters.sweep_state.DynamoSweepState`` (DESIGN §10: every port has one).
+"""In-memory twin of ``adapters.sweep_state.DynamoSweepState`` (every port has one).
 
 Same conditions, same answers: a refused condition returns False / a lease not acquired. A lock
 makes each call atomic, as one conditional write is on DynamoDB.

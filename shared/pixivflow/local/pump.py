@@ -51,7 +51,7 @@ class QueuePump:
         return self._held[0].not_before if self._held else None
 
     def lose_held(self) -> int:
-        """Drop every delayed message still held (DESIGN §5: any message may be lost): what is left
+        """Drop every delayed message still held (any message may be lost): what is left
         is the durable row, for the sweep or the drain route to send again. Returns how many."""
         lost = len(self._held)
         self._held.clear()

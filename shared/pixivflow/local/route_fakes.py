@@ -1,4 +1,4 @@
-"""Loopback fakes of the services PixivFlow's published routes deliver to (issue 23), for the
+"""Loopback fakes of the services PixivFlow's published routes deliver to, for the
 end-to-end tests and ``pixivflow dev --demo``. Each is a ThreadingHTTPServer on 127.0.0.1 that
 records every request raw and is as strict as the real service on what the routes send:
 
@@ -361,7 +361,7 @@ class FakeTelegram(LoopbackServer):
 
 
 class FakeControlPlane(LoopbackServer):
-    """The review control plane under ``<base><prefix>``: lookup and record (note §6)."""
+    """The review control plane under ``<base><prefix>``: lookup and record."""
 
     def __init__(self, token: str | None = None, prefix: str = "/control") -> None:
         super().__init__()
@@ -469,7 +469,7 @@ def digested_multipart(rfile: Any, length: int, boundary: bytes, field_name: str
 class FakeTelePress(LoopbackServer):
     """TelePress's rich-novel publisher: ``md`` + optional ``manifest`` + ``images`` parts.
 
-    ``digest_images``: big uploads (the novels brief's 30 x 8 MB novel) are read in 1 MiB pieces
+    ``digest_images``: big uploads (a novel of 30 x 8 MB images) are read in 1 MiB pieces
     and each ``images`` part is kept only as ``sha256:<hex> <size>``, so the fake never holds
     them whole; everything else is recorded and checked as usual."""
 
@@ -537,7 +537,7 @@ ASSET_KEYS = {"asset_id", "kind", "source_url", "mime_type"}
 
 
 class TelePostReceiver(LoopbackServer):
-    """TelePost's HTTP API as PixivFlow's routes meet it (DEP docs/CONTRACT.md). ``submissions``
+    """TelePost's HTTP API as PixivFlow's routes meet it (the contract TelePost publishes). ``submissions``
     holds every accepted submission's fields and files; a rejected one answers 400 with the
     reason TelePost gives (``invalid_files``, ``invalid_previews``, ``invalid_media_assets``,
     ``missing_idempotency_key``)."""

@@ -1,4 +1,4 @@
-"""The ledger on one DynamoDB table (DESIGN §4).
+"""The ledger on one DynamoDB table (docs/explanation/ledger.md).
 
 Items (pk / sk):
   SLOT#<slotId> / META                        the slot; carries activePk/activeSk until it closes; its
@@ -11,11 +11,11 @@ Items (pk / sk):
                                               the slot closes
   SLOT#<slotId> / EVT#L#<kind>                lifecycle events (execution.summary), each at most once
   WORK#<route>#<workType>#<workId> / OWNER    the cell that holds this work on this route (selection dedupe)
-  SCHEDULE#<scheduleId> / PAUSE               an operator's pause of the schedule (issue 26): no TTL, no index
+  SCHEDULE#<scheduleId> / PAUSE               an operator's pause of the schedule: no TTL, no index
 
 Every state change is a conditional write. Cell moves are conditioned on the source states
 the domain's transition table allows (``cells.ALLOWED_FROM``), so an illegal or late move is
-refused by DynamoDB itself. No UpdateItem leaves a partial cell (issue 21): every move carries
+refused by DynamoDB itself. No UpdateItem leaves a partial cell: every move carries
 ``attribute_exists(pk)`` (``expressions._Update``'s default), and the two upserts (a cell's first
 claim, the sweep's re-dispatch mark) set every attribute a cell is born with where absent. A cell
 item that cannot be read all the same (no ``status``: written before that rule) never fails a

@@ -138,7 +138,7 @@ def slot_from_item(item: Mapping[str, Any]) -> Slot:
 
 
 class MalformedItem(ValueError):
-    """A ledger item that cannot be read as the entity its key names (issue 21: a cell item with no
+    """A ledger item that cannot be read as the entity its key names (a cell item with no
     ``status``, as an UpdateItem without an existence condition would leave behind). The message
     names the key and what is wrong, never a value."""
 

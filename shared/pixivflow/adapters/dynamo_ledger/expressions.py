@@ -14,7 +14,7 @@ class _Update:
 
     def __init__(self, *, or_absent: bool = False) -> None:
         # or_absent: the write may also create the item (UpdateItem upserts), or complete one that is
-        # not a readable cell (no status: issue 21's partial item, SlotState.malformed): the conditions
+        # not a readable cell (no status: a partial item, SlotState.malformed): the conditions
         # then read "attribute_not_exists(pk) OR attribute_not_exists(#status) OR (all of them)"
         # instead of "attribute_exists(pk) AND ...". Such a write sets every attribute a cell is born
         # with where absent (DynamoLedger._materialise), so the item it leaves is always complete.

@@ -1,4 +1,4 @@
-"""Item keys and sparse-index keys of the ledger table (DESIGN §4).
+"""Item keys and sparse-index keys of the ledger table.
 
 Keys are the ledger's identities: an intent's sort key IS its idempotency key's identity, so no
 separate uniqueness item is needed; index keys are strings, sharded from the start, and removed

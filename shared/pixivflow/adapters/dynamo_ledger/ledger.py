@@ -22,7 +22,7 @@ from .keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX, SHARDS, _ms13, cell_s
 _is_conditional_failure = is_conditional_failure
 
 
-# How long after its creation a delivery row may still be retried (DESIGN §5), on top of the retention.
+# How long after its creation a delivery row may still be retried, on top of the retention.
 INTENT_RETRY_HORIZON_S = 7 * 86_400
 
 
@@ -192,10 +192,10 @@ class DynamoLedger(DynamoItems):
         return {"kind": item.get("kind"), "ts": _from_ddb(item.get("ts")), "detail": json.loads(item.get("detail") or "{}")}
 
     def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
-        """The once-marker of an orphaned event's re-log (services.rollup.record_outcome; make sim's
-        routes world, seed 31: two sweeps found one orphaned outcome record at once and both logged
-        it). ``relogAt`` is written only when no claim was made in the last ``quiet_ms``, so one
-        caller wins, and a winner that dies before logging leaves it to the next after that."""
+        """The once-marker of an orphaned event's re-log (services.rollup.record_outcome): two sweeps
+        may find one orphaned outcome record at once, and only one may log it. ``relogAt`` is
+        written only when no claim was made in the last ``quiet_ms``, so one caller wins, and a
+        winner that dies before logging leaves it to the next after that."""
         upd = _Update().set("relogAt", now_ms)
         upd.when("attribute_not_exists(#relogAt) OR #relogAt <= :quiet_before", quiet_before=now_ms - quiet_ms)
         return self._update(slot_pk(slot_id), f"EVT#L#{kind}", upd) is not None
@@ -231,7 +231,7 @@ class DynamoLedger(DynamoItems):
     def active_page(self, shard: int, after: str, limit: int) -> tuple[list[ActiveRow], bool]:
         """One page of one ActiveSlots shard past ``after`` (an ``activeSk``): the sweep's walk
         (services/sweep.py) resumes from the last position it reached, so every live slot is
-        visited however many there are (issue 25). ``LastEvaluatedKey`` says more may follow."""
+        visited however many there are. ``LastEvaluatedKey`` says more may follow."""
         cond, values = "activePk = :p", {":p": {"S": f"ACTIVE#{shard:02d}"}}
         if after:
             cond, values[":after"] = cond + " AND activeSk > :after", {"S": after}
@@ -246,7 +246,7 @@ class DynamoLedger(DynamoItems):
 
     def occupied_indexes(self) -> frozenset[SparseIndex]:
         """One ``Scan`` of at most one entry per sparse index (0.5 read units each when empty)
-        instead of a Query per shard (issue 25: an idle tick). The indexes hold live work only, so
+        instead of a Query per shard: an idle tick stays cheap. The indexes hold live work only, so
         an idle ledger's are empty. A page with no entry but a ``LastEvaluatedKey`` is not proof of
         emptiness: it counts as occupied."""
         occupied: set[SparseIndex] = set()
@@ -272,7 +272,7 @@ class DynamoLedger(DynamoItems):
     # -- cells -------------------------------------------------------------------
     def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int, *,
                    unwritten: Cell | None = None) -> Cell | None:
-        """Take the cell's lease (spec §4.2 on the cell). None when terminal, missing or leased by another.
+        """Take the cell's lease. None when terminal, missing or leased by another.
 
         ``unwritten``: the pending cell the slot's snapshot stands for (``SlotState.cell``); when its
         item does not exist yet, this same conditional write creates it, claimed (one write: the
@@ -311,14 +311,14 @@ class DynamoLedger(DynamoItems):
 
     def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
                                   checkpoint: Mapping[str, Any]) -> bool:
-        """Record how far a topic selection got (issue 22), only while ``owner`` holds the lease:
+        """Record how far a topic selection got, only while ``owner`` holds the lease:
         a zombie executor cannot overwrite its successor's, and a cell that moved on (every move
         drops the lease) takes no checkpoint."""
         upd = _Update().set("selectionCheckpoint", dict(checkpoint)).set("heartbeatAt", now_ms)
         upd.when("#leaseOwner = :checkpointOwner", checkpointOwner=owner)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
-    # -- topic tag spaces (cached per (type, topic) for cacheDays; issue 22, note §1) ----------
+    # -- topic tag spaces (cached per (type, topic) for cacheDays) ------------------------------
     def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None:
         """The cached space of ``key`` with its age, fresh or stale (the caller decides); None when absent."""
         item = self._get(f"TOPIC#{key}", "META")
@@ -351,7 +351,7 @@ class DynamoLedger(DynamoItems):
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
     def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]:
-        """CAS bind (spec §5.4): first work wins, rebinding the same work is idempotent.
+        """CAS bind: first work wins, rebinding the same work is idempotent.
 
         Returns (won, authoritative work id)."""
         upd = _Update().set("workId", work_id).set("workType", work_type, if_not_exists=True)
@@ -367,7 +367,7 @@ class DynamoLedger(DynamoItems):
         return current == work_id, current
 
     def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool:
-        """Provisional release (spec §5.5): only while the cell holds exactly this work and is `selected`."""
+        """Provisional release: only while the cell holds exactly this work and is `selected`."""
         upd = _Update().remove("workId").set("status", CellStatus.PENDING).set("updatedAt", now_ms)
         upd.when("#workId = :w", w=work_id).status_in([CellStatus.SELECTED])
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
@@ -431,8 +431,8 @@ class DynamoLedger(DynamoItems):
         return self.transition_cell(slot_id, target_id, to_status, now_ms, owner=owner, **fields)
 
     def settle_unleased_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool:
-        """Converge a cell no executor holds (an abandoned delivery_pending / artifact_ready cell, DESIGN
-        §4 "Rollup"): refused while any lease on it is live."""
+        """Converge a cell no executor holds (an abandoned delivery_pending / artifact_ready
+        cell): refused while any lease on it is live."""
         return self.transition_cell(slot_id, target_id, to_status, now_ms, require_no_live_lease=True, **fields)
 
     def settle_cell_from_delivery(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool:
@@ -458,8 +458,8 @@ class DynamoLedger(DynamoItems):
 
     def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
                    candidate_report: Mapping[str, Any]) -> bool:
-        """Hand a claimed cell back to its queue until ``due_at`` without using an attempt (issue 24:
-        its account had no free permit, or was cooling down). The claim's attempt is given back,
+        """Hand a claimed cell back to its queue until ``due_at`` without using an attempt (its
+        account had no free permit, or was cooling down). The claim's attempt is given back,
         the lease dropped, and ``dispatchedAt`` set to the due time so the sweep's recovery waits
         for the delayed message instead of re-dispatching it earlier. Only the lease holder may."""
         upd = _Update().remove("leaseOwner", "leaseUntil").set("dispatchedAt", int(due_at)).set("updatedAt", now_ms)
@@ -574,7 +574,7 @@ class DynamoLedger(DynamoItems):
         return intent_from_item(item) if item else None
 
     def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None:
-        """Outbox claim (spec §10.4): pending/retry_wait and due, or processing with an expired lease."""
+        """Outbox claim: pending/retry_wait and due, or processing with an expired lease."""
         upd = _Update().set("outboxStatus", OutboxStatus.PROCESSING).set("leaseOwner", owner)
         upd.set("leaseUntil", now_ms + lease_ms).set("updatedAt", now_ms)
         waiting = "#outboxStatus IN (:ob_p, :ob_r)" if ignore_due else "(#outboxStatus IN (:ob_p, :ob_r) AND #nextAttemptAt <= :now)"
@@ -611,7 +611,7 @@ class DynamoLedger(DynamoItems):
     ) -> Intent | None:
         """Record one attempt's result on the intent and its outbox row, as the lease holder.
         ``send_progress`` saves what a multi-call route posted; ``clear_sending`` drops the row's
-        ``sending`` marker, which only the attempt that saved its posts may do (issue 23)."""
+        ``sending`` marker, which only the attempt that saved its posts may do."""
         upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
         upd.remove("leaseOwner", "leaseUntil")
         if send_progress is not None:
@@ -646,7 +646,7 @@ class DynamoLedger(DynamoItems):
         return intent_from_item(item) if item else None
 
     def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
-        """The ``sending`` marker (issue 23), written before a multi-call route's first post: as
+        """The ``sending`` marker, written before a multi-call route's first post: as
         the lease holder, and only when no earlier attempt left one. A re-claimed row that still
         carries it began posting and saved nothing: it is never posted again by itself."""
         upd = _Update().set("sendingAt", now_ms).set("updatedAt", now_ms)
@@ -656,7 +656,7 @@ class DynamoLedger(DynamoItems):
         return intent_from_item(item) if item else None
 
     def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
-        """Readiness deferral (spec §10.4 ``release``): processing -> pending as the lease holder,
+        """Readiness deferral (a release): processing -> pending as the lease holder,
         due at ``next_attempt_at``, WITHOUT consuming an attempt."""
         upd = _Update().set("outboxStatus", OutboxStatus.PENDING).set("updatedAt", now_ms)
         upd.set("nextAttemptAt", next_attempt_at).set("dueSk", f"{_ms13(next_attempt_at)}#{intent.idempotency_key}")
@@ -696,7 +696,7 @@ class DynamoLedger(DynamoItems):
         item = self._get(pk, sk)
         return intent_from_item(item) if item and item.get("entity") == "intent" else None
 
-    # -- operator reads and the operator's redrive (issue 12: `pixivflow slots|outbox`, /ui) ------
+    # -- operator reads and the operator's redrive (`pixivflow slots|outbox`, /ui) ----------------
     # Scans read the whole table: they serve an operator's command or page, never a hot path
     # (the ledger is bounded by RetentionDays, so a scan stays a few pages).
     def _scan(self, filter_expression: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -747,7 +747,7 @@ class DynamoLedger(DynamoItems):
         return intents
 
     def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
-        """The operator's re-arm of a ``dead`` row (spec §10.4 ``requeue``): ``retry_wait`` with a
+        """The operator's re-arm of a ``dead`` row (a requeue): ``retry_wait`` with a
         fresh attempt budget, due now and back in the due index, ledger status ``pending`` again.
         Conditional on the row still being ``dead``, so a row that is not dead (or a second
         redrive racing this one) is refused (None). ``redrivenAt``/``redriveCount`` keep the trail."""
@@ -755,7 +755,7 @@ class DynamoLedger(DynamoItems):
         upd.set("attempts", 0).set("nextAttemptAt", now_ms).set("updatedAt", now_ms).set("redrivenAt", now_ms)
         upd.set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
         upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
-        # A redrive re-sends on purpose (issue 23): the Telegram route's sending marker and saved
+        # A redrive re-sends on purpose: the Telegram route's sending marker and saved
         # progress go, so the operator's choice posts the work again from the start.
         upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress").add("redriveCount", 1)
         upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
@@ -774,7 +774,7 @@ class DynamoLedger(DynamoItems):
         reason_message: str,
         now_ms: int,
     ) -> bool:
-        """Stall terminalisation in ONE transaction (DESIGN §4)."""
+        """Stall terminalisation in ONE transaction."""
         actions: list[dict[str, Any]] = []
         pk = {"S": slot_pk(state.slot.slot_id)}
         for target_id in fail_cells:
@@ -790,8 +790,8 @@ class DynamoLedger(DynamoItems):
             cond = _Update().when(_NO_LIVE_LEASE, now=now_ms)
             # ... and still in the status read: a cell the outbox settled after the read (it may be
             # terminal, its rollup logging the outcome right now) makes the stall refuse, or the slot
-            # would end ``failed`` under a record and a line saying otherwise (spec §3.4: the cells
-            # decide the outcome; make sim's routes world, seed 379; issue 20).
+            # would end ``failed`` under a record and a line saying otherwise (the cells decide the
+            # outcome).
             cond.when("#status = :guard_was", guard_was=state.cells[target_id].status)
             kw = self._marshal_update(cond)
             kw.pop("UpdateExpression", None)
@@ -811,7 +811,7 @@ class DynamoLedger(DynamoItems):
         reason_message: str,
         now_ms: int,
     ) -> bool:
-        """A consumer cancel (spec §12.7) in ONE transaction: each open cell failed (its lease
+        """A consumer cancel in ONE transaction: each open cell failed (its lease
         released), each actionable outbox row of theirs cancelled, and (``slot_status``) the slot
         made terminal. Every item is conditioned on the state the caller read, so a worker that
         claimed a row meanwhile (it may be posting right now) makes the whole step refuse."""
@@ -829,7 +829,7 @@ class DynamoLedger(DynamoItems):
             upd.when("#outboxStatus = :ob_was", ob_was=intent.outbox_status)
             # Never a row that began posting after the read (Intent.began_posting: its ``sending``
             # marker, or posts an attempt saved unrecorded and settled back to the status read):
-            # the route's uncertain path owns it (issue 23); the refused step is re-decided and
+            # the route's uncertain path owns it; the refused step is re-decided and
             # leaves it out.
             upd.when("attribute_not_exists(#sendingAt)")
             upd.when("attribute_not_exists(#sendProgress)")
@@ -911,7 +911,7 @@ class DynamoLedger(DynamoItems):
         item = self._get(f"REQUEST#{key.lower()}", "META")
         return {k: _from_ddb(v) for k, v in item.items()} if item else None
 
-    # -- the operator page's session epoch (issue 21 item 10; http/ui.py) --
+    # -- the operator page's session epoch (http/ui.py) --
     # One item, ``UI#sessions`` / ``META``, holding ``epoch``. A logout moves it from the epoch its
     # cookie named to the next one, conditionally: a lost race is a logout someone else already did
     # (the seen epoch is over either way), never a second increment that a fresh login would lose.
@@ -935,7 +935,7 @@ class DynamoLedger(DynamoItems):
                 raise
             return self.ui_session_epoch()
 
-    # -- an operator's pause of a schedule (issue 26; ports.SchedulePause) --
+    # -- an operator's pause of a schedule (ports.SchedulePause) --
     # One item per schedule, ``SCHEDULE#<scheduleId>`` / ``PAUSE`` (beside the sweep's ``WATCH``),
     # with no TTL and no index key: a pause lasts until someone resumes, across deploys. Each flip
     # is conditioned on the state the operator saw (not paused / paused), so two operators racing

@@ -1,4 +1,4 @@
-"""The Pixiv App API work source (issue 10): client, OAuth, rate gate, downloads.
+"""The Pixiv App API work source: client, OAuth, rate gate, downloads.
 
 ``build_source(config, ...)`` wires it from a PixivFlow config: the ``pixiv`` block (account,
 refresh token reference, client id/secret and UA overrides, with PixivFlow's
@@ -35,7 +35,7 @@ def _proxy_url(network: Any, resolver: SecretResolver) -> str | None:
     proxy = getattr(network, "proxy", None)
     if proxy is None or not proxy.enabled:
         return None
-    # A SOCKS proxy never gets here: config/pixiv.py refuses it where `config check` says so (issue 24).
+    # A SOCKS proxy never gets here: config/pixiv.py refuses it where `config check` says so.
     auth = ""
     if proxy.username:
         password = proxy.password or ""
@@ -81,11 +81,11 @@ def build_source(config: Any, *, now_ms: Callable[[], int], uniform: Callable[[]
                      client_secret=client_secret, headers=headers, now_ms=now_ms, sleep=sleep,
                      retries=network.retries, store=store, gate=gate, log=log)
     client = PixivClient(http, auth, gate, bases=bases, headers=headers, sleep=sleep, retries=network.retries, log=log)
-    # Issue 24: schedulerRuntime.resourceGovernance.pixivAccounts.<account>.maxConcurrency permits,
+    # schedulerRuntime.resourceGovernance.pixivAccounts.<account>.maxConcurrency permits,
     # held by a cell for its whole Pixiv work (the execution service asks source.governor).
     governance = config.schedulerRuntime.resourceGovernance.account(account)
     governor = AccountGovernor(store, account, governance.maxConcurrency, now_ms=now_ms)
-    # A page's worst case (issue 24): every try of it running into the timeout.
+    # A page's worst case: every try of it running into the timeout.
     worst_case_ms = network.timeoutMs * (network.retries + 1)
     return PixivSource(client, now_ms=now_ms, sleep=sleep, request_delay_ms=config.download.requestDelay, log=log,
                        governor=governor, fetch_worst_case_ms=worst_case_ms)

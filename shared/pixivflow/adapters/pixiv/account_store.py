@@ -3,12 +3,12 @@
 Items (same table as the ledger, low-level client, every write conditional):
 
   PIXIV#<accountId> / GATE    cooldownUntil (epoch ms), penalties, ver: the rate-limit gate every
-                              container of the account shares (issue 10)
+                              container of the account shares
   PIXIV#<accountId> / TOKEN   fingerprint (SHA-256 hex of the refresh token the guard holds
                               current), previous (the one it replaced), ver, rotatedAt: the guard
                               of a refresh-token rotation
   PIXIV#<accountId> / PERMIT#<nn>   holder, leaseUntil: one of the account's maxConcurrency
-                              permits (issue 24); taken only when free, expired or already the
+                              permits; taken only when free, expired or already the
                               taker's, released and renewed only by its holder
   PIXIV#<accountId> / PACE    nextAt: the earliest instant of the account's next App API request,
                               across containers (requestPacingMs + jitter); moved only when due
@@ -101,8 +101,7 @@ class DynamoPixivAccounts:
         # previous), when its rotation was judged lost (it never reached SSM, which still held
         # ``previous``: its PutParameter failed, its container is gone); this rotation replaces it
         # if the guard is still exactly that, whether it starts from SSM's token or from one this
-        # container rotated to itself (make sim seeds 4064: otherwise no rotation is ever recorded
-        # again, issue 24).
+        # container rotated to itself (otherwise no rotation is ever recorded again).
         condition = "attribute_not_exists(fingerprint) OR fingerprint = :old"
         values = {":new": {"S": new_fingerprint}, ":old": {"S": old_fingerprint}, ":now": {"N": str(int(now_ms))},
                   ":one": {"N": "1"}, ":entity": {"S": "pixiv_token"}, ":acct": {"S": account_id}}
@@ -144,7 +143,7 @@ class DynamoPixivAccounts:
         raw = self._get(account_id, TOKEN_SK).get("rotatedAt", {}).get("N")
         return int(raw) if raw is not None else None
 
-    # -- permits (issue 24) --------------------------------------------------------------
+    # -- permits ---------------------------------------------------------------------------
     def permits(self, account_id: str, count: int) -> list[AccountPermit]:
         answer = self._call("query", KeyConditionExpression="pk = :pk AND begins_with(sk, :pre)", ConsistentRead=True,
                             ExpressionAttributeValues={":pk": {"S": account_pk(account_id)}, ":pre": {"S": PERMIT_PREFIX}})

@@ -1,9 +1,9 @@
-"""OAuth for the App API: the refresh-token grant, the access-token cache, rotation (issue 10).
+"""OAuth for the App API: the refresh-token grant, the access-token cache, rotation.
 
 * **Grant.** ``POST <oauth>/auth/token`` form-encoded with the app's public client id/secret,
   ``grant_type=refresh_token`` and the account's refresh token, plus ``X-Client-Time`` and
   ``X-Client-Hash`` = md5(time + hash secret) as pixivpy and gallery-dl send them
-  (../shared/notes/pixiv-app-api.md §1). The answer is read from the top level or from its nested
+  (docs/explanation/pixiv-source.md). The answer is read from the top level or from its nested
   ``response`` object: real bodies carry both.
 * **Cache.** The access token is kept per container until a minute before it expires; an API
   call answered with an auth error drops it and refreshes once (the client's job).
@@ -16,7 +16,7 @@
   ``AuthenticationError``: terminal ``auth_failed``, logged once per container, never retried.
   ``invalid_client`` is terminal too. Every other failure of the token endpoint (a 400 without
   the field such as the 1508 time/hash answer, Cloudflare's HTML 403, 5xx, a timeout) is retried
-  with backoff and then counted in the account's cooldown (issue 24): never terminal alone.
+  with backoff and then counted in the account's cooldown: never terminal alone.
 
 No token, and no part of one, is ever logged or put in an exception message.
 """
@@ -65,8 +65,8 @@ def redact(text: str, secrets: list[str]) -> str:
 class ConfiguredSecret:
     """``pixiv.clientId`` / ``clientSecret``: PixivFlow's environment override (``PIXIV_CLIENT_ID``,
     ``PIXIV_CLIENT_SECRET``), else the configured value with its ``${VAR}`` references resolved
-    like every secret (environment, then SSM; note §9, issue 22: the literal ``${PIXIV_CLIENT_ID}``
-    must never reach Pixiv), else the app's public value. Resolved on first call, then kept."""
+    like every secret (environment, then SSM: the literal ``${PIXIV_CLIENT_ID}`` must never reach
+    Pixiv), else the app's public value. Resolved on first call, then kept."""
 
     def __init__(self, key: str, configured: str | None, default: str, resolver: SecretResolver, *,
                  env: Mapping[str, str]) -> None:
@@ -109,7 +109,7 @@ class RefreshToken:
     def __init__(self, configured: str | None, resolver: SecretResolver, *, env: Mapping[str, str] | None = None,
                  log: Callable[..., None] | None = None) -> None:
         configured = (configured or "").strip() or None
-        # A placeholder (PixivFlow's sample text, empty, < 10 characters; note §9) stands for
+        # A placeholder (PixivFlow's sample text, empty, < 10 characters) stands for
         # PIXIV_REFRESH_TOKEN: the environment variable, else its SSM parameter, which is also
         # where a rotated token is then written back.
         self._placeholder = is_placeholder_refresh_token(configured)
@@ -133,9 +133,10 @@ class RefreshToken:
 
     @property
     def ssm_name(self) -> str | None:
-        """The SSM parameter (below ``ROUTE_SECRETS_PATH``) that holds the account's CURRENT token
-        once one was rotated (issue 24): the config's ``${NAME}``, else ``PIXIV_REFRESH_TOKEN``
-        (the stack may write ``PIXIV_*`` names). The environment and the config only seed it."""
+        """The SSM parameter (below ``PIXIV_SECRETS_PATH``, or ``ROUTE_SECRETS_PATH`` when that is
+        unset) that holds the account's CURRENT token once one was rotated: the config's
+        ``${NAME}``, else ``PIXIV_REFRESH_TOKEN`` (the stack may write ``PIXIV_*`` names). The
+        environment and the config only seed it."""
         name = references(self._configured)[0] if is_reference(self._configured) else ENV_REFRESH_TOKEN
         return name if self._resolver.parameter_name(name) is not None else None
 
@@ -202,7 +203,7 @@ class RefreshToken:
 # PutParameter failed or it died between the two writes): longer than any invocation's life.
 LOST_ROTATION_MS = 5 * 60_000
 
-# The OAuth ``error`` values that only an operator can fix (issue 24), with what to tell them.
+# The OAuth ``error`` values that only an operator can fix, with what to tell them.
 TERMINAL_OAUTH_ERRORS = {
     "invalid_grant": "the refresh token is invalid, expired or revoked; paste a new one",
     "invalid_client": "the app's client id/secret were refused (pixiv.clientId / pixiv.clientSecret, "
@@ -309,7 +310,7 @@ class PixivAuth:
             self._grant(fresh)
 
     def _heal(self, mine: str) -> str:
-        """The refresh token to use, after comparing the guard with SSM's value NOW (issue 24).
+        """The refresh token to use, after comparing the guard with SSM's value NOW.
 
         The guard (``PIXIV#<account>/TOKEN``) holds the fingerprint of the account's current token
         and of the one it replaced. On every refresh:
@@ -344,7 +345,7 @@ class PixivAuth:
                 # writer would have written SSM right after the guard): the replacement lives only
                 # in a container whose PutParameter failed or that died between the two writes. Our
                 # own rotation may take its place, from SSM's token or from the one we hold (a warm
-                # container whose earlier rotation lost to the lost one; make sim seed 4064).
+                # container whose earlier rotation lost to the lost one).
                 self._lost = (guard, previous)
             if held == guard:
                 try:
@@ -396,7 +397,7 @@ class PixivAuth:
                     return
             attempt += 1
             if attempt > self._retries:
-                # Issue 24: a blip of the token endpoint is never terminal on its own. It counts in
+                # A blip of the token endpoint is never terminal on its own. It counts in
                 # the account's cooldown (60 s doubling, shared by every container), and the cell
                 # is retried when that ends.
                 wait = self._gate.penalize(None, status=status, where="oauth") if self._gate else None
@@ -410,11 +411,11 @@ class PixivAuth:
     def _answer(self, response: httpx.Response, refresh: str) -> str | None:
         """None on success; a retryable problem's description; raises for the final answers.
 
-        Decided by the answer's OAuth ``error`` field (issue 24; notes/pixivflow-real-configs.md
-        §10): ``invalid_grant`` (the refresh token) and ``invalid_client`` (the app's id/secret)
-        are terminal ``auth_failed`` naming that cause. Everything else is retryable: a 400
-        without the field (Pixiv's 1508 time/hash answer carries the same ``errors.system.code``
-        as a bad token, but no ``error``), Cloudflare's HTML 403 challenge, other 4xx, 5xx."""
+        Decided by the answer's OAuth ``error`` field: ``invalid_grant`` (the refresh token) and
+        ``invalid_client`` (the app's id/secret) are terminal ``auth_failed`` naming that cause.
+        Everything else is retryable: a 400 without the field (Pixiv's 1508 time/hash answer
+        carries the same ``errors.system.code`` as a bad token, but no ``error``), Cloudflare's
+        HTML 403 challenge, other 4xx, 5xx."""
         status = response.status_code
         try:
             body = response.json()

@@ -1,6 +1,6 @@
-"""A thin httpx client for the Pixiv App API and image host (issue 10).
+"""A thin httpx client for the Pixiv App API and image host.
 
-No third-party Pixiv package: none is built on httpx (../shared/notes/pixiv-app-api.md §6).
+No third-party Pixiv package: none is built on httpx.
 Every request goes to the configured base (``source.baseUrls``; the real hosts by default), with
 the same paths, parameters and headers as against Pixiv. Absolute URLs Pixiv hands out
 (``next_url``, image URLs) are re-based onto the configured base, keeping path and query; a URL
@@ -41,9 +41,9 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 # novel's webview page carries its whole text, which Pixiv's editor caps at a few hundred thousand
 # characters (under 2 MB even JSON-escaped at 6 bytes a character). 8 MiB is that with room to
 # spare; a larger answer is refused with its reason (a novel: skipped as unsupported media) and
-# never grows the Lambda's memory (the novels brief).
+# never grows the Lambda's memory.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
-STREAM_CHUNK = 1024 * 1024  # what one read of a streamed image holds in memory (issue 24)  # a Pixiv original is at most a few tens of MB; a zip rarely more
+STREAM_CHUNK = 1024 * 1024  # what one read of a streamed image holds in memory; a Pixiv original is at most a few tens of MB; a zip rarely more
 _AUTH_TEXT = re.compile(r"invalid_grant|invalid_request|oauth process|access token", re.IGNORECASE)
 _RATE_TEXT = re.compile(r"rate limit", re.IGNORECASE)
 _OFFSET_TEXT = re.compile(r"offset must be no more than", re.IGNORECASE)
@@ -214,7 +214,7 @@ class PixivClient:
     @contextmanager
     def image_stream(self, url: str) -> Iterator[tuple[Iterator[bytes], str]]:
         """The image at ``url`` as chunks of at most ``STREAM_CHUNK`` bytes, and its content type
-        (issue 24: a page goes to the store as it arrives, never whole in memory). The answers
+        (a page goes to the store as it arrives, never whole in memory). The answers
         before the body are handled like ``image`` (retries, cooldown, 404 -> ``ImageNotFound``);
         a body cut off midway is a retryable ``SourceOutage`` (the next run re-fetches that page)."""
         target = self.image_url(url)

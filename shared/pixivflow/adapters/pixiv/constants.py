@@ -1,4 +1,4 @@
-"""The Pixiv hosts and the app identity real clients present (../shared/notes/pixiv-app-api.md §1, §3).
+"""The Pixiv hosts and the app identity real clients present (docs/explanation/pixiv-source.md).
 
 The client id, client secret and hash secret are the official iOS/Android app's PUBLIC values
 (published by pixivpy and gallery-dl as class constants, and by PixivFlow in its default config):

@@ -1,4 +1,4 @@
-"""One rate-limit gate per Pixiv account (issue 10; ../shared/notes/pixiv-app-api.md §4).
+"""One rate-limit gate per Pixiv account (rate limits: docs/explanation/pixiv-source.md).
 
 * **Cooldown, shared.** A "Rate Limit" answer (HTTP 429, or the body's message on any status)
   puts the whole account in a cooldown every container honours: the ledger item
@@ -8,7 +8,7 @@
   While it lasts, a request fails at once with ``RateLimitedError`` without reaching Pixiv; the
   cell retries its bound work later. The first success after a cooldown clears the penalties.
 * **Pacing, per account.** ``requestPacingMs`` (+ up to 25 % jitter from the injected entropy)
-  between two App API requests of the ACCOUNT, whichever container sends them (issue 24): each
+  between two App API requests of the ACCOUNT, whichever container sends them: each
   request first takes the account's next turn on the ledger item ``PIXIV#<accountId>/PACE``
   (one conditional write; a refused one says how long to wait). Concurrency is bounded by the
   account's permits (``governor``).
@@ -82,7 +82,7 @@ class RateGate:
                     f"({-(-left // 1000)} s left, penalty {state.penalties})", retry_after_ms=left)
         if not (pace and self._pacing_ms):
             return
-        # Issue 24: the turn is the account's, on the ledger's PACE item, so the pacing holds across
+        # The turn is the account's, on the ledger's PACE item, so the pacing holds across
         # containers; the wait happens outside the lock (another permit holder of this container
         # may be streaming an image meanwhile).
         gap = int(self._pacing_ms * (1 + JITTER * self._uniform()))

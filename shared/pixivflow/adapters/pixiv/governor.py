@@ -1,5 +1,5 @@
 """The account's permit semaphore: at most ``maxConcurrency`` cells work against one Pixiv account
-at once, across every container (issue 24; notes/pixivflow-real-configs.md §9).
+at once, across every container, as PixivFlow bounds them.
 
 PixivFlow leases resource ``pixiv-account:<id>`` to at most ``maxConcurrency`` executions (its
 published deployment: 1), because Pixiv suspends accounts that scrape in parallel. Here each of

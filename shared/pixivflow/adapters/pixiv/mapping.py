@@ -1,4 +1,4 @@
-"""Pixiv App API objects -> ``Work`` (field names per ../shared/notes/pixiv-app-api.md §2).
+"""Pixiv App API objects -> ``Work`` (field names: docs/explanation/pixiv-source.md).
 
 The source maps facts; it never decides. Selection rules (bookmark floor, AI, R-18, page count,
 dates, restricted works) are the domain's, applied to the fields set here.

@@ -1,4 +1,4 @@
-"""The Pixiv refresh token's store (issue 10): ``${VAR}`` resolved like every secret (DESIGN §7:
+"""The Pixiv refresh token's store: ``${VAR}`` resolved like every secret (the
 environment first, then SSM below ``PIXIV_SECRETS_PATH``, or ``ROUTE_SECRETS_PATH`` when unset), plus what only a rotating token needs:
 a fresh re-read, remembering a rotated value and writing it back (``put``).
 
@@ -30,8 +30,8 @@ from typing import Any, Callable, Mapping
 from ...domain.errors import SecretStoreUnavailable
 from ..secret_refs import REFERENCE, UnresolvedSecret, expand, is_reference, references  # noqa: F401 - re-exported
 
-# DESIGN §12: the Pixiv account secrets live below their own path (execute alone reads and writes
-# it, issue 21); a stack that never set one keeps them below the routes' path, as before.
+# The Pixiv account secrets live below their own path, which execute alone reads and writes; a
+# stack that never set one keeps them below the routes' path.
 SECRETS_PATH_ENV = "PIXIV_SECRETS_PATH"
 FALLBACK_PATH_ENV = "ROUTE_SECRETS_PATH"
 _TRANSIENT_ATTEMPTS = 3
@@ -104,7 +104,7 @@ class SecretResolver:
         return value
 
     def read_stored(self, name: str) -> str | None:
-        """The SSM parameter of ``${name}`` as it is now: no environment, no cache (issue 24: the
+        """The SSM parameter of ``${name}`` as it is now: no environment, no cache (the
         rotation guard compares it on every refresh). None when no path is configured or it is absent."""
         parameter = self.parameter_name(name)
         return None if parameter is None else self._read(name, parameter)

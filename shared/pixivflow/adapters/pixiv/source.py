@@ -1,12 +1,12 @@
-"""``WorkSource`` over the Pixiv App API (issue 10; spec §6.4; DESIGN §12).
+"""``WorkSource`` over the Pixiv App API.
 
 The source answers ONE paged query at a time, faithfully: ``search_page(request, cursor)``
 returns Pixiv's page as ``Work``s and a cursor for the next one; ``pixivflow.domain.pager.collect``
 and the domain's selection rules decide how far to page and what to keep. Server-side hints of
 the request (``search_target``, ``sort``, dates, ``exclude_ai`` as ``search_ai_type=0``) go into
-the query; nothing else is filtered here. ``filter=for_ios`` goes where PixivFlow sends it
-(real-configs note §2): always on illustration rankings and user works, never on novel rankings,
-and on searches unless the target includes R-18 (``include_r18``).
+the query; nothing else is filtered here. ``filter=for_ios`` goes where PixivFlow sends it:
+always on illustration rankings and user works, never on novel rankings, and on searches unless
+the target includes R-18 (``include_r18``).
 
 Cursors are the ``next_url`` Pixiv returned, re-based onto the configured App API base. Past
 Pixiv's 5000-offset cap a ``date_desc`` / ``date_asc`` search continues the way gallery-dl does
@@ -36,7 +36,7 @@ OFFSET_CAP = 5000
 PIXIV_ZONE = ZoneInfo("Asia/Tokyo")  # Pixiv's calendar (rankings, create_date, search dates)
 _SECTIONS = {"illustration": "illusts", "novel": "novels"}
 _WEBVIEW_MARK = "novel: "
-NOVEL_ANSWER = ".novel.json"  # the stored text answer's name after the novel's id (the novels brief)
+NOVEL_ANSWER = ".novel.json"  # the stored text answer's name after the novel's id
 TEXT_TYPE = "text/plain; charset=utf-8"
 
 
@@ -75,7 +75,7 @@ class PixivSource:
                  fetch_worst_case_ms: int = 0) -> None:
         self._fetch_worst_case_ms = fetch_worst_case_ms
         self._client = client
-        self.governor = governor  # the account's permits (issue 24); None: unbounded (unit tests)
+        self.governor = governor  # the account's permits; None: unbounded (unit tests)
         self._now = now_ms
         self._sleep = sleep
         self._request_delay_ms = max(0, int(request_delay_ms))
@@ -119,7 +119,7 @@ class PixivSource:
         params["end_date"] = request.end_date
         params["duration"] = request.duration  # None: not sent (urlencode drops None)
         if not request.include_r18:
-            # PixivFlow's R-18 switch (note §2): a search of a target without R-18 asks Pixiv to
+            # PixivFlow's R-18 switch: a search of a target without R-18 asks Pixiv to
             # leave R-18 out; the domain's r18 rule still rejects any that come back.
             params["filter"] = "for_ios"
         if request.exclude_ai:
@@ -127,7 +127,7 @@ class PixivSource:
         return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
 
     def _topic_url(self, request: SearchRequest) -> str:
-        """A topic search as PixivFlow sends it (note §2): one tag, ``partial_match_for_tags``,
+        """A topic search as PixivFlow sends it: one tag, ``partial_match_for_tags``,
         newest first, ``filter=for_ios`` unless ``topicDiscovery.includeR18``. A day search also
         names the day (Pixiv's dates are Japan days), so the whole day comes back, its morning too."""
         word = (request.tag or request.topic or "").strip()
@@ -145,7 +145,7 @@ class PixivSource:
         return self._client.api_url("/v1/search/novel" if novel else "/v1/search/illust", params)
 
     def autocomplete(self, word: str) -> list[str]:
-        """Pixiv's tag suggestions for ``word`` (note §1 step 1): ``tags[].name``, else the older
+        """Pixiv's tag suggestions for ``word`` (a topic's first step): ``tags[].name``, else the older
         ``search_auto_complete_keywords``."""
         data = self._client.get("/v2/search/autocomplete", {"word": word, "merge_plain_keyword_results": "true"})
         tags = data.get("tags") if isinstance(data, Mapping) else None
@@ -255,7 +255,7 @@ class PixivSource:
 
     def plan(self, work: Work, *, previews: bool = False,
              stored: Callable[[str], bytes | None] | None = None) -> list[FileDownload] | None:
-        """A work's files fetched one at a time, streamed (issue 24): an illustration's pages, then
+        """A work's files fetched one at a time, streamed: an illustration's pages, then
         with ``previews`` each page's preview; a ugoira's zip; a novel's text, inline images,
         Markdown and cover (``_novel_plan``). ``stored(stem)``: the bytes of a file an earlier
         invocation stored for this work (a resumed novel's text answer), else None."""
@@ -290,7 +290,7 @@ class PixivSource:
 
     def _preview_downloads(self, work_id: str, raw: Mapping[str, Any]) -> list[FileDownload]:
         """Each page's ``large`` image (``medium`` for a single page without it), streamed like the
-        pages (pixivflow-real-configs note §8; issue 23): all pages or none.
+        pages: all pages or none, as PixivFlow sends them.
         A preview ``pairs_with`` its page: its name is the page's stored name + ``.preview<ext>``."""
         pages = page_urls(raw)
         urls = found if isinstance(found := raw.get("image_urls"), Mapping) else {}
@@ -333,7 +333,7 @@ class PixivSource:
 
     def _novel_plan(self, work_id: str, raw: Mapping[str, Any],
                     stored: Callable[[str], bytes | None] | None) -> list[FileDownload]:
-        """A novel as files stored one at a time (the novels brief): the text answer it was planned
+        """A novel as files stored one at a time: the text answer it was planned
         from (kept only for a resumed invocation: ``NOVEL_ANSWER``), the text, each inline image
         and the cover streamed like a page (each guarded by its worst case; one Pixiv no longer
         has is left out, its marker kept in the Markdown), then the Markdown naming the images as
@@ -380,7 +380,7 @@ class PixivSource:
 
     def _novel_object(self, work_id: str) -> dict[str, Any]:
         """The webview page's text; when that page fails (an error answer, or no parsable novel
-        object), the App API's ``/v1/novel/text`` (issue 24; PixivFlow tries both in this order).
+        object), the App API's ``/v1/novel/text`` (PixivFlow tries both in this order).
         A rate limit or an auth failure is the account's, not the page's: it stops here."""
         try:
             page = self._client.get("/webview/v2/novel", {"id": work_id, "viewer_version": "20221031_ai"}, text=True)
@@ -473,8 +473,8 @@ class PixivSource:
 
 
 def _stored_novel(stored: Callable[[str], bytes | None], work_id: str) -> dict[str, Any] | None:
-    """The text answer an earlier invocation stored (the novels brief: a resumed novel asks Pixiv
-    for its text once); None when there is none, or it does not read back as one (asked again)."""
+    """The text answer an earlier invocation stored (a resumed novel asks Pixiv for its text
+    once); None when there is none, or it does not read back as one (asked again)."""
     content = stored(f"{work_id}{NOVEL_ANSWER}")
     if content is None:
         return None

@@ -1,9 +1,11 @@
 """Delivery routes: the ``DeliveryChannel`` port for every route kind a config can declare.
 
-* ``kind: webhook`` — this project's JSON route, unchanged (``adapters.webhook``; DESIGN §12);
-* ``type: httpMultipart`` — PixivFlow's submission route (``multipart``; note §2.2);
-* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``; note §2.5);
-* ``type: telegram`` — PixivFlow's Telegram review route (``telegram``; real-configs note §6).
+* ``kind: webhook`` — this project's JSON route, unchanged (``adapters.webhook``);
+* ``type: httpMultipart`` — PixivFlow's submission route (``multipart``);
+* ``type: webhook`` — PixivFlow's messaging gateway (``gateway``);
+* ``type: telegram`` — PixivFlow's Telegram review route (``telegram``).
+
+The published configs' routes: docs/explanation/pixivflow-routes.md.
 
 ``${VAR}`` references in URLs, headers, ``token`` and ``signingSecret`` are expanded here, at
 send time, through the injected lookup (env, then SSM below RouteSecretsPath). One attempt is
@@ -28,7 +30,7 @@ from . import gateway, multipart, telepress
 from .telegram import TelegramReview
 from .http import Http, RouteTransportError, checked_url, expanded_headers
 
-if TYPE_CHECKING:  # httpx itself loads with the first request (issue 25: a function that never posts never imports it)
+if TYPE_CHECKING:  # httpx itself loads with the first request: a function that never posts never imports it
     import httpx
 
 READINESS_TIMEOUT_MS = 3_000  # PixivFlow's readiness probe budget

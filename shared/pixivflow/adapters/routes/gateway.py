@@ -1,4 +1,4 @@
-"""PixivFlow's messaging-gateway route, ``type: webhook`` (pixivflow-delivery note §1.3, §2.5).
+"""PixivFlow's messaging-gateway route, ``type: webhook``.
 
 PixivFlow is the gateway's CLIENT: it posts one platform-neutral message document and leaves
 login, pairing and platform quirks to the gateway. The document is

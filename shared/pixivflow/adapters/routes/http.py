@@ -13,7 +13,7 @@ from ...ports import DeliveryResponse
 from ..http_pools import OperatorPool
 from ..secret_refs import Expander
 
-if TYPE_CHECKING:  # imported by the first request (issue 25, cold start)
+if TYPE_CHECKING:  # imported by the first request: a faster cold start
     import httpx
 
 MAX_RESPONSE_BYTES = 64 * 1024  # an ACK is small; a huge answer is cut, never buffered whole
@@ -34,8 +34,8 @@ class RouteDeadline(RouteTransportError):
 
 
 def checked_url(url: str, field: str, route: str) -> str:
-    """A route URL AFTER expansion: http(s), a host, no whitespace (spec §10.7: a bad URL is a
-    configuration error, never a retry)."""
+    """A route URL AFTER expansion: http(s), a host, no whitespace (a bad URL is a configuration
+    error, never a retry)."""
     if not _URL.match(url or ""):
         raise ConfigError(f"route {route}: {field} is not an http(s) URL once its ${{VAR}} references are expanded "
                           "(configuration error)")
@@ -78,7 +78,7 @@ class Http:
         body: Any = content
         if content is not None and not isinstance(content, (bytes, bytearray)):
             body = guarded(content)
-        import httpx  # loaded once the function really posts (issue 25, cold start)
+        import httpx  # loaded once the function really posts: a faster cold start
 
         try:
             with self._pool.client(timeout_s).stream(method, url, headers=dict(headers), content=body) as response:

@@ -1,4 +1,4 @@
-"""The ``httpMultipart`` wire format (pixivflow-delivery note §2.2).
+"""The ``httpMultipart`` wire format, as PixivFlow sends it.
 
 Part order: one part per stored file under ``fileField``, the previews under
 ``previewFileField``, then the text fields, then the closing boundary. File parts carry the

@@ -1,4 +1,4 @@
-"""PixivFlow's Telegram review route on the wire (pixivflow-real-configs note §6; issue 23).
+"""PixivFlow's Telegram review route on the wire.
 
 One attempt:
 
@@ -52,7 +52,7 @@ from . import multipart
 from .http import Http, RouteTransportError, checked_url
 
 DEFAULT_API_BASE = "https://api.telegram.org"
-API_BASE_ENV = "TELEGRAM_API_BASE"  # PixivFlow's own variable (DESIGN §12): how tests reach the fake
+API_BASE_ENV = "TELEGRAM_API_BASE"  # PixivFlow's own variable: how tests reach the fake
 # One attempt's posts must end well inside the deliver function's 60 s and the 120 s claim: past
 # this budget no new call starts, what was posted is saved and the next attempt resumes after it.
 ATTEMPT_BUDGET_S = 45.0
@@ -174,7 +174,7 @@ class _Attempt:
             if not again and existing.get("status") == "uncertain":
                 # Recorded uncertain (this row's earlier attempt, or another slot's cell of the same
                 # work: the review id names target, type and work only): maybe part of it is in the
-                # chat, maybe none. Not a delivery, and never posted again by itself (issue 23).
+                # chat, maybe none. Not a delivery, and never posted again by itself.
                 raise self.stop("uncertain", f"uncertain: review {self.rid} is recorded uncertain at the control plane "
                                              f"(an earlier attempt may have posted part of it). Operator: look for it in "
                                              f"chat {self.chat}; `pixivflow outbox redrive <key>` re-sends it on purpose")
@@ -243,7 +243,7 @@ class _Attempt:
     def block_request(self, block: MediaBlock, caption: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, StoredFile]]]:
         fields: list[tuple[str, str]] = [("chat_id", self.chat)]
         if self.config.publishThreadId is not None:
-            fields.append(("message_thread_id", str(self.config.publishThreadId)))  # PixivFlow applies it here too (note §6)
+            fields.append(("message_thread_id", str(self.config.publishThreadId)))  # PixivFlow applies it here too
         if block.method == "sendMediaGroup":
             media = []
             for i, item in enumerate(block.items):

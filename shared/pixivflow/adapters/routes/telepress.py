@@ -1,4 +1,4 @@
-"""A novel's rich preview at TelePress (pixivflow-real-configs note §7; issue 23).
+"""A novel's rich preview at TelePress, as PixivFlow publishes it.
 
 Before a novel's submission, when its target declares ``delivery.richNovelPreview`` and the
 novel has inline images (the source stored them beside a Markdown rendering), one multipart

@@ -1,4 +1,4 @@
-"""In-memory twins of the AWS services the engine uses (DESIGN §10): DynamoDB, SQS and S3.
+"""In-memory twins of the AWS services the engine uses: DynamoDB, SQS and S3.
 
 They are twins of the *services*, speaking boto3's low-level client API, so the production adapters
 (``adapters.dynamo_ledger``, ``adapters.sqs_queues``, ``adapters.s3_artifacts``) run on them

@@ -6,7 +6,7 @@ production adapter (``adapters.dynamo_ledger``) runs on it unchanged. It refuses
 values and numbers, empty-string or oversized keys (table and index keys, on reads as on writes), keys
 that do not match the schema, every key-condition rule, bare reserved words, duplicate keys in batch
 calls, updates of key attributes (in transactions too), items over 400 KB, transactions over 100 actions
-or 4 MB. What it honours, because the ledger's guarantees rest on it (DESIGN §4, §10):
+or 4 MB. What it honours, because the ledger's guarantees rest on it:
 
 * conditional ``PutItem`` / ``UpdateItem`` / ``DeleteItem`` with DynamoDB's expression language,
   ``ReturnValuesOnConditionCheckFailure``;
@@ -169,7 +169,7 @@ class _Table:
             rv = _kv(item[self.range_key]) if self.range_key else None
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise client_error("ValidationException", "The provided key element does not match the schema", operation) from exc
-        # DynamoDB's key size limits hold on every operation, reads included (issue 21 item 3): a
+        # DynamoDB's key size limits hold on every operation, reads included: a
         # partition key of at most 2,048 bytes, a sort key of at most 1,024.
         value: Any  # a key's attribute value: str, bytes or a number's text
         for key, limit, what in ((hv, 2048, "Size of hashkey has exceeded the maximum size limit of2048 bytes"),  # sic: DynamoDB's wording

@@ -1,6 +1,6 @@
 """An in-memory twin of the SQS low-level client (standard queues), on an injected clock.
 
-What the engine's guarantees rest on, honoured here (DESIGN §5, §10): ``DelaySeconds`` up to 900,
+What the engine's guarantees rest on, honoured here: ``DelaySeconds`` up to 900,
 visibility timeouts (a received message is invisible until deleted or its timeout passes), receipt
 handles (only the newest one deletes: an older one is accepted and does nothing, as SQS does), and
 the redrive policy: a message received ``maxReceiveCount`` times moves to the dead-letter queue
