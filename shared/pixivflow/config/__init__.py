@@ -10,7 +10,7 @@ Location: env ``PIXIVFLOW_CONFIG`` = a file path or ``ssm:<parameter name>``; a 
 parsed as JSON, ``.yaml``/``.yml`` as YAML, anything else as JSON when it is JSON, else YAML.
 Secrets never live here: bearer tokens come from env or SSM (see ``pixivflow.http.auth``); the
 Pixiv refresh token is a ``${VAR}`` reference resolved at first use (``adapters/secret_refs.py``).
-A `pixiv` block without a `source` block selects the Pixiv source (issue 10).
+A `pixiv` block without a `source` block selects the Pixiv source.
 
 The package is split by PixivFlow's areas, so the next key has an obvious home:
 ``plans`` (schedules), ``targets``, ``routes`` (delivery), ``pixiv`` (source, account, network,

@@ -18,7 +18,7 @@ STALL_MIN_TIMEOUT_MS = 60_000
 
 
 class _Model(BaseModel):
-    # defer_build (issue 25, cold start): a config model's validator is built when it first validates,
+    # defer_build, for cold start: a config model's validator is built when it first validates,
     # not when its class is made. Loading a config validates PixivFlowConfig once, which builds one
     # validator for the whole tree instead of one per nested model at import (33 of them).
     model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True, defer_build=True)

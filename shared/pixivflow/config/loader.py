@@ -62,7 +62,7 @@ SCHEDULER_ENABLED_ENV = "PIXIV_SCHEDULER_ENABLED"
 def _environment_overrides(data: dict, env: Any) -> dict:
     """PixivFlow's environment overrides of config keys (its ``src/config/environment.ts``):
 
-    * ``PIXIV_CANDIDATE_SCAN_LIMIT`` (spec §6.1): a positive integer replaces
+    * ``PIXIV_CANDIDATE_SCAN_LIMIT``: a positive integer replaces
       ``download.candidateScanLimit`` and is then clamped like the key itself (``_soften``); a
       non-positive or non-numeric value is ignored, as PixivFlow ignores it.
     * ``PIXIV_SCHEDULER_ENABLED``: ``scheduler.enabled`` is true exactly when the value is
@@ -113,7 +113,7 @@ def parse_text(text: str, *, base_dir: Path | None = None, syntax: str | None = 
 
     JSON goes through the JSON parser, never YAML's: PyYAML reads the escaped surrogate pair that
     ``json.dumps`` writes for an emoji (``"\\ud83d\\udcc5"``) as two lone surrogates, a string no
-    UTF-8 encoder accepts, so every multipart send of that field would fail (issue 22)."""
+    UTF-8 encoder accepts, so every multipart send of that field would fail."""
     if syntax not in (None, "json", "yaml"):
         raise ValueError(f"unknown config syntax {syntax!r}")
     if syntax != "yaml":

@@ -37,8 +37,8 @@ class PixivFlowConfig(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> "PixivFlowConfig":
-        """Every cross-reference rule, ALL findings at once (issue 26: ``config check`` lists each
-        unknown target, route and duplicate id with its field, not only the first)."""
+        """Every cross-reference rule, ALL findings at once: ``config check`` lists each unknown
+        target, route and duplicate id with its field, not only the first."""
         found = _unique("schedules", [s.id for s in self.schedules]) + _unique_targets(self.targets)
         target_ids = {t.id for t in self.targets}
         for i, schedule in enumerate(self.schedules):
@@ -78,7 +78,7 @@ class PixivFlowConfig(_Model):
 
     def _ignored_keys(self) -> list[str]:
         """What the load accepted but will not act on as written: deprecated PixivFlow route keys
-        (the outbox's own budget applies instead, issue 23), dry-run targets, preview limits."""
+        (the outbox's own budget applies instead), dry-run targets, preview limits."""
         out = []
         base, top = self.delivery.outboxRetryBaseMs, self.delivery.outboxRetryMaxMs
         for name, route in self.delivery.targets.items():
@@ -88,8 +88,8 @@ class PixivFlowConfig(_Model):
                            f"outboxRetryBaseMs {base} ms up to outboxRetryMaxMs {top} ms)")
         for i, target in enumerate(self.targets):
             if target.storageMode == "cache" and not target.routes():
-                # pixivflow.shadow.json (note §11, H): PixivFlow's control-plane runner executes it
-                # in shadow mode; here a route-less cache target is that dry run.
+                # PixivFlow's pixivflow.shadow.json: its control-plane runner executes it in
+                # shadow mode; here a route-less cache target is that dry run.
                 out.append(f"targets[{i}].delivery: storageMode cache with no delivery route: DRY RUN "
                            "(selects and stores each work and records what it would deliver; posts nothing, "
                            "sends no notification)")
@@ -103,7 +103,7 @@ class PixivFlowConfig(_Model):
         return out
 
     def dry_run(self, target: Any) -> bool:
-        """A cache-mode target with no route: it selects and stores, never delivers (issue 23)."""
+        """A cache-mode target with no route: it selects and stores, never delivers."""
         return target.storageMode == "cache" and not target.routes()
 
 

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from .base import _SECRET_REF, ID_PATTERN, _base_url, _Model
 
 class SourceBaseUrls(_Model):
-    """Where the Pixiv source sends its requests (DESIGN §12): each key optional, the real host by default."""
+    """Where the Pixiv source sends its requests: each key optional, the real host by default."""
 
     oauth: str | None = None
     api: str | None = None
@@ -34,14 +34,14 @@ class SourceConfig(_Model):
         return self
 
 
-# PixivFlow's placeholder test for the refresh token (note §9; token-manager isPlaceholderToken):
+# PixivFlow's placeholder test for the refresh token (its token manager's isPlaceholderToken):
 # the sample configs ship "YOUR_REFRESH_TOKEN"; a real token is far longer than 10 characters.
 PLACEHOLDER_REFRESH_TOKEN = "YOUR_REFRESH_TOKEN"
 PLACEHOLDER_MIN_LENGTH = 10
 # Where a placeholder's real token is looked up: the variable PixivFlow itself reads, resolved like
 # every secret (environment, then SSM ``<RouteSecretsPath>/PIXIV_REFRESH_TOKEN``).
 PLACEHOLDER_TOKEN_NAME = "PIXIV_REFRESH_TOKEN"
-# PixivFlow's environment overrides of the pixiv block (note §9 applyEnvironmentOverrides).
+# PixivFlow's environment overrides of the pixiv block (its applyEnvironmentOverrides).
 ENV_OVERRIDES = {"clientId": "PIXIV_CLIENT_ID", "clientSecret": "PIXIV_CLIENT_SECRET",
                  "refreshToken": "PIXIV_REFRESH_TOKEN"}
 
@@ -57,10 +57,10 @@ def is_placeholder_refresh_token(value: str | None) -> bool:
 
 
 class PixivConfig(_Model):
-    """PixivFlow's own ``pixiv`` block (../shared/notes/pixiv-app-api.md §5; real-configs note §9).
+    """PixivFlow's own ``pixiv`` block: the Pixiv App API account (``docs/explanation/pixiv-source.md``).
 
     ``refreshToken``, ``clientId``, ``clientSecret`` and ``deviceToken`` may be ``${VAR}``
-    references (environment, then SSM below ``RouteSecretsPath``; DESIGN §7), resolved when the
+    references (environment, then SSM below ``RouteSecretsPath``), resolved when the
     first Pixiv request needs them, never at load time, never logged. ``PIXIV_CLIENT_ID``,
     ``PIXIV_CLIENT_SECRET`` and ``PIXIV_REFRESH_TOKEN`` in the environment win over the config,
     as in PixivFlow. A placeholder refresh token (``is_placeholder_refresh_token``) gives way to
@@ -89,7 +89,7 @@ class ProxyConfig(_Model):
         if self.enabled and not (self.host and self.port):
             raise ValueError("host: host and port are required when the proxy is enabled")
         if self.enabled and self.protocol.startswith("socks"):
-            # Issue 24: the layer ships httpx without SOCKS support (no socksio), so a SOCKS proxy
+            # The layer ships httpx without SOCKS support (no socksio), so a SOCKS proxy
             # would make every function fail at start. Refused here, where `config check` says it,
             # rather than supported: an HTTP CONNECT proxy serves Pixiv's HTTPS hosts just as well
             # and keeps one proxy code path.
@@ -102,8 +102,8 @@ class NetworkConfig(_Model):
     """PixivFlow's ``network`` block, as the Pixiv source honours it.
 
     ``retries`` is the number of quick retries of a 5xx answer or a timeout (after 1 s, 2 s, ...);
-    ``requestPacingMs`` the least time between two App API requests of one container (plus up
-    to 25 % jitter). ``retryDelay`` is accepted for compatibility; the quick-retry steps are fixed.
+    ``requestPacingMs`` the least time between two App API requests of one account, across every
+    container (plus up to 25 % jitter). ``retryDelay`` is accepted for compatibility; the quick-retry steps are fixed.
     """
 
     timeoutMs: int = Field(default=30_000, ge=1000, le=120_000)

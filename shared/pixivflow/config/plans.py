@@ -1,4 +1,5 @@
-"""Plans: the ``schedules`` block (spec §1; one slot per occurrence of each schedule's cron)."""
+"""Plans: the ``schedules`` block, one slot per occurrence of each schedule's cron
+(``docs/explanation/scheduling.md``)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class ScheduleConfig(_Model):
         return self.timeout or DEFAULT_SCHEDULE_TIMEOUT_MS
 
 
-# -- the legacy ``scheduler`` block (note §9 resolveSchedules) ---------------------------------------
+# -- the legacy ``scheduler`` block (PixivFlow's resolveSchedules) -----------------------------------
 
 LEGACY_PLAN_ID = "default"
 _LEGACY_DEFAULTS = {"enabled": False, "cron": "0 3 * * *", "timezone": "Asia/Shanghai"}

@@ -1,4 +1,4 @@
-"""Delivery routes: the ``delivery`` block (DESIGN §7, §12; pixivflow-delivery note §1)."""
+"""Delivery routes: the ``delivery`` block (``docs/explanation/delivery.md``)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,28 @@ from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, mode
 from ..domain.ack import AckHints
 from .base import _ID_RE, _SECRET_REF, ID_PATTERN, _http_url, _Model
 
-# -- delivery routes (DESIGN §7, §12; pixivflow-delivery note §1) -------------------------------
+# -- delivery routes ------------------------------------------------------------------------------
 #
 # Two families share ``delivery.targets``: the project's own JSON route keyed ``kind: webhook``
-# (DESIGN §12, unchanged) and PixivFlow's routes keyed ``type`` (``httpMultipart``, ``webhook``),
-# so an existing PixivFlow config loads as it is. A route declares one key or the other. Secrets
+# and PixivFlow's routes keyed ``type`` (``httpMultipart``, ``webhook``, ``telegram``), so an
+# existing PixivFlow config loads as it is. A route declares one key or the other. Secrets
 # are ``${VAR}`` references resolved at send time, so a URL holding one is checked after
 # expansion, not here.
 
 ROUTE_TYPES = ("httpMultipart", "webhook", "telegram")
-# Keys PixivFlow still parses but no longer evaluates (note §1.2, §6): accepted, warned about once.
+# Keys PixivFlow still parses but no longer evaluates: accepted, warned about once.
 # On httpMultipart and telegram routes ``maxAttempts`` is one of them: PixivFlow's outbox owns the
 # retries (12 attempts, outboxRetryBaseMs/outboxRetryMaxMs), and honouring a published config's
-# ``maxAttempts: 3`` would dead-letter a submission after about 1.5 minutes of a 5xx outage
-# (issue 23). Our own ``kind: webhook`` route keeps its maxAttempts meaning (DESIGN §12).
+# ``maxAttempts: 3`` would dead-letter a submission after about 1.5 minutes of a 5xx outage.
+# Our own ``kind: webhook`` route keeps its maxAttempts meaning.
 DEPRECATED_ROUTE_KEYS = ("success", "maxAttempts", "retryDelayMs")
 PREVIEW_MAX_TIMEOUT_MS = 30_000
-OUTBOX_ATTEMPTS = 12  # PixivFlow's outbox budget (note §2.4): every PixivFlow route's rows get it
-_BOT_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")  # PixivFlow's validator (note §6)
+OUTBOX_ATTEMPTS = 12  # PixivFlow's outbox budget: every PixivFlow route's rows get it
+_BOT_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")  # PixivFlow's validator
 
 
 class WebhookRoute(_Model):
-    """Our own JSON route (``kind: webhook``): POST JSON + ``Idempotency-Key`` (DESIGN §12)."""
+    """Our own JSON route (``kind: webhook``): POST JSON + ``Idempotency-Key``."""
 
     kind: Literal["webhook"] = "webhook"
     url: str
@@ -49,7 +49,7 @@ class WebhookRoute(_Model):
 
     @property
     def attempt_budget(self) -> int:
-        """The outbox row's attempts: this route's own ``maxAttempts`` (DESIGN §12)."""
+        """The outbox row's attempts: this route's own ``maxAttempts``."""
         return self.maxAttempts
 
     @field_validator("url")
@@ -67,7 +67,7 @@ class _PixivFlowBase(_Model):
     timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
     maxAttempts: int = Field(default=OUTBOX_ATTEMPTS, ge=1, le=100)
     capabilities: dict[str, Any] | None = None
-    # Deprecated by PixivFlow (note §1.2): parsed, never evaluated.
+    # Deprecated by PixivFlow: parsed, never evaluated.
     success: Any = None
     retryDelayMs: int | None = Field(default=None, ge=0)
     # Which of DEPRECATED_ROUTE_KEYS this family ignores (maxAttempts only where the outbox owns it).
@@ -75,7 +75,7 @@ class _PixivFlowBase(_Model):
 
     @property
     def attempt_budget(self) -> int:
-        """httpMultipart and telegram rows always get the outbox's own budget (note §2.4)."""
+        """httpMultipart and telegram rows always get the outbox's own budget."""
         return self.maxAttempts if "maxAttempts" not in self.IGNORED_KEYS else OUTBOX_ATTEMPTS
 
     def deprecated_keys(self) -> list[str]:
@@ -92,7 +92,7 @@ class _PixivFlowRoute(_PixivFlowBase):
 
 
 class HttpMultipartRoute(_PixivFlowRoute):
-    """PixivFlow's submission route (note §1.2, §2.2): multipart files + templated form fields."""
+    """PixivFlow's submission route: multipart files + templated form fields."""
 
     type: Literal["httpMultipart"]
     method: Literal["POST", "PUT"] = "POST"
@@ -118,7 +118,7 @@ class HttpMultipartRoute(_PixivFlowRoute):
 
 
 class GatewayWebhookRoute(_PixivFlowRoute):
-    """PixivFlow's generic messaging-gateway route (``type: webhook``; note §1.3, §2.5)."""
+    """PixivFlow's generic messaging-gateway route (``type: webhook``)."""
 
     type: Literal["webhook"]
     token: str | None = None
@@ -128,7 +128,7 @@ class GatewayWebhookRoute(_PixivFlowRoute):
     pairingUrl: str | None = None
     pairingAllowRedirects: bool = False
 
-    # The gateway route has no maxAttempts of its own in PixivFlow (note §1.3); ours is its budget.
+    # The gateway route has no maxAttempts of its own in PixivFlow; ours is its budget.
     IGNORED_KEYS: ClassVar[tuple[str, ...]] = ("success", "retryDelayMs")
 
     @property
@@ -137,7 +137,7 @@ class GatewayWebhookRoute(_PixivFlowRoute):
 
 
 class TelegramRoute(_PixivFlowBase):
-    """PixivFlow's Telegram review route (``type: telegram``; pixivflow-real-configs note §6).
+    """PixivFlow's Telegram review route (``type: telegram``).
 
     Posts each work to a review chat through the Bot API, with an approve/reject control card,
     and records the review at a control plane, which publishes on approval. ``botToken``,
@@ -154,7 +154,7 @@ class TelegramRoute(_PixivFlowBase):
     controlPlaneToken: str = Field(min_length=1)
     caption: str | None = None
     reviewIdPrefix: str = Field(default="rv", pattern=r"^[A-Za-z0-9_-]{1,16}$")
-    album: bool = True  # the oldest layout's switch (note §6); the block layout always groups
+    album: bool = True  # the oldest layout's switch; the block layout always groups
 
     @property
     def route_type(self) -> str:
@@ -183,7 +183,7 @@ class TelegramRoute(_PixivFlowBase):
 
 
 class RichNovelPreview(_Model):
-    """A novel target's TelePress preview (``targets[].delivery.richNovelPreview``; note §7): a novel
+    """A novel target's TelePress preview (``targets[].delivery.richNovelPreview``): a novel
     with inline images is published to TelePress first and the page URL rides in ``field``."""
 
     url: str

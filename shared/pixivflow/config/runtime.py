@@ -16,10 +16,10 @@ MAX_ACCOUNT_CONCURRENCY = 16
 
 
 class PixivAccountGovernance(_Model):
-    """``schedulerRuntime.resourceGovernance.pixivAccounts.<accountId>`` (notes/pixivflow-real-configs.md §9).
+    """``schedulerRuntime.resourceGovernance.pixivAccounts.<accountId>``.
 
     ``maxConcurrency`` (1..16, default 1) is how many cells may hold a permit on the account at once
-    across every container (the ledger's permit semaphore, issue 24); a holder makes its Pixiv
+    across every container (the ledger's permit semaphore); a holder makes its Pixiv
     requests one at a time, so it is also the account's bound on requests in flight.
     ``queueLimit`` is PixivFlow's bound on executions waiting in line; here the waiting line is the
     execution queue itself, so it is accepted and ignored with a warning (config/warnings.py)."""
@@ -46,7 +46,7 @@ class ResourceGovernanceConfig(_Model):
 class SchedulerRuntimeConfig(_Model):
     mode: Literal["internal", "external"] = "external"
     resourceGovernance: ResourceGovernanceConfig = Field(default_factory=ResourceGovernanceConfig)
-    # Malformed budgets never reach here: ``_soften`` warns and drops them (spec §1.1, §7.2).
+    # Malformed budgets never reach here: ``_soften`` warns and drops them.
     queuedTimeoutMs: float | int | None = None
     stallTimeoutMs: float | int | None = None
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
@@ -70,7 +70,7 @@ def _budget(value: Any, default: int) -> int:
 
 
 class JobsConfig(_Model):
-    """Workflow Protocol v1 (spec §12). ``callbackAllowHosts`` lists callback hosts exempt from the
+    """``jobs``: Workflow Protocol v1 settings. ``callbackAllowHosts`` lists callback hosts exempt from the
     HTTPS-only and public-address rules (local development only: a loopback receiver)."""
 
     callbackAllowHosts: list[str] = Field(default_factory=list)
@@ -86,12 +86,12 @@ class JobsConfig(_Model):
         return hosts
 
 
-# -- storage: how long stored files stay (issue 25) ----------------------------------------------
+# -- storage: how long stored files stay ---------------------------------------------------------
 #
 # S3 lifecycle rules cannot follow a per-config day count (the bucket is the stack's, the config
 # is read at run time), so every stored object is tagged with one of these fixed classes and
 # template.yaml has one expiration rule per class. PixivFlow's ``storage.cacheRetentionDays``
-# (default 14; the published configs set 7; notes/pixivflow-real-configs.md) picks the smallest
+# (default 14; the published configs set 7) picks the smallest
 # class that keeps a file at least that long: a file is never deleted EARLIER than configured.
 RETENTION_CLASSES = (1, 7, 14, 30)  # days; template.yaml ArtifactBucket has a rule for each
 DEFAULT_CACHE_RETENTION_DAYS = 14

@@ -1,4 +1,4 @@
-"""Targets: the ``targets`` block (spec §6.1) and a target's own ``delivery`` (its route names)."""
+"""Targets: the ``targets`` block and a target's own ``delivery`` (its route names)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..domain.selection import RELATIVE_DAYS, Criteria, is_day, ranking_modes, s
 from .base import ID_PATTERN, _Model
 from .routes import RichNovelPreview
 
-# -- topic, language and no-match keys (pixivflow-real-configs note §1, §3, §4) ---------------------
+# -- topic, language and no-match keys -------------------------------------------------------------
 #
 # Typed with PixivFlow's defaults and bounds so a published config loads unchanged and a bad value
 # is refused naming its field. What they do is in ``domain/topic.py`` / ``domain/language.py``.
@@ -22,7 +22,7 @@ TagSource = Literal["seed", "cooccurrence", "autocomplete", "cooccurrence+autoco
 
 
 class TopicTagRelations(_Model):
-    """Which resolved tags may become search channels (note §1): deny beats allow; only deny can
+    """Which resolved tags may become search channels: deny beats allow; only deny can
     drop the seed."""
 
     allowSources: list[TagSource] | None = None
@@ -31,13 +31,13 @@ class TopicTagRelations(_Model):
 
 
 class TopicDiscovery(_Model):
-    """``topicDiscovery`` (note §1 tag-space resolution; PixivFlow's TopicDiscoveryOptions)."""
+    """``topicDiscovery``: how topic mode resolves its tag space (PixivFlow's TopicDiscoveryOptions)."""
 
-    includeR18: bool = False  # the R-18 switch of topic mode (note §2); `r18` is ignored there
+    includeR18: bool = False  # the R-18 switch of topic mode; `r18` is ignored there
     maxTags: int = Field(default=12, ge=1, le=40)
     sampleWorks: int = Field(default=100, ge=10, le=200)
     cacheDays: int = Field(default=7, ge=1, le=90)
-    # The validator allows 0..1; the code default is 0.22 (types.ts' comment says 0.18; note §1).
+    # PixivFlow's validator allows 0..1; its code default is 0.22 (types.ts' comment says 0.18).
     minScore: float = Field(default=0.22, ge=0, le=1)
     refresh: bool = False
     # Unknown values act as `always` in PixivFlow; here they are refused, naming the key.
@@ -48,7 +48,7 @@ class TopicDiscovery(_Model):
 
 
 class CandidateCollection(_Model):
-    """``candidateCollection`` (note §1 collecting the day's works; PixivFlow's COLLECT_DEFAULTS)."""
+    """``candidateCollection``: how topic mode collects the day's works (PixivFlow's COLLECT_DEFAULTS)."""
 
     maxPerTag: int = Field(default=40, ge=5, le=100)
     maxCandidates: int = Field(default=250, ge=20, le=500)
@@ -56,7 +56,7 @@ class CandidateCollection(_Model):
 
 
 class NoMatchPolicy(_Model):
-    """``noMatchPolicy`` (note §4): only these two keys exist in PixivFlow."""
+    """``noMatchPolicy``: only these two keys exist in PixivFlow."""
 
     lookbackDays: int = Field(default=0, ge=0, le=7)
     notify: bool = False
@@ -66,7 +66,7 @@ class TargetDelivery(_Model):
     target: str | None = None
     targets: list[str] | None = None
     fields: dict[str, Any] | None = None
-    richNovelPreview: RichNovelPreview | None = None  # novels only (note §7; model in config.routes)
+    richNovelPreview: RichNovelPreview | None = None  # novels only (model in config.routes)
 
     def routes(self) -> list[str]:
         """Route names, fan-out list first (trimmed, de-duplicated in order; PixivFlow's
@@ -81,7 +81,7 @@ class TargetDelivery(_Model):
 
 
 # What a target selects, as opposed to how much or when: the keys an id-less target's id is
-# derived from (note §9). Editing its limit, date, sort or filters keeps its id (and with it the
+# derived from. Editing its limit, date, sort or filters keeps its id (and with it the
 # works it already delivered); changing what it looks for makes it a new target.
 _IDENTITY_KEYS = ("type", "mode", "topic", "tag", "filterTag", "rankingMode", "userId", "illustId", "novelId",
                   "seriesId")
@@ -99,10 +99,10 @@ def derived_target_id(data: dict[str, Any]) -> str:
 
 
 class TargetConfig(_Model):
-    """One target (spec §6.1). Every selection key PixivFlow documents means what it means there;
+    """One target. Every selection key PixivFlow documents means what it means there;
     the rules themselves live in ``pixivflow.domain.selection`` (``criteria()`` hands them over).
 
-    ``id`` may be left out, as PixivFlow allows (note §9): the target then gets a derived id
+    ``id`` may be left out, as PixivFlow allows: the target then gets a derived id
     (``derived_target_id``) for the ledger, PixivFlow's label for logs, and ``{{targetId}}``
     renders ``""`` as in PixivFlow."""
 
@@ -118,7 +118,7 @@ class TargetConfig(_Model):
     endDate: str | None = None
     minBookmarks: int | None = Field(default=None, ge=0)
     excludeAI: bool = False
-    # Pixiv's own search window (issue 24: sent as the search's ``duration``; a server-side hint,
+    # Pixiv's own search window (sent as the search's ``duration``; a server-side hint,
     # the date rules stay startDate/endDate's).
     duration: Literal["within_last_day", "within_last_week", "within_last_month"] | None = None
     aiMetadataCheck: bool = False
@@ -136,7 +136,7 @@ class TargetConfig(_Model):
     userId: int | str | None = None
     limit: int | None = Field(default=None, ge=1)
     candidateScanLimit: int | None = None
-    # Novels only (note §3): checked on each candidate's title and text after it is fetched.
+    # Novels only: checked on each candidate's title and text after it is fetched.
     languageFilter: Literal["chinese", "non-chinese"] | None = None
     languageCandidateLimit: int = Field(default=20, ge=1, le=100)
     strictLanguageFilter: bool = False
@@ -213,7 +213,7 @@ class TargetConfig(_Model):
     @property
     def label(self) -> str:
         """How logs name the target: its id, or for an id-less one PixivFlow's label
-        (``filterTag`` ‖ ``tag`` ‖ ``topic`` ‖ ``unknown``; getTargetLabel, note §9)."""
+        (``filterTag`` ‖ ``tag`` ‖ ``topic`` ‖ ``unknown``; its getTargetLabel)."""
         if not self._id_derived:
             return self.id
         return next((v.strip() for v in (self.filterTag, self.tag, self.topic) if v and v.strip()), "unknown")
@@ -226,7 +226,7 @@ class TargetConfig(_Model):
 
     @property
     def pinned_id(self) -> str | None:
-        """The pinned work (spec §5.3 order: novelId for a novel, illustId otherwise)."""
+        """The pinned work: novelId for a novel, illustId otherwise."""
         value = self.novelId if self.type == "novel" else self.illustId
         return None if value is None else str(value)
 
@@ -249,7 +249,7 @@ class TargetConfig(_Model):
         return Criteria(
             work_type=self.type, mode=self.mode, tag=self.tag, tag_relation=self.tagRelation,
             sort=self.sort, search_target=self.searchTarget, start_date=self.startDate, end_date=self.endDate,
-            # Topic mode's R-18 switch is topicDiscovery.includeR18; `r18` is ignored there (note §1, §2).
+            # Topic mode's R-18 switch is topicDiscovery.includeR18; `r18` is ignored there.
             min_bookmarks=self.minBookmarks, exclude_ai=self.excludeAI, duration=self.duration,
             r18=self.topicDiscovery.includeR18 if self.mode == "topic" else self.r18,
             max_page_count=self.maxPageCount or None, ranking_mode=ranking_mode, ranking_date=self.rankingDate,

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
 # -- warn and default -----------------------------------------------------------------------------
 #
-# Exactly these values are repaired with a warning instead of failing the whole config (spec §1.1,
-# §6.1, §7.2): the two liveness budgets (a non-integer or sub-minute budget falls back to its
-# default) and the candidate scan limits (clamped to 1..100; a non-integer one is ignored). Any
-# other bad value is a fatal ConfigError naming its field (DESIGN §7).
+# Exactly these values are repaired with a warning instead of failing the whole config: the two
+# liveness budgets (a non-integer or sub-minute budget falls back to its default) and the candidate
+# scan limits (clamped to 1..100; a non-integer one is ignored). Any other bad value is a fatal
+# ConfigError naming its field.
 
 _BUDGETS = (("queuedTimeoutMs", DEFAULT_QUEUED_TIMEOUT_MS), ("stallTimeoutMs", DEFAULT_STALL_TIMEOUT_MS))
 LIMIT_WARN_ABOVE = 1000
@@ -100,13 +100,13 @@ def _soften(data: dict) -> tuple[dict, list[str]]:
 def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
     """Valid values that can never select anything, or never reach anyone: worth a warning, not a refusal."""
     warnings: list[str] = []
-    retention = config.storage.retention_warning()  # a day count that is not a retention class (issue 25)
+    retention = config.storage.retention_warning()  # a day count that is not a retention class
     if retention:
         warnings.append(retention)
     for account, governance in config.schedulerRuntime.resourceGovernance.pixivAccounts.items():
         if governance.queueLimit is not None:
             # PixivFlow bounds the executions waiting for a permit; here they wait in the
-            # execution queue, re-queued for the holder's lease end (issue 24).
+            # execution queue, re-queued for the holder's lease end.
             warnings.append(f"schedulerRuntime.resourceGovernance.pixivAccounts.{account}.queueLimit: not supported by "
                             "this deployment (waiting cells stay in the execution queue); ignored")
     for i, target in enumerate(config.targets):
@@ -123,7 +123,7 @@ def _semantic_warnings(config: PixivFlowConfig) -> list[str]:
 
 # -- keys that mean nothing here, and keys nobody knows ----------------------------------------------
 #
-# PixivFlow has no strict schema (note §9), so a config carries keys of its process model. Those
+# PixivFlow has no strict schema, so a config carries keys of its process model. Those
 # that cannot mean anything on Lambda are named in ONE warning; any other key the model does not
 # know is a warning of its own with a did-you-mean hint. Neither refuses the config: a typo must
 # be visible, a moved-over config must load.
@@ -155,7 +155,7 @@ def _generic(path: str) -> str:
 
 def _hint(key: str, candidates: list[str]) -> str:
     folded = {c.lower(): c for c in candidates}
-    import difflib  # only a config with an unknown key needs a suggestion (issue 25: not on every cold start)
+    import difflib  # only a config with an unknown key needs a suggestion: not imported on every cold start
 
     match = folded.get(key.lower()) or next(iter(difflib.get_close_matches(key, candidates, n=1, cutoff=0.7)), None)
     return f" (did you mean {match!r}?)" if match else ""

@@ -1,4 +1,4 @@
-"""Bearer auth (spec §11.1; DESIGN §8): fail closed, constant-time, never log token material.
+"""Bearer auth: fail closed, constant-time, never log token material.
 
 The tokens themselves come from the secret store (``ports.SecretStore``, implemented by
 ``adapters.secret_store``): env (``TRIGGER_TOKEN``, ``JOBS_TOKEN``) or SSM by name
@@ -29,7 +29,7 @@ NOT_CONFIGURED = AuthFailure(503, "endpoint disabled: token not configured", "to
 def check_bearer(headers: Mapping[str, str], expected: str | None) -> AuthFailure | None:
     """None when authorised; never raises, whatever the header holds.
 
-    ``Authorization: Bearer <token>``: the scheme is case-insensitive (RFC 9110 §11.1, issue 17),
+    ``Authorization: Bearer <token>``: the scheme is case-insensitive (RFC 9110, section 11.1),
     the token exact. Compared in constant time over SHA-256 digests, so neither the content nor
     the length of the configured token leaks through timing.
     """

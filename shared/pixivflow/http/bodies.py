@@ -1,4 +1,4 @@
-"""Reading a request body a hostile client wrote (issue 17; spec §11.3, §12.3 rule 1).
+"""Reading a request body a hostile client wrote.
 
 Pure functions, no Powertools: the HTTP shell calls them only AFTER a request passed auth, so
 no byte of an unauthenticated body is ever decoded. Each problem is a ``BodyProblem`` with the

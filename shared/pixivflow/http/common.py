@@ -1,4 +1,4 @@
-"""Shared HTTP pieces: correlation headers (spec §11.2), JSON responses, request timing."""
+"""Shared HTTP pieces: correlation headers, JSON responses, request timing."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ _PROVIDER_RE = re.compile(r"[^A-Za-z0-9._-]")
 
 def header(headers: Mapping[str, str], name: str, *, first_value: bool = True) -> str | None:
     """A header by case-insensitive name; API Gateway joins repeated headers with commas, and
-    with ``first_value`` only the first of them counts (spec §11.2)."""
+    with ``first_value`` only the first of them counts."""
     name = name.lower()
     for key, value in (headers or {}).items():
         if isinstance(key, str) and key.lower() == name:

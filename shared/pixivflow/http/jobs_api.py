@@ -1,8 +1,7 @@
-"""The job_events function's HTTP surface (Workflow Protocol v1, spec §11.3, §12), on the shared shell.
+"""The job_events function's HTTP surface (Workflow Protocol v1), on the shared shell.
 
-Every refusal here is a protocol ``{"error": Error}`` body (spec §11.3 "generic-surface
-rules"), except auth failures, which keep the legacy 503/401 bodies of spec §11.1; an
-unexpected error is 500 ``internal_error`` "internal error" and never leaks internal text.
+Every refusal here is a protocol ``{"error": Error}`` body, except auth failures, which keep the
+legacy 503/401 bodies every route answers; an unexpected error is 500 ``internal_error`` "internal error" and never leaks internal text.
 The handlers themselves are in ``jobs_routes``: each answers a :class:`RouteResult` or raises
 the domain's :class:`ProtocolError`, which this module hands to the shell as a ``Rejection``.
 """
@@ -21,13 +20,13 @@ from .shell import PROTOCOL, BodySpec, HttpShell, Rejection, Request
 from .text import ID, TEXT
 
 HEARTBEAT_INTERVAL_MS = jobs_routes.HEARTBEAT_INTERVAL_MS
-JOB_ID = {"jobId": "^\\S+$"}  # a slot id (spec §12.4), percent-encoded where it carries URL characters
+JOB_ID = {"jobId": "^\\S+$"}  # a slot id, percent-encoded where it carries URL characters
 
 shell = HttpShell(
     "job_events", PROTOCOL,
     title="PixivFlow Workflow Protocol v1",
     version=__version__,
-    description="Workflow Protocol v1 (spec §12).",
+    description="Workflow Protocol v1: submit candidate-search jobs, read their projection, page and acknowledge their events.",
     bearer_schemes={"manualWorkToken": "JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)"},
 )
 app = shell.app
@@ -43,12 +42,12 @@ def _answer(req: Request, handler: Callable[..., jobs_routes.RouteResult], *args
 
 
 # The text rule's per-field choices (http/text.py): values that become (part of) a ledger key, or
-# are compared with one, are IDs (1,024 bytes); the rest of a Task is TEXT. Spec §12.3's own
+# are compared with one, are IDs (1,024 bytes); the rest of a Task is TEXT. The Task's own
 # length caps (200 chars for a key, 100 for a tag) are the Task parser's, after this.
 TASK_TEXT = {"idempotency_key": ID, "correlation_id": ID, "callback_url": TEXT, "params.target_id": ID,
              "params.source.account": ID, "params.query.tags[]": ID, "params.constraints.exclude[].id": ID}
 # ``after`` / ``ack_through`` never reach a key: TEXT, so an over-long id that is still text is the
-# grammar's to judge (not ours: a no-op, spec §12.5) rather than a length refusal.
+# grammar's to judge (not ours: an unknown id is a no-op) rather than a length refusal.
 EVENTS_QUERY = {"after": (TEXT, "an event id: page events strictly after it (unknown ids read the whole stream)"),
                 "unacked": (ID, "1/true: start after the durable ack cursor (ignores after); 0/false/empty: off")}
 
@@ -56,14 +55,14 @@ EVENTS_QUERY = {"after": (TEXT, "an event id: page events strictly after it (unk
 JOB = {"type": "object", "required": ["job"], "properties": {"job": {"$ref": "#/components/schemas/Job"}}}
 
 
-@shell.route("GET", "/capabilities", token=JOBS, stage="capabilities", summary="What this producer serves (spec §12.2)",
+@shell.route("GET", "/capabilities", token=JOBS, stage="capabilities", summary="What this producer serves",
              ok={200: ("Capabilities, derived from live config", "Capabilities")})
 def capabilities(req: Request) -> Response:
     return _answer(req, jobs_routes.capabilities)
 
 
 @shell.route("POST", "/jobs", token=JOBS, body=BodySpec(optional=False, schema="CandidateSearchTask"), stage="admission", text=TASK_TEXT,
-             summary="Submit a Task (spec §12.3)",
+             summary="Submit a Task",
              ok={202: ("admitted: {\"job\": Job}", JOB), 200: ("replayed: {\"job\": Job}", JOB)},
              errors={400: "invalid_params / unsupported_protocol_version", 409: "idempotency_conflict / ambiguous_target"})
 def create_job(req: Request) -> Response:
@@ -78,12 +77,12 @@ def list_jobs(req: Request) -> Response:
 
 
 @shell.route("GET", "/jobs/<jobId>", token=JOBS, stage="lookup", params=JOB_ID, summary="One job",
-             ok={200: ("the Job projection (spec §12.4)", "Job")}, errors={404: "unknown job"})
+             ok={200: ("the Job projection", "Job")}, errors={404: "unknown job"})
 def get_job(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.get_job, jobId)
 
 
-@shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", params=JOB_ID, summary="Cancel a job (spec §12.7)",
+@shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", params=JOB_ID, summary="Cancel a job",
              ok={200: ("the cancelled Job (idempotent)", "Job")},
              errors={404: "unknown job"})
 def cancel_job(req: Request, jobId: str) -> Response:
@@ -92,7 +91,7 @@ def cancel_job(req: Request, jobId: str) -> Response:
 
 @shell.route("GET", "/jobs/<jobId>/events", token=JOBS, stage="events", params=JOB_ID, summary="Page a job's events",
              query=EVENTS_QUERY,
-             ok={200: ("events after the cursor (spec §12.5)", "EventPage")},
+             ok={200: ("events after the cursor", "EventPage")},
              errors={400: "a bad after or unacked", 404: "unknown job"})
 def job_events(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.job_events_page, jobId, req.query)

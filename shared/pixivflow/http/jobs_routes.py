@@ -1,4 +1,4 @@
-"""The Workflow Protocol v1 routes (spec §11.3, §12), independent of the resolver around them.
+"""The Workflow Protocol v1 routes, independent of the resolver around them.
 
 Each handler takes the engine and the request's pieces (the parsed JSON body, the query, the
 path parameter) and returns a :class:`RouteResult`: the status, the body and the one outcome log
@@ -34,7 +34,7 @@ class RouteResult:
 
 
 def capabilities(engine: Engine) -> RouteResult:
-    """Derived from the live config on every call (spec §12.2)."""
+    """Derived from the live config on every call."""
     config = engine.config
     enabled = [s for s in config.schedules if s.enabled]
     deadline = max((s.timeout_ms for s in enabled), default=1_800_000)

@@ -1,4 +1,4 @@
-"""The HTTP API's OpenAPI 3.1 document, generated from both shells' routes (DESIGN §8).
+"""The HTTP API's OpenAPI 3.1 document, generated from both shells' routes.
 
 One HTTP API fronts both functions (template.yaml ``HttpApi``), so one document covers both
 surfaces; each operation names its function in ``x-pixivflow-function``. Powertools builds the
@@ -51,7 +51,7 @@ def openapi_document() -> dict[str, Any]:
     schemas.update(LEGACY_SCHEMAS)
     for item in doc.get("paths", {}).values():
         for operation in item.values():
-            operation.get("responses", {}).pop("422", None)  # validation failures are 400 (DESIGN §8)
+            operation.get("responses", {}).pop("422", None)  # the shell answers validation failures 400, never 422
     return doc
 
 

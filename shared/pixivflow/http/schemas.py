@@ -1,8 +1,8 @@
-"""JSON Schemas of the trigger function's bodies (spec §11.3, §12.6), as OpenAPI components.
+"""JSON Schemas of the trigger function's bodies, as OpenAPI components.
 
 The job routes answer the published protocol ``$defs`` (``protocol_v1.schema.json`` beside this
 file, a copy of Workflow Protocol v1); the legacy routes have no published schema, so theirs are
-stated here, from the spec's tables, and the e2e tests validate real responses against them.
+stated here, and the e2e tests validate real responses against them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import ID_PATTERN
 
-# spec §11.3: UUID v1-8, case-insensitive (JSON Schema patterns have no flags: both cases spelled out).
+# UUID v1-8, case-insensitive (JSON Schema patterns have no flags: both cases spelled out).
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
 SCHEDULE_ID_PATTERN = ID_PATTERN
 TARGET_ID_PATTERN = ID_PATTERN
@@ -27,14 +27,14 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
     "ErrorBody": {
         "type": "object",
         "title": "ErrorBody",
-        "description": "Every legacy failure, and the 401/503 auth failures of every route (spec §11.1)",
+        "description": "Every legacy failure, and the 401/503 auth failures of every route",
         "required": ["status", "error"],
         "properties": {"status": {"const": "error"}, "error": {"type": "string"}},
     },
     "ProtocolErrorBody": {
         "type": "object",
         "title": "ProtocolErrorBody",
-        "description": "Every failure of /jobs* and /capabilities other than auth (spec §11.3)",
+        "description": "Every failure of /jobs* and /capabilities other than auth",
         "required": ["error"],
         "properties": {"error": {"$ref": "#/components/schemas/Error"}},
     },
@@ -57,7 +57,7 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "RunResult": {
         "type": "object",
-        "description": "Disposition of a run trigger (spec §4.4): 202 accepted/running, 200 completed, 503 rejected",
+        "description": "Disposition of a run trigger: 202 accepted/running, 200 completed, 503 rejected",
         "required": ["status", "schedule", "note"],
         "properties": {
             "status": {"enum": ["accepted", "running", "completed", "rejected"]},
@@ -81,8 +81,8 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
             },
         },
     },
-    # POST /internal/outbox/drain queues the due rows for the deliver function (issue 21: the
-    # trigger function holds no route or signing secret), so it answers what it queued, by kind.
+    # POST /internal/outbox/drain queues the due rows for the deliver function (the trigger
+    # function holds no route or signing secret), so it answers what it queued, by kind.
     "DrainResult": {
         "type": "object",
         "required": ["status", "result"],
@@ -98,9 +98,9 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
             },
         }},
     },
-    # POST /jobs as this producer admits it (spec §12.3): the published Task, narrowed to its one
-    # job type, with the required fields and caps, so an outside fuzzer can draw valid requests
-    # (issue 21 item 12). Strings carry no control characters or lone surrogates (http/text.py).
+    # POST /jobs as this producer admits it: the published Task, narrowed to its one job type,
+    # with the required fields and caps, so an outside fuzzer can draw valid requests. Strings
+    # carry no control characters or lone surrogates (http/text.py).
     "CandidateSearchTask": {
         "title": "CandidateSearchTask",
         "allOf": [{"$ref": "#/components/schemas/Task"}],
@@ -112,7 +112,7 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
             "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "\\S"},
             "correlation_id": {"type": ["string", "null"], "maxLength": 200},
             "callback_url": {"type": ["string", "null"], "maxLength": 2000,
-                             "description": "https; its host must resolve to public addresses (spec §10.9)"},
+                             "description": "https; its host must resolve to public addresses"},
             "deadline_ms": {"type": ["integer", "null"], "minimum": 1000},
             "params": {
                 "allOf": [{"$ref": "#/components/schemas/CandidateSearchParams"}],
@@ -146,7 +146,7 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "JobStatusProjection": {
         "type": "object",
-        "description": "spec §12.6; timestamps epoch ms or null",
+        "description": "A manual refetch's status; timestamps epoch ms or null",
         "required": ["requestId", "slotId", "state", "slotStatus", "createdAt", "startedAt", "updatedAt", "heartbeatAt",
                      "leaseExpiresAt", "leaseActive", "claimed", "attemptCount", "terminalReasonCode",
                      "terminalReasonMessage", "manualRequestId", "idempotencyKey", "correlationId"],

@@ -1,4 +1,4 @@
-"""The one HTTP shell both functions share (spec §11, §12; DESIGN §8; issues 9 item 6 and 17).
+"""The one HTTP shell both functions share.
 
 ``trigger_api`` and ``jobs_api`` each build one ``HttpShell`` and register their routes with
 ``@shell.route``. Everything a route must not get wrong by itself lives here, once:
@@ -6,12 +6,12 @@
 1. **Route match** (Powertools). An unknown path answers 404 and a known path with another
    method 405 with ``Allow``, both in the function's own error shape.
 2. **``schedule.trigger_received``** for routes declared ``received=...`` (the run route), before
-   auth, so a refused clock still leaves a trace (spec §11.3).
-3. **Auth** (spec §11.1): fail closed (503 when no token is configured), else 401; on every
+   auth, so a refused clock still leaves a trace.
+3. **Auth**: fail closed (503 when no token is configured), else 401; on every
    surface with the legacy ``{"status":"error","error":…}`` body.
 4. **Parameters**: path parameters (percent-decoded once, here: handlers get the decoded value)
    and the query parameters the route declares (``req.query``; no others are handed on) pass the
-   one text rule (``text.py``; issue 21): no lone surrogate, no C0/C1 control, a byte cap (ids
+   one text rule (``text.py``): no lone surrogate, no C0/C1 control, a byte cap (ids
    1,024 bytes, inside DynamoDB's key limits). A failure is 400 naming the parameter.
 5. **Precheck**: a route's own resource check that answers before body rules (the run route's
    unknown schedule is a 404 whatever the body says).
@@ -24,9 +24,9 @@
 Whatever a step raises is mapped in ONE place (the resolver's ``exception_handler``):
 ``Rejection``, ``BodyProblem`` and the domain's ``StatusError`` answer their status in the
 route's surface shape; anything else is the route's documented 500 (legacy routes: their own
-message, spec §11.3; protocol routes: ``internal_error`` "internal error", never internal text).
+message; protocol routes: ``internal_error`` "internal error", never internal text).
 Every request writes exactly one outcome line (``Request.finish``), so its ``http_status`` is
-the status the caller saw, with the correlation fields of spec §11.2 and a real ``elapsed_ms``.
+the status the caller saw, with the correlation fields (``common.py``) and a real ``elapsed_ms``.
 
 Adding a route (the job API builds on this)::
 
@@ -80,7 +80,7 @@ SECURITY: dict[str, list[dict[str, list[str]]]] = {"trigger": [{"triggerToken": 
 
 @dataclass(frozen=True)
 class Surface:
-    """An error shape: ``legacy`` (spec §11.3) or ``protocol`` (spec §12.1 ``{"error": Error}``)."""
+    """An error shape: ``legacy`` (``{"status": "error", "error": ...}``) or ``protocol`` (``{"error": Error}``)."""
 
     name: str
     error_schema: str  # the OpenAPI component its error bodies follow
@@ -94,7 +94,7 @@ class Surface:
         if not self.protocol:
             return {"status": "error", "error": message}
         code = code or ("internal_error" if status >= 500 else "invalid_params")
-        if code not in PROTOCOL_ERROR_CODES:  # the enum is closed (spec §8.4)
+        if code not in PROTOCOL_ERROR_CODES:  # the enum is closed
             code = "internal_error"
         return {"error": {"code": code, "message": message,
                           "retryable": PROTOCOL_ERROR_CODES[code] if retryable is None else retryable,
@@ -114,7 +114,7 @@ class BodySpec:
 
     ``optional``: an absent, empty or ``null`` body is ``req.body = None``. ``lenient``: an
     unparsable or non-object body is handed to ``check`` as ``{}`` (the refetch route, whose
-    messages spec §11.3 fixes); limits (size, depth, integers) and Content-Type still apply.
+    messages are fixed); limits (size, depth, integers) and Content-Type still apply.
     """
 
     model: type[BaseModel] | None = None
@@ -133,7 +133,7 @@ class Failure:
     detail_event: str = "http.error_detail"
 
 
-# spec §12.3 rule 1 words these two for protocol consumers; the legacy run route keeps the
+# The protocol's own words for these two; the legacy run route keeps the
 # texts it has always answered (bodies.NOT_JSON, bodies.NOT_AN_OBJECT).
 _PROTOCOL_BODY_MESSAGES = {"invalid_json": "body is not valid JSON", "not_an_object": "body must be a JSON object"}
 
@@ -215,7 +215,7 @@ class Request:
         if spec is not None and spec.source:
             self.fields["trigger_source"] = spec.source
         for key, value in (("attempt_id", attempt_id(self.headers)), ("provider", provider(self.headers))):
-            if value:  # omitted when absent, never synthesised (spec §11.2)
+            if value:  # omitted when absent, never synthesised
                 self.fields[key] = value
         self.body: Any = None
         self.query: dict[str, str] = {}  # the route's declared query parameters, text-checked
@@ -230,7 +230,7 @@ class Request:
         extra = {(f"{k}_" if k in _RESERVED else k): _loggable(v) for k, v in merged.items()}
         try:
             getattr(logger, level)(event, extra=extra)
-        except Exception:  # logging never changes a response (spec §13.26)
+        except Exception:  # logging never changes a response
             pass
 
     def finish(self, status: int, body: Any, event: str, level: str | None = None,
@@ -261,7 +261,7 @@ class Request:
         body = self.surface.error(status, message, code=code, detail=detail, retryable=retryable)
         level = level or ("error" if status >= 500 else "warning")
         if self.surface.protocol:
-            # spec §11.3: protocol failures log schedule.job_rejected with code and stage.
+            # Protocol failures log schedule.job_rejected with code and stage.
             return self.finish(status, body, "schedule.job_rejected", level=level, headers=headers,
                                code=body["error"]["code"], stage=stage or (self.spec.stage if self.spec else "route"),
                                reason=message, **fields)
@@ -271,11 +271,11 @@ class Request:
         return self.finish(status, body, event or spec_event, level=level, headers=headers, reason=message, **extra)
 
     def authorise(self, kind: str) -> Response | None:
-        """None when the bearer token of ``kind`` is presented; else the 503/401 of spec §11.1."""
+        """None when the bearer token of ``kind`` is presented; else the 503/401 answer."""
         failure = check_bearer(self.headers, runtime.get().secrets.token(kind))
         if failure is None:
             return None
-        # Auth failures keep the legacy body on every surface (spec §11.1).
+        # Auth failures keep the legacy body on every surface.
         return self.finish(failure.status, LEGACY.error(failure.status, failure.error), "schedule.trigger_unauthorized",
                            level="warning", reason=failure.reason)
 
@@ -315,12 +315,12 @@ class HttpShell:
         self.surface = surface
         self.routes: list[RouteSpec] = []
         # Validation stays OFF in Powertools: its request validation runs before any middleware,
-        # i.e. before auth (issue 17). The shell validates bodies itself, after auth.
+        # i.e. before auth. The shell validates bodies itself, after auth.
         self.app = APIGatewayHttpResolver(enable_validation=False)
         # The OpenAPI side (the document's metadata, its security schemes, each endpoint's annotated
         # signature) is built when a document is first asked for (openapi_json): Powertools' OpenAPI
         # models and parameter classes are pydantic models, and importing them cost every HTTP
-        # function's first invocation about 50 ms it never used (issue 25, cold start).
+        # function's first invocation about 50 ms it never used.
         self._title, self._version, self._description = title, version, description
         self._bearer_schemes = dict(bearer_schemes)
         self._endpoints: list[Callable[..., Response]] = []
@@ -515,7 +515,7 @@ class HttpShell:
             except BodyProblem as problem:
                 if not (spec.lenient and problem.reason == "invalid_json"):
                     raise
-                data = None  # lenient: the route's check answers a body it cannot read (spec §11.3)
+                data = None  # lenient: the route's check answers a body it cannot read
         if spec.lenient:
             data = data if isinstance(data, dict) else {}
         elif data is None:
@@ -547,13 +547,13 @@ class HttpShell:
         if isinstance(exc, BodyProblem):
             message = _PROTOCOL_BODY_MESSAGES.get(exc.reason, exc.message) if req.surface.protocol else exc.message
             return req.refuse(exc.status, message, detail={"reason": exc.reason, "field": exc.field}, stage="body")
-        if isinstance(exc, StatusError):  # a domain refusal: its status and message (spec §11.3)
+        if isinstance(exc, StatusError):  # a domain refusal: its status and message
             return req.refuse(exc.status, exc.message, code=getattr(exc, "code", None), detail=getattr(exc, "detail", None),
                               retryable=getattr(exc, "retryable", None))
         failure = req.spec.failure if req.spec else (PROTOCOL_FAILURE if self.surface.protocol else Failure())
         log_detail(failure.message, failure.detail_event, **req.fields)
         if req.surface.protocol:
-            # Never internal text on the protocol surface (spec §11.3 "generic-surface rules").
+            # Never internal text on the protocol surface.
             return req.finish(500, req.surface.error(500, "internal error", code="internal_error"), "schedule.job_rejected",
                               code="internal_error", stage=req.spec.stage if req.spec else "route",
                               reason=type(exc).__name__)

@@ -1,4 +1,4 @@
-"""The one text rule of the HTTP edge (issue 21 item 1; spec §11.3, §12.3; DESIGN §8).
+"""The one text rule of the HTTP edge.
 
 Every string the edge accepts -- a body field at any depth (object keys included), a path
 parameter, a query value -- is checked ONCE, by the shell, against the rule its route declares
@@ -35,7 +35,7 @@ MAX_TEXT_BYTES = 8192
 @dataclass(frozen=True)
 class TextRule:
     """What one field may hold. ``message``: the refusal text when a surface fixes it (the refetch
-    route's ``requestId must be a UUID``, spec §11.3); else the rule's own words naming the field."""
+    route's ``requestId must be a UUID``); else the rule's own words naming the field."""
 
     max_bytes: int = MAX_TEXT_BYTES
     newline: bool = False

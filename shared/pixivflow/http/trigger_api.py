@@ -1,11 +1,11 @@
-"""The trigger function's HTTP surface (spec §11; DESIGN §8), on the shared shell (``shell.py``).
+"""The trigger function's HTTP surface, on the shared shell (``shell.py``).
 
 Routes: ``GET /health`` (open); with the trigger token ``GET /internal/schedules``,
 ``POST /internal/schedules/{scheduleId}/run``, ``POST /internal/outbox/drain``; with the
 manual-work token (JOBS_TOKEN) ``POST /internal/targets/{targetId}/refetch`` and
 ``GET /internal/targets/{targetId}/refetch/{requestId}``.
 
-Every body here is spec §11.3's: refusals ``{"status":"error","error":…}`` with the spec's
+Every body here has the legacy shape: refusals ``{"status":"error","error":…}`` with fixed
 messages, each route's 500 with its own message. The shell supplies the order (route, the
 ``schedule.trigger_received`` line of the run route, auth, body), the one outcome line per
 request and the mapping of exceptions: a domain ``StatusError`` (``OccurrenceError``,
@@ -36,7 +36,7 @@ from .shell import LEGACY, BodySpec, Failure, HttpShell, Rejection, Request, des
 SERVICE_NAME = "pixivflow-scheduler-trigger"
 MAX_LABEL = 80
 
-# disposition -> (HTTP status, body.status, body.note, log event)   (spec §4.4: one table)
+# disposition -> (HTTP status, body.status, body.note, log event): one table
 DISPOSITIONS: dict[str, tuple[int, str, str, str]] = {
     ACCEPTED: (202, "accepted", "queued", "schedule.trigger_accepted"),
     ALREADY_RUNNING: (202, "running", "already_running", "schedule.trigger_already_running"),
@@ -48,8 +48,8 @@ shell = HttpShell(
     "trigger", LEGACY,
     title="PixivFlow scheduler HTTP API",
     version=__version__,
-    description="The trigger function's operator routes (spec §11) and the job_events function's Workflow "
-                "Protocol v1 routes (spec §12), behind one HTTP API.",
+    description="The trigger function's operator routes and the job_events function's Workflow "
+                "Protocol v1 routes, behind one HTTP API.",
     bearer_schemes={
         "triggerToken": "TRIGGER_TOKEN (or the SSM parameter TRIGGER_TOKEN_PARAMETER names)",
         "manualWorkToken": "JOBS_TOKEN, the manual-work token (or JOBS_TOKEN_PARAMETER)",
@@ -73,7 +73,7 @@ class RefetchBody:
 
 
 def refetch_body(data: dict[str, Any]) -> RefetchBody:
-    """The refetch body's rules in the spec's order with its exact texts (spec §11.3)."""
+    """The refetch body's rules, in their fixed order, each with its fixed message."""
     request_id = data.get("requestId")
     if not manual.is_request_id(request_id):
         raise Rejection(400, "requestId must be a UUID")
@@ -117,7 +117,7 @@ def list_schedules(req: Request) -> Response:
 
 
 def _known_schedule(req: Request, scheduleId: str) -> Response | None:
-    """Unknown or disabled ids are 404 before any body rule (spec §11.3)."""
+    """Unknown or disabled ids are 404 before any body rule."""
     schedule = runtime.get().engine.config.schedule(scheduleId)
     if schedule is None or not schedule.enabled:
         return req.refuse(404, f"unknown schedule: {scheduleId}", event="schedule.trigger_not_found")
@@ -170,7 +170,7 @@ def _disposition_response(req: Request, admission: Admission, occurrence_iso: st
              failure=Failure("outbox drain failed; rows remain durable and retry", "outbox.drain_failed", "outbox.drain_error"),
              ok={200: ("the due rows queued for the deliver function, by kind", "DrainResult")})
 def drain_outbox(req: Request) -> Response:
-    # The rows go to the deliver function's queue, never out of this function (issue 21): the
+    # The rows go to the deliver function's queue, never out of this function: the
     # trigger function reads only its config and its two bearer tokens.
     result = queue_due(runtime.get().engine).as_dict()
     return req.finish(200, {"status": "ok", "result": result}, "outbox.drained",
@@ -180,7 +180,7 @@ def drain_outbox(req: Request) -> Response:
 # -- manual refetch ----------------------------------------------------------------------
 
 _REFETCH: dict[str, Any] = {"token": JOBS, "source": manual.MANUAL_SOURCE, "rejected_event": "schedule.refetch_rejected"}
-# The text rule (http/text.py): a requestId that breaks it is answered with the spec's own words.
+# The text rule (http/text.py): a requestId that breaks it is answered with the route's fixed message.
 REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID")
 
 
@@ -209,7 +209,7 @@ def refetch(req: Request, targetId: str) -> Response:
              params={"targetId": TARGET_ID_PATTERN, "requestId": UUID_PATTERN}, path_rules={"requestId": REQUEST_ID},
              failure=Failure("refetch status failed", "schedule.refetch_error", "schedule.refetch_error_detail"),
              summary="Status of a manual refetch (JobStatusProjection)",
-             ok={200: ("JobStatusProjection (spec §12.6)", "JobStatusProjection")},
+             ok={200: ("JobStatusProjection", "JobStatusProjection")},
              errors={400: "requestId must be a UUID", 404: "manual refetch not found"})
 def refetch_status(req: Request, targetId: str, requestId: str) -> Response:
     if not manual.is_request_id(requestId):
@@ -223,7 +223,7 @@ def refetch_status(req: Request, targetId: str, requestId: str) -> Response:
     return req.finish(200, projection, "schedule.refetch_status", slot_id=slot.slot_id, state=projection["state"])
 
 
-# The read-only operator page (issue 12): HTML routes on this shell, left out of the OpenAPI document.
+# The read-only operator page: HTML routes on this shell, left out of the OpenAPI document.
 ui.register(shell)
 
 

@@ -1,10 +1,10 @@
-"""The read-only operator page ``/ui`` (issue 12), on the trigger function's shell.
+"""The read-only operator page ``/ui``, on the trigger function's shell.
 
 A browser cannot send a bearer header when it navigates, so the page takes the trigger token once,
 through a login form POST, and answers a session cookie, HttpOnly, Secure, SameSite=Strict:
 ``v2.<epoch>.<expiry>.<signature>``, an HMAC over the session epoch and an expiry (8 h). The cookie
 never holds the token: its signing key is an HMAC of the token, so rotating the token ends every
-session. The epoch is server-side (one ledger item, issue 21 item 10): a cookie works only while
+session. The epoch is server-side (one ledger item): a cookie works only while
 the epoch it names is current, and logout advances it (conditionally), so a logged-out -- or
 stolen -- cookie gets the login page from then on, on every browser of the operator. Pages are
 rendered on the server from the operator read model (``services.inspection``) with no script and
@@ -206,7 +206,7 @@ def html_response(status: int, body: str, *, cookies: list[Cookie] | None = None
                     headers={**HEADERS, **policy, **(headers or {})}, cookies=cookies)
 
 
-# -- thumbnails of the delivered works (issue 26) --------------------------------------------------------
+# -- thumbnails of the delivered works -------------------------------------------------------------------
 
 PREVIEW_TTL_S = 300  # a thumbnail's presigned URL: long enough to load the page, short enough to be useless later
 

@@ -1,4 +1,4 @@
-"""The operator page's actions (issue 26): run a schedule now, refetch one target, redrive a dead
+"""The operator page's actions: run a schedule now, refetch one target, redrive a dead
 row, pause or resume a schedule. Each is a form POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
 
 The token is an HMAC, keyed by the trigger token, of the session cookie's value: a page that

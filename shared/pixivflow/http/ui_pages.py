@@ -1,4 +1,4 @@
-"""The operator page's whole-ledger views (issue 26): every occurrence by trigger, the jobs, every
+"""The operator page's whole-ledger views: every occurrence by trigger, the jobs, every
 dead row. They render the CLI's own read model (``services.inspection``: ``occurrence_rows``,
 ``list_jobs``, ``show_job``, ``dead_letters``), so ``/ui`` and ``pixivflow slots list`` /
 ``outbox list --dead`` show the same rows. The login and session code stays in ``http/ui.py``;
@@ -143,7 +143,7 @@ def job(view: Mapping[str, Any]) -> str:
 
 
 def candidate_report(report: Mapping[str, Any]) -> Html:
-    """A cell's candidate report (``domain.scan.bounded_report``, spec §6.3) as a person reads it:
+    """A cell's candidate report (``domain.scan.bounded_report``) as a person reads it:
     how far the scan went, the source's funnel, each rule's count, each work passed over and why."""
     supply = report.get("supply")
     items = [f"scanned {e(report.get('attempted'))} of at most {e(report.get('bound'))}"]

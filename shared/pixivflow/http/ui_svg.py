@@ -1,4 +1,4 @@
-"""Server-rendered SVG for the operator page (issue 26): a schedule's history strip (its last
+"""Server-rendered SVG for the operator page: a schedule's history strip (its last
 fires, one square each, coloured by outcome, each a link to its occurrence) and the daily
 outcome chart (stacked bars of slots by status). Inline SVG, colours as presentation
 attributes (``fill``), no ``style`` attribute and no script: the page's CSP stays as strict
