@@ -32,7 +32,7 @@ dev: $(STAMP)
 # leave a core idle about a sixth of the time, which a third worker fills (2 workers: 133 s, 3: 115 s,
 # 4: 119 s on the 2-core machine). Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: each worker
 # compiled and assertion-rewrote every module at every run otherwise (10 s of CPU per worker).
-# Budget: 4 minutes on the 2-core machine (issue 20); tests/README.md says how test sizes keep it.
+# Budget: 4 minutes on the 2-core machine; tests/README.md says how test sizes keep it.
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP)
@@ -47,12 +47,12 @@ test-size: $(STAMP)
 ui-check: $(STAMP)
 	$(PY) tests/browser/ui_check.py
 
-# One clean report of what a delivered cell costs (bench/report.py; issue 14), also written as
+# One clean report of what a delivered cell costs (bench/report.py), also written as
 # JSON to bench/report.json for comparison between runs.
 bench: $(STAMP)
 	$(PY) bench/report.py
 
-# The compute a cell costs, measured over a long run (bench/load.py; issue 25): CELLS cells of
+# The compute a cell costs, measured over a long run (bench/load.py): CELLS cells of
 # 10-target slots through the real handlers on the in-memory twins, each function's own CPU; writes
 # bench/load.json, which make bench then reads. 100,000 cells take about an hour on a loaded 2-core box.
 CELLS ?= 100000
@@ -66,12 +66,12 @@ fuzz: $(STAMP)
 	PIXIVFLOW_FUZZ_EXAMPLES=$(FUZZ) $(PY) -m pytest -q -s tests/e2e/test_http_fuzz.py
 
 # The concurrent deterministic simulation on the in-memory twins (tests/simulation/sim.py, world.py,
-# baton.py; issue 20): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.
+# baton.py): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.
 SEEDS ?= 10000
 sim: $(STAMP)
 	$(PY) tests/simulation/sim.py $(if $(SEED),--seed $(SEED),--seeds $(SEEDS))
 
-# Proof that the proof works (issue 20): every mutant of tests/mutants.d/*.toml applied to a private
+# Proof that the proof works: every mutant of tests/mutants.d/*.toml applied to a private
 # copy of the tree, killed by its listed tests or a 100-seed make sim; ONLY=id,id runs a few.
 mutants: $(STAMP)
 	$(PY) tests/mutants/run.py $(if $(ONLY),--only $(ONLY))
@@ -84,9 +84,9 @@ $(LINT_VENV)/.installed:
 
 # cfn-lint >= 1.54 silently passes a bad Runtime or a misspelled FunctionResponseTypes
 # (seen with 1.54): keep it pinned, with aws-sam-translator beside it.
-# mypy (issue 20) runs from the project venv, where the libraries it reads types from are installed;
+# mypy runs from the project venv, where the libraries it reads types from are installed;
 # its settings (strict on domain/, ports.py, services/) are [tool.mypy] in pyproject.toml.
-# checkov (issue 21: least privilege): the template's IAM and resource checks; every suppression is
+# checkov (least privilege): the template's IAM and resource checks; every suppression is
 # a `checkov:skip=<id>:<why>` comment on its resource in template.yaml.
 lint: $(LINT_VENV)/.installed $(STAMP)
 	$(LINT_VENV)/bin/cfn-lint template.yaml

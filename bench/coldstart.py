@@ -1,4 +1,4 @@
-"""Cold start, measured from outside (issue 14 item 5): each handler module imported in a fresh
+"""Cold start, measured from outside: each handler module imported in a fresh
 interpreter, median of several runs, as a ratio to importing the bare stack (boto3 + Powertools'
 Logger and Metrics + pydantic) the same way.
 
@@ -15,7 +15,7 @@ Three ways to import it:
 
 The first invocation is timed in a fresh interpreter too: import, then moto and the template's
 resources, then one invocation with a cheap event of that handler's kind (the runtime graph is
-built, clients are created and the config is read at that point, DESIGN §12: from SSM, as the
+built, clients are created and the config is read at that point: from SSM, as the
 template deploys it).
 """
 
@@ -310,7 +310,7 @@ def _median_first(code: str, runs: int, *, flags: tuple[str, ...], env: dict[str
 
 def measure(runs: int = 5, quick: bool = False, functions: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Per handler: its import from the source tree, from the built layer with and without its
-    bytecode (the import-only figures), and what counts (issue 25): INIT + first invocation from
+    bytecode (the import-only figures), and what counts: INIT + first invocation from
     the built layer in a fresh interpreter, as a ratio to the bare function's INIT + first call.
 
     ``quick`` (the report's test): INIT + first invocation only, one run, from the layer when one

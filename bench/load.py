@@ -1,4 +1,4 @@
-"""``make load``: the compute a delivered cell costs, measured over a long run (issue 25).
+"""``make load``: the compute a delivered cell costs, measured over a long run.
 
     python bench/load.py [--cells 100000] [--targets 10] [--json bench/load.json]
 

@@ -1,4 +1,4 @@
-"""What a deployment costs a month (issue 25): every line priced from ``prices.json`` or named as
+"""What a deployment costs a month: every line priced from ``prices.json`` or named as
 "price not in the kit" with the quantity it is billed on, never silently zero.
 
 A bill is three parts: the variable cost of its cells (measured per delivered cell by the bench,
@@ -39,7 +39,7 @@ class Profile:
     retention_days: int
     delete_after_delivery: bool
     alarm_profile: str
-    # enabled schedules: every sweep tick reads each one's watch (missed fires, issue 16), so the fixed
+    # enabled schedules: every sweep tick reads each one's watch (missed fires), so the fixed
     # part of a month grows with them (the bench measures the profile's idle tick at this count)
     schedules: int = 1
     schedules_why: str = ""

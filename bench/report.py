@@ -1,4 +1,4 @@
-"""``make bench``: what a delivered cell costs, priced the way AWS bills it (issue 14).
+"""``make bench``: what a delivered cell costs, priced the way AWS bills it.
 
     python bench/report.py [--json bench/report.json] [--quick]
 
@@ -261,7 +261,7 @@ def fixed_monthly(idle: dict[str, Any], first_invocation_s: dict[str, Any], fact
         "idle queue polling (2 ESMs)": polls * P["sqs_request"],
         "cold starts (INIT billed)": init_gb_s * P["lambda_gb_s_arm64"],
         # the health profile's one series is published only in a minute that counts a problem, and
-        # a custom metric is billed by the hours it is published (prices.json; issue 25 (a))
+        # a custom metric is billed by the hours it is published (prices.json)
         f"CloudWatch custom metrics ({'Health, unhealthy hours only' if alarm_profile == 'health' else 'EMF series seen'})":
             (A["health_hours_published_per_month"] / MONTH_HOURS if alarm_profile == "health" else metric_series)
             * P["cloudwatch_custom_metric_month"],
@@ -282,14 +282,14 @@ def cold_starts(function: str, facts: dict[str, Any]) -> float:
 def floor_statement(per_cell: dict[str, Any], lines: dict[str, float]) -> str:
     """What no saving inside the design can go under, from this run's own figures."""
     puts = per_cell["s3"]["requests_by_op"].get("PutObject", 0)
-    s3_floor = 1 * P["s3_put"] * MILLION  # a one-file work: its one PUT, stored before its intent (issue 25)
-    # the writes DESIGN §4 says a crash-safe cell cannot skip: claim, bind, reserve, intent, hand-off,
+    s3_floor = 1 * P["s3_put"] * MILLION  # a one-file work: its one PUT, stored before its intent
+    # the writes a crash-safe cell cannot skip (docs/explanation/ledger.md): claim, bind, reserve, intent, hand-off,
     # outbox claim, settle the row, settle the cell (8 x 1 KB), plus the slot's own (create + index,
     # close + index, the outcome record) spread over its cells
     ddb_floor = 8 * P["dynamodb_wru"] * MILLION
-    return (f"Floor: S3 sets it. Every work is stored before its intent (DESIGN §12): one PUT per file (the file "
+    return (f"Floor: S3 sets it. Every work is stored before its intent: one PUT per file (the file "
             f"list rides in the intent), {puts:.2f} PUTs per cell here, ${s3_floor:.2f} for a one-file work alone at ${P['s3_put'] * 1000:.3f} "
-            f"per 1,000 PUTs. Next DynamoDB: the 8 single-item writes a crash-safe cell cannot skip (DESIGN §4) are "
+            f"per 1,000 PUTs. Next DynamoDB: the 8 single-item writes a crash-safe cell cannot skip are "
             f"${ddb_floor:.2f}, ${lines['DynamoDB writes']:.2f} with the slot's own writes. Those two alone are "
             f"${s3_floor + ddb_floor:.2f} > $10.")
 
@@ -301,7 +301,7 @@ def monthly_figures(ref_cells: dict[str, Any], idle_f: dict[str, Any], first: di
                     series: int, details: dict[str, Any], load_run: dict[str, Any] | None = None,
                     compute: dict[str, Any] | None = None, idle_window: scenarios.Window | None = None,
                     idle_by_profile: dict[str, scenarios.Measured] | None = None) -> dict[str, Any]:
-    """The three monthly profiles of issue 25, from this run's per-cell figures (3-target slots) and
+    """The three monthly profiles, from this run's per-cell figures (3-target slots) and
     the template's facts; plus the stored bytes measured here. With the long run (``load_run``,
     ``compute``), Lambda compute is its measured CPU per cell (catalogue time: the Pixiv wait is its
     own line) and the Pixiv requests per cell are the ones the long run counted. ``idle_by_profile``:
@@ -388,7 +388,7 @@ def what_it_would_take(profiles: list[monthly.Profile], bills: list[dict[str, An
                        ref_cells: dict[str, Any], idle_f: dict[str, Any], first: dict[str, float], facts: dict[str, Any],
                        series: int, ledger_per_cell: float, load_run: dict[str, Any], a: dict[str, Any],
                        idle_window: scenarios.Window | None = None) -> dict[str, Any]:
-    """The same month under the levers issue 25 names, each priced by the same arithmetic: a smaller
+    """The same month under each lever, each priced by the same arithmetic: a smaller
     execute memory (ExecuteMemorySize: the Pixiv wait is billed by the GB), the catalogue source
     (no Pixiv wait), and both; with the idle tick's window, a smaller sweep (SweepMemorySize: the
     minute's tick re-priced from its own measured CPU and requests at that size, and its INIT)."""
@@ -425,7 +425,7 @@ def alternatives(targets: int, ours: dict[str, float], work_lines: dict[str, flo
     """The same work (a ``targets``-target slot, one work per cell, one route) on the orchestrators an
     operator would pick instead. Their orchestration charge, counted by each one's own rule, plus
     what they need besides: a Lambda invocation per task, the Scheduler fire, one conditional
-    DynamoDB put per cell for the cross-slot route dedupe (spec §10.1 spans workflows) and the same
+    DynamoDB put per cell for the cross-slot route dedupe (it spans workflows) and the same
     work itself (Lambda compute, S3, logs)."""
     per_slot = 1 / targets
     dedupe = 1 * P["dynamodb_wru"] * MILLION
@@ -480,7 +480,7 @@ def sweep_live_cost(measured: dict[int, Any], facts: dict[str, Any]) -> dict[str
 
 
 def sweep_rows(live_slots: float, cost: dict[str, Any], facts: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The sweep at ``live_slots`` (issue 25): its tick against the function's timeout, and its pass
+    """The sweep at ``live_slots``: its tick against the function's timeout, and its pass
     over the live slots against the shortest wait its rules act after. Everything from the code's
     constants, the template (timeout, schedule rate) and the measured cost of a live slot."""
     from pixivflow.services.engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
@@ -549,7 +549,7 @@ def scale_model(ten: dict[str, Any], ten_calls: list[Call], sweep_cost: dict[str
                  "wcu_s": slot_partition_wru / burst_s,
                  "limit": 1000, "note": "each slot its own key: 1,000 slots/s spread over 1,000 partitions"})
     rows.append({"key": f"SLOT#<slotId> (90-target slot, {burst_s:.1f} s)", "wcu_s": slot_partition_wru / targets * 90 / burst_s,
-                 "limit": 1000, "note": "the largest slot (DESIGN §7): a 1 s burst, once; over 50% -> cells in groups of 30 on "
+                 "limit": 1000, "note": "the largest slot (90 targets): a 1 s burst, once; over 50% -> cells in groups of 30 on "
                                         "SLOT#<id>#<k> keep each under 25% (designed in docs/explanation/scale.md, not built)"})
     for index, wru in sorted(per_slot["index"].items()):
         rate = wru * admissions / shards

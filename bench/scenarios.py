@@ -330,7 +330,7 @@ def _schedules(count: int) -> Callable[[dict], None]:
 
 def idle_tick(*, backend: str = "moto", schedules: int | None = None) -> Measured:
     """One sweep tick with no live work: the fixed cost the stack pays every sweep interval. The tick
-    reads every enabled schedule's watch (missed fires, issue 16), so its cost depends on how many the
+    reads every enabled schedule's watch (missed fires), so its cost depends on how many the
     config has: ``schedules`` gives it that many (default: the bench config's own)."""
     with bench_runtime(backend=backend, mutate=_schedules(schedules) if schedules else None) as bench:
         bench.fire("bench-1", WARM_UP)
@@ -366,7 +366,7 @@ def sweep_flatness(finished: list[int], *, backend: str = "twin") -> dict[int, M
 
 def sweep_live(live: list[int], *, backend: str = "twin", schedule: str = "bench-10") -> dict[int, Measured]:
     """One sweep tick with ``n`` live ``schedule`` slots in the ActiveSlots index, for each ``n``
-    (issue 25's scale model: what a live slot costs the sweep). Each is a copy of one admitted slot
+    (the scale model: what a live slot costs the sweep). Each is a copy of one admitted slot
     whose cells are queued (dispatched a minute ago, so no rule acts on it): the sweep reads it and
     leaves it, as it does every healthy live slot each minute."""
     out: dict[int, Measured] = {}
