@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from http_support import send
-from jobs_support import JOBS_TOKEN, jobs_runtime
+from support.raw_http import send
+from support.jobs import JOBS_TOKEN, jobs_runtime
 
 from pixivflow import aws
 
@@ -198,7 +198,7 @@ def test_valid_tasks_mutated_field_by_field_never_answer_5xx_nor_store_raw_contr
     @given(requests())
     def one(request):
         method, path, body, query = request
-        from http_support import ABSENT
+        from support.raw_http import ABSENT
 
         answer = send(rt, method, path, ABSENT if body is None else _encode(body), raw=body is not None,
                       token=JOBS_TOKEN, function="job_events", query=query)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from jobs_support import CALLBACK_SECRET, PLAN, Receiver, events, get_job, jobs_runtime, post_job, task
+from support.jobs import CALLBACK_SECRET, PLAN, Receiver, events, get_job, jobs_runtime, post_job, task
 
 from pixivflow.local.lambda_context import LocalLambdaContext
 from pixivflow.services.engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from cli_support import pixivflow
-from jobs_support import PLAN, Receiver, get_job, jobs_runtime, post_job, task
+from support.cli import pixivflow
+from support.jobs import PLAN, Receiver, get_job, jobs_runtime, post_job, task
 
 from pixivflow.cli import render_job
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import pixivflow
+from support.cli import pixivflow
 
 from pixivflow import __version__
 from pixivflow.cli import main

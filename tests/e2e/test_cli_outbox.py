@@ -13,8 +13,8 @@ from contextlib import redirect_stderr
 
 import pytest
 
-from cli_support import T0_ISO, pixivflow
-from jobs_support import PLAN, Receiver, jobs_runtime, post_job, task
+from support.cli import T0_ISO, pixivflow
+from support.jobs import PLAN, Receiver, jobs_runtime, post_job, task
 
 from pixivflow.cli import main, render_dead
 from pixivflow.ports import OutboxRow

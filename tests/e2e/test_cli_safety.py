@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from cli_support import pixivflow
-from jobs_support import PLAN, get_job, jobs_runtime, post_job, task
+from support.cli import pixivflow
+from support.jobs import PLAN, get_job, jobs_runtime, post_job, task
 
 from pixivflow.services import jobs as jobs_service
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from cli_support import pixivflow
+from support.cli import pixivflow
 
 from pixivflow.cli import render_fires
 from pixivflow.domain.occurrence import fires_between

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from cli_support import PARTIAL, STALLED, SUCCESS, known_ledger, pixivflow, stall
+from support.cli import PARTIAL, STALLED, SUCCESS, known_ledger, pixivflow, stall
 
 from pixivflow.cli import render_slot, render_slot_list
 from pixivflow.services.inspection import Reads, show_slot

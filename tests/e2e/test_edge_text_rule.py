@@ -11,8 +11,8 @@ from urllib.parse import quote
 import pytest
 
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
-from http_support import send
-from jobs_support import PLAN, ack, call, events, job_path, jobs_runtime, post_job, task
+from support.raw_http import send
+from support.jobs import PLAN, ack, call, events, job_path, jobs_runtime, post_job, task
 
 from pixivflow.domain.protocol import parse_event_id
 

@@ -7,7 +7,7 @@ status, so a 2xx or error body that drifts from its documented shape fails here.
 from __future__ import annotations
 
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
-from http_support import ABSENT, openapi_validator, send
+from support.raw_http import ABSENT, openapi_validator, send
 
 from pixivflow.http.openapi import openapi_document
 

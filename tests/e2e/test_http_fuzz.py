@@ -33,7 +33,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
-from http_support import ABSENT, AwsTally, is_legacy_error, is_protocol_error, openapi_validator, send
+from support.raw_http import ABSENT, AwsTally, is_legacy_error, is_protocol_error, openapi_validator, send
 
 from pixivflow.http import jobs_api, trigger_api
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
-from http_support import ABSENT, AwsTally, is_protocol_error, protocol_validator, send, stored_slots
+from support.raw_http import ABSENT, AwsTally, is_protocol_error, protocol_validator, send, stored_slots
 
 SLOT = "morning-tokyo@2026-12-01T0800"
 RUN = "/internal/schedules/morning-tokyo/run"

@@ -12,10 +12,10 @@ from collections import Counter
 import httpx
 import pytest
 
-from jobs_support import (
+from support.jobs import (
     CALLBACK_SECRET, PLAN, Receiver, events, get_job, jobs_runtime, post_job, single_target, task,
 )
-from protocol_schema import error_body, validate
+from support.protocol_schema import error_body, validate
 
 from pixivflow.domain.callbacks import verify
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from pixivflow import aws
 
-from jobs_support import PLAN, TARGET, cancel, events, get_job, jobs_runtime, post_job, task
-from protocol_schema import error_body, validate
+from support.jobs import PLAN, TARGET, cancel, events, get_job, jobs_runtime, post_job, task
+from support.protocol_schema import error_body, validate
 
 from pixivflow.ports import DeliveryResponse
 from pixivflow.services import jobs as jobs_service

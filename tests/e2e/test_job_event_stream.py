@@ -8,8 +8,8 @@ from __future__ import annotations
 from pixivflow import aws
 import pytest
 
-from jobs_support import PLAN, ack, cancel, events, get_job, jobs_runtime, post_job, task
-from protocol_schema import error_body, validate
+from support.jobs import PLAN, ack, cancel, events, get_job, jobs_runtime, post_job, task
+from support.protocol_schema import error_body, validate
 
 from pixivflow.ports import AppendResult, StoredEvent
 

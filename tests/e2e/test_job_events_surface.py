@@ -4,7 +4,7 @@ project's copy of the Workflow Protocol v1 schema and follows the live config.""
 import pytest
 
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
-from protocol_schema import validate
+from support.protocol_schema import validate
 
 
 def test_capabilities_match_the_protocol_schema_and_the_config(make_runtime):

@@ -8,8 +8,8 @@ the item, so the job then runs to its end."""
 
 from __future__ import annotations
 
-from jobs_support import PLAN, TARGET, get_job, jobs_runtime, post_job, task
-from protocol_schema import validate
+from support.jobs import PLAN, TARGET, get_job, jobs_runtime, post_job, task
+from support.protocol_schema import validate
 
 from pixivflow.adapters.dynamo_ledger import cell_sk, slot_pk
 

@@ -12,10 +12,10 @@ import uuid
 import pytest
 
 from conftest import claim, JOBS_TOKEN
-from jobs_support import (
+from support.jobs import (
     PLAN, TARGET, both, call, get_job, job_path, jobs_runtime, manual_slots, post_job, single_target, task,
 )
-from protocol_schema import error_body, validate
+from support.protocol_schema import error_body, validate
 
 from pixivflow.services import jobs as jobs_service
 from pixivflow.services import manual

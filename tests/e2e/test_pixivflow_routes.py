@@ -21,7 +21,7 @@ from pixivflow import aws
 import pytest
 
 from conftest import JOBS_TOKEN, OUTCOME_MESSAGE, ms
-from route_receiver import Receiver
+from support.route_receiver import Receiver
 from test_delivery_matrix import drive
 
 from pixivflow.adapters.catalog_source import artifact_bytes, preview_bytes

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs_support import CALLBACK_SECRET, Receiver, call, job_path, jobs_runtime
-from protocol_schema import validate
+from support.jobs import CALLBACK_SECRET, Receiver, call, job_path, jobs_runtime
+from support.protocol_schema import validate
 
 from pixivflow.domain.callbacks import verify
 

@@ -28,7 +28,7 @@ import pytest
 from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, topic_fixtures
 from conftest import TRIGGER_TOKEN, ms
-from route_receiver import Receiver
+from support.route_receiver import Receiver
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"

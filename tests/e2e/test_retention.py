@@ -7,7 +7,7 @@ each is named here with why."""
 
 from __future__ import annotations
 
-from jobs_support import Receiver, ack, events, jobs_runtime, post_job, task
+from support.jobs import Receiver, ack, events, jobs_runtime, post_job, task
 
 from pixivflow import aws
 from pixivflow.adapters.dynamo_ledger.ledger import INTENT_RETRY_HORIZON_S

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from cli_support import pixivflow
+from support.cli import pixivflow
 from conftest import TRIGGER_TOKEN, ms
 from test_ui import get, login
 from test_ui_actions import act, audit, csrf_of

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs_support import PLAN, TARGET, both, events, jobs_runtime, post_job, single_target, task
+from support.jobs import PLAN, TARGET, both, events, jobs_runtime, post_job, single_target, task
 from test_delivery_matrix import drive
 import test_telegram_route
 from test_telegram_route import Crash, telegram_config

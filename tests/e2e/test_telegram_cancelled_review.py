@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 import test_telegram_cancel
-from jobs_support import PLAN, TARGET, post_job, task
+from support.jobs import PLAN, TARGET, post_job, task
 from test_delivery_matrix import drive
 from test_telegram_cancel import SLOT, row, telegram_job
 from test_telegram_route import Crash

@@ -267,7 +267,7 @@ def test_the_bot_token_never_reaches_a_log_line_or_an_error(make_runtime, fakes,
 
 
 def test_a_redrive_re_sends_an_uncertain_review_on_purpose(make_runtime, fakes):
-    from cli_support import pixivflow
+    from support.cli import pixivflow
 
     telegram, cp = fakes
     telegram.script("sendPhoto", {"error_code": 502, "description": "Bad Gateway"})

@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from urllib.parse import quote
 
 import pytest
-from cli_support import PARTIAL, STALLED, SUCCESS, T0_ISO, known_ledger, stall
+from support.cli import PARTIAL, STALLED, SUCCESS, T0_ISO, known_ledger, stall
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
 
 from pixivflow.local.harness import http_event

@@ -10,7 +10,7 @@ import re
 from urllib.parse import urlencode
 
 import pytest
-from cli_support import T0_ISO
+from support.cli import T0_ISO
 from test_ui import FORM, Page, get, login
 
 from pixivflow.local.harness import http_event

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from cli_support import pixivflow
+from support.cli import pixivflow
 from conftest import JOBS_TOKEN
-from jobs_support import PLAN, Receiver, call, jobs_runtime, post_job, task
+from support.jobs import PLAN, Receiver, call, jobs_runtime, post_job, task
 from test_ui import get, login
 
 from pixivflow.ports import OutboxRow
@@ -167,7 +167,7 @@ def test_a_page_showing_a_live_occurrence_reloads_itself_without_script(make_run
 
 
 def test_the_candidate_report_reads_as_text_not_json(make_runtime, downstream):
-    from cli_support import PARTIAL, known_ledger
+    from support.cli import PARTIAL, known_ledger
 
     rt = known_ledger(make_runtime, downstream)
     page = get(rt, f"/ui/slots/{PARTIAL}", cookie=login(rt))
@@ -196,7 +196,7 @@ def test_every_part_of_a_report_is_shown_and_escaped():
 def test_the_history_strip_and_the_daily_chart_are_server_rendered_svg(make_runtime, downstream):
     import re
 
-    from cli_support import PARTIAL, STALLED, SUCCESS, known_ledger, stall
+    from support.cli import PARTIAL, STALLED, SUCCESS, known_ledger, stall
 
     rt = known_ledger(make_runtime, downstream)
     stall(rt)

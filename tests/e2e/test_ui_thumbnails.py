@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from cli_support import T0_ISO
+from support.cli import T0_ISO
 from test_pixivflow_routes import SLOT, intents, receiver, start  # noqa: F401  (receiver: the fixture)
 from test_ui import get, login
 

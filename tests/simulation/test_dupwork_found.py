@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from jobs_support import PLAN, TARGET, cancel, jobs_runtime, post_job, task
+from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
 from test_jobs_sim_found import LosingChannel, _take
 
 from pixivflow.services.delivery import deliver_message

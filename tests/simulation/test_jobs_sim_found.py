@@ -11,7 +11,7 @@ import json
 import httpx
 
 from conftest import ms
-from jobs_support import PLAN, TARGET, cancel, jobs_runtime, post_job, task
+from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
 
 from pixivflow import aws
 from pixivflow.ports import DeliveryResponse
@@ -19,7 +19,7 @@ from pixivflow.services.delivery import deliver_message
 from pixivflow.services.execution import execute_cell
 
 SLOT = f"{PLAN}@manual-job-key-1"
-FIRE = "2026-11-30T23:00:00Z"  # morning-tokyo's 08:00 Asia/Tokyo, a minute after jobs_support.START
+FIRE = "2026-11-30T23:00:00Z"  # morning-tokyo's 08:00 Asia/Tokyo, a minute after support.jobs.START
 
 
 class LosingChannel:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 
-from jobs_support import PLAN, TARGET, cancel, jobs_runtime, post_job, task
+from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
 from test_jobs_sim_found import LosingChannel, _take
 
 from pixivflow.services.delivery import deliver_message

@@ -13,7 +13,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "contract" / "protocol.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "contract" / "protocol.schema.json"
 URN = "urn:pixivflow:protocol:v1"
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Mapping
 
 from pixivflow import aws
@@ -21,8 +19,8 @@ from referencing.jsonschema import DRAFT202012
 
 from pixivflow.local.harness import http_event
 from pixivflow.local.lambda_context import context_for
+from support.protocol_schema import validator as protocol_validator  # one validator of the project's schema copy
 
-CONTRACT = Path(__file__).resolve().parents[1] / "contract" / "protocol.schema.json"
 DYNAMODB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 SQS_SENDS = frozenset({"SendMessage", "SendMessageBatch"})
 ABSENT = object()
@@ -138,13 +136,6 @@ def _twin_op(tally: "AwsTally", service: str, real):
             tally.sends += 1
         return result
     return op
-
-
-@lru_cache(maxsize=None)
-def protocol_validator(defn: str) -> Draft202012Validator:
-    schema = json.loads(CONTRACT.read_text())
-    registry = Registry().with_resource("urn:pixivflow:protocol:v1", Resource.from_contents(schema))
-    return Draft202012Validator({"$ref": f"urn:pixivflow:protocol:v1#/$defs/{defn}"}, registry=registry)
 
 
 def openapi_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
