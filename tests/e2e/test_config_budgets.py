@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
-from pixivflow import aws
 import pytest
 
 from conftest import claim, TRIGGER_TOKEN, ms
+from support.queues import take
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo: a fire of "0 8 * * *"
 T0_MS = ms(T0)
@@ -27,15 +27,7 @@ def schedule(cfg, **runtime):
 
 
 def drop(rt, queue="EXECUTION_QUEUE_URL") -> int:
-    sqs = aws.client("sqs")
-    dropped = 0
-    while True:
-        messages = sqs.receive_message(QueueUrl=rt.env[queue], MaxNumberOfMessages=10, VisibilityTimeout=30).get("Messages", [])
-        if not messages:
-            return dropped
-        for m in messages:
-            sqs.delete_message(QueueUrl=rt.env[queue], ReceiptHandle=m["ReceiptHandle"])
-            dropped += 1
+    return len(take(rt, queue, visibility_s=30))
 
 
 def sweep_at(rt, minutes: float) -> dict:

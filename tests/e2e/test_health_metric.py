@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_operability import MIN, T0, T0_MS, Emf, _service_dimension, assert_watched_by, daily, drop_executions, only  # noqa: F401 (autouse)
+from test_operability import MIN, T0, T0_MS, Emf, _service_dimension, assert_watched_by  # noqa: F401 (autouse)
 
 from pixivflow import aws
+from support.builders import only, schedule
+from support.queues import drop_executions
 
 
 def health_values(emf: Emf) -> list[float]:
@@ -26,7 +28,7 @@ def logged_health(logs) -> list[int]:
 
 def test_a_quiet_tick_logs_zero_and_publishes_no_health_data_point(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("kept", ["cats"])))
     rt.sweep()
     assert emf.of("Health") == []  # a healthy month publishes none: no metric-hour billed
     [line] = logs.events("sweep.health")
@@ -35,7 +37,7 @@ def test_a_quiet_tick_logs_zero_and_publishes_no_health_data_point(make_runtime,
 
 def test_a_tick_that_counts_a_problem_publishes_it_on_the_series_the_health_alarm_watches(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("kept", ["cats"])))
     sqs = aws.client("sqs")
     sqs.send_message(QueueUrl=rt.env["EXECUTION_DLQ_URL"], MessageBody=json.dumps({"slotId": "x", "targetId": "y"}))
     rt.sweep()
@@ -46,7 +48,7 @@ def test_a_tick_that_counts_a_problem_publishes_it_on_the_series_the_health_alar
 
 def test_a_missed_fire_raises_health_for_the_tick_that_finds_it_only(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("forgotten", ["landscape"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("forgotten", ["landscape"])))
     rt.sweep()
     for minutes in (89, 90, 91):  # graceMinutes 90: found at +90, and only then
         rt.clock.set(T0_MS + minutes * MIN)
@@ -57,7 +59,7 @@ def test_a_missed_fire_raises_health_for_the_tick_that_finds_it_only(make_runtim
 
 def test_messages_in_a_dead_letter_queue_count_until_someone_removes_them(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("kept", ["cats"])))
     sqs = aws.client("sqs")
     for url in (rt.env["EXECUTION_DLQ_URL"], rt.env["OUTBOX_DLQ_URL"], rt.env["OUTBOX_DLQ_URL"]):
         sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"slotId": "x", "targetId": "y"}))
@@ -72,7 +74,7 @@ def test_messages_in_a_dead_letter_queue_count_until_someone_removes_them(make_r
 
 def test_a_queued_too_long_occurrence_raises_health(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:59:00Z", mutate=only(daily("lost", ["dogs"])))
+    rt = make_runtime("2026-11-30T22:59:00Z", mutate=only(schedule("lost", ["dogs"])))
     rt.fire("lost", iso=T0)
     drop_executions(rt)  # the execute consumer never sees it; the sweep's re-dispatch is dropped too
     values = []
@@ -91,7 +93,7 @@ def test_the_health_profile_emits_the_health_metric_and_no_other_series(make_run
                                                                         profile, others):
     monkeypatch.setenv("PIXIVFLOW_METRICS", profile)
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("lost", ["dogs"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("lost", ["dogs"])))
     rt.fire("lost", iso=T0)
     rt.settle()
     aws.client("sqs").send_message(QueueUrl=rt.env["OUTBOX_DLQ_URL"], MessageBody=json.dumps({"slotId": "x"}))

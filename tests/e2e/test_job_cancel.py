@@ -7,10 +7,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from pixivflow import aws
 
 from support.jobs import PLAN, TARGET, cancel, events, get_job, jobs_runtime, post_job, task
 from support.protocol_schema import error_body, validate
+from support.queues import take
 
 from pixivflow.ports import DeliveryResponse
 from pixivflow.services import jobs as jobs_service
@@ -68,16 +68,7 @@ def gated_runtime(make_runtime, channel):
 
 
 def drop(rt, queue="EXECUTION_QUEUE_URL"):
-    sqs = aws.client("sqs")
-    url = rt.env[queue]
-    bodies = []
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return bodies
-        for m in messages:
-            bodies.append(m["Body"])
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return take(rt, queue)
 
 
 def execute_only(rt, slot_id=SLOT, target=TARGET):

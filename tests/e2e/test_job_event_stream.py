@@ -5,11 +5,11 @@ terminal event, written by the path that ended it, before anyone reads the strea
 
 from __future__ import annotations
 
-from pixivflow import aws
 import pytest
 
 from support.jobs import PLAN, ack, cancel, events, get_job, jobs_runtime, post_job, task
 from support.protocol_schema import error_body, validate
+from support.queues import drop_executions
 
 from pixivflow.ports import AppendResult, StoredEvent
 
@@ -39,17 +39,6 @@ def check_stream(body):
         assert event["event_id"] == f"evt-{event['at']}-{n}"
         assert event["job_id"] == body["job_id"] and event["correlation_id"] == "review-chain:1"
     assert sum(1 for e in body["events"] if e["type"] in TERMINAL) <= 1
-
-
-def drop_execution_messages(rt):
-    sqs = aws.client("sqs")
-    url = rt.env["EXECUTION_QUEUE_URL"]
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return
-        for m in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def test_a_succeeded_job_has_accepted_started_and_one_succeeded_event(make_runtime, downstream):
@@ -85,7 +74,7 @@ def test_a_job_without_a_candidate_ends_with_one_failed_event(make_runtime, down
 def test_a_job_never_started_ends_with_one_expired_event_from_the_sweep(make_runtime, downstream):
     rt = jobs_runtime(make_runtime)
     post_job(rt, task())
-    drop_execution_messages(rt)  # the message is lost and nobody ever claims the cell
+    drop_executions(rt)  # the message is lost and nobody ever claims the cell
     rt.clock.advance(31 * MIN)
     rt.sweep()
     assert stored_kinds(rt) == ["job.requested", "job.outcome_expired"]  # the sweep's close wrote it
@@ -101,7 +90,7 @@ def test_a_job_never_started_ends_with_one_expired_event_from_the_sweep(make_run
 def test_a_cancelled_job_ends_with_one_cancelled_event(make_runtime, downstream):
     rt = jobs_runtime(make_runtime)
     post_job(rt, task())
-    drop_execution_messages(rt)
+    drop_executions(rt)
     assert cancel(rt, SLOT)[0] == 200
     assert stored_kinds(rt) == ["job.requested", "job.outcome_cancelled"]
     assert cancel(rt, SLOT)[0] == 200

@@ -12,8 +12,9 @@ import uuid
 import pytest
 
 from conftest import claim, JOBS_TOKEN
+from support.builders import both
 from support.jobs import (
-    PLAN, TARGET, both, call, get_job, job_path, jobs_runtime, manual_slots, post_job, single_target, task,
+    PLAN, TARGET, call, get_job, job_path, jobs_runtime, manual_slots, post_job, single_target, task,
 )
 from support.protocol_schema import error_body, validate
 

@@ -26,6 +26,8 @@ from pixivflow import runtime
 from pixivflow.config import load_config
 from pixivflow.local.template import load_template
 from pixivflow.services.sweep import SWEEP_LEASE_MS
+from support.builders import only, schedule
+from support.queues import drop_executions
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
@@ -42,21 +44,6 @@ TEMPLATE = load_template(REPO / "template.yaml")
 def _service_dimension(monkeypatch):
     """As deployed: Powertools adds a ``service`` dimension to every metric from this variable."""
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"])
-
-
-def only(*schedules: dict, targets=()):
-    """The demo config with its own schedules disabled (a disabled schedule is never 'missed') plus these."""
-    def mutate(cfg):
-        for s in cfg["schedules"]:
-            s["enabled"] = False
-        cfg["targets"].extend(targets)
-        cfg["schedules"].extend(schedules)
-
-    return mutate
-
-
-def daily(sid: str, targets: list[str], cron: str = "0 8 * * *", **extra) -> dict:
-    return {"id": sid, "cron": cron, "timezone": "Asia/Tokyo", "targetIds": targets, **extra}
 
 
 class Emf:
@@ -137,28 +124,16 @@ def missed_items(rt) -> list[str]:
     return sorted(item["slotId"]["S"] for page in pages for item in page["Items"])
 
 
-def drop_executions(rt) -> int:
-    sqs = aws.client("sqs")
-    dropped = 0
-    while True:
-        messages = sqs.receive_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return dropped
-        for m in messages:
-            sqs.delete_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], ReceiptHandle=m["ReceiptHandle"])
-            dropped += 1
-
-
 # -- alertable outcomes --------------------------------------------------------------------------
 
 
 def test_only_an_alertable_occurrence_emits_the_alertable_outcome_metric_once(make_runtime, downstream, logs):
     emf = Emf(logs)
     rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(
-        daily("good", ["cats"]),
-        daily("mixed", ["landscape", "nothing"]),
-        daily("empty", ["nothing"]),
-        daily("lost", ["dogs"], cron="30 8 * * *"),
+        schedule("good", ["cats"]),
+        schedule("mixed", ["landscape", "nothing"]),
+        schedule("empty", ["nothing"]),
+        schedule("lost", ["dogs"], cron="30 8 * * *"),
         targets=[NOTHING],
     ))
     for sid in ("good", "mixed", "empty"):
@@ -198,7 +173,7 @@ def test_only_an_alertable_occurrence_emits_the_alertable_outcome_metric_once(ma
 
 def test_a_fire_with_no_slot_past_its_grace_is_missed_exactly_once(make_runtime, downstream, logs):
     emf = Emf(logs)
-    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(daily("kept", ["cats"]), daily("forgotten", ["landscape"])))
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=only(schedule("kept", ["cats"]), schedule("forgotten", ["landscape"])))
     rt.sweep()  # the sweep sees both schedules enabled for the first time at 22:58
     rt.fire("kept", iso=T0)  # "forgotten" is never fired: its 08:00 occurrence has no slot
     rt.settle()
@@ -231,7 +206,7 @@ def test_a_fire_with_no_slot_past_its_grace_is_missed_exactly_once(make_runtime,
 def test_only_fires_after_the_sweep_first_saw_the_schedule_enabled_can_be_missed(make_runtime, downstream, logs, tmp_path):
     emf = Emf(logs)
     # The sweep first runs at 23:01, after the 23:00 fire: that fire is history, never an alert.
-    rt = make_runtime("2026-11-30T23:01:00Z", mutate=only(daily("plan", ["cats"])))
+    rt = make_runtime("2026-11-30T23:01:00Z", mutate=only(schedule("plan", ["cats"])))
     rt.sweep()
     rt.clock.set(T0_MS + 3 * 60 * MIN)
     rt.sweep()
@@ -260,7 +235,7 @@ def test_only_fires_after_the_sweep_first_saw_the_schedule_enabled_can_be_missed
 
 
 def test_a_re_timed_schedule_starts_a_new_watch(make_runtime, downstream, logs, tmp_path):
-    rt = make_runtime("2026-11-30T22:00:00Z", mutate=only(daily("plan", ["cats"])))
+    rt = make_runtime("2026-11-30T22:00:00Z", mutate=only(schedule("plan", ["cats"])))
     rt.sweep()
     # Moved from 08:00 to 07:30 Tokyo (22:30Z) before any fire: its 22:30 fire counts, 08:00 never will.
     rt.clock.set(ms("2026-11-30T22:10:00Z"))
@@ -275,7 +250,7 @@ def test_a_re_timed_schedule_starts_a_new_watch(make_runtime, downstream, logs, 
 
 
 def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, logs, monkeypatch):
-    rt = make_runtime(T0, mutate=only(daily("pair", ["cats", "landscape"])))
+    rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])))
     slot_id = "pair@2026-12-01T0800"
     assert rt.fire("pair", iso=T0)["sent"] == 2
     assert drop_executions(rt) == 2  # both execution messages lost: the sweep re-dispatches them at 5 min
@@ -316,7 +291,7 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
 
 
 def test_a_sweep_that_died_holding_the_lease_delays_the_next_only_until_it_expires(make_runtime, downstream, logs):
-    rt = make_runtime(T0, mutate=only(daily("pair", ["cats", "landscape"])))
+    rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])))
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2
     rt.clock.set(T0_MS + 5 * MIN)

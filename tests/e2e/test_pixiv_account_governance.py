@@ -13,6 +13,7 @@ import pytest
 from pixivflow.adapters.pixiv.governor import PERMIT_LEASE_MS
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
 from pixivflow.services.execution import BUSY_POLL_FIRST_MS
+from support.builders import both, fake_pixiv, pixiv_config, pixiv_runtime
 
 FIRE = "2026-11-30T23:00:00Z"
 SLOT = "pixiv-morning@2026-12-01T0800"
@@ -25,10 +26,7 @@ def ranking_target(n: int) -> dict:
             "rankingDate": "YESTERDAY", "limit": 1, "storageMode": "persistent"}
 
 
-@pytest.fixture
-def fake():
-    with FakePixiv() as f:
-        yield f
+fake = fake_pixiv()
 
 
 @pytest.fixture
@@ -36,26 +34,14 @@ def start(make_runtime, monkeypatch):
     monkeypatch.setenv("PIXIV_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN)
 
     def factory(fake: FakePixiv, *, max_concurrency: int | None, targets: list[dict], pacing_ms: int = 0):
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"accountId": "main"}
-            cfg["network"] = {"requestPacingMs": pacing_ms, "timeoutMs": 5000}
-            cfg["download"] = {"requestDelay": 0}
-            cfg["targets"] = targets
-            cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                 "targetIds": [t["id"] for t in targets]}]
+        def governed(cfg):
             if max_concurrency is not None:
                 cfg.setdefault("schedulerRuntime", {})["resourceGovernance"] = {
                     "pixivAccounts": {"main": {"maxConcurrency": max_concurrency}}}
 
-        clock_box: list = []
-
-        def sleep(seconds: float) -> None:
-            clock_box[0].advance(int(seconds * 1000))
-
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="twin")
-        clock_box.append(rt.clock)
-        return rt
+        return pixiv_runtime(make_runtime, both(pixiv_config(
+            fake, targets, pixiv={"accountId": "main"}, network={"requestPacingMs": pacing_ms, "timeoutMs": 5000},
+            download={"requestDelay": 0}), governed))
 
     return factory
 

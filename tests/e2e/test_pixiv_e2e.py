@@ -20,6 +20,7 @@ from conftest import ms
 from pixivflow.adapters.pixiv.auth import fingerprint
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
 from pixivflow.services.execution import execute_cell
+from support.builders import fake_pixiv, pixiv_config, pixiv_runtime
 
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 in Tokyo
 SLOT = "pixiv-morning@2026-12-01T0800"
@@ -38,10 +39,7 @@ TARGETS = {
 }
 
 
-@pytest.fixture
-def fake():
-    with FakePixiv() as f:
-        yield f
+fake = fake_pixiv()
 
 
 @pytest.fixture
@@ -51,25 +49,11 @@ def start(make_runtime, monkeypatch):
     monkeypatch.delenv("PIXIV_REFRESH_TOKEN", raising=False)
 
     def factory(fake: FakePixiv, targets: list[str], *, token: str = DEFAULT_REFRESH_TOKEN):
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"refreshToken": "${PIXIV_E2E_TOKEN}", "accountId": "main"}
-            cfg["network"] = {"requestPacingMs": 1000, "timeoutMs": 5000}
-            cfg["targets"] = [TARGETS[t] for t in targets]
-            cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                 "targetIds": targets}]
-
-        clock_box: list = []
-        sleeps: list[float] = []
-
-        def sleep(seconds: float) -> None:  # pacing and quick retries pass virtual time
-            sleeps.append(seconds)
-            clock_box[0].advance(int(seconds * 1000))
-
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="twin", ssm=True)  # SSM: moto, beside the twins
-        clock_box.append(rt.clock)
+        mutate = pixiv_config(fake, [TARGETS[t] for t in targets], pixiv={"refreshToken": "${PIXIV_E2E_TOKEN}", "accountId": "main"},
+                              network={"requestPacingMs": 1000, "timeoutMs": 5000})
+        sleeps: list[float] = []  # pacing and quick retries pass virtual time
+        rt = pixiv_runtime(make_runtime, mutate, sleeps=sleeps, ssm=True, ssm_token=(PARAM, token))  # SSM: moto, beside the twins
         rt.sleeps = sleeps
-        aws.client("ssm").put_parameter(Name=PARAM, Value=token, Type="SecureString")
         return rt
 
     return factory

@@ -17,6 +17,8 @@ from conftest import ms
 from pixivflow.adapters.pixiv import build_source
 from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.config import parse_config
+from support import builders
+from support.builders import with_target
 
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
 NEXT_FIRE = "2026-12-01T23:00:00Z"
@@ -28,11 +30,11 @@ AI_PNG = PNG + b"\x00\x00\x00\x40tEXtparameters\x00masterpiece, Steps: 20, Sampl
 
 
 def work(work_id: int, hour: int, *, x_restrict: int = 0, ai_type: int = 1, pages: int = 1, tags=("cats",)) -> dict:
+    """An illustration as Pixiv's App API lists it, posted at ``hour`` on 2026-11-30 (Tokyo)."""
     day = f"2026/11/30/{hour:02d}/00/00"
-    raw = {"id": work_id, "title": f"w{work_id}", "type": "illust", "tags": [{"name": t} for t in tags],
-           "user": {"id": 7, "name": "artist"}, "create_date": f"2026-11-30T{hour:02d}:00:00+09:00",
-           "page_count": pages, "width": 8, "height": 6, "x_restrict": x_restrict, "illust_ai_type": ai_type,
-           "total_bookmarks": 10, "total_view": 100, "visible": True, "image_urls": {}}
+    raw = builders.work(work_id, f"2026-11-30T{hour:02d}:00:00+09:00", tags, title=f"w{work_id}", kind="illust",
+                        pages=pages, image_urls={}, width=8, height=6, x_restrict=x_restrict, illust_ai_type=ai_type,
+                        total_view=100, visible=True)
     urls = [f"https://i.pximg.net/img-original/img/{day}/{work_id}_p{n}.png" for n in range(pages)]
     if pages == 1:
         raw["meta_single_page"], raw["meta_pages"] = {"original_image_url": urls[0]}, []
@@ -75,10 +77,6 @@ def gated(make_runtime):
         target = {"id": "gate", "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
                   "storageMode": "cache", "delivery": {"target": "review"}, **target}
 
-        def mutate(cfg):
-            cfg["targets"].append(target)
-            cfg["schedules"].append({"id": SCHEDULE, "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["gate"]})
-
         source_config = parse_config({"pixiv": {"refreshToken": "${PIXIV_GATE_TOKEN}"},
                                       "network": {"requestPacingMs": 0}, "download": {"requestDelay": 0}})
         box: list = []
@@ -86,7 +84,7 @@ def gated(make_runtime):
                               uniform=lambda: 0.0, sleep=lambda s: None,
                               resolver=SecretResolver(env={"PIXIV_GATE_TOKEN": "rt-0123456789"}), env={},
                               transport=httpx.MockTransport(pixiv))
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, overrides={"source": source})
+        rt = make_runtime("2026-11-30T22:59:00Z", mutate=with_target(target, SCHEDULE), overrides={"source": source})
         box.append(rt)
         assert rt.fire(SCHEDULE, iso=FIRE)["sent"] == 1
         rt.settle()

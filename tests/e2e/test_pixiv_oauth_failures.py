@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
+from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN
 from pixivflow.adapters.pixiv.gate import BASE_COOLDOWN_MS
+from support.builders import fake_pixiv, pixiv_config, pixiv_runtime
 
 FIRE = "2026-11-30T23:00:00Z"
 SLOT = "pixiv-morning@2026-12-01T0800"
@@ -26,29 +27,15 @@ CLOUDFLARE = "<!DOCTYPE html><html><head><title>Just a moment...</title></head><
 RETRIES = 1  # network.retries: two tries per invocation
 
 
-@pytest.fixture
-def fake():
-    with FakePixiv() as f:
-        yield f
+fake = fake_pixiv()
 
 
 @pytest.fixture
 def rt(make_runtime, monkeypatch, fake):
     monkeypatch.setenv("PIXIV_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN)
-
-    def mutate(cfg):
-        cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-        cfg["pixiv"] = {"accountId": "main"}
-        cfg["network"] = {"requestPacingMs": 0, "timeoutMs": 1000, "retries": RETRIES}
-        cfg["download"] = {"requestDelay": 0}
-        cfg["targets"] = [TARGET]
-        cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["daily"]}]
-
-    box: list = []
-    runtime = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="twin",
-                           overrides={"sleep": lambda s: box[0].advance(int(s * 1000))})
-    box.append(runtime.clock)
-    return runtime
+    return pixiv_runtime(make_runtime, pixiv_config(
+        fake, [TARGET], pixiv={"accountId": "main"}, network={"requestPacingMs": 0, "timeoutMs": 1000, "retries": RETRIES},
+        download={"requestDelay": 0}))
 
 
 def grants(fake):

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
+from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN
+from support.builders import fake_pixiv, pixiv_config, pixiv_runtime
 
 FIRE = "2026-11-30T23:00:00Z"
 SLOT = "pixiv-morning@2026-12-01T0800"
 
 
-@pytest.fixture
-def fake():
-    with FakePixiv() as f:
-        yield f
+fake = fake_pixiv()
 
 
 @pytest.mark.parametrize("answer", [(500, {"error": {"message": "boom"}}), (200, "<html>no novel object here</html>"),
@@ -22,13 +20,9 @@ def fake():
 def test_a_novel_whose_webview_page_fails_is_read_from_the_text_endpoint(make_runtime, monkeypatch, fake, answer):
     monkeypatch.setenv("PIXIV_REFRESH_TOKEN", DEFAULT_REFRESH_TOKEN)
 
-    def mutate(cfg):
-        cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-        cfg["network"] = {"requestPacingMs": 0, "retries": 0}
-        cfg["targets"] = [{"id": "novel", "type": "novel", "novelId": 93002, "storageMode": "persistent"}]
-        cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["novel"]}]
-
-    rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="twin")
+    mutate = pixiv_config(fake, [{"id": "novel", "type": "novel", "novelId": 93002, "storageMode": "persistent"}],
+                          network={"requestPacingMs": 0, "retries": 0})
+    rt = pixiv_runtime(make_runtime, mutate, virtual_sleep=False)
     fake.fail("/webview/v2/novel", answer[0], answer[1], times=99)
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()

@@ -12,26 +12,21 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, NOVEL_TEXT
 from pixivflow.local.route_fakes import FakeTelePress, TelePostReceiver
+from support.builders import pixiv_config, pixiv_runtime, published
 from test_delivery_matrix import drive
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"
 SUBMIT_TOKEN = "telepost-bot1-submit-token"
 TELEPRESS_KEY = "telepress-api-key-value"
 SLOT = "pixiv-morning@2026-12-01T0800"
 INLINE_TEXT = ("[chapter:第一章]\n猫は[[rb:窓辺 > まどべ]]で眠っていた。\n[uploadedimage:5551]\n"
                "[newpage]\n[chapter:第二章]\n[[jumpuri:作者のページ > https://www.pixiv.net/users/888]]\n[pixivimage:91002]\n終わり")
-
-
-def published(name: str) -> dict:
-    return json.loads((PUBLISHED / name).read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -49,22 +44,12 @@ def world(make_runtime, monkeypatch):
         def factory(config_name: str, targets: list[dict], *, routes: dict | None = None):
             doc = published(config_name)
 
-            def mutate(cfg):
-                cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-                cfg["pixiv"] = {"refreshToken": "${PIXIV_E2E_TOKEN}"}
-                cfg["network"] = {"requestPacingMs": 1000, "timeoutMs": 5000}
-                cfg["delivery"] = copy.deepcopy(doc["delivery"])
-                for name, extra in (routes or {}).items():
-                    cfg["delivery"]["targets"][name].update(extra)
-                cfg["targets"] = targets
-                cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                     "targetIds": [t["id"] for t in targets]}]
-
-            clock: list = []
-            rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="twin", ssm=True,
-                              overrides={"sleep": lambda s: clock[0].advance(int(s * 1000))})
-            clock.append(rt.clock)
-            aws.client("ssm").put_parameter(Name=f"{SECRETS}/PIXIV_E2E_TOKEN", Value=DEFAULT_REFRESH_TOKEN, Type="SecureString")
+            delivery = copy.deepcopy(doc["delivery"])
+            for name, extra in (routes or {}).items():
+                delivery["targets"][name].update(extra)
+            mutate = pixiv_config(fake, targets, pixiv={"refreshToken": "${PIXIV_E2E_TOKEN}"},
+                                  network={"requestPacingMs": 1000, "timeoutMs": 5000}, delivery=delivery)
+            rt = pixiv_runtime(make_runtime, mutate, ssm=True, ssm_token=(f"{SECRETS}/PIXIV_E2E_TOKEN", DEFAULT_REFRESH_TOKEN))
             assert rt.fire("pixiv-morning", iso="2026-11-30T23:00:00Z")["disposition"] == "accepted"
             return rt
 

@@ -21,24 +21,19 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, topic_fixtures
 from conftest import TRIGGER_TOKEN, ms
+from support.builders import fake_pixiv, pixiv_config, pixiv_runtime, published
 from support.route_receiver import Receiver
 
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
 SECRETS = "/pixivflow/routes"
 # 10:00 Asia/Shanghai on 1 Dec = 11:00 JST: Japan's yesterday is 30 Nov.
 FIRE = "2026-12-01T02:00:00Z"
 TOPIC_DAY = "2026-11-30"
-
-
-def published(name: str) -> dict:
-    return json.loads((CONFIGS / name).read_text(encoding="utf-8"))
 
 
 @pytest.fixture
@@ -50,10 +45,7 @@ def receiver(monkeypatch):
         yield r
 
 
-@pytest.fixture
-def fake():
-    with FakePixiv(topic_fixtures()) as f:
-        yield f
+fake = fake_pixiv(topic_fixtures)
 
 
 @pytest.fixture
@@ -63,30 +55,17 @@ def start(make_runtime, monkeypatch, receiver, fake):
 
     def factory(name: str, pacing_ms: int = 1000, edit=None):
         cfg_in = published(name)
-
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"refreshToken": "${PIXIV_E2E_TOKEN}", "accountId": "main"}
-            cfg["network"] = {"requestPacingMs": pacing_ms, "timeoutMs": 5000}
-            targets = copy.deepcopy(cfg_in["targets"])
-            for t in targets:
-                t.get("delivery", {}).pop("richNovelPreview", None)
-            cfg["targets"] = targets
-            if edit:
-                edit(targets)
-            cfg["schedules"] = [{k: v for k, v in s.items() if k in ("id", "name", "enabled", "cron", "timezone", "targetIds")}
-                                for s in cfg_in["schedules"]]
-            cfg["delivery"] = copy.deepcopy(cfg_in["delivery"])
-
-        clock_box: list = []
-
-        def sleep(seconds: float) -> None:
-            clock_box[0].advance(int(seconds * 1000))
-
-        rt = make_runtime("2026-12-01T01:59:00Z", mutate=mutate, overrides={"sleep": sleep}, backend="twin", ssm=True)
-        clock_box.append(rt.clock)
-        aws.client("ssm").put_parameter(Name=f"{SECRETS}/PIXIV_E2E_TOKEN", Value=DEFAULT_REFRESH_TOKEN, Type="SecureString")
-        return rt
+        targets = copy.deepcopy(cfg_in["targets"])
+        for t in targets:
+            t.get("delivery", {}).pop("richNovelPreview", None)
+        if edit:
+            edit(targets)
+        schedules = [{k: v for k, v in s.items() if k in ("id", "name", "enabled", "cron", "timezone", "targetIds")}
+                     for s in cfg_in["schedules"]]
+        mutate = pixiv_config(fake, targets, schedules=schedules, pixiv={"refreshToken": "${PIXIV_E2E_TOKEN}", "accountId": "main"},
+                              network={"requestPacingMs": pacing_ms, "timeoutMs": 5000}, delivery=copy.deepcopy(cfg_in["delivery"]))
+        return pixiv_runtime(make_runtime, mutate, start="2026-12-01T01:59:00Z", ssm=True,
+                             ssm_token=(f"{SECRETS}/PIXIV_E2E_TOKEN", DEFAULT_REFRESH_TOKEN))
 
     return factory
 

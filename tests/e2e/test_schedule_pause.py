@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 
-from support.cli import pixivflow
 from conftest import TRIGGER_TOKEN, ms
+from support.builders import only, schedule
+from support.cli import pixivflow
 from test_ui import get, login
 from test_ui_actions import act, audit, csrf_of
 
@@ -25,9 +26,7 @@ GRACE = 90  # the demo config's schedulerRuntime.trigger.graceMinutes
 
 def plan_only(cfg: dict) -> None:
     """The demo config with its schedules disabled (never "missed") plus ``plan`` at 08:00 Tokyo."""
-    for schedule in cfg["schedules"]:
-        schedule["enabled"] = False
-    cfg["schedules"].append({"id": "plan", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["cats"]})
+    only(schedule("plan", ["cats"]))(cfg)
 
 
 def slot(rt, day: int):

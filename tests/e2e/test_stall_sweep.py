@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 
-from pixivflow import aws
 import pytest
 
 from conftest import claim, ms
 from pixivflow.ports import OutgoingMessage
 from pixivflow.services.messages import execution_body
+from support.queues import take
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01: a fire of "0 8 * * *"
 T0_MS = ms(T0)
@@ -53,17 +53,7 @@ def at(rt, minutes: float) -> int:
 
 def drop(rt, queue: str = "EXECUTION_QUEUE_URL") -> list[dict]:
     """Take every visible message off a queue and throw it away (a lost message). Returns the bodies."""
-    sqs = aws.client("sqs")
-    url = rt.env[queue]
-    bodies: list[dict] = []
-    while True:
-        resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
-        messages = resp.get("Messages", [])
-        if not messages:
-            return bodies
-        for m in messages:
-            bodies.append(json.loads(m["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return [json.loads(body) for body in take(rt, queue, visibility_s=30)]
 
 
 def sweep_each_minute(rt, first: int, last: int, *, lose: tuple[str, ...] = ("EXECUTION_QUEUE_URL",), before=None):

@@ -18,6 +18,7 @@ from pixivflow import aws
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, illust
 from pixivflow.services.assets import recorded_files
 from pixivflow.services.execution import execute_cell
+from support.builders import pixiv_config, pixiv_runtime
 
 FIRE = "2026-11-30T23:00:00Z"
 SLOT = "pixiv-morning@2026-12-01T0800"
@@ -31,17 +32,11 @@ def rt(make_runtime, monkeypatch):
     with FakePixiv() as fake:
         fake.fixtures.add_illust(illust(WORK, "Four pages", ["manga"], "2026-11-29T12:00:00+09:00", pages=PAGES))
 
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"accountId": "main"}
-            cfg["network"] = {"requestPacingMs": 0, "retries": 0}
-            cfg["storage"] = {"cacheRetentionDays": 7}  # as the published configs set it
-            cfg["targets"] = [{"id": "manga", "type": "illustration", "illustId": WORK, "storageMode": "cache",
-                               "delivery": {"target": "review"}}]
-            cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                 "targetIds": ["manga"]}]
-
-        runtime = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="twin")
+        mutate = pixiv_config(fake, [{"id": "manga", "type": "illustration", "illustId": WORK, "storageMode": "cache",
+                                      "delivery": {"target": "review"}}],
+                              pixiv={"accountId": "main"}, network={"requestPacingMs": 0, "retries": 0},
+                              storage={"cacheRetentionDays": 7})  # as the published configs set it
+        runtime = pixiv_runtime(make_runtime, mutate, virtual_sleep=False)
         runtime.fake = fake
         yield runtime
 

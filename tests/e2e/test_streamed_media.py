@@ -15,6 +15,7 @@ from pixivflow.adapters.s3_artifacts import PART_BYTES
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, illust
 from pixivflow.services.assets import recorded_files
 from pixivflow.services.execution import execute_cell
+from support.builders import pixiv_config, pixiv_runtime
 from test_delivery_matrix import drive
 from test_published_routes import illust_target, world  # noqa: F401 - the fixture
 
@@ -51,16 +52,10 @@ def test_a_ugoira_zip_is_streamed_in_bounded_parts_with_its_frame_delays_recorde
         path = large.split("i.pximg.net", 1)[1]
         fake.generated.add(path, ZIP_BYTES, seed=7)
 
-        def mutate(cfg):
-            cfg["source"] = {"kind": "pixiv", "baseUrls": fake.base_urls}
-            cfg["pixiv"] = {"accountId": "main"}
-            cfg["network"] = {"requestPacingMs": 0, "retries": 0}
-            cfg["targets"] = [{"id": "waves", "type": "illustration", "illustId": UGOIRA, "storageMode": "cache",
-                               "delivery": {"target": "review"}}]
-            cfg["schedules"] = [{"id": "pixiv-morning", "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                 "targetIds": ["waves"]}]
-
-        rt = make_runtime("2026-11-30T22:59:00Z", mutate=mutate, backend="moto")  # multipart uploads: moto only (the S3 twin has whole-object PUTs)
+        mutate = pixiv_config(fake, [{"id": "waves", "type": "illustration", "illustId": UGOIRA, "storageMode": "cache",
+                                      "delivery": {"target": "review"}}],
+                              pixiv={"accountId": "main"}, network={"requestPacingMs": 0, "retries": 0})
+        rt = pixiv_runtime(make_runtime, mutate, backend="moto", virtual_sleep=False)  # multipart uploads: moto only (the S3 twin has whole-object PUTs)
         watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle()

@@ -9,10 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_operability import MIN, T0, T0_MS, daily, drop_executions, only
 
+from conftest import ms
 from pixivflow.adapters.dynamo_ledger import DynamoLedger
 from pixivflow.adapters.dynamo_ledger.keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX
+from support.builders import only, schedule
+from support.queues import drop_executions
+
+T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
+T0_MS = ms(T0)
+MIN = 60_000
 
 
 class IndexReads:
@@ -37,7 +43,7 @@ class IndexReads:
 
 
 def _delivered(make_runtime):
-    rt = make_runtime(T0, mutate=only(daily("kept", ["cats"])), backend="twin")
+    rt = make_runtime(T0, mutate=only(schedule("kept", ["cats"])), backend="twin")
     rt.fire("kept", iso=T0)
     rt.settle()
     assert rt.engine.ledger.get_slot("kept@2026-12-01T0800").status == "success"
@@ -70,7 +76,7 @@ def test_a_slot_admitted_after_an_idle_tick_is_walked_by_the_next_and_its_lost_m
 
 
 def test_a_probe_that_fails_makes_the_tick_read_every_index(make_runtime, downstream, logs, monkeypatch):
-    rt = make_runtime(T0, mutate=only(daily("lost", ["dogs"])), backend="twin")
+    rt = make_runtime(T0, mutate=only(schedule("lost", ["dogs"])), backend="twin")
     rt.fire("lost", iso=T0)
     assert drop_executions(rt) == 1
     rt.clock.set(T0_MS + 5 * MIN)

@@ -17,7 +17,8 @@ from conftest import ms
 from pixivflow import runtime
 from pixivflow.local.devserver import DevServer, run_dev
 from pixivflow.services.sweep import SWEEP_LEASE_MS, sweep_lease_ms
-from test_operability import daily, drop_executions, only
+from support.builders import only, schedule
+from support.queues import drop_executions
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
 T0_MS = ms(T0)
@@ -36,7 +37,7 @@ def test_the_runtime_reads_the_interval_from_sweep_interval_ms_and_defaults_to_t
 
 @pytest.mark.parametrize("minutes", [1, 2, 5, 10])
 def test_a_tick_that_died_holding_its_lease_never_silences_the_next_scheduled_tick(make_runtime, downstream, minutes):
-    rt = make_runtime(T0, mutate=only(daily("pair", ["cats", "landscape"])), sweep_interval_minutes=minutes)
+    rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])), sweep_interval_minutes=minutes)
     interval = minutes * MIN
     assert rt.engine.sweep_interval_ms == interval  # as template.yaml sets SWEEP_INTERVAL_MS for this value
     rt.fire("pair", iso=T0)
@@ -54,7 +55,7 @@ def test_a_tick_that_died_holding_its_lease_never_silences_the_next_scheduled_ti
 
 
 def test_an_interval_shorter_than_the_lease_is_refused_by_every_tick_and_takes_no_lease(make_runtime, downstream):
-    rt = make_runtime(T0, mutate=only(daily("pair", ["cats", "landscape"])))
+    rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])))
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2
     rt.clock.set(T0_MS + 5 * MIN)
@@ -68,7 +69,7 @@ def test_an_interval_shorter_than_the_lease_is_refused_by_every_tick_and_takes_n
 
 
 def test_the_embedded_runtime_settles_on_ticks_of_its_interval(make_runtime, downstream):
-    rt = make_runtime(T0, mutate=only(daily("pair", ["cats", "landscape"])), sweep_interval_minutes=2)
+    rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])), sweep_interval_minutes=2)
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2
     elapsed = rt.settle()

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 
-from pixivflow import aws
 import yaml
 
 from conftest import claim, JOBS_TOKEN, ms
 from pixivflow import runtime
 from pixivflow.adapters.sqs_queues import OutgoingMessage
 from pixivflow.services.messages import execution_body
+from support.queues import take
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
 T0_MS = ms(T0)
@@ -36,15 +36,7 @@ def at(rt, minutes: float) -> None:
 
 
 def drop(rt, queue="EXECUTION_QUEUE_URL") -> list[dict]:
-    sqs = aws.client("sqs")
-    bodies = []
-    while True:
-        messages = sqs.receive_message(QueueUrl=rt.env[queue], MaxNumberOfMessages=10, VisibilityTimeout=30).get("Messages", [])
-        if not messages:
-            return bodies
-        for m in messages:
-            bodies.append(json.loads(m["Body"]))
-            sqs.delete_message(QueueUrl=rt.env[queue], ReceiptHandle=m["ReceiptHandle"])
+    return [json.loads(body) for body in take(rt, queue, visibility_s=30)]
 
 
 def reconfigure(rt, edit) -> None:

@@ -7,10 +7,15 @@ does is read off its counters, its ``sweep.recovered`` lines and the execution q
 
 from __future__ import annotations
 
-from test_operability import T0, T0_MS, MIN, daily, drop_executions, only
-
+from conftest import ms
 from pixivflow.adapters.dynamo_ledger import shard_of
 from pixivflow.services.sweep import SWEEP_BUDGET_MS
+from support.builders import only, schedule
+from support.queues import drop_executions
+
+T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
+T0_MS = ms(T0)
+MIN = 60_000
 
 
 def _names() -> list[str]:
@@ -30,7 +35,7 @@ NAMES = _names()
 def _six_lost_slots(make_runtime):
     """Six one-cell slots whose execution messages were lost, at the 5-minute mark where the sweep
     re-dispatches them (DESIGN §4 "Recovery")."""
-    rt = make_runtime(T0, mutate=only(*(daily(n, ["cats"]) for n in NAMES)))
+    rt = make_runtime(T0, mutate=only(*(schedule(n, ["cats"]) for n in NAMES)))
     for name in NAMES:
         assert rt.fire(name, iso=T0)["sent"] == 1
     assert drop_executions(rt) == 6

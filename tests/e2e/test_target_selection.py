@@ -13,6 +13,7 @@ import pytest
 
 from pixivflow.adapters.catalog_source import CatalogSource
 from pixivflow.domain.selection import Criteria, order_candidates, plan_selection
+from support.builders import with_target, work
 
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01: the occurrence date is 2026-12-01
 START = "2026-11-30T22:59:00Z"
@@ -21,18 +22,12 @@ SLOT = f"{SCHEDULE}@2026-12-01T0800"
 
 
 def illust(work_id, created, *, tags=("cat",), bookmarks=100, pages=1, user=9000, **extra) -> dict:
-    raw = {"id": work_id, "title": f"work {work_id}", "type": "illust", "tags": [{"name": t} for t in tags],
-           "user": {"id": user, "name": f"artist{user}"}, "create_date": created, "total_bookmarks": bookmarks,
-           "page_count": pages, "image_urls": {"large": f"https://example.invalid/{work_id}.png"}}
-    raw.update(extra)
-    return raw
+    return work(work_id, created, tags, kind="illust", user=(user, f"artist{user}"), bookmarks=bookmarks, pages=pages, **extra)
 
 
 def novel(work_id, created, *, tags=("fantasy",), bookmarks=100, **extra) -> dict:
-    raw = {"id": work_id, "title": f"novel {work_id}", "tags": [{"name": t} for t in tags],
-           "user": {"id": 7, "name": "writer"}, "create_date": created, "total_bookmarks": bookmarks, "page_count": 1}
-    raw.update(extra)
-    return raw
+    return work(work_id, created, tags, title=f"novel {work_id}", user=(7, "writer"), bookmarks=bookmarks,
+                image_urls=None, **extra)
 
 
 def nov(d: int, hh: int = 10) -> str:
@@ -69,15 +64,10 @@ def select_with(make_runtime, tmp_path, downstream):
     def run(target: dict, catalog: dict, *, page_size: int | None = None):
         target = {"id": "sel-target", "storageMode": "cache", "delivery": {"target": "review"}, **target}
 
-        def mutate(cfg):
-            cfg["targets"].append(target)
-            cfg["schedules"].append({"id": SCHEDULE, "cron": "0 8 * * *", "timezone": "Asia/Tokyo",
-                                     "targetIds": [target["id"]]})
-
         source = Recording(tmp_path / "catalog.json")  # make_runtime writes the catalogue there
         if page_size:
             source.inner = CatalogSource(tmp_path / "catalog.json", page_size=page_size)
-        rt = make_runtime(START, mutate=mutate, catalog=catalog, overrides={"source": source})
+        rt = make_runtime(START, mutate=with_target(target, SCHEDULE), catalog=catalog, overrides={"source": source})
         assert rt.fire(SCHEDULE, iso=FIRE)["sent"] == 1
         rt.settle()
         return rt, source

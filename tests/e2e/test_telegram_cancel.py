@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from support.jobs import PLAN, TARGET, both, events, jobs_runtime, post_job, single_target, task
+from support.builders import both
+from support.jobs import PLAN, TARGET, events, jobs_runtime, post_job, single_target, task
+from support.queues import take
 from test_delivery_matrix import drive
 import test_telegram_route
 from test_telegram_route import Crash, telegram_config
@@ -38,19 +40,10 @@ def telegram_job(make_runtime):
     """A Protocol v1 job whose one target delivers through ``bot1-review``, run up to its row."""
     rt = jobs_runtime(make_runtime, mutate=both(single_target, telegram_config()), catalog=CATALOG)
     assert post_job(rt, task(params={"query": {"tags": ["cats"]}, "target_id": TARGET}))[0] == 202
-    _drop(rt, "EXECUTION_QUEUE_URL")
+    take(rt, "EXECUTION_QUEUE_URL")
     execute_cell(rt.engine, SLOT, TARGET)
-    _drop(rt, "OUTBOX_QUEUE_URL")
+    take(rt, "OUTBOX_QUEUE_URL")
     return rt
-
-
-def _drop(rt, queue):
-    from pixivflow import aws
-
-    sqs, url = aws.client("sqs"), rt.env[queue]
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for m in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def row(rt):

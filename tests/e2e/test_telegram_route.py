@@ -12,16 +12,15 @@ import copy
 import hashlib
 import json
 import logging
-from pathlib import Path
 
 import pytest
 
+from support.builders import published
 from test_delivery_matrix import drive
 
 from pixivflow.local.route_fakes import FakeControlPlane, FakeTelegram
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"
-PRODUCTION = json.loads((PUBLISHED / "pixivflow.production.json").read_text(encoding="utf-8"))
+PRODUCTION = published("pixivflow.production.json")
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
 SLOT = "morning-tokyo@2026-12-01T0800"
 BOT_TOKEN = "7012345678:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"

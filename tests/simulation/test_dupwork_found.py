@@ -16,7 +16,8 @@ import json
 import pytest
 
 from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
-from test_jobs_sim_found import LosingChannel, _take
+from support.queues import take
+from test_jobs_sim_found import LosingChannel
 
 from pixivflow.services.delivery import deliver_message
 from pixivflow.services.engine import OUTBOX_LEASE_MS
@@ -50,9 +51,9 @@ class DyingChannel(LosingChannel):
 def _run_job(rt, key: str, slot_id: str) -> str:
     """Admit a job, run its executor: returns the outbox message's key of its one delivery row."""
     assert post_job(rt, task(key))[0] == 202
-    _take(rt, "EXECUTION_QUEUE_URL")
+    take(rt, "EXECUTION_QUEUE_URL")
     execute_cell(rt.engine, slot_id, TARGET)
-    [message] = _take(rt, "OUTBOX_QUEUE_URL")
+    [message] = take(rt, "OUTBOX_QUEUE_URL")
     return json.loads(message)["key"]
 
 

@@ -12,8 +12,8 @@ import httpx
 
 from conftest import ms
 from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
+from support.queues import take
 
-from pixivflow import aws
 from pixivflow.ports import DeliveryResponse
 from pixivflow.services.delivery import deliver_message
 from pixivflow.services.execution import execute_cell
@@ -44,16 +44,6 @@ class LosingChannel:
         return self.send(request.route, request.body, request.idempotency_key)
 
 
-def _take(rt, queue: str) -> list[str]:
-    sqs = aws.client("sqs")
-    bodies = []
-    while messages := sqs.receive_message(QueueUrl=rt.env[queue], MaxNumberOfMessages=10).get("Messages", []):
-        for m in messages:
-            bodies.append(m["Body"])
-            sqs.delete_message(QueueUrl=rt.env[queue], ReceiptHandle=m["ReceiptHandle"])
-    return bodies
-
-
 def test_a_cancel_after_a_lost_ack_keeps_the_work_reserved_so_no_other_slot_sends_it_again(make_runtime):
     """Seed 1123: the job's post reached the downstream, its ACK was lost (row ``retry_wait``,
     one attempt), the consumer cancelled; the cancel gave the work back, and the scheduled
@@ -62,9 +52,9 @@ def test_a_cancel_after_a_lost_ack_keeps_the_work_reserved_so_no_other_slot_send
     channel = LosingChannel(lose=1)
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     assert post_job(rt, task())[0] == 202
-    _take(rt, "EXECUTION_QUEUE_URL")
+    take(rt, "EXECUTION_QUEUE_URL")
     execute_cell(rt.engine, SLOT, TARGET)  # binds the newest cats work, 501, and records its delivery row
-    [message] = _take(rt, "OUTBOX_QUEUE_URL")
+    [message] = take(rt, "OUTBOX_QUEUE_URL")
     body = json.loads(message)
     deliver_message(rt.engine, body["kind"], body["key"])  # posted; the answer is lost
     [intent] = rt.engine.ledger.load(SLOT).intents

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from test_jobs_sim_found import _take
+from support.queues import take
 
 from pixivflow.services.delivery import deliver_message
 from pixivflow.services.execution import execute_cell
@@ -26,9 +26,9 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
     ledger = rt.engine.ledger
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
-    [execution] = [json.loads(b) for b in _take(rt, "EXECUTION_QUEUE_URL")]
+    [execution] = [json.loads(b) for b in take(rt, "EXECUTION_QUEUE_URL")]
     execute_cell(rt.engine, execution["slotId"], execution["targetId"])
-    [outbox] = [json.loads(b) for b in _take(rt, "OUTBOX_QUEUE_URL")]  # the delivery message, held back
+    [outbox] = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]  # the delivery message, held back
     rt.clock.advance(rt.engine.config.schedulerRuntime.stall_timeout_ms + 60_000)  # no heartbeat since: stalled
 
     real_load, real_settle, real_finish = ledger.load, ledger.settle_cell_from_delivery, ledger.finish_slot

@@ -9,7 +9,8 @@ import json
 import random
 
 from support.jobs import PLAN, TARGET, cancel, jobs_runtime, post_job, task
-from test_jobs_sim_found import LosingChannel, _take
+from support.queues import take
+from test_jobs_sim_found import LosingChannel
 
 from pixivflow.services.delivery import deliver_message
 from pixivflow.services.engine import LEASE_TTL_MS
@@ -23,7 +24,7 @@ def _job_taken_by_its_executor(make_runtime):
     channel = LosingChannel(lose=0)  # takes every post, loses no answer
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     assert post_job(rt, task())[0] == 202
-    _take(rt, "EXECUTION_QUEUE_URL")
+    take(rt, "EXECUTION_QUEUE_URL")
     return rt, channel
 
 
@@ -73,7 +74,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     [cell] = state.snapshot_cells()
     assert (cell.status, cell.terminal_reason_code) == ("failed", "cancelled_by_consumer")
 
-    bodies = [json.loads(b) for b in _take(rt, "OUTBOX_QUEUE_URL")]
+    bodies = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]
     assert [b["key"] for b in bodies] == [row.idempotency_key]  # the refused executor sent it
     for b in bodies:
         deliver_message(rt.engine, b["kind"], b["key"])
@@ -117,7 +118,7 @@ def test_a_row_written_after_the_closers_last_read_is_indexed_by_its_refused_exe
     ActiveSlots. Only the refused executor's ``index_due`` (mutant execution-ended-cell-rows-indexed)
     then puts the row where the sweep finds it once the slot is closed (spec §13.7)."""
     rt, channel, answers = row_landed_after_the_closers_last_read(make_runtime, monkeypatch)
-    _take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost: the index must find the row
+    take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost: the index must find the row
     _closed_with_its_pending_row_in_the_due_index(rt, answers)
     assert channel.posts == []
 

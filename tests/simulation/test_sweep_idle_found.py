@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from test_jobs_sim_found import _take
+from support.queues import take
 from test_simfix_found import _closed_with_its_pending_row_in_the_due_index, row_landed_after_the_closers_last_read
 
 from pixivflow.services.engine import REDRIVE_GRACE_MS
@@ -16,12 +16,12 @@ from pixivflow.services.engine import REDRIVE_GRACE_MS
 
 def test_a_closed_slots_pending_row_is_re_driven_through_the_due_index_the_probe_found(make_runtime, monkeypatch):
     rt, _, answers = row_landed_after_the_closers_last_read(make_runtime, monkeypatch)
-    _take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost
+    take(rt, "OUTBOX_QUEUE_URL")  # the executor's messages are lost
     _, row = _closed_with_its_pending_row_in_the_due_index(rt, answers)
 
     rt.clock.advance(REDRIVE_GRACE_MS + 1_000)
     result = rt.sweep()
     assert (result["activeSlots"], result["indexesEmpty"]) == (0, 2)  # ActiveSlots and OpenCallbacks empty: DueOutbox read
     assert result["redriven"] == 1
-    bodies = [json.loads(b) for b in _take(rt, "OUTBOX_QUEUE_URL")]
+    bodies = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]
     assert [b["key"] for b in bodies] == [row.idempotency_key]

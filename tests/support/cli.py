@@ -12,6 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
 from pixivflow.cli import main
+from support.queues import take
 
 
 @dataclass
@@ -48,16 +49,7 @@ def known_config(cfg: dict) -> None:
 
 
 def drop_execution_messages(rt) -> int:
-    from pixivflow import aws
-
-    sqs, url, n = aws.client("sqs"), rt.env["EXECUTION_QUEUE_URL"], 0
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30).get("Messages", [])
-        if not messages:
-            return n
-        for m in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-            n += 1
+    return len(take(rt, "EXECUTION_QUEUE_URL", visibility_s=30))
 
 
 def execute_in_order(rt, slot_id: str, targets: list[str]) -> None:

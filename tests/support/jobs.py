@@ -1,5 +1,5 @@
-"""Shared helpers for the Workflow Protocol v1 tests: a small catalogue, a config with one
-eligible target, Task bodies, the job_events HTTP calls and a loopback callback receiver."""
+"""Shared helpers for the Workflow Protocol v1 tests: the small catalogue (``builders.cats_catalogue``),
+a config with one eligible target, Task bodies, the job_events HTTP calls and a loopback callback receiver."""
 
 from __future__ import annotations
 
@@ -11,34 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from conftest import JOBS_TOKEN
+from support.builders import cats_catalogue
 
 CALLBACK_SECRET = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 PLAN = "morning-tokyo"
 TARGET = "cats"
 START = "2026-11-30T22:59:00Z"
 
-
-def work(work_id: str, created: str, tags: tuple[str, ...] = ("cats",), fault: str | None = None) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "id": int(work_id), "title": f"work {work_id}", "tags": [{"name": t} for t in tags],
-        "user": {"id": 7, "name": "artist"}, "create_date": created, "total_bookmarks": 10, "page_count": 1,
-        "image_urls": {"large": f"https://example.invalid/{work_id}.png"},
-    }
-    if fault:
-        raw["x_fault"] = fault
-    return raw
-
-
 # 501 is the newest "cats" work: a job with no constraints delivers it.
-CATALOG = {
-    "illusts": [
-        work("501", "2026-11-20T10:00:00+09:00", ("cats", "cute")),
-        work("502", "2026-11-10T10:00:00+09:00", ("cats",)),
-        work("503", "2026-11-05T10:00:00+09:00", ("cats", "sleepy")),
-        work("900", "2026-11-25T10:00:00+09:00", ("dogs",)),
-    ],
-    "novels": [],
-}
+CATALOG = cats_catalogue()
 
 
 def single_target(cfg: dict, *, allow_hosts: tuple[str, ...] = ("127.0.0.1",)) -> None:
@@ -46,13 +27,6 @@ def single_target(cfg: dict, *, allow_hosts: tuple[str, ...] = ("127.0.0.1",)) -
     cfg["schedules"] = [s for s in cfg["schedules"] if s["id"] == PLAN]
     cfg["schedules"][0]["targetIds"] = [TARGET]
     cfg["jobs"] = {"callbackAllowHosts": list(allow_hosts)}
-
-
-def both(*mutators):
-    def apply(cfg):
-        for m in mutators:
-            m(cfg)
-    return apply
 
 
 def task(key: str = "job-key-1", **changes: Any) -> dict[str, Any]:
