@@ -17,14 +17,12 @@ from pixivflow import aws
 import pytest
 
 from conftest import TRIGGER_TOKEN, ms
+from support.delivery import HOUR, REDRIVE_GRACE_MS, SECOND, drive
 
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
 SLOT = "morning-tokyo@2026-12-01T0800"
 TARGET = "cats"
-SECOND = 1_000
 MINUTE = 60_000
-HOUR = 3_600_000
-REDRIVE_GRACE_MS = 120_000  # DESIGN §5: the sweep re-sends rows overdue by more than this
 BASE_MS = 30_000  # spec §10.5 default retryBaseMs
 FIVE_HUNDRED = (500, {"error": "internal server error"})
 
@@ -70,40 +68,6 @@ def intent(rt, slot_id: str = SLOT, target: str = TARGET):
 
 def keys_of(downstream) -> list[tuple[str, str]]:
     return [(r.headers.get("idempotency-key"), (r.body or {}).get("idempotency_key")) for r in downstream.requests]
-
-
-def drive(rt, *, limit_ms: int = 48 * HOUR, max_steps: int = 500) -> int:
-    """Advance virtual time event by event until no outbox row or held message is left.
-
-    Each step jumps to the next thing that would happen in production: a held (delayed) outbox
-    message becoming visible, or an actionable row becoming re-drivable by the sweep
-    (``nextAttemptAt + 120 s``, or an expired processing lease); then pump, sweep, pump.
-    Returns the virtual milliseconds that passed."""
-    ledger = rt.engine.ledger
-    begin = rt.clock.now_ms()
-    rt.pump()
-    for _ in range(max_steps):
-        now = rt.clock.now_ms()
-        wake = []
-        if rt.next_release() is not None:
-            wake.append(rt.next_release())
-        # rows of open slots are found through their slot, the rest through DueOutbox (as the sweep does)
-        rows = [i for slot_id, _ in ledger.active_slots() for i in ledger.load(slot_id).intents]
-        rows += [ledger.get_intent_by_key(pk, sk) for pk, sk in ledger.due_intents(now + 30 * 24 * HOUR, limit_per_shard=100)]
-        for row in rows:
-            if row is None or not row.actionable:
-                continue
-            if row.outbox_status == "processing" and row.lease_until is not None:
-                wake.append(max(row.lease_until, row.next_attempt_at + REDRIVE_GRACE_MS))
-            else:
-                wake.append(row.next_attempt_at + REDRIVE_GRACE_MS)
-        if not wake or min(wake) - begin > limit_ms:
-            break
-        rt.clock.set(max(now + SECOND, min(wake)))
-        rt.pump()
-        rt.sweep()
-        rt.pump()
-    return rt.clock.now_ms() - begin
 
 
 def idle_for(rt, span_ms: int, step_ms: int = HOUR) -> None:

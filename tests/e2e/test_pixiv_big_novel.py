@@ -21,7 +21,8 @@ import json
 import pytest
 
 from test_pixiv_big_work import pinned_runtime, under_deadline
-from test_published_routes import SUBMIT_TOKEN, TELEPRESS_KEY, production_novel_delivery, published
+from support.builders import published
+from support.published_routes import SUBMIT_TOKEN, TELEPRESS_KEY, production_novel_delivery
 
 from pixivflow.adapters.pixiv.client import STREAM_CHUNK
 from pixivflow.adapters.s3_artifacts import PART_BYTES

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import JOBS_TOKEN, OUTCOME_MESSAGE, ms
 from support.route_receiver import Receiver
-from test_delivery_matrix import drive
+from support.delivery import drive
 
 from pixivflow.adapters.catalog_source import artifact_bytes, preview_bytes
 from pixivflow.adapters.secret_store import SecretStore

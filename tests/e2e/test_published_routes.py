@@ -10,68 +10,18 @@ are the copies under tests/fixtures/pixivflow_configs/, their routes' ``${VAR}``
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 
 from pixivflow import aws
-from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, NOVEL_TEXT
-from pixivflow.local.route_fakes import FakeTelePress, TelePostReceiver
-from support.builders import pixiv_config, pixiv_runtime, published
-from test_delivery_matrix import drive
-
-SECRETS = "/pixivflow/routes"
-SUBMIT_TOKEN = "telepost-bot1-submit-token"
-TELEPRESS_KEY = "telepress-api-key-value"
-SLOT = "pixiv-morning@2026-12-01T0800"
-INLINE_TEXT = ("[chapter:第一章]\n猫は[[rb:窓辺 > まどべ]]で眠っていた。\n[uploadedimage:5551]\n"
-               "[newpage]\n[chapter:第二章]\n[[jumpuri:作者のページ > https://www.pixiv.net/users/888]]\n[pixivimage:91002]\n終わり")
+from pixivflow.local.fake_pixiv import NOVEL_TEXT
+from support.builders import published
+from support.delivery import drive
+from support.published_routes import SLOT, TELEPRESS_KEY, illust_target, novel_target, production_novel_delivery, world  # noqa: F401 - world: the fixture
 
 
-@pytest.fixture
-def world(make_runtime, monkeypatch):
-    """(runtime factory, fake Pixiv, TelePost receiver, TelePress)."""
-    with FakePixiv() as fake, TelePostReceiver(token=SUBMIT_TOKEN) as telepost, FakeTelePress(token=TELEPRESS_KEY) as press:
-        fake.fixtures.add_inline_images(93001, uploaded=["5551"], illusts=["91002"])
-        fake.fixtures.texts[93001] = INLINE_TEXT
-        monkeypatch.setenv("ROUTE_SECRETS_PATH", SECRETS)
-        monkeypatch.setenv("TELEPOST_API_BASE_URL", telepost.base)
-        monkeypatch.setenv("TELEPOST_BOT1_SUBMIT_TOKEN", SUBMIT_TOKEN)
-        monkeypatch.setenv("TELEPRESS_API_KEY", TELEPRESS_KEY)
-        monkeypatch.delenv("PIXIV_REFRESH_TOKEN", raising=False)
-
-        def factory(config_name: str, targets: list[dict], *, routes: dict | None = None):
-            doc = published(config_name)
-
-            delivery = copy.deepcopy(doc["delivery"])
-            for name, extra in (routes or {}).items():
-                delivery["targets"][name].update(extra)
-            mutate = pixiv_config(fake, targets, pixiv={"refreshToken": "${PIXIV_E2E_TOKEN}"},
-                                  network={"requestPacingMs": 1000, "timeoutMs": 5000}, delivery=delivery)
-            rt = pixiv_runtime(make_runtime, mutate, ssm=True, ssm_token=(f"{SECRETS}/PIXIV_E2E_TOKEN", DEFAULT_REFRESH_TOKEN))
-            assert rt.fire("pixiv-morning", iso="2026-11-30T23:00:00Z")["disposition"] == "accepted"
-            return rt
-
-        yield factory, fake, telepost, press
-
-
-def novel_target(delivery: dict) -> dict:
-    return {"id": "bot1-novel", "type": "novel", "novelId": 93001, "storageMode": "cache", "delivery": delivery}
-
-
-def illust_target(route: str) -> dict:
-    return {"id": "bot1-illust", "type": "illustration", "illustId": 91001, "storageMode": "cache",
-            "delivery": {"target": route}}
-
-
-def production_novel_delivery() -> dict:
-    (novel,) = [t for t in published("production.json")["targets"] if t["id"] == "bot1-novel-botefuku"]
-    delivery = copy.deepcopy(novel["delivery"])
-    return delivery
-
-
-def test_a_novel_with_two_inline_images_reaches_telepress_and_the_submission_carries_its_url(world):
+def test_a_novel_with_two_inline_images_reaches_telepress_and_the_submission_carries_its_url(world):  # noqa: F811 - the fixture
     factory, fake, telepost, press = world
     delivery = production_novel_delivery()
     delivery["richNovelPreview"]["url"] = press.url
@@ -99,7 +49,7 @@ def test_a_novel_with_two_inline_images_reaches_telepress_and_the_submission_car
     assert (row.status, row.last_error) == ("delivered", None)
 
 
-def test_a_novel_without_inline_images_is_submitted_without_the_field(world):
+def test_a_novel_without_inline_images_is_submitted_without_the_field(world):  # noqa: F811 - the fixture
     factory, fake, telepost, press = world
     fake.fixtures.texts[93001] = NOVEL_TEXT
     fake.fixtures.inline.pop(93001)
@@ -114,7 +64,7 @@ def test_a_novel_without_inline_images_is_submitted_without_the_field(world):
 
 @pytest.mark.parametrize("answer,retried", [((502, {"error": "bad gateway"}), True), ((429, {"error": "slow down"}), True),
                                             ((400, {"error": "bad markdown"}), False)])
-def test_a_preview_failure_retries_the_row_or_submits_without_the_field(world, answer, retried):
+def test_a_preview_failure_retries_the_row_or_submits_without_the_field(world, answer, retried):  # noqa: F811 - the fixture
     factory, fake, telepost, press = world
     press.answers.append(answer)
     delivery = production_novel_delivery()
@@ -135,7 +85,7 @@ def test_a_preview_failure_retries_the_row_or_submits_without_the_field(world, a
 
 
 @pytest.mark.parametrize("config_name,route", [("production.json", "bot1-submit"), ("fly-two-bots.example.json", "telepost-bot1")])
-def test_telepost_accepts_the_multipart_of_each_published_route(world, config_name, route):
+def test_telepost_accepts_the_multipart_of_each_published_route(world, config_name, route):  # noqa: F811 - the fixture
     factory, fake, telepost, press = world
     rt = factory(config_name, [illust_target(route)])
     drive(rt)
@@ -161,7 +111,7 @@ def test_telepost_accepts_the_multipart_of_each_published_route(world, config_na
     assert (row.status, row.max_attempts) == ("delivered", 12)  # the outbox's budget, not the route's maxAttempts 3
 
 
-def test_the_shadow_config_delivers_nothing_and_records_its_choices(world, logs):
+def test_the_shadow_config_delivers_nothing_and_records_its_choices(world, logs):  # noqa: F811 - the fixture
     factory, fake, telepost, press = world
     shadow = published("pixivflow.shadow.json")
     assert shadow["delivery"] == {}

@@ -14,8 +14,7 @@ import re
 from conftest import TRIGGER_TOKEN, ms
 from support.builders import only, schedule
 from support.cli import pixivflow
-from test_ui import get, login
-from test_ui_actions import act, audit, csrf_of
+from support.ui import act, audit, csrf_of, get, login
 
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01: a fire of "0 8 * * *"
 T0_MS = ms(T0)

@@ -4,7 +4,7 @@ asserted), started only when the invocation's time left covers their worst case,
 first missing file.
 
 Real handlers on moto (multipart uploads), the real Pixiv client on the loopback fake Pixiv, the
-TelePost-like receiver of the published configs' routes (``test_published_routes``' world)."""
+TelePost-like receiver of the published configs' routes (``support.published_routes``' world)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, illust
 from pixivflow.services.assets import recorded_files
 from pixivflow.services.execution import execute_cell
 from support.builders import pixiv_config, pixiv_runtime
-from test_delivery_matrix import drive
-from test_published_routes import illust_target, world  # noqa: F401 - the fixture
+from support.delivery import drive
+from support.published_routes import illust_target, world  # noqa: F401 - the fixture
 
 FIRE = "2026-11-30T23:00:00Z"
 SLOT = "pixiv-morning@2026-12-01T0800"

@@ -19,7 +19,7 @@ import pytest
 from support.builders import both
 from support.jobs import PLAN, TARGET, events, jobs_runtime, post_job, single_target, task
 from support.queues import take
-from test_delivery_matrix import drive
+from support.delivery import drive
 import test_telegram_route
 from test_telegram_route import Crash, telegram_config
 

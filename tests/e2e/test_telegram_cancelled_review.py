@@ -20,7 +20,7 @@ import pytest
 
 import test_telegram_cancel
 from support.jobs import PLAN, TARGET, post_job, task
-from test_delivery_matrix import drive
+from support.delivery import drive
 from test_telegram_cancel import SLOT, row, telegram_job
 from test_telegram_route import Crash
 

@@ -16,7 +16,7 @@ import logging
 import pytest
 
 from support.builders import published
-from test_delivery_matrix import drive
+from support.delivery import drive
 
 from pixivflow.local.route_fakes import FakeControlPlane, FakeTelegram
 

@@ -19,7 +19,7 @@ the sweep run.
 from __future__ import annotations
 
 import test_telegram_cancel
-from test_delivery_matrix import drive
+from support.delivery import drive
 from test_telegram_cancel import SLOT, assert_settled_uncertain, row, telegram_job
 
 from pixivflow.services import jobs as jobs_service

@@ -8,95 +8,17 @@ as a person would see them."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-from html.parser import HTMLParser
 from urllib.parse import quote
 
 import pytest
 from support.cli import PARTIAL, STALLED, SUCCESS, T0_ISO, known_ledger, stall
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
+from support.ui import FORM, Page, get, login, post
 
 from pixivflow.local.harness import http_event
 from pixivflow.local.lambda_context import context_for
-
-FORM = "application/x-www-form-urlencoded"
-
-
-class Page:
-    def __init__(self, resp: dict) -> None:
-        self.status = resp["statusCode"]
-        self.headers = {k.lower(): v for k, v in (resp.get("headers") or {}).items()}
-        self.cookies = list(resp.get("cookies") or [])
-        self.body = resp.get("body") or ""
-
-    @property
-    def tables(self) -> list[list[list[str]]]:
-        return _Tables.of(self.body)
-
-    def text(self) -> str:
-        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", self.body))
-
-
-class _Tables(HTMLParser):
-    """Every <table> as rows of cell texts (a person's reading of the page)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: list[list[list[str]]] = []
-        self._cell: list[str] | None = None
-        self._depth = 0
-
-    @classmethod
-    def of(cls, body: str) -> list[list[list[str]]]:
-        parser = cls()
-        parser.feed(body)
-        return parser.tables
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr":
-            self.tables[-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-        elif tag == "li" and self._cell is not None and self._cell:
-            self._cell.append("; ")
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.tables[-1][-1].append(" ".join("".join(self._cell).split()))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def get(rt, path: str, *, cookie: str | None = None, query: dict | None = None) -> Page:
-    event = http_event("GET", path, query=query)
-    if cookie is not None:
-        event["cookies"] = [cookie]  # API Gateway v2 moves the Cookie header here
-    return Page(rt.handlers["trigger"](event, context_for("trigger")))
-
-
-def post(rt, path: str, body: str | None, *, content_type: str = FORM, b64: bool = False,
-         cookie: str | None = None) -> Page:
-    event = http_event("POST", path)
-    if cookie is not None:
-        event["cookies"] = [cookie]
-    event["headers"]["content-type"] = content_type
-    event["body"] = base64.b64encode(body.encode()).decode() if (b64 and body is not None) else body
-    event["isBase64Encoded"] = b64
-    return Page(rt.handlers["trigger"](event, context_for("trigger")))
-
-
-def login(rt, token: str = TRIGGER_TOKEN) -> str:
-    page = post(rt, "/ui/login", f"token={quote(token)}")
-    assert page.status == 303 and page.headers["location"] == "/ui", page.body
-    [cookie] = page.cookies
-    return cookie.split(";", 1)[0]
 
 
 def fragments(token: str) -> set[str]:

@@ -6,40 +6,14 @@ line; a redrive's is the CLI's (``outbox.redriven`` with the same fields)."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urlencode
-
 import pytest
 from support.cli import T0_ISO
-from test_ui import FORM, Page, get, login
+from support.ui import act, audit, csrf_of, get, login
 
-from pixivflow.local.harness import http_event
-from pixivflow.local.lambda_context import context_for
 from pixivflow.ports import OutboxRow
 
 NOTICE = "notification:morning-tokyo@2026-12-01T0800:summary"
 REQUEST_ID = "3f2b8c1e-5d4a-4b6f-9a1e-2c3d4e5f6a7b"
-
-
-def act(rt, action: str, fields: dict, cookie: str | None) -> Page:
-    event = http_event("POST", f"/ui/act/{action}")
-    event["headers"]["content-type"] = FORM
-    event["body"] = urlencode(fields)
-    event["isBase64Encoded"] = False
-    if cookie is not None:
-        event["cookies"] = [cookie]
-    return Page(rt.handlers["trigger"](event, context_for("trigger")))
-
-
-def csrf_of(page: Page) -> str:
-    tokens = set(re.findall(r'<input type="hidden" name="csrf" value="([A-Za-z0-9_-]+)">', page.body))
-    assert len(tokens) == 1, tokens
-    return tokens.pop()
-
-
-def audit(logs, event: str) -> list[dict]:
-    lines, _ = logs()
-    return [line for line in lines if line.get("event") == event]
 
 
 def dead_notice(rt) -> None:

@@ -11,7 +11,7 @@ import json
 from support.cli import pixivflow
 from conftest import JOBS_TOKEN
 from support.jobs import PLAN, Receiver, call, jobs_runtime, post_job, task
-from test_ui import get, login
+from support.ui import get, login
 
 from pixivflow.ports import OutboxRow
 

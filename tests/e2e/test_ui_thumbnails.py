@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from support.cli import T0_ISO
 from test_pixivflow_routes import SLOT, intents, receiver, start  # noqa: F401  (receiver: the fixture)
-from test_ui import get, login
+from support.ui import get, login
 
 from pixivflow import aws
 from pixivflow.adapters.catalog_source import preview_bytes
