@@ -8,8 +8,8 @@ bug, each driving its interleaving explicitly (seed replays drift with the call 
   the function's timeout by design, DESIGN §5); the harness now kills it before the call.
 
 The product-side bugs of the same world (seeds 739, 1006, 1357, 1633: a review posted, its record
-refused, then a consumer's cancel) are tests/e2e/test_telegram_unrecorded_posts.py; the orphaned
-outcome record re-logged twice (seed 31) is tests/e2e/test_outcome_recovery.py.
+refused, then a consumer's cancel) are tests/e2e/delivery/test_telegram_unrecorded_posts.py; the orphaned
+outcome record re-logged twice (seed 31) is tests/e2e/sweep/test_outcome_recovery.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ that the work was on that route and a later slot delivered it there a second tim
 
 from __future__ import annotations
 
-from test_pixivflow_routes import GATEWAY, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
+from support.example_routes import GATEWAY, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
 from pixivflow.services.delivery import deliver_intent
 

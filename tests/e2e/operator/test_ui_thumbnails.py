@@ -12,7 +12,7 @@ import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from support.cli import T0_ISO
-from test_pixivflow_routes import SLOT, intents, receiver, start  # noqa: F401  (receiver: the fixture)
+from support.example_routes import SLOT, intents, receiver, start  # noqa: F401  (receiver: the fixture)
 from support.ui import get, login
 
 from pixivflow import aws

@@ -218,7 +218,7 @@ def test_make_dev_starts_prints_the_urls_and_stops_on_ctrl_c(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(PYTHONPATH=str(root / "shared"), TRIGGER_TOKEN=TRIGGER_TOKEN, POWERTOOLS_LOG_LEVEL="ERROR")
     env.pop("JOBS_TOKEN", None)

@@ -14,7 +14,7 @@ Driven explicitly (not a seed replay), through the real handlers.
 from __future__ import annotations
 
 from support.dying_ledger import DyingLedger
-from test_pixivflow_routes import SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
+from support.example_routes import SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
 from pixivflow.services.engine import LEASE_TTL_MS, REDRIVE_GRACE_MS
 

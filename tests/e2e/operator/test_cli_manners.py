@@ -16,7 +16,7 @@ from support.cli import pixivflow
 from pixivflow import __version__
 from pixivflow.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _closed_loopback_port() -> int:

@@ -11,7 +11,7 @@ import pytest
 from conftest import TRIGGER_TOKEN, ms
 from pixivflow.local.lambda_context import context_for
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = Path(__file__).resolve().parents[3] / "events"
 SLOT = "morning-tokyo@2026-12-01T0800"
 PLACEHOLDER = "<TRIGGER_TOKEN>"
 SWEEP_KEYS = {"scanned", "queuedTooLong", "stalledNoHeartbeat", "recovered", "timedOut", "rolledUp", "redriven", "jobsRepaired", "errors",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FENCE = re.compile(r"^```sh readme-test\n(.*?)^```$", re.M | re.S)
 
 

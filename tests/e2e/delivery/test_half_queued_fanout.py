@@ -16,7 +16,7 @@ Driven explicitly (not a seed replay): the executor dies at the second row, no e
 from __future__ import annotations
 
 from support.dying_ledger import DyingLedger
-from test_pixivflow_routes import GATEWAY, SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
+from support.example_routes import GATEWAY, SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
 HOUR_MS = 3_600_000
 

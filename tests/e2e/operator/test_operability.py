@@ -29,7 +29,7 @@ from pixivflow.services.sweep import SWEEP_LEASE_MS
 from support.builders import only, schedule
 from support.queues import drop_executions
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 T0 = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01
 T0_MS = ms(T0)
 MIN = 60_000

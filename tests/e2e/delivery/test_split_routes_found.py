@@ -12,7 +12,7 @@ the work once, from one of the two cells, and both cells end submitted."""
 
 from __future__ import annotations
 
-from test_pixivflow_routes import CATALOG, FIRE, GATEWAY, SLOT, SUBMIT, receiver, routes_config, state  # noqa: F401
+from support.example_routes import CATALOG, FIRE, GATEWAY, SLOT, SUBMIT, receiver, routes_config, state  # noqa: F401
 
 from conftest import claim, ms
 from pixivflow.domain.model import cell_key
