@@ -1,5 +1,6 @@
 """Shared helpers for the Workflow Protocol v1 tests: the small catalogue (``builders.cats_catalogue``),
-a config with one eligible target, Task bodies, the job_events HTTP calls and a loopback callback receiver."""
+a config with one eligible target, Task bodies, the job_events HTTP calls, a delivery channel that
+loses answers (``LosingChannel``) and a loopback callback receiver."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
+
 from conftest import JOBS_TOKEN
+from pixivflow.ports import DeliveryResponse
 from support.builders import cats_catalogue
 
 CALLBACK_SECRET = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -85,6 +89,31 @@ def event_types(rt, job_id: str) -> list[str]:
 
 def manual_slots(rt) -> list[str]:
     return [s for s in rt.engine.ledger.slot_ids() if "@manual-" in s]
+
+
+# -- a route that loses answers -----------------------------------------------------------------
+
+
+class LosingChannel:
+    """A route that takes every post (the downstream records it) and, for the first ``lose``
+    posts, loses its answer on the way back (the connection resets after the request was read)."""
+
+    def __init__(self, lose: int = 1) -> None:
+        self.lose = lose
+        self.posts: list[tuple[str, str]] = []  # (work id, slot id)
+
+    def send(self, route, payload, idempotency_key):
+        self.posts.append((str(payload["work_id"]), idempotency_key.split(":")[4]))
+        if self.lose > 0:
+            self.lose -= 1
+            raise httpx.ReadError("connection reset by peer after the request was sent")
+        return DeliveryResponse(200, {"data": {"review_id": f"r-{len(self.posts)}", "status": "pending_review"}})
+
+    def ready(self, route):
+        return True
+
+    def deliver(self, request):
+        return self.send(request.route, request.body, request.idempotency_key)
 
 
 # -- a loopback callback receiver --------------------------------------------------------------

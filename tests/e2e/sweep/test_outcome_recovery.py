@@ -124,9 +124,9 @@ def test_a_slot_the_stall_made_terminal_before_the_rollup_closed_it_leaves_the_i
     later the sweep took the record for an orphan and logged it a second time.
 
     The real sweep can no longer commit that stall (its transaction guards every cell on the status
-    it read: tests/simulation/test_outcome_agrees_found.py), so the refused close is staged here
-    directly: what this guards is ``rollup.finish``'s fallback for any close refused after its
-    record, which still leaves the index and logs once."""
+    it read: tests/e2e/sweep/test_stale_stall_never_fails_a_recorded_slot.py), so the refused close
+    is staged here directly: what this guards is ``rollup.finish``'s fallback for any close refused
+    after its record, which still leaves the index and logs once."""
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
     real = rt.engine.ledger
     rt.engine.ledger = StallCommitsBeforeTheClose(real, rt.clock.now_ms)

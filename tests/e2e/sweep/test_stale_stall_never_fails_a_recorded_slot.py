@@ -1,8 +1,11 @@
-"""A slot's outcome record, its ``schedule.outcome`` line and its final status agree (issue 20;
-DESIGN §12, spec §3.4 and §13: the cells' states decide the slot's outcome, exactly one record).
+"""A stall the sweep read before the outbox settled the cell never fails a slot whose rollup recorded
+its outcome: the slot's outcome record, its ``schedule.outcome`` line and its final status agree
+(issue 20; DESIGN §12, spec §3.4 and §13: the cells' states decide the slot's outcome, exactly one
+record).
 
-Make sim's routes world, seed 379 (on older code): the sweep's stall transaction made a slot
-terminal ``failed`` between a deliverer's rollup writing and logging ``success`` and its close."""
+The history replayed is make sim's routes world, seed 379 (on older code): the sweep's stall
+transaction made a slot terminal ``failed`` between a deliverer's rollup writing and logging
+``success`` and its close."""
 
 from __future__ import annotations
 

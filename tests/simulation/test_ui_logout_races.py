@@ -1,8 +1,9 @@
-"""A guard of issue 21 the seeded world does not drive, run concurrently under ``baton.Baton``: the
-``/ui`` session epoch (issue 21 item 10: sessions end at logout). The world has no operator at
-a browser, so this is its own deterministic concurrency test: a logout, page requests with the
-same cookie, a second browser's page request and a fresh login race, every AWS call a step at
-which a seeded scheduler switches to another invocation, over a few dozen interleavings.
+"""A logout racing page requests and a login ends exactly the sessions it should: the ``/ui`` session
+epoch (issue 21 item 10: sessions end at logout), a guard the seeded world does not drive, run
+concurrently under ``baton.Baton``. The world has no operator at a browser, so this is its own
+deterministic concurrency test: a logout, page requests with the same cookie, a second browser's
+page request and a fresh login race, every AWS call a step at which a seeded scheduler switches to
+another invocation, over a few dozen interleavings.
 
 What an operator would notice, whatever the interleaving:
 

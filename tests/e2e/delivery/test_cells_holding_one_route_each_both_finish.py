@@ -1,6 +1,6 @@
-"""Two recovering cells that split a work's routes between them both finish (found by the 10,000-seed
-make sim, routes world, seeds 3574, 8143 and 8761: two slots running for ever, their cells
-``delivery_pending``).
+"""Two recovering cells that split a work's routes between them both finish (the history replayed was
+found by the 10,000-seed make sim, routes world, seeds 3574, 8143 and 8761: two slots running for
+ever, their cells ``delivery_pending``).
 
 Two occurrences' fan-out cells (routes bot1-submit and qq-main) bind the same work; each executor
 dies after reserving one route, each a different one. On recovery an executor continues its bound
