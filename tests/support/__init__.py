@@ -1,7 +1,11 @@
 """The test support package: what more than one test folder uses (tests/README.md, "Layout").
 
 Imported as ``support.<module>`` (the root conftest puts tests/ on ``sys.path``, as the mutant
-runner's ``PYTHONPATH`` does): ``builders`` (catalogue works, configs, the fake Pixiv), ``jobs`` (the
-Workflow Protocol v1 calls and a callback receiver), ``protocol_schema``, ``cli``, ``raw_http``,
-``route_receiver``, ``dying_ledger``, and the helpers several capabilities' tests share.
+runner's ``PYTHONPATH`` does):
+
+* ``builders``: the one builder of catalogue works, configs and the fake Pixiv;
+* ``jobs`` (the Workflow Protocol v1 calls, a callback receiver, a channel that loses answers),
+  ``protocol_schema``, ``queues``, ``delivery`` (``drive``), ``ui``, ``cli``, ``raw_http``;
+* the route receivers and worlds: ``route_receiver``, ``example_routes``, ``published_routes``;
+* the crash and race histories several capabilities replay: ``dying_ledger``, ``cancel_races``.
 """

@@ -91,7 +91,7 @@ def manual_slots(rt) -> list[str]:
     return [s for s in rt.engine.ledger.slot_ids() if "@manual-" in s]
 
 
-# -- a route that loses answers -----------------------------------------------------------------
+# -- a route that loses answers ----------------------------------------------------------------
 
 
 class LosingChannel:

@@ -12,7 +12,7 @@ from pixivflow.adapters.pixiv.auth import fingerprint
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
 
 from conftest import ms
-from test_pixiv_e2e import FIRE, PARAM, cells, fake, start, token_pieces  # noqa: F401 - fixtures
+from test_pixiv_source import FIRE, PARAM, cells, fake, start, token_pieces  # noqa: F401 - fixtures
 
 NEXT_FIRE = "2026-12-01T23:00:00Z"
 NEXT_SLOT = "pixiv-morning@2026-12-02T0800"
@@ -58,7 +58,7 @@ class FailingPuts:
         return self._ssm.put_parameter(**kwargs)
 
 
-def test_a_rotation_whose_put_parameter_failed_is_written_again_at_the_next_refresh(start, downstream, logs, monkeypatch):  # noqa: F811 - fixtures of test_pixiv_e2e
+def test_a_rotation_whose_put_parameter_failed_is_written_again_at_the_next_refresh(start, downstream, logs, monkeypatch):  # noqa: F811 - fixtures of test_pixiv_source
     ssm = []
     monkeypatch.setattr(runtime, "_ssm_client", lambda: ssm[0])
     with FakePixiv(rotate=True) as fake:  # noqa: F811 - its own fake, rotating
@@ -83,7 +83,7 @@ def test_a_rotation_whose_put_parameter_failed_is_written_again_at_the_next_refr
         assert not [p for p in token_pieces(DEFAULT_REFRESH_TOKEN, rotated) if p in out]
 
 
-def test_a_token_pasted_into_ssm_by_hand_is_used_and_recorded_at_the_next_refresh(start, fake, downstream, logs):  # noqa: F811 - fixtures of test_pixiv_e2e
+def test_a_token_pasted_into_ssm_by_hand_is_used_and_recorded_at_the_next_refresh(start, fake, downstream, logs):  # noqa: F811 - fixtures of test_pixiv_source
     rt = start(fake, ["cats"])
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
@@ -101,7 +101,7 @@ def test_a_token_pasted_into_ssm_by_hand_is_used_and_recorded_at_the_next_refres
 
 
 @pytest.mark.size("large")  # three refreshes across occurrences (tests/README.md, test sizes)
-def test_a_token_pasted_by_hand_after_a_rotation_wins_over_the_rotated_one(start, downstream, logs):  # noqa: F811 - fixtures of test_pixiv_e2e
+def test_a_token_pasted_by_hand_after_a_rotation_wins_over_the_rotated_one(start, downstream, logs):  # noqa: F811 - fixtures of test_pixiv_source
     with FakePixiv(rotate=True) as fake:  # noqa: F811 - its own fake, rotating
         rt = start(fake, ["cats"])
         rt.fire("pixiv-morning", iso=FIRE)
