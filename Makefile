@@ -59,11 +59,11 @@ CELLS ?= 100000
 load: $(STAMP)
 	$(PY) bench/load.py --cells $(CELLS)
 
-# The HTTP fuzz at length (tests/e2e/test_http_fuzz.py; make test runs its first 1,000 examples):
+# The HTTP fuzz at length (tests/e2e/operator/test_http_fuzz.py; make test runs its first 1,000 examples):
 # FUZZ generated requests through both HTTP functions, PIXIVFLOW_FUZZ_SEED=n for other examples.
 FUZZ ?= 10000
 fuzz: $(STAMP)
-	PIXIVFLOW_FUZZ_EXAMPLES=$(FUZZ) $(PY) -m pytest -q -s tests/e2e/test_http_fuzz.py
+	PIXIVFLOW_FUZZ_EXAMPLES=$(FUZZ) $(PY) -m pytest -q -s tests/e2e/operator/test_http_fuzz.py
 
 # The concurrent deterministic simulation on the in-memory twins (tests/simulation/sim.py, world.py,
 # baton.py): SEEDS=10000 by default on both cores, SEED=n replays one seed with its trace.

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the be
 
 from collections import Counter
 
-from jobs_support import Receiver, events, jobs_runtime, post_job, task
+from support.jobs import Receiver, events, jobs_runtime, post_job, task
 from meter import Meter
 
 SLOT = "morning-tokyo@manual-job-key-1"

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import boto3
 
 from conftest import claim, ms
+from support.builders import schedule
+from support.queues import drop_executions
 
 T0 = "2026-11-30T23:00:00Z"
 T0_MS = ms(T0)
@@ -27,7 +29,7 @@ TEMPLATE = "solo@2026-12-01T0800"
 
 
 def solo(cfg):
-    cfg["schedules"].append({"id": "solo", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["cats"]})
+    cfg["schedules"].append(schedule("solo", ["cats"]))
 
 
 @dataclass
@@ -112,18 +114,6 @@ def _clone_finished_ledger(rt, count: int) -> int:
     return written
 
 
-def _drop_execution_messages(rt) -> int:
-    sqs = boto3.client("sqs")
-    dropped = 0
-    while True:
-        messages = sqs.receive_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], MaxNumberOfMessages=10).get("Messages", [])
-        if not messages:
-            return dropped
-        for m in messages:
-            sqs.delete_message(QueueUrl=rt.env["EXECUTION_QUEUE_URL"], ReceiptHandle=m["ReceiptHandle"])
-            dropped += 1
-
-
 @pytest.mark.size("large")  # a ledger of 1 000 finished slots on moto (tests/README.md, test sizes)
 def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_runtime, downstream):
     rt = make_runtime(T0, mutate=solo, backend="moto")  # counts requests with a botocore hook
@@ -137,7 +127,7 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     rt.clock.set(T0_MS + 60 * MIN)
     for iso in STALLED_DAYS:
         assert rt.fire("solo", iso=iso)["sent"] == 1
-    assert _drop_execution_messages(rt) == 3
+    assert drop_executions(rt) == 3
     ledger = rt.engine.ledger
     rt.clock.set(T0_MS + 75 * MIN)
     now = rt.clock.now_ms()

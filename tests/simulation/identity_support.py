@@ -15,6 +15,7 @@ from pixivflow import aws
 
 from pixivflow.domain.errors import TransientSourceError, WorkGoneError
 from pixivflow.ports import Page
+from support.builders import cats_catalogue, schedule
 
 SCHEDULE = "cats-only"
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo
@@ -26,37 +27,12 @@ TARGET = "cats"
 LEASE_TTL_MS = 180_000
 
 
-def work(work_id: str, created: str, *, tags: tuple[str, ...] = ("cats",), fault: str | None = None) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "id": int(work_id),
-        "title": f"work {work_id}",
-        "tags": [{"name": t} for t in tags],
-        "user": {"id": 7, "name": "artist"},
-        "create_date": created,
-        "total_bookmarks": 10,
-        "page_count": 1,
-        "image_urls": {"large": f"https://example.invalid/{work_id}.png"},
-    }
-    if fault:
-        raw["x_fault"] = fault
-    return raw
-
-
 # 501 is the newest "cats" work: a fresh search binds it first.
-CATALOG = {
-    "illusts": [
-        work("501", "2026-11-20T10:00:00+09:00"),
-        work("502", "2026-11-10T10:00:00+09:00"),
-        work("503", "2026-11-05T10:00:00+09:00"),
-        work("900", "2026-11-25T10:00:00+09:00", tags=("dogs",)),
-    ]
-}
+CATALOG = cats_catalogue(tagged=False, novels=False)
 
 
 def add_schedule(cfg: dict, schedule_id: str = SCHEDULE, targets: tuple[str, ...] = (TARGET,), cron: str = "0 8 * * *") -> None:
-    cfg["schedules"].append(
-        {"id": schedule_id, "name": schedule_id, "cron": cron, "timezone": "Asia/Tokyo", "targetIds": list(targets)}
-    )
+    cfg["schedules"].append(schedule(schedule_id, targets, cron, name=schedule_id))
 
 
 class SteeredSource:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from identity_support import FIRE, SCHEDULE, SLOT, START, TARGET, add_schedule, cell, delivered_work_ids, intents, queued, work
+from identity_support import FIRE, SCHEDULE, SLOT, START, TARGET, add_schedule, cell, delivered_work_ids, intents, queued
 from pixivflow.domain.cells import CellStatus
 from pixivflow.ports import ArtifactFile, Page, Work
 from pixivflow.services.execution import execute_cell
+from support.builders import work
 
 # --------------------------------------------------------------------------------------------
 # 7. a pager that does not advance

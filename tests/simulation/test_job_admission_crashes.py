@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs_support import PLAN, Receiver, events, jobs_runtime, manual_slots, post_job, task
+from support.jobs import PLAN, Receiver, events, jobs_runtime, manual_slots, post_job, task
 
 SLOT = f"{PLAN}@manual-job-key-1"
 INTERNAL = {"error": {"code": "internal_error", "message": "internal error", "retryable": False, "detail": {}}}

@@ -30,9 +30,9 @@ from identity_support import (
     intents,
     queued,
     serialize_ledger_requests,
-    work,
 )
 from pixivflow.ports import OutgoingMessage
+from support.builders import work
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.delivery_state import LOST_REASON
 from pixivflow.services.execution import execute_cell

@@ -11,16 +11,14 @@ from pixivflow.adapters.pixiv import build_source
 from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.clock import VirtualClock
 from pixivflow.config import parse_config
-from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv, topic_fixtures
+from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, topic_fixtures
 from pixivflow.ports import SearchRequest
+from support.builders import fake_pixiv
 
 T0 = 1_796_083_200_000
 
 
-@pytest.fixture(scope="module")
-def fake():
-    with FakePixiv(topic_fixtures()) as f:
-        yield f
+fake = fake_pixiv(topic_fixtures, scope="module")
 
 
 @pytest.fixture

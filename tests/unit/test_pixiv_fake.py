@@ -13,16 +13,14 @@ from pixivflow.adapters.pixiv.auth import client_hash, client_time
 from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.clock import VirtualClock
 from pixivflow.config import parse_config
-from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN, FakePixiv
+from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN
 from pixivflow.ports import SearchRequest
+from support.builders import fake_pixiv
 
 T0 = 1_796_083_200_000
 
 
-@pytest.fixture(scope="module")
-def fake():
-    with FakePixiv(page_size=3) as f:
-        yield f
+fake = fake_pixiv(scope="module", page_size=3)
 
 
 @pytest.fixture

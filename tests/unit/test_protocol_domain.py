@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from protocol_schema import error_body, validate
+from support.protocol_schema import error_body, validate
 
 from pixivflow.config import TargetConfig
 from pixivflow.domain.model import Cell, Intent, Slot
