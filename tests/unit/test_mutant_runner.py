@@ -1,4 +1,4 @@
-"""``make mutants``' runner (tests/mutants/run.py, issue 20): a mutant runs on a private copy, never
+"""``make mutants``' runner (tests/mutants/run.py): a mutant runs on a private copy, never
 on the tree it came from; a mutant its tests catch is killed, one they miss survives; a malformed
 list is refused before anything runs; every listed mutant of the repository is well-formed."""
 
@@ -89,6 +89,20 @@ def test_every_mutant_of_the_repository_is_well_formed():
     assert len(mutants) >= 30
     assert {"ledger-reserve-work-condition", "owned-by-outbox-handed-over-live", "delivery-cell-already-ended",
             "rollup-close-waits-for-open-cells"} <= {m.id for m in mutants}
+
+
+def test_each_mutant_list_is_named_after_the_module_whose_guards_it_holds():
+    """``services.execution.toml`` holds the mutants of ``shared/pixivflow/services/execution.py``, and
+    only those: whoever changes a guard finds its mutants by the module's name."""
+    mutants, _ = run.load()
+    misfiled = []
+    for m in mutants:
+        path = Path(m.file)
+        parts = path.with_suffix("").parts
+        module = ".".join(parts[2:] if parts[:2] == ("shared", "pixivflow") else parts)
+        if m.source != f"{module}.toml":
+            misfiled.append(f"{m.id} ({m.file}) is in {m.source}, not {module}.toml")
+    assert not misfiled, "\n".join(misfiled)
 
 
 def _with_sim(root: Path, *, failing: list[int]) -> Path:

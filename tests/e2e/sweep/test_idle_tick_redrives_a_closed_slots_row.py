@@ -2,7 +2,7 @@
 slot's pending row whose message was lost, which only DueOutbox leads the sweep to (issue 25 (a),
 spec §13.7).
 
-What ``make sim`` found about the idle tick's probe (tests/mutants.d/sweepidle.toml): with the
+What ``make sim`` found about the idle tick's probe (tests/mutants.d/services.sweep.toml): with the
 sweep's DueOutbox re-drive skipped although the probe found the index occupied (mutant
 sweep-due-intents-skipped-though-due-outbox-occupied), no deterministic test failed; the simulation
 did. The history replayed is a consumer's cancel racing a frozen executor (``support.cancel_races``,
