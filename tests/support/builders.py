@@ -158,3 +158,29 @@ def pixiv_runtime(make_runtime, mutate: Mutate, *, start: str = PIXIV_START, bac
 
         aws.client("ssm").put_parameter(Name=ssm_token[0], Value=ssm_token[1], Type="SecureString")
     return rt
+
+
+def fan_out_with_a_dead_second_route(downstream) -> Mutate:
+    """Schedule ``fan`` with one target ``both`` on two routes: ``review`` (the downstream as it is)
+    and ``second``, which answers 404, so that route's row dead-letters and the cell fails."""
+    def mutate(cfg):
+        cfg["delivery"]["targets"]["second"] = {"kind": "webhook", "url": downstream.url.replace("/review", "/second")}
+        cfg["schedules"].append({"id": "fan", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["both"]})
+        cfg["targets"].append({"id": "both", "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
+                               "storageMode": "cache", "delivery": {"targets": ["review", "second"]}})
+
+    downstream.state.responder = lambda req: (404, {"error": "no such board"}) if req.path.endswith("/second") else None
+    return mutate
+
+
+def emf_blobs(raw: str) -> list[dict]:
+    """The CloudWatch embedded-metric blobs among printed lines (JSON objects carrying ``_aws``)."""
+    blobs = []
+    for line in raw.splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "_aws" in data:
+            blobs.append(data)
+    return blobs

@@ -1,10 +1,10 @@
 """Edges of the pipeline a user would notice: download-only targets, poison messages, metrics."""
 
-import json
 
 from pixivflow import aws
 
 from conftest import ms
+from support.builders import emf_blobs
 
 
 def _one_target(target_id, **target_changes):
@@ -50,16 +50,6 @@ def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spar
     assert len(downstream.requests) == 1
 
 
-def _emf(raw: str) -> list[dict]:
-    blobs = []
-    for line in raw.splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "_aws" in data:
-            blobs.append(data)
-    return blobs
 
 
 def _metric(blobs, name, **dims):
@@ -78,7 +68,7 @@ def test_metrics_count_admissions_outcomes_acks_and_stalls(make_runtime, downstr
     rt.fire("evening-berlin", iso="2026-12-01T18:30:00Z")
     rt.settle()
     _, raw = logs()
-    blobs = _emf(raw)
+    blobs = emf_blobs(raw)
     assert all(b["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "PixivFlowLocal" for b in blobs)
     assert _metric(blobs, "SlotsAdmitted", trigger_source="cron") == 2
     assert _metric(blobs, "SlotsFinished", status="success") == 1

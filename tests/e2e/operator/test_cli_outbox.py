@@ -13,6 +13,7 @@ from contextlib import redirect_stderr
 
 import pytest
 
+from support.builders import fan_out_with_a_dead_second_route
 from support.cli import T0_ISO, pixivflow
 from support.jobs import PLAN, Receiver, jobs_runtime, post_job, task
 
@@ -24,16 +25,6 @@ FAN = "fan@2026-12-01T0800"
 SECOND_KEY = f"pixivflow:second:illustration:111356:{FAN}:both"
 
 
-def fan_out(downstream):
-    """A target with two routes; the second answers 404: its row dead-letters, the cell fails."""
-    def mutate(cfg):
-        cfg["delivery"]["targets"]["second"] = {"kind": "webhook", "url": downstream.url.replace("/review", "/second")}
-        cfg["schedules"].append({"id": "fan", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["both"]})
-        cfg["targets"].append({"id": "both", "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
-                               "storageMode": "cache", "delivery": {"targets": ["review", "second"]}})
-
-    downstream.state.responder = lambda req: (404, {"error": "no such board"}) if req.path.endswith("/second") else None
-    return mutate
 
 
 def callback_keys() -> list[str]:
@@ -43,7 +34,7 @@ def callback_keys() -> list[str]:
 def test_list_dead_names_every_dead_row_with_its_error(make_runtime, downstream):
     from conftest import ms
 
-    rt = make_runtime(T0_ISO, mutate=fan_out(downstream))
+    rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
     run = pixivflow("outbox", "list", "--dead", now=rt.clock.now_ms())
@@ -64,7 +55,7 @@ def test_list_dead_names_every_dead_row_with_its_error(make_runtime, downstream)
 def test_a_dead_delivery_whose_cell_ended_is_refused_and_nothing_changes(make_runtime, downstream):
     from conftest import ms
 
-    rt = make_runtime(T0_ISO, mutate=fan_out(downstream))
+    rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
     before = rt.engine.ledger.load(FAN)
@@ -150,7 +141,7 @@ def test_list_shows_every_row_by_status_with_its_last_error_and_filters(make_run
     need the operator first; ``--status`` one status; a hostile error text is shown escaped."""
     from conftest import ms
 
-    rt = make_runtime(T0_ISO, mutate=fan_out(downstream))
+    rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
     rows, at = rt.engine.outbox_rows, rt.clock.now_ms()

@@ -14,7 +14,6 @@ dimension set) the code never emits.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pixivflow import aws
@@ -26,7 +25,7 @@ from pixivflow import runtime
 from pixivflow.config import load_config
 from pixivflow.local.template import load_template
 from pixivflow.services.sweep import SWEEP_LEASE_MS
-from support.builders import only, schedule
+from support.builders import emf_blobs, only, schedule
 from support.queues import drop_executions
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,13 +57,7 @@ class Emf:
         class Tap:
             def readouterr(self):
                 captured = real.readouterr()
-                for line in captured.out.splitlines():
-                    try:
-                        data = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(data, dict) and "_aws" in data:
-                        blobs.append(data)
+                blobs.extend(emf_blobs(captured.out))
                 return captured
 
         logs._capsys = Tap()

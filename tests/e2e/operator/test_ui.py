@@ -13,6 +13,7 @@ import re
 from urllib.parse import quote
 
 import pytest
+from support.builders import fan_out_with_a_dead_second_route
 from support.cli import PARTIAL, STALLED, SUCCESS, T0_ISO, known_ledger, stall
 from conftest import JOBS_TOKEN, TRIGGER_TOKEN
 from support.ui import FORM, Page, get, login, post
@@ -243,14 +244,7 @@ def test_an_unknown_slot_is_a_404_page_and_what_it_echoes_is_escaped(make_runtim
 def test_the_dead_letter_page_lists_dead_rows_of_the_latest_occurrences(make_runtime, downstream):
     from conftest import ms
 
-    def mutate(cfg):
-        cfg["delivery"]["targets"]["second"] = {"kind": "webhook", "url": downstream.url.replace("/review", "/second")}
-        cfg["schedules"].append({"id": "fan", "cron": "0 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["both"]})
-        cfg["targets"].append({"id": "both", "type": "illustration", "mode": "search", "tag": "cats", "limit": 1,
-                               "storageMode": "cache", "delivery": {"targets": ["review", "second"]}})
-
-    downstream.state.responder = lambda req: (404, {"error": "no such board"}) if req.path.endswith("/second") else None
-    rt = make_runtime(T0_ISO, mutate=mutate)
+    rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
     cookie = login(rt)
