@@ -67,7 +67,7 @@ class FreshWorks:
         return _to_work(raw, "illustration")
 
     def search_page(self, request: Any, cursor: str | None) -> Any:
-        from pixivflow.ports import Page
+        from pixivflow.domain.work import Page
 
         with self._meter.outside():
             self.calls["search_page"] += 1
@@ -87,7 +87,7 @@ class FreshWorks:
     def download(self, work: Any) -> list[Any]:
         import hashlib
 
-        from pixivflow.ports import ArtifactFile
+        from pixivflow.domain.work import ArtifactFile
 
         with self._meter.outside():
             self.calls["download"] += 1

@@ -539,7 +539,7 @@ def _schedules_next(args: argparse.Namespace) -> int:
 
 
 def _schedules_pause(args: argparse.Namespace) -> int:
-    """``schedules pause|resume <id>``: flip the schedule's pause item (``ports.SchedulePause``),
+    """``schedules pause|resume <id>``: flip the schedule's pause item (``domain.pause.SchedulePause``),
     conditionally; the operator's audit line either way. Needs the config: only a schedule it
     names can be paused (a typo never leaves an item behind)."""
     from .services.inspection import InspectionError, set_paused

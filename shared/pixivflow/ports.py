@@ -2,147 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Literal, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
+from .domain.work import Work, SearchRequest, Page, ArtifactFile, StoredFile
+from .domain.accounts import AccountGate, AccountPermit, Admission
+from .domain.route_io import DeliveryResponse, DeliveryRequest
+from .domain.outbox import OutgoingMessage, OutboxRow
+from .domain.pause import SchedulePause
+from .domain.event_stream import StoredEvent, EventStream
+from .domain.sweep_state import SweepCursor, SweepLease, SparseIndex, ActiveRow, ScheduleWatch
 
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Work:
-    """One Pixiv work as the core sees it (shaped after Pixiv App API results)."""
-
-    work_id: str
-    work_type: str  # "illustration" | "novel"
-    title: str = ""
-    tags: tuple[str, ...] = ()
-    user_id: str = ""
-    user_name: str = ""
-    create_date: str = ""  # ISO 8601 as the source gave it
-    total_bookmarks: int = 0
-    page_count: int = 1
-    # Selection facts (the targets' filters). ``x_restrict``: 0 general, 1 R-18, 2 R-18G.
-    # ``ai_type``: Pixiv's illust_ai_type / novel_ai_type (2 = AI-generated, 1 = not, 0 = unknown).
-    # ``restricted``: the source saw a placeholder (``limit_*`` image, ``visible: false``).
-    x_restrict: int = 0
-    ai_type: int = 0
-    restricted: bool = False
-    series_id: str | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, Any]:
-        """The JSON a delivery carries about the work."""
-        return {
-            "id": self.work_id,
-            "type": self.work_type,
-            "title": self.title,
-            "tags": list(self.tags),
-            "user": {"id": self.user_id, "name": self.user_name},
-            "create_date": self.create_date,
-            "total_bookmarks": self.total_bookmarks,
-            "page_count": self.page_count,
-        }
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """ONE paged query a source answers (built by the domain from a target and protocol params).
-
-    A source only answers queries; every selection rule (tag relation, bookmark floor, date
-    window, AI/R-18 policy, page count, pinned ids) is applied by the domain, whatever the
-    source. The server-side hints (``search_target``, ``sort``, dates, ``exclude_ai``) may be
-    used by a source that can filter remotely; a source that cannot ignores them.
-    """
-
-    work_type: str = "illustration"
-    mode: str = "search"  # search | ranking | topic | user
-    tag: str | None = None  # the query words: one tag, or several joined by spaces (and-relation)
-    ranking_mode: str = "day"
-    ranking_date: str | None = None  # YYYY-MM-DD, already resolved from YESTERDAY/TODAY
-    topic: str | None = None
-    sort: str = "date_desc"
-    search_target: str = "partial_match_for_tags"
-    start_date: str | None = None  # YYYY-MM-DD inclusive (hint)
-    end_date: str | None = None  # YYYY-MM-DD inclusive (hint)
-    exclude_ai: bool = False  # hint: Pixiv's search_ai_type=0
-    user_id: str | None = None  # mode "user": the user's works
-    duration: str | None = None  # hint: Pixiv's within_last_day|week|month search window
-    # The target includes R-18 (search: ``r18``; topic: ``topicDiscovery.includeR18``): a search
-    # is then sent without ``filter=for_ios``, as PixivFlow does. Rankings and user works ignore it.
-    include_r18: bool = False
-
-
-@dataclass(frozen=True)
-class Page:
-    items: Sequence[Work]
-    next_cursor: str | None = None
-
-
-@dataclass(frozen=True)
-class ArtifactFile:
-    name: str
-    content: bytes
-    content_type: str = "application/octet-stream"
-    role: str = "original"  # original | preview | text | cover | archive (protocol Asset role)
-    width: int | None = None
-    height: int | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)  # e.g. ugoira frame delays
-
-
-@dataclass(frozen=True)
-class FileDownload:
-    """One file of a work, fetched only when opened (a work is stored file by file, each streamed
-    from the source to the store). ``open()`` is a context manager giving the file's
-    chunks (each bounded) and the content type the source announced.
-
-    A novel also plans files that are not fetched: its text, an API
-    answer the source already holds whole (``content``), and its Markdown, made from the names
-    its inline images were stored under (``render``); exactly one of ``open`` / ``content`` /
-    ``render`` gives a file's bytes."""
-
-    stem: str  # the stored name without its extension: "<id>_p<n>"
-    open: Callable[[], ContextManager[tuple[Iterator[bytes], str]]] | None = None
-    role: str = "original"
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    worst_case_ms: int = 0  # the longest one fetch may take (timeout x (retries + 1))
-    # (first bytes, announced content type) -> (stored name, content type, width, height)
-    describe: Callable[[bytes, str], tuple[str, str, int | None, int | None]] | None = None
-    # A preview: the stem of the page it belongs to. Its stored name is that page's stored name
-    # followed by what ``describe`` names (PixivFlow's ``<original>.preview.jpg``), its stem the
-    # page's stored name + ``.preview``; it is stored only when every page's preview is.
-    pairs_with: str | None = None
-    # The bytes of a small file the source holds whole (a novel's text); the content-side rules
-    # (the novel language filter) read them before anything is stored.
-    content: bytes | None = None
-    # A file made from those stored before it in the plan: (stem -> stored name of each file
-    # stored so far) -> its bytes, or None when the work has no such file (a novel's Markdown
-    # exists only when at least one inline image was stored).
-    render: Callable[[Mapping[str, str]], bytes | None] | None = None
-    # The work is complete without it (a novel's cover, an inline image): an answer that it is
-    # not there (404) leaves it out, logged; a retryable failure still stops the work at it.
-    optional: bool = False
-    # Kept only so a resumed invocation need not ask the source again for what the plan was made
-    # from (a novel's text answer): never one of the work's files; deleted once they all are stored.
-    transient: bool = False
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    """One stored file of a bound work: what a delivery uploads or links (protocol ``Asset``)."""
-
-    key: str  # the store's own key, stable per (slot, target, work, page)
-    name: str
-    content_type: str
-    size: int
-    sha256: str
-    role: str = "original"
-    width: int | None = None
-    height: int | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 class WorkSource(Protocol):
@@ -201,33 +74,6 @@ class StreamingArtifactStore(ArtifactStore, Protocol):
         """The files stored whole under ``key`` by a run that stopped before its intent was
         recorded, by name without extension (a LIST, a HEAD each: only for a resumed work)."""
         ...
-
-
-@dataclass(frozen=True)
-class AccountGate:
-    """The shared rate-limit state of one Pixiv account (ledger item ``PIXIV#<accountId>`` / ``GATE``)."""
-
-    cooldown_until: int = 0  # epoch ms; no Pixiv request of this account before it
-    penalties: int = 0  # consecutive rate-limit answers; the cooldown doubles with each
-    version: int = 0  # 0: the item does not exist yet
-
-
-@dataclass(frozen=True)
-class AccountPermit:
-    """One of an account's ``maxConcurrency`` permits (ledger item ``PIXIV#<accountId>`` / ``PERMIT#<n>``)."""
-
-    index: int
-    holder: str | None = None  # the executor (cell run) holding it; None when free
-    lease_until: int = 0  # epoch ms; a holder that stops renewing loses it then
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What an account's governor answers a cell about to start its Pixiv work."""
-
-    granted: bool
-    wait_until: int = 0  # epoch ms: when to try again (a holder's lease end, or the cooldown's end)
-    reason: str = ""  # pixiv_account_busy | rate_limit_cooldown
 
 
 class SourceGovernor(Protocol):
@@ -298,44 +144,6 @@ class PixivAccountStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class DeliveryResponse:
-    status: int
-    body: Any  # parsed JSON when the body was JSON, else the text
-    text: str = ""
-    note: str | None = None  # what the route did differently (a rich preview it could not publish)
-
-
-@dataclass(frozen=True)
-class DeliveryRequest:
-    """One delivery attempt of an intent, as a route needs it."""
-
-    route: str
-    idempotency_key: str
-    body: Mapping[str, Any]  # the ``kind: webhook`` JSON body: ids + the frozen intent payload
-    payload: Mapping[str, Any]  # the frozen intent payload (work, context, per-target fields)
-    artifact_key: str  # where the bound work's files are stored (ArtifactStore key)
-    files: Sequence[StoredFile] = ()  # the stored files, as the intent recorded them
-    guard: "SendGuard | None" = None  # only for routes that post in several calls (Telegram review)
-    preview: Any = None  # the target's richNovelPreview block, for a novel (config.routes.RichNovelPreview)
-
-
-@dataclass(frozen=True)
-class SendGuard:
-    """What a route that posts in several calls needs from the ledger so it never posts twice
-    silently: the row's ``sending`` marker (set before the first post by a conditional
-    write, cleared only by an attempt that saved what it posted), the progress an earlier attempt
-    saved, whether an operator re-armed the row on purpose (``pixivflow outbox redrive``), and
-    whether its cell ended while part of the review may be in the chat (``record_only``: the
-    attempt posts nothing, it records what is there)."""
-
-    started: bool  # the row is marked ``sending``: an attempt began posting and saved nothing
-    progress: Mapping[str, Any] | None  # what earlier attempts posted and saved
-    redriven: bool
-    mark_sending: Callable[[], bool]  # the conditional write; False = the claim is no longer ours
-    record_only: bool = False
-
-
 class DeliveryChannel(Protocol):
     def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
         """POST one ``kind: webhook`` delivery. Transport failures raise; any HTTP answer is returned."""
@@ -360,37 +168,6 @@ class DeliveryChannel(Protocol):
 # Notifications and event callbacks are outbox rows that belong to no delivery intent. They
 # follow the intent rows' lifecycle: insert-if-absent on (kind, key), claimed under a lease with
 # a conditional write, settled by the lease holder, due rows found through a sparse index.
-
-
-@dataclass
-class OutboxRow:
-    """One outbox row that belongs to no delivery intent: a ``notification`` (its target is a
-    route name) or an ``event_callback`` (its target is the consumer's callback URL, which may
-    carry a secret in its path or query: shown and logged by host only).
-
-    ``attempts`` counts the attempts STARTED: a claim uses one (a worker
-    that dies mid-send has used its attempt, so a receiver that hangs every attempt still ends in
-    a dead row), and a release that sends nothing gives it back."""
-
-    kind: str  # notification | event_callback
-    key: str  # the idempotency key, unique per kind
-    target: str  # the route name (notifications) or the callback URL (event callbacks)
-    payload: dict[str, Any] = field(default_factory=dict)
-    status: str = "pending"  # pending | processing | retry_wait | done | dead | cancelled
-    attempts: int = 0
-    max_attempts: int = 12
-    next_attempt_at: int = 0
-    lease_owner: str | None = None
-    lease_until: int | None = None
-    last_error: str | None = None
-    created_at: int = 0
-    updated_at: int = 0
-    completed_at: int | None = None
-    slot_id: str | None = None  # the slot / job the row belongs to, when it belongs to one
-
-    @property
-    def actionable(self) -> bool:
-        return self.status in ("pending", "processing", "retry_wait")
 
 
 class OutboxRows(Protocol):
@@ -441,15 +218,6 @@ class OutboxRows(Protocol):
 # changes state is ONE conditional write (or one transaction): ``False``/``None`` means the
 # condition refused the move, ``LedgerUnavailable`` means the ledger could not be reached.
 
-MAX_SQS_DELAY_S = 900  # SQS DelaySeconds ceiling; longer backoffs are left to the sweep
-SQS_BATCH = 10  # SendMessageBatch takes at most ten entries
-
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    body: dict[str, Any]
-    delay_s: int = 0
-
 
 class Queues(Protocol):
     """Transport only: any message may be lost, duplicated or reordered; the ledger decides."""
@@ -466,32 +234,6 @@ class Queues(Protocol):
         """Messages waiting in the dead-letter queues (approximate, as SQS counts them); 0 when the
         deployment names none. Raises on an outage: the caller decides what an unknown depth means."""
         ...
-
-
-@dataclass(frozen=True)
-class SchedulePause:
-    """An operator's pause of one schedule: the ledger item ``SCHEDULE#<id>`` / ``PAUSE``.
-
-    The source of truth for "paused" is this item, not the config or the EventBridge schedule's
-    state: a ``config`` deploy re-syncs the Scheduler group (``adapters/scheduler_sync.py``) and a
-    config edit needs a deploy, so either would undo or delay an operator's pause; the item
-    survives a deploy and its flips are conditional writes. ``paused_at`` / ``resumed_at`` are the
-    last flips (epoch ms), ``by`` who made the last one."""
-
-    schedule_id: str
-    paused: bool
-    paused_at: int | None = None
-    resumed_at: int | None = None
-    by: str | None = None
-
-    def covers(self, fire_ms: int) -> bool:
-        """Whether the fire scheduled at ``fire_ms`` falls in the last pause, ``[paused_at,
-        resumed_at)`` (open-ended while paused). The ONE rule both the trigger (which refuses such a
-        fire) and the sweep (which therefore never counts it missed) apply. A fire scheduled before
-        the pause is not covered: arriving late, it is still admitted; resume starts with the next fire."""
-        if self.paused_at is None or fire_ms < self.paused_at:
-            return False
-        return self.paused or (self.resumed_at is not None and fire_ms < self.resumed_at)
 
 
 class Ledger(Protocol):
@@ -674,45 +416,6 @@ class Ledger(Protocol):
 # -- Workflow Protocol v1: the job event stream and its callbacks ------------------------------
 
 
-@dataclass(frozen=True)
-class StoredEvent:
-    """One lifecycle event of a job: stored once, with a per-job ``seq`` and a ``ts`` that never
-    moves backwards along ``seq``. ``callback_url`` is set on ``job.requested`` only."""
-
-    job_id: str
-    kind: str
-    seq: int
-    ts: int
-    callback_url: str | None = None
-
-    @property
-    def position(self) -> tuple[int, int]:
-        return (self.ts, self.seq)
-
-
-@dataclass(frozen=True)
-class EventStream:
-    """Everything a job's stream holds: its events (ascending), the head and the ack cursor."""
-
-    job_id: str
-    events: tuple[StoredEvent, ...] = ()
-    head_seq: int = 0
-    head_ts: int = 0
-    cursor: tuple[int, int] | None = None  # (ts, seq) of the newest acknowledged event
-
-    def kinds(self) -> set[str]:
-        return {e.kind for e in self.events}
-
-    def find(self, kind: str) -> StoredEvent | None:
-        return next((e for e in self.events if e.kind == kind), None)
-
-
-class AppendResult:
-    APPENDED = "appended"
-    EXISTS = "exists"  # the event (kind) is already stored: nothing was written
-    HEAD_MOVED = "head_moved"  # another writer appended first: re-read and retry
-
-
 class JobStore(Protocol):
     """The job event stream, its ack cursor and the open-callback index. A job's callback is an
     ``event_callback`` :class:`OutboxRow` (one model, one ``OutboxRows`` adapter for every row
@@ -776,60 +479,6 @@ class CallbackSender(Protocol):
 
 
 # -- the sweep's own state (one sweep runs at a time; missed fires) ------------------------------
-
-
-@dataclass(frozen=True)
-class SweepCursor:
-    """Where the sweep's walk over the live slots resumes (the incremental sweep).
-
-    ``shard`` is an ActiveSlots shard; ``after`` the index position inside it already walked
-    ("" = the shard's start). It rides on the lease item, so only the lease holder moves it."""
-
-    shard: int = 0
-    after: str = ""
-
-
-@dataclass(frozen=True)
-class SweepLease:
-    """The answer to one attempt at the sweep lease: who holds it now, and until when; when
-    acquired, the cursor the previous holder left."""
-
-    acquired: bool
-    owner: str  # the holder after the attempt (ours when ``acquired``)
-    until_ms: int
-    cursor: SweepCursor = field(default_factory=SweepCursor)
-
-
-# The sparse indexes the sweep reads: live slots (ActiveSlots), outbox rows no open
-# slot covers (DueOutbox: delivery intents and generic rows), jobs owing a callback (OpenCallbacks).
-SparseIndex = Literal["active", "due", "callbacks"]
-SPARSE_INDEXES: frozenset[SparseIndex] = frozenset(("active", "due", "callbacks"))
-
-
-@dataclass(frozen=True)
-class ActiveRow:
-    """One row of the ActiveSlots index: a live slot, and its opaque position in its shard."""
-
-    slot_id: str
-    created_at: int
-    position: str
-
-
-@dataclass(frozen=True)
-class ScheduleWatch:
-    """What the sweep remembers about one schedule while it watches it for missed fires.
-
-    A watch starts the first time the sweep sees the schedule enabled with a given cron and zone
-    (``fingerprint``); only fires after ``first_seen_ms`` can ever be missed. ``checked_through_ms``
-    is the cursor: every fire at or before it has been checked once. A disabled schedule's watch is
-    ``paused``; enabling it again starts a new watch, so its disabled stretch is never "missed".
-    """
-
-    schedule_id: str
-    fingerprint: str
-    first_seen_ms: int
-    checked_through_ms: int
-    paused: bool = False
 
 
 class SweepState(Protocol):

@@ -14,7 +14,8 @@ from pixivflow.adapters.job_store import DynamoJobStore
 from pixivflow.local.memory_job_store import InMemoryJobStore
 from pixivflow.local.provision import provision
 from pixivflow.local.twins import TwinCloud
-from pixivflow.ports import AppendResult, OutboxRow, StoredEvent
+from pixivflow.domain.event_stream import AppendResult, StoredEvent
+from pixivflow.domain.outbox import OutboxRow
 
 JOB = "plan@manual-k"
 

@@ -7,7 +7,7 @@ import pytest
 from moto import mock_aws
 
 from pixivflow.adapters.outbox_rows import DynamoOutboxRows, MemoryOutboxRows
-from pixivflow.ports import OutboxRow
+from pixivflow.domain.outbox import OutboxRow
 
 T0 = 1_796_000_000_000
 LEASE = 120_000

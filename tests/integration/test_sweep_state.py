@@ -12,7 +12,7 @@ from moto import mock_aws
 from pixivflow.adapters.sweep_state import DynamoSweepState
 from pixivflow.local.memory_sweep_state import MemorySweepState
 from pixivflow.local.provision import provision
-from pixivflow.ports import ScheduleWatch, SweepCursor
+from pixivflow.domain.sweep_state import ScheduleWatch, SweepCursor
 
 NOW = 1_796_000_000_000
 TTL = 60_000

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 from pixivflow import aws
 
 from pixivflow.domain.errors import TransientSourceError, WorkGoneError
-from pixivflow.ports import Page
+from pixivflow.domain.work import Page
 from support.builders import cats_catalogue, schedule
 
 SCHEDULE = "cats-only"

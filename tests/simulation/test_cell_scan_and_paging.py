@@ -10,7 +10,7 @@ import pytest
 
 from identity_support import FIRE, SCHEDULE, SLOT, START, TARGET, add_schedule, cell, delivered_work_ids, intents, queued
 from pixivflow.domain.cells import CellStatus
-from pixivflow.ports import ArtifactFile, Page, Work
+from pixivflow.domain.work import ArtifactFile, Page, Work
 from pixivflow.services.execution import execute_cell
 from support.builders import work
 

@@ -31,7 +31,7 @@ from identity_support import (
     queued,
     serialize_ledger_requests,
 )
-from pixivflow.ports import OutgoingMessage
+from pixivflow.domain.outbox import OutgoingMessage
 from support.builders import work
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.delivery_state import LOST_REASON
@@ -234,7 +234,7 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
                     self._local.promote = next(order)
             from dataclasses import replace
 
-            from pixivflow.ports import Page
+            from pixivflow.domain.work import Page
 
             page = catalogue.search_page(request, cursor)
             items = tuple(replace(w, create_date="2026-11-30T12:00:00+09:00") if w.work_id == self._local.promote else w

@@ -55,7 +55,7 @@ def drop_execution_messages(rt) -> int:
 def execute_in_order(rt, slot_id: str, targets: list[str]) -> None:
     """Execute the slot's cells one by one in this order, then deliver: the same works are bound and the
     same ledger written whichever order a backend's queue would have handed the messages over in."""
-    from pixivflow.ports import OutgoingMessage
+    from pixivflow.domain.outbox import OutgoingMessage
     from pixivflow.services.messages import execution_body
 
     drop_execution_messages(rt)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from conftest import JOBS_TOKEN
-from pixivflow.ports import DeliveryResponse
+from pixivflow.domain.route_io import DeliveryResponse
 from support.builders import cats_catalogue
 
 CALLBACK_SECRET = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="

@@ -12,7 +12,7 @@ from pixivflow.adapters.catalog_source import CatalogSource
 from pixivflow.domain.errors import PaginationError, SourceError, TransientSourceError, WorkGoneError
 from pixivflow.domain.pager import collect
 from pixivflow.domain.scan import classify_candidate_failure
-from pixivflow.ports import SearchRequest, Work
+from pixivflow.domain.work import SearchRequest, Work
 
 
 def illust(work_id: int, tags: list[str], day: int, bookmarks: int = 0, pages: int = 1, tags_translated=None, **extra) -> dict:

@@ -6,7 +6,7 @@ import pytest
 
 from pixivflow.domain.errors import PaginationError
 from pixivflow.domain.pager import collect, fetch_limit, sort_works
-from pixivflow.ports import Page, Work
+from pixivflow.domain.work import Page, Work
 
 
 def work(work_id: int | str, create_date: str = "2024-05-01T12:00:00+09:00", bookmarks: int = 0) -> Work:

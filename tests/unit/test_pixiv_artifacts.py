@@ -15,7 +15,7 @@ from moto import mock_aws
 from pixivflow.adapters.s3_artifacts import MemoryArtifacts, NoArtifacts, S3Artifacts
 from pixivflow.domain.assets import assets_for
 from pixivflow.local.provision import provision
-from pixivflow.ports import ArtifactFile, StoredFile
+from pixivflow.domain.work import ArtifactFile, StoredFile
 
 PREFIX = "morning-tokyo@2026-12-01T0800/cats/91001"
 FILES = [

@@ -22,7 +22,7 @@ from pixivflow.clock import Entropy, VirtualClock
 from pixivflow.config import parse_config
 from pixivflow.domain.errors import (AuthenticationError, RateLimitedError, SourceConfigurationError, SourceError,
                                      SourceOutage, WorkGoneError)
-from pixivflow.ports import SearchRequest
+from pixivflow.domain.work import SearchRequest
 
 T0 = 1_796_083_200_000  # 2026-12-01T00:00:00Z
 REFRESH = "rt-original-5f1e9c0b2a7d"

@@ -14,7 +14,7 @@ from pixivflow.adapters.pixiv.secrets import SecretResolver
 from pixivflow.clock import VirtualClock
 from pixivflow.config import parse_config
 from pixivflow.local.fake_pixiv import DEFAULT_REFRESH_TOKEN
-from pixivflow.ports import SearchRequest
+from pixivflow.domain.work import SearchRequest
 from support.builders import fake_pixiv
 
 T0 = 1_796_083_200_000

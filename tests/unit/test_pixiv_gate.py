@@ -15,7 +15,7 @@ from pixivflow.adapters.pixiv.gate import MAX_COOLDOWN_MS, RateGate, cooldown_ms
 from pixivflow.clock import Entropy, VirtualClock
 from pixivflow.domain.errors import RateLimitedError
 from pixivflow.local.provision import provision
-from pixivflow.ports import AccountGate
+from pixivflow.domain.accounts import AccountGate
 
 T0 = 1_796_083_200_000
 

@@ -17,7 +17,8 @@ from pixivflow.config import parse_config
 from pixivflow.domain.ack import AckKind, parse_delivery_ack, parse_gateway_ack
 from pixivflow.domain.errors import ConfigError
 from pixivflow.domain.templates import TemplateError, compact_count, form_fields, render, template_variables
-from pixivflow.ports import ArtifactFile, DeliveryRequest
+from pixivflow.domain.route_io import DeliveryRequest
+from pixivflow.domain.work import ArtifactFile
 
 KEY = "pixivflow:r:illustration:1:s@2026-12-01T0800:t"
 

@@ -10,7 +10,7 @@ from conftest import ms
 from pixivflow.config import parse_config
 from pixivflow.domain.model import Slot
 from pixivflow.domain.templates import japan_day, ranking_date, template_variables
-from pixivflow.ports import Work
+from pixivflow.domain.work import Work
 from pixivflow.services.delivery import template_context
 
 OCCURRENCE = "2026-12-01T02:00:00Z"  # 10:00 in Shanghai, 11:00 in Tokyo on 2026-12-01

@@ -22,7 +22,7 @@ from pixivflow.domain.selection import (
     select,
     select_pinned,
 )
-from pixivflow.ports import Page, SearchRequest, Work
+from pixivflow.domain.work import Page, SearchRequest, Work
 
 OCCURRENCE = "2026-12-01"  # the slot's occurrence date in its schedule's zone
 

@@ -25,7 +25,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..domain.callbacks import Resolver, vet_callback_url
-from ..ports import DeliveryResponse
+from ..domain.route_io import DeliveryResponse
 from .http_pools import consumer_transport, deadline
 
 if TYPE_CHECKING:  # imported by the first callback sent: a faster cold start

@@ -57,7 +57,7 @@ from typing import Any, Mapping
 
 from pixivflow.domain.errors import SourceError, TransientSourceError, WorkGoneError
 from pixivflow.domain.pager import sort_works
-from pixivflow.ports import ArtifactFile, Page, SearchRequest, Work
+from pixivflow.domain.work import ArtifactFile, Page, SearchRequest, Work
 
 DEFAULT_PAGE_SIZE = 30
 FAULTS = frozenset({"gone", "download_error", "transient", "slow"})

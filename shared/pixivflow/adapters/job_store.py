@@ -30,7 +30,8 @@ from botocore.exceptions import ClientError
 from .dynamodb_base import DynamoItems, refused_item
 from ..domain.errors import LedgerUnavailable
 from ..domain.protocol import ONCE_KINDS, REQUESTED
-from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
+from ..domain.event_stream import AppendResult, EventStream, StoredEvent
+from ..domain.outbox import OutboxRow
 from .dynamo_ledger.keys import CALLBACK_INDEX
 from .outbox_rows import DynamoOutboxRows
 

@@ -1,7 +1,7 @@
 """Generic outbox rows (``OUTBOX#<kind>#<key>`` / ``META``).
 
 Notification and event-callback rows belong to no delivery intent, so they live in partitions of
-their own on the ledger table, one item layout for every kind (``ports.OutboxRow``). Their
+their own on the ledger table, one item layout for every kind (``domain.outbox.OutboxRow``). Their
 lifecycle mirrors the intent rows (``dynamo_ledger``):
 
 * created with ``attribute_not_exists`` (UNIQUE (kind, key): the first writer wins), alone or as
@@ -30,7 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .dynamodb_base import DynamoItems, refused_item
-from ..ports import OutboxRow
+from ..domain.outbox import OutboxRow
 
 SHARDS = 4  # notifications and callbacks are a few rows per slot: few index partitions to query
 DUE_INDEX = "DueOutbox"

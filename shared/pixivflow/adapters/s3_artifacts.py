@@ -39,7 +39,7 @@ from urllib.parse import urlencode
 
 from ..config.runtime import DEFAULT_RETENTION_CLASS
 from ..domain.assets import file_key
-from ..ports import ArtifactFile, StoredFile
+from ..domain.work import ArtifactFile, StoredFile
 
 PART_BYTES = 8 * 1024 * 1024  # one S3 part; a file up to this size is ONE PutObject
 HEAD_BYTES = 64 * 1024  # what is read before a file is named (its type and size in pixels)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..ports import MAX_SQS_DELAY_S, SQS_BATCH as BATCH, OutgoingMessage
+from ..domain.outbox import MAX_SQS_DELAY_S, SQS_BATCH as BATCH, OutgoingMessage
 
 __all__ = ["MAX_SQS_DELAY_S", "OutgoingMessage", "SqsQueues"]
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from botocore.exceptions import ClientError
 
 from .dynamodb_base import DynamoItems, is_conditional_failure, refused_item
-from ..ports import ScheduleWatch, SweepCursor, SweepLease
+from ..domain.sweep_state import ScheduleWatch, SweepCursor, SweepLease
 
 LEASE_PK = "SWEEP#LEASE"
 _META = "META"

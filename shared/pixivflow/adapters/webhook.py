@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..ports import DeliveryResponse
+from ..domain.route_io import DeliveryResponse
 from .http_pools import OperatorPool
 
 if TYPE_CHECKING:  # imported by the first request: a faster cold start

@@ -118,7 +118,7 @@ class MediaItem:
     """One file as Telegram will receive it: ``photo`` or ``document``, and which stored file."""
 
     kind: str  # photo | document
-    file: Any  # the stored file (a ports.StoredFile), opaque here
+    file: Any  # the stored file (a domain.work.StoredFile), opaque here
     note: str | None = None  # why it is not the original as a photo ("preview", "document")
 
 

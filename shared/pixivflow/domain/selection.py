@@ -26,7 +26,7 @@ searched one is declined when attempted: ``page_cap_decline``).
 
 Works are read by attribute (``work_id``, ``work_type``, ``tags``, ``create_date``,
 ``total_bookmarks``, ``page_count``, ``x_restrict``, ``ai_type``, ``restricted``, ``raw``), so
-this module stays free of the ports layer; ``pixivflow.ports.Work`` fits.
+this module stays free of the ports layer; ``pixivflow.domain.work.Work`` fits.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class Criteria:
 
 @dataclass(frozen=True)
 class Query:
-    """One paged query; the fields are those of ``pixivflow.ports.SearchRequest``."""
+    """One paged query; the fields are those of ``pixivflow.domain.work.SearchRequest``."""
 
     work_type: str = "illustration"
     mode: str = "search"  # search | ranking | topic | user

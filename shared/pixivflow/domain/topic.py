@@ -16,7 +16,7 @@ A ``mode: topic`` target names a topic, not a tag. Each run:
 5. with ``noMatchPolicy.lookbackDays`` walks back day by day (``lookback_days``).
 
 Works are read by attribute (``work_id``, ``title``, ``tags``, ``create_date``, ``total_bookmarks``,
-``raw``) so ``pixivflow.ports.Work`` fits without importing it.
+``raw``) so ``pixivflow.domain.work.Work`` fits without importing it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from ..adapters.outbox_rows import MemoryOutboxRows
 from ..domain.protocol import ONCE_KINDS, REQUESTED
-from ..ports import AppendResult, EventStream, OutboxRow, StoredEvent
+from ..domain.event_stream import AppendResult, EventStream, StoredEvent
+from ..domain.outbox import OutboxRow
 
 
 @dataclass

@@ -10,7 +10,7 @@ import threading
 from dataclasses import replace
 from typing import Sequence
 
-from ..ports import ScheduleWatch, SweepCursor, SweepLease
+from ..domain.sweep_state import ScheduleWatch, SweepCursor, SweepLease
 
 
 class MemorySweepState:

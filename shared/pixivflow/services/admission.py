@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ports import OutgoingMessage
+from ..domain.outbox import OutgoingMessage
 from ..config import ScheduleConfig
 from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot, unwritten_cell

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from ..domain.assets import artifact_prefix, assets_for, file_key
 from ..domain.errors import SourceError
 from ..domain.model import Intent
-from ..ports import ArtifactFile, StoredFile, Work
+from ..domain.work import ArtifactFile, StoredFile, Work
 from .engine import Engine
 
 # The route families that upload previews beside the originals: httpMultipart sends them under

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from ..domain.ack import classify_outbox_error
 from ..domain.callbacks import CallbackRefused, header_value, sign
 from ..domain.errors import LedgerUnavailable, OutboxAttemptError, SecretStoreUnavailable
-from ..ports import OutboxRow
+from ..domain.outbox import OutboxRow
 from .engine import Engine
 from .outbox import register_row_kind
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from ..ports import MAX_SQS_DELAY_S, OutgoingMessage
+from ..domain.outbox import MAX_SQS_DELAY_S, OutgoingMessage
 from ..domain.ack import (
     AckKind,
     DeliveryAck,
@@ -38,7 +38,8 @@ from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, r
 from ..domain.outcome_record import iso_utc_ms
 from ..domain.templates import ranking_date
 from ..domain.review import IN_CHAT, UNCERTAIN, parse_review_ack
-from ..ports import DeliveryRequest, DeliveryResponse, SendGuard, Work
+from ..domain.route_io import DeliveryRequest, DeliveryResponse, SendGuard
+from ..domain.work import Work
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, ContextManager, cast
 
-from ..ports import OutgoingMessage
+from ..domain.outbox import OutgoingMessage
 from ..config import TargetConfig
 from ..domain.ack import idempotency_key
 from ..domain.apply import decide, retry_delay_s
@@ -40,8 +40,9 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import (Admission, ArtifactFile, FileDownload, Page, SearchRequest, SourceGovernor, StoredFile,
-                     StreamingArtifactStore, Work)
+from ..ports import SourceGovernor, StreamingArtifactStore
+from ..domain.accounts import Admission
+from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, StoredFile, Work
 from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine

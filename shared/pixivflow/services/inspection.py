@@ -22,7 +22,7 @@ from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
-from ..ports import OutgoingMessage
+from ..domain.outbox import OutgoingMessage
 from .job_events import callback_key
 from .messages import outbox_body
 from .notifications import KIND as NOTIFICATION, refetch_key, summary_key
@@ -269,7 +269,7 @@ def _row_view(kind: str, key: str, target: str, status: str, attempts: int, max_
 
 
 def _outbox_view(row: Any) -> dict[str, Any]:
-    """The view of one generic outbox row (``ports.OutboxRow``, any kind): a callback's target is
+    """The view of one generic outbox row (``domain.outbox.OutboxRow``, any kind): a callback's target is
     the consumer's URL, shown without its query or fragment."""
     target = safe_url(row.target) if row.kind == EVENT_CALLBACK else row.target
     view = _row_view(row.kind, row.key, target, row.status, row.attempts, row.max_attempts, row.last_error,
@@ -555,7 +555,7 @@ def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict
 
 
 def pause_view(schedule_id: str, pause: Any) -> dict[str, Any]:
-    """A schedule's pause state (``ports.SchedulePause``; never paused reads as running)."""
+    """A schedule's pause state (``domain.pause.SchedulePause``; never paused reads as running)."""
     return {"scheduleId": schedule_id, "paused": bool(pause is not None and pause.paused),
             "pausedAt": getattr(pause, "paused_at", None), "resumedAt": getattr(pause, "resumed_at", None),
             "by": getattr(pause, "by", None)}

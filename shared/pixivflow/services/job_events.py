@@ -23,7 +23,8 @@ from ..domain.protocol import (
     event_id, implied_events, is_projected, parse_ack_body, parse_event_id, parse_event_query,
     project_job, unknown_job,
 )
-from ..ports import AppendResult, EventStream, OutboxRow, OutgoingMessage, StoredEvent
+from ..domain.event_stream import AppendResult, EventStream, StoredEvent
+from ..domain.outbox import OutboxRow, OutgoingMessage
 from .engine import Engine
 from .messages import outbox_body
 

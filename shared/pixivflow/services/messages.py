@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..ports import OutgoingMessage
+from ..domain.outbox import OutgoingMessage
 
 
 class ExecutionMessage(BaseModel):

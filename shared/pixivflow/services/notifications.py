@@ -33,7 +33,7 @@ from ..domain.errors import NotReady, OutboxAttemptError
 from ..domain.model import Cell, Slot
 from ..domain.outcome_record import ordered_cells
 from ..domain.reasons import reason_policy
-from ..ports import OutboxRow
+from ..domain.outbox import OutboxRow
 from .engine import Engine
 from .outbox import enqueue_row, register_row_kind
 

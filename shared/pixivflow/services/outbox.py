@@ -30,7 +30,8 @@ from typing import Callable
 
 from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
 from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
-from ..ports import MAX_SQS_DELAY_S, OutboxRow, OutboxRows, OutgoingMessage
+from ..ports import OutboxRows
+from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
 from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS, Engine
 from .messages import outbox_body
 

@@ -43,12 +43,12 @@ from typing import Any, Iterator
 
 from ..config import ScheduleConfig
 from ..domain.model import Cell, SlotState, row_overdue
-from ..ports import OutgoingMessage
+from ..domain.outbox import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
-from ..ports import SPARSE_INDEXES, ScheduleWatch, SparseIndex, SweepCursor
+from ..domain.sweep_state import SPARSE_INDEXES, ScheduleWatch, SparseIndex, SweepCursor
 from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked

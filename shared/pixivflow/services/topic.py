@@ -33,7 +33,7 @@ from ..domain.topic import (BACKGROUND_SAMPLE, BACKGROUND_WORD, BELOW_METADATA_S
                             before_day, cache_key, checkpoint_fingerprint, lookback_days, metadata_score, on_day,
                             pool_size, popularity, rank, score_tags, space_from_doc, space_to_doc,
                             tag_space, topic_day)
-from ..ports import SearchRequest, Work
+from ..domain.work import SearchRequest, Work
 
 DAY_MS = 86_400_000
 # The executor's Lambda timeout is 60 s (template.yaml). Selection hands over after 30 s, leaving

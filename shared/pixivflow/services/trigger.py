@@ -53,7 +53,7 @@ def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
         return _refuse(engine, schedule_id, str(exc))
     pause = engine.ledger.schedule_pause(schedule.id)
     if pause is not None and pause.covers(at):
-        # An operator paused it (ports.SchedulePause): the fire is dropped, not deferred --
+        # An operator paused it (domain.pause.SchedulePause): the fire is dropped, not deferred --
         # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
         engine.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
                    schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,

@@ -12,7 +12,7 @@ from support.jobs import PLAN, TARGET, cancel, events, get_job, jobs_runtime, po
 from support.protocol_schema import error_body, validate
 from support.queues import take
 
-from pixivflow.ports import DeliveryResponse
+from pixivflow.domain.route_io import DeliveryResponse
 from pixivflow.services import jobs as jobs_service
 from pixivflow.services.delivery import deliver_message, drain
 from pixivflow.services.execution import execute_cell

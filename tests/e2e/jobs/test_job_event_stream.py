@@ -11,7 +11,7 @@ from support.jobs import PLAN, ack, cancel, events, get_job, jobs_runtime, post_
 from support.protocol_schema import error_body, validate
 from support.queues import drop_executions
 
-from pixivflow.ports import AppendResult, StoredEvent
+from pixivflow.domain.event_stream import AppendResult, StoredEvent
 
 SLOT = f"{PLAN}@manual-job-key-1"
 MIN = 60_000

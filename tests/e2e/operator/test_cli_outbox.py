@@ -18,7 +18,7 @@ from support.cli import T0_ISO, pixivflow
 from support.jobs import PLAN, Receiver, jobs_runtime, post_job, task
 
 from pixivflow.cli import main, render_dead
-from pixivflow.ports import OutboxRow
+from pixivflow.domain.outbox import OutboxRow
 
 JOB = f"{PLAN}@manual-job-key-1"
 FAN = "fan@2026-12-01T0800"

@@ -56,7 +56,7 @@ def test_jobs_show_of_a_queued_job(make_runtime):
 
 def test_a_dead_row_with_controls_in_its_key_and_error_is_shown_escaped(make_runtime):
     """A refetch key comes from a consumer, an error text from a remote server's answer."""
-    from pixivflow.ports import OutboxRow
+    from pixivflow.domain.outbox import OutboxRow
 
     rt = jobs_runtime(make_runtime)
     rows, now = rt.engine.outbox_rows, rt.clock.now_ms()

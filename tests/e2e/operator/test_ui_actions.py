@@ -10,7 +10,7 @@ import pytest
 from support.cli import T0_ISO
 from support.ui import act, audit, csrf_of, get, login
 
-from pixivflow.ports import OutboxRow
+from pixivflow.domain.outbox import OutboxRow
 
 NOTICE = "notification:morning-tokyo@2026-12-01T0800:summary"
 REQUEST_ID = "3f2b8c1e-5d4a-4b6f-9a1e-2c3d4e5f6a7b"

@@ -13,7 +13,7 @@ from conftest import JOBS_TOKEN
 from support.jobs import PLAN, Receiver, call, jobs_runtime, post_job, task
 from support.ui import get, login
 
-from pixivflow.ports import OutboxRow
+from pixivflow.domain.outbox import OutboxRow
 
 JOB = f"{PLAN}@manual-job-key-1"
 CANCELLED_JOB = f"{PLAN}@manual-job-key-2"

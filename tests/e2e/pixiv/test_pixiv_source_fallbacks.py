@@ -42,7 +42,7 @@ def test_duration_is_sent_when_configured_and_only_then():
         config = parse_config({"source": {"kind": "pixiv"}, "pixiv": {"refreshToken": "${T}"}, "targets": [target]})
         query = plan_selection(config.targets[0].criteria(), occurrence_date="2026-12-01").queries[0]
         from pixivflow.adapters.pixiv.client import Bases
-        from pixivflow.ports import SearchRequest
+        from pixivflow.domain.work import SearchRequest
 
         class Client:  # only the URL builder is used
             bases = Bases()

@@ -1,6 +1,6 @@
 """Pausing and resuming a schedule (issue 26), through the real handlers on the embedded runtime.
 
-The pause is a ledger item (``SCHEDULE#<id>`` / ``PAUSE``, ``ports.SchedulePause``), flipped
+The pause is a ledger item (``SCHEDULE#<id>`` / ``PAUSE``, ``domain.pause.SchedulePause``), flipped
 conditionally by ``pixivflow schedules pause|resume`` and by the operator page's CSRF-guarded
 actions. While paused, EventBridge Scheduler's fires are refused (``schedule.fire_refused``,
 reason ``paused``) and the sweep does not count them missed; after a resume the next fire is

@@ -315,7 +315,7 @@ def test_no_candidate_names_the_rules_that_rejected_every_work(select_with, down
 
 
 def test_ai_metadata_check_passes_over_a_work_whose_file_names_its_generator(select_with, downstream, monkeypatch):
-    from pixivflow.ports import ArtifactFile
+    from pixivflow.domain.work import ArtifactFile
 
     def download(self, work):
         marker = b"tEXtparameters\x00masterpiece" if work.work_id == "1" else b""

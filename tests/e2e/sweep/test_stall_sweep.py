@@ -13,7 +13,7 @@ import json
 import pytest
 
 from conftest import claim, ms
-from pixivflow.ports import OutgoingMessage
+from pixivflow.domain.outbox import OutgoingMessage
 from pixivflow.services.messages import execution_body
 from support.queues import take
 

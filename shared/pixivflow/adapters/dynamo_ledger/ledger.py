@@ -9,7 +9,8 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STATES, TERMINAL_SLOT_STATES, CellStatus
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ...ports import ActiveRow, SchedulePause, SparseIndex
+from ...domain.pause import SchedulePause
+from ...domain.sweep_state import ActiveRow, SparseIndex
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import (
     _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
@@ -935,7 +936,7 @@ class DynamoLedger(DynamoItems):
                 raise
             return self.ui_session_epoch()
 
-    # -- an operator's pause of a schedule (ports.SchedulePause) --
+    # -- an operator's pause of a schedule (domain.pause.SchedulePause) --
     # One item per schedule, ``SCHEDULE#<scheduleId>`` / ``PAUSE`` (beside the sweep's ``WATCH``),
     # with no TTL and no index key: a pause lasts until someone resumes, across deploys. Each flip
     # is conditioned on the state the operator saw (not paused / paused), so two operators racing

@@ -26,7 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...domain.errors import LedgerUnavailable
-from ...ports import AccountGate, AccountPermit
+from ...domain.accounts import AccountGate, AccountPermit
 
 GATE_SK = "GATE"
 TOKEN_SK = "TOKEN"

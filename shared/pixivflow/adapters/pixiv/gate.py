@@ -23,7 +23,8 @@ import threading
 from typing import Callable
 
 from ...domain.errors import RateLimitedError
-from ...ports import AccountGate, PixivAccountStore
+from ...ports import PixivAccountStore
+from ...domain.accounts import AccountGate
 
 BASE_COOLDOWN_MS = 60_000
 MAX_COOLDOWN_MS = 15 * 60_000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...ports import Work
+from ...domain.work import Work
 
 PLACEHOLDER_MARK = "/limit_"  # s.pximg.net/common/images/limit_sanity_level_360.png and friends
 

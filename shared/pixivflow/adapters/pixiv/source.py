@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 from ...domain.errors import FatalSourceError, RateLimitedError, SourceError, WorkGoneError, WorkRestrictedError
-from ...ports import ArtifactFile, FileDownload, Page, SearchRequest, Work
+from ...domain.work import ArtifactFile, FileDownload, Page, SearchRequest, Work
 from .client import ImageNotFound, OffsetCapError, PixivClient
 from ...domain.novel_markup import inline_images, render_markdown
 from .mapping import is_restricted, master_variant, page_urls, to_work

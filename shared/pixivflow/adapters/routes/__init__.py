@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from ...domain.assets import media_assets
 from ...domain.errors import ConfigError
 from ...domain.templates import form_fields, template_variables
-from ...ports import ArtifactStore, DeliveryRequest, DeliveryResponse, StoredFile
+from ...ports import ArtifactStore
+from ...domain.route_io import DeliveryRequest, DeliveryResponse
+from ...domain.work import StoredFile
 from ..secret_refs import Expander
 from ..http_pools import OperatorPool
 from ..webhook import WebhookChannel

@@ -21,7 +21,7 @@ import hmac
 from typing import Any, Callable, Mapping, Sequence
 
 from ...domain.templates import pixiv_link
-from ...ports import StoredFile
+from ...domain.work import StoredFile
 from .multipart import split_files
 
 SCHEMA_VERSION = 1

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from ...domain.errors import ConfigError
-from ...ports import DeliveryResponse
+from ...domain.route_io import DeliveryResponse
 from ..http_pools import OperatorPool
 from ..secret_refs import Expander
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
-from ...ports import StoredFile
+from ...domain.work import StoredFile
 
 FILE_ROLES = ("original", "text", "archive")  # what a submission uploads; previews ride separately
 PREVIEW_ROLE = "preview"

@@ -46,7 +46,8 @@ from ...domain.review import (
     review_outcome,
 )
 from ...domain.templates import render, template_variables
-from ...ports import DeliveryRequest, DeliveryResponse, StoredFile
+from ...domain.route_io import DeliveryRequest, DeliveryResponse
+from ...domain.work import StoredFile
 from ..secret_refs import Expander
 from . import multipart
 from .http import Http, RouteTransportError, checked_url

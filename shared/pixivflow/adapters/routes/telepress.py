@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from ...ports import StoredFile
+from ...domain.work import StoredFile
 from ..secret_refs import Expander
 from . import multipart
 from .http import Http, RouteTransportError, checked_url, expanded_headers
