@@ -236,30 +236,169 @@ class Queues(Protocol):
         ...
 
 
-class Ledger(Protocol):
-    # slots
+# The ledger's roles. One DynamoDB adapter (``adapters.dynamo_ledger.DynamoLedger``) implements them all,
+# since they share one table; each use case takes the roles it uses, so a change to one role's
+# queries never reaches a service that does not use it.
+
+
+class Occurrences(Protocol):
+    """Slots (one per occurrence), their cells as read, and their lifecycle events: admission's
+    insert-if-absent, the reads every use case starts from, the slot's own status moves."""
+
     def create_slot(self, slot: Slot) -> tuple[Slot, bool]:
         """Insert-if-absent (the commit point of admission): (the stored slot, whether this call created it)."""
         ...
 
     def ensure_cells(self, slot: Slot, target_types: Mapping[str, str], now_ms: int, existing: Iterable[str] = ()) -> list[str]: ...
+
     def get_slot(self, slot_id: str) -> Slot | None: ...
+
     def get_cell(self, slot_id: str, target_id: str) -> Cell | None: ...
+
     def load(self, slot_id: str) -> SlotState | None:
         """The whole slot partition, strongly consistent."""
         ...
 
     def mark_slot_running(self, slot_id: str, now_ms: int) -> bool: ...
+
     def finish_slot(self, slot_id: str, status: str, now_ms: int, *, last_error: str | None = None,
                     force_from: Iterable[str] = ...) -> bool: ...
+
+    def leave_active_index(self, slot_id: str) -> bool: ...
+
     def put_event_once(self, slot_id: str, kind: str, detail: Mapping[str, Any], now_ms: int) -> bool: ...
+
     def get_event(self, slot_id: str, kind: str) -> dict[str, Any] | None: ...
+
     def claim_event_relog(self, slot_id: str, kind: str, now_ms: int, quiet_ms: int) -> bool:
         """Take the re-log of an existing event whose writer is presumed dead, as one conditional
         write: True for exactly one of several callers, and again only ``quiet_ms`` after the last
         claim (a claimer that died before logging it)."""
         ...
-    def leave_active_index(self, slot_id: str) -> bool: ...
+
+    def slot_ids(self) -> list[str]: ...
+
+
+class CellLeases(Protocol):
+    """A cell's run lease: one executor at a time, heartbeats, the hand-back of a deferral, the
+    sweep's re-dispatch marker, and what an executor records under its lease."""
+
+    def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int, *,
+                   unwritten: Cell | None = None) -> Cell | None:
+        """Take the lease; with ``unwritten`` (the pending cell an unwritten snapshot target stands
+        for) the same conditional write creates the item when it does not exist yet."""
+        ...
+
+    def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
+
+    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
+
+    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
+                   candidate_report: Mapping[str, Any]) -> bool:
+        """Give the lease and the claim's attempt back; the cell is due again at ``due_at``."""
+        ...
+
+    def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
+                        unwritten: Cell | None = None) -> bool: ...
+
+    def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
+                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
+
+    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
+                                  checkpoint: Mapping[str, Any]) -> bool:
+        """A topic selection's progress on its cell, conditional on the lease owner."""
+        ...
+
+
+class CellMoves(Protocol):
+    """A cell's state moves: the work binding (compare-and-set, never rebound), the named moves of
+    the cell's state machine, and the multi-item steps that end a slot's cells at once."""
+
+    def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]: ...
+
+    def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool: ...
+
+    def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, *, owner: str | None = None,
+                        require_no_live_lease: bool = False, from_states: Iterable[str] | None = None,
+                        work_id: str | None = None, work_type: str | None = None, last_error: str | None = None,
+                        keep_error: bool = False, reason_code: str | None = None, reason_message: str | None = None,
+                        candidate_report: Mapping[str, Any] | None = None, release_lease: bool = True) -> bool:
+        """The general conditional FSM move (tooling and the ledger's tests); services use the named moves."""
+        ...
+
+    def move_cell_as_owner(self, slot_id: str, target_id: str, to_status: str, now_ms: int, owner: str,
+                           **fields: Any) -> bool: ...
+
+    def settle_unleased_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool: ...
+
+    def settle_cell_from_delivery(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool: ...
+
+    def fail_cell_if_unchanged(self, slot_id: str, target_id: str, seen_status: str, now_ms: int, **fields: Any) -> bool: ...
+
+    def terminalise_slot(self, state: SlotState, *, fail_cells: Iterable[str], guard_cells: Iterable[str], slot_status: str,
+                         reason_code: str, reason_message: str, now_ms: int) -> bool: ...
+
+    def cancel_cells(self, state: SlotState, *, cells: Iterable[str], intents: Iterable[Intent], slot_status: str | None,
+                     reason_code: str, reason_message: str, now_ms: int) -> bool:
+        """A consumer cancel in one transaction, conditioned on the read ``state``."""
+        ...
+
+
+class WorkReservations(Protocol):
+    """Which cell holds a work on a route (``WORK#<route>#<type>#<workId>`` / ``OWNER``): the
+    selection-time dedupe across slots."""
+
+    def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, *,
+                     executor: str | None = None) -> tuple[bool, str | None]: ...
+
+    def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *,
+                                 executor: str | None = None) -> bool: ...
+
+    def work_owners(self, route: str, work_type: str, work_ids: Iterable[str], *, consistent: bool = True) -> dict[str, str]: ...
+
+
+class DeliveryRows(Protocol):
+    """A cell's delivery intents, each its own outbox row: recorded once, claimed under a lease,
+    settled by the lease holder, found when due."""
+
+    def put_intent(self, intent: Intent) -> tuple[Intent, bool]: ...
+
+    def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
+
+    def get_intent_by_key(self, pk: str, sk: str) -> Intent | None: ...
+
+    def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
+
+    def settle_intent(self, intent: Intent, owner: str, now_ms: int, *, ledger_status: str | None, outbox_status: str,
+                      remote_id: str | None = None, remote_status: str | None = None, reuse_reason: str | None = None,
+                      error: str | None = None, next_attempt_at: int | None = None, ack_kind: str | None = None,
+                      send_progress: Mapping[str, Any] | None = None, clear_sending: bool = False) -> Intent | None:
+        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
+        ...
+
+    def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
+        """Readiness deferral: processing -> pending as the lease holder, due at ``next_attempt_at``,
+        without consuming an attempt (None when the lease was lost)."""
+        ...
+
+    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
+        """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
+        ...
+
+    def index_due(self, intent: Intent) -> bool:
+        """Put an actionable row its slot no longer covers into DueOutbox (refused if the row moved)."""
+        ...
+
+    def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
+        """Keys of indexed outbox rows due at or before ``before_ms`` (sparse index: may lag). Rows
+        of open slots are not in it: they are found through their slot (``open_rows``)."""
+        ...
+
+
+class SweepIndexes(Protocol):
+    """The sparse index of live slots, as the sweep walks it, and the one cheap probe of every
+    sparse index that keeps an idle tick cheap."""
+
     def active_slots(self, limit_per_shard: int = 100) -> list[tuple[str, int]]:
         """(slotId, createdAt) from the sparse active index: may lag; re-read before deciding."""
         ...
@@ -280,111 +419,18 @@ class Ledger(Protocol):
         is seen by the next tick. An answer it cannot be sure of counts as occupied."""
         ...
 
-    def slot_ids(self) -> list[str]: ...
 
-    # cells
-    def claim_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int, *,
-                   unwritten: Cell | None = None) -> Cell | None:
-        """Take the lease; with ``unwritten`` (the pending cell an unwritten snapshot target stands
-        for) the same conditional write creates the item when it does not exist yet."""
-        ...
+class RequestKeys(Protocol):
+    """Manual identity: one idempotency key, one slot, forever."""
 
-    def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
-    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
-    def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
-                                  checkpoint: Mapping[str, Any]) -> bool:
-        """A topic selection's progress on its cell, conditional on the lease owner."""
-        ...
-
-    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None: ...
-    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
-                        fresh_until_ms: int) -> bool: ...
-    def bind_work(self, slot_id: str, target_id: str, work_id: str, work_type: str, now_ms: int) -> tuple[bool, str | None]: ...
-    def release_work(self, slot_id: str, target_id: str, work_id: str, now_ms: int) -> bool: ...
-    def transition_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, *, owner: str | None = None,
-                        require_no_live_lease: bool = False, from_states: Iterable[str] | None = None,
-                        work_id: str | None = None, work_type: str | None = None, last_error: str | None = None,
-                        keep_error: bool = False, reason_code: str | None = None, reason_message: str | None = None,
-                        candidate_report: Mapping[str, Any] | None = None, release_lease: bool = True) -> bool:
-        """The general conditional FSM move (tooling and the ledger's tests); services use the named moves."""
-        ...
-
-    # The named cell moves (``fields``: work_id, work_type, last_error, reason_code, reason_message,
-    # candidate_report). Each is ONE conditional write whose source states are the domain's table.
-    def move_cell_as_owner(self, slot_id: str, target_id: str, to_status: str, now_ms: int, owner: str,
-                           **fields: Any) -> bool: ...
-    def settle_unleased_cell(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool: ...
-    def settle_cell_from_delivery(self, slot_id: str, target_id: str, to_status: str, now_ms: int, **fields: Any) -> bool: ...
-    def fail_cell_if_unchanged(self, slot_id: str, target_id: str, seen_status: str, now_ms: int, **fields: Any) -> bool: ...
-    def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
-                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
-    def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
-                   candidate_report: Mapping[str, Any]) -> bool:
-        """Give the lease and the claim's attempt back; the cell is due again at ``due_at``."""
-        ...
-    def mark_dispatched(self, slot_id: str, target_id: str, previous: int | None, now_ms: int, *,
-                        unwritten: Cell | None = None) -> bool: ...
-
-    # route-work ownership (selection-time dedupe across slots)
-    def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, *,
-                     executor: str | None = None) -> tuple[bool, str | None]: ...
-    def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *,
-                                 executor: str | None = None) -> bool: ...
-    def work_owners(self, route: str, work_type: str, work_ids: Iterable[str], *, consistent: bool = True) -> dict[str, str]: ...
-
-    # delivery intents and their outbox rows
-    def put_intent(self, intent: Intent) -> tuple[Intent, bool]: ...
-    def get_intent(self, slot_id: str, target_id: str, route: str, work_type: str, work_id: str) -> Intent | None: ...
-    def claim_intent(self, intent: Intent, owner: str, now_ms: int, lease_ms: int, *, ignore_due: bool = False) -> Intent | None: ...
-    def settle_intent(self, intent: Intent, owner: str, now_ms: int, *, ledger_status: str | None, outbox_status: str,
-                      remote_id: str | None = None, remote_status: str | None = None, reuse_reason: str | None = None,
-                      error: str | None = None, next_attempt_at: int | None = None, ack_kind: str | None = None,
-                      send_progress: Mapping[str, Any] | None = None, clear_sending: bool = False) -> Intent | None:
-        """Record one attempt's result on the intent and its outbox row, as the lease holder."""
-        ...
-    def release_intent(self, intent: Intent, owner: str, now_ms: int, next_attempt_at: int) -> Intent | None:
-        """Readiness deferral: processing -> pending as the lease holder, due at ``next_attempt_at``,
-        without consuming an attempt (None when the lease was lost)."""
-        ...
-    def mark_intent_sending(self, intent: Intent, owner: str, now_ms: int) -> Intent | None:
-        """Set the row's ``sending`` marker as its lease holder, only if no marker is set."""
-        ...
-    def index_due(self, intent: Intent) -> bool:
-        """Put an actionable row its slot no longer covers into DueOutbox (refused if the row moved)."""
-        ...
-
-    def due_intents(self, before_ms: int, limit_per_shard: int = 100) -> list[tuple[str, str]]:
-        """Keys of indexed outbox rows due at or before ``before_ms`` (sparse index: may lag). Rows
-        of open slots are not in it: they are found through their slot (``open_rows``)."""
-        ...
-
-    def get_intent_by_key(self, pk: str, sk: str) -> Intent | None: ...
-
-    # multi-item steps
-    def terminalise_slot(self, state: SlotState, *, fail_cells: Iterable[str], guard_cells: Iterable[str], slot_status: str,
-                         reason_code: str, reason_message: str, now_ms: int) -> bool: ...
-
-    def cancel_cells(self, state: SlotState, *, cells: Iterable[str], intents: Iterable[Intent], slot_status: str | None,
-                     reason_code: str, reason_message: str, now_ms: int) -> bool:
-        """A consumer cancel in one transaction, conditioned on the read ``state``."""
-        ...
-
-    # manual identity (one key, one slot, forever)
     def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]: ...
+
     def get_request_key(self, key: str) -> dict[str, Any] | None: ...
 
-    # the operator page's session epoch: a /ui cookie names the epoch it was
-    # issued under and works only while that epoch is current.
-    def ui_session_epoch(self) -> int:
-        """The current epoch (0 before any logout)."""
-        ...
 
-    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
-        """Advance the epoch past ``seen_epoch`` (conditional: only from ``seen_epoch``, so two
-        logouts racing advance it once); returns the epoch now current."""
-        ...
+class SchedulePauses(Protocol):
+    """An operator's pause of a schedule (``SchedulePause``), flipped by conditional writes."""
 
-    # an operator's pause of a schedule (``SchedulePause``)
     def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
         """The schedule's pause item (strongly consistent), or None when it was never paused."""
         ...
@@ -397,13 +443,17 @@ class Ledger(Protocol):
         """Mark the schedule running again, on condition it is paused now; None when it is not."""
         ...
 
-    # operator tooling (the CLI and /ui). Reads scan the table: never on a hot path.
+
+class OperatorTools(Protocol):
+    """Operator tooling (the CLI and /ui). Reads scan the table: never on a hot path."""
+
     def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
                    since_ms: int | None = None) -> list[Slot]:
         """Slots matching every given filter, newest first."""
         ...
 
     def dead_intents(self) -> list[Intent]: ...
+
     def find_intents(self, outbox_status: str | None = None) -> list[Intent]:
         """Every delivery intent, or those whose outbox row is in ``outbox_status``, newest first (a scan)."""
         ...
@@ -411,6 +461,35 @@ class Ledger(Protocol):
     def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
         """Re-arm a ``dead`` outbox row (``requeue``); None when it is not dead."""
         ...
+
+
+class UiSessions(Protocol):
+    """The operator page's session epoch: a /ui cookie names the epoch it was issued under and
+    works only while that epoch is current."""
+
+    def ui_session_epoch(self) -> int:
+        """The current epoch (0 before any logout)."""
+        ...
+
+    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
+        """Advance the epoch past ``seen_epoch`` (conditional: only from ``seen_epoch``, so two
+        logouts racing advance it once); returns the epoch now current."""
+        ...
+
+
+class TopicSpaces(Protocol):
+    """A topic's cached tag space, shared by the cells that select from it while it is fresh."""
+
+    def get_topic_space(self, key: str, now_ms: int) -> dict[str, Any] | None: ...
+
+    def put_topic_space(self, key: str, topic: str, work_type: str, space: list[Any], now_ms: int,
+                        fresh_until_ms: int) -> bool: ...
+
+
+# The roles the ledger adapter implements on its one table (adapters.dynamo_ledger.DynamoLedger):
+# a use case names the ones it takes; the contract suite and the simulation's crash points follow them.
+LEDGER_ROLES: tuple[type, ...] = (Occurrences, CellLeases, CellMoves, WorkReservations, DeliveryRows, SweepIndexes,
+                                  RequestKeys, SchedulePauses, OperatorTools, UiSessions, TopicSpaces)
 
 
 # -- Workflow Protocol v1: the job event stream and its callbacks ------------------------------

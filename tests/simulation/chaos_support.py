@@ -53,14 +53,15 @@ class Rates:
 
 
 def port_methods(port: type) -> tuple[str, ...]:
-    """The crash points of an adapter: every method its port declares (DESIGN §10), so a method added
+    """The crash points of an adapter: every method its port declares (the ledger: every method of its roles), so a method added
     to the port is a crash point at once, with no hand-kept list to forget it in."""
     import inspect
 
     return tuple(sorted(n for n, v in vars(port).items() if inspect.isfunction(v) and not n.startswith("_")))
 
 
-LEDGER_CALLS = port_methods(__import__("pixivflow.ports", fromlist=["Ledger"]).Ledger)
+LEDGER_CALLS = tuple(sorted({m for role in __import__("pixivflow.ports", fromlist=["LEDGER_ROLES"]).LEDGER_ROLES
+                            for m in port_methods(role)}))
 QUEUE_CALLS = ("send_execution", "send_outbox")
 SOURCE_CALLS = ("download", "get_work", "search_page")
 ARTIFACT_CALLS = ("put",)

@@ -86,21 +86,6 @@ def test_services_see_ports_only():
             assert absolute[0] not in {"boto3", "botocore", "httpx"}, f"services/{path.name} imports {module}"
 
 
-def test_the_adapters_satisfy_the_ledger_and_queue_ports():
-    """Every member of the Ledger and Queues Protocols exists on the DynamoDB/SQS adapters."""
-    import inspect
-
-    from pixivflow.adapters.dynamo_ledger import DynamoLedger
-    from pixivflow.adapters.sqs_queues import SqsQueues
-    from pixivflow.ports import Ledger, Queues
-
-    for port, adapter in ((Ledger, DynamoLedger), (Queues, SqsQueues)):
-        members = [n for n, v in vars(port).items() if inspect.isfunction(v) and not n.startswith("_")]
-        assert len(members) >= 2
-        for name in members:
-            assert callable(getattr(adapter, name, None)), f"{adapter.__name__} lacks {port.__name__}.{name}"
-
-
 LEAN = r"""
 import importlib.util, os, sys
 name = sys.argv[1]

@@ -131,7 +131,7 @@ def live_session(event: Any, token: str, now_ms: int) -> int | None:
     epochs = {e for e in (session_epoch(v, token, now_ms) for v in _cookie_values(event)) if e is not None}
     if not epochs:
         return None  # no ledger read for a request without a well-signed cookie
-    current = runtime.get().engine.ledger.ui_session_epoch()
+    current = runtime.get().engine.sessions.ui_session_epoch()
     return current if current in epochs else None
 
 
@@ -475,7 +475,7 @@ def register(shell: HttpShell) -> None:
             return req.respond(html_response(401, login_page("That is not the trigger token.")), "ui.login_refused",
                                reason="bad_token")
         engine = runtime.get().engine
-        session = issue_session(token, engine.ledger.ui_session_epoch(), engine.now())
+        session = issue_session(token, engine.sessions.ui_session_epoch(), engine.now())
         return req.respond(redirect("/ui", cookies=[_cookie(session, SESSION_MS // 1000)]), "ui.login")
 
     @route("POST", "/ui/logout")
@@ -484,7 +484,7 @@ def register(shell: HttpShell) -> None:
         token = _token()
         engine = runtime.get().engine
         epoch = live_session(shell.app.current_event, token, engine.now()) if token else None
-        ended = engine.ledger.end_ui_sessions(epoch, engine.now()) if epoch is not None else None
+        ended = engine.sessions.end_ui_sessions(epoch, engine.now()) if epoch is not None else None
         return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout", ended=ended is not None)
 
     @route("GET", "/ui/slots")

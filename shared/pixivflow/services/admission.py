@@ -66,7 +66,7 @@ def admit(engine: Engine, slot: Slot) -> Admission:
     """Open (or resume) a slot and dispatch every cell that is neither terminal nor leased."""
     if not slot.target_ids:
         return Admission(slot, False, REJECTED, reason="schedule selects no targets")
-    stored, created = engine.ledger.create_slot(slot)
+    stored, created = engine.occurrences.create_slot(slot)
     now = engine.now()
     if created:
         cells = [unwritten_cell(stored, t) for t in stored.target_ids]
@@ -75,7 +75,7 @@ def admit(engine: Engine, slot: Slot) -> Admission:
         engine.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
         return _dispatch(engine, Admission(stored, True, ACCEPTED, cells=cells), cells)
 
-    state = engine.ledger.load(stored.slot_id)
+    state = engine.occurrences.load(stored.slot_id)
     if state is None:  # vanished between the put and the read: treat as a fresh conflict
         return Admission(stored, False, REJECTED, reason="slot could not be read back")
     if state.slot.status in COMPLETED_SLOT_STATES:

@@ -97,7 +97,7 @@ def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
         return DeliveryResult(key, "skipped", detail="malformed key")
     if slot_id is None or target_id is None:
         return DeliveryResult(key, "skipped", detail="ad-hoc keys have no ledger row")
-    intent = engine.ledger.get_intent(slot_id, target_id, route, work_type, work_id)
+    intent = engine.rows.get_intent(slot_id, target_id, route, work_type, work_id)
     if intent is None:
         return DeliveryResult(key, "skipped", detail="no such intent")
     return deliver_intent(engine, intent)
@@ -109,10 +109,10 @@ def deliver_intent(engine: Engine, intent: Intent, *, ignore_due: bool = False) 
         return DeliveryResult(key, "skipped", detail=f"row is {intent.outbox_status}")
     owner = engine.entropy.token("dlv")
     now = engine.now()
-    claimed = engine.ledger.claim_intent(intent, owner, now, OUTBOX_LEASE_MS, ignore_due=ignore_due)
+    claimed = engine.rows.claim_intent(intent, owner, now, OUTBOX_LEASE_MS, ignore_due=ignore_due)
     if claimed is None:
         return DeliveryResult(key, "skipped", detail="not due or claimed by another worker")
-    cell = engine.ledger.get_cell(claimed.slot_id, claimed.target_id)
+    cell = engine.occurrences.get_cell(claimed.slot_id, claimed.target_id)
     if cell is not None and cell.terminal and cell.status != CellStatus.SUBMITTED and not _resend_on_purpose(claimed):
         # (A fan-out cell another route's failure ended: this row still delivers, _sibling_failed;
         # never after a consumer's cancel.)
@@ -212,7 +212,7 @@ def _send_guard(engine: Engine, intent: Intent, owner: str, *, record_only: bool
     """The ledger side of "never post twice silently" for the Telegram review route."""
     return SendGuard(started=intent.sending_at is not None, progress=intent.send_progress,
                      redriven=intent.redrive_count > 0, record_only=record_only,
-                     mark_sending=lambda: engine.ledger.mark_intent_sending(intent, owner, engine.now()) is not None)
+                     mark_sending=lambda: engine.rows.mark_intent_sending(intent, owner, engine.now()) is not None)
 
 
 def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
@@ -248,7 +248,7 @@ def _defer(engine: Engine, intent: Intent, owner: str) -> DeliveryResult:
     """Readiness deferral: the row goes back to pending, due in a minute,
     and no attempt is consumed; at most one ``outbox.deferred`` line per row per minute."""
     now = engine.now()
-    if engine.ledger.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
+    if engine.rows.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
         return DeliveryResult(intent.idempotency_key, "skipped", detail="lease lost before the deferral")
     engine.queues.send_outbox([OutgoingMessage(outbox_body("delivery", intent.idempotency_key),
                                                delay_s=READINESS_DEFER_MS // 1000)])
@@ -271,7 +271,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
         if ack.retry_after_ms is not None:
             delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
         extra = {"send_progress": ack.progress, "clear_sending": True} if ack.clear_sending else {}
-        settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
+        settled = engine.rows.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
                                               error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind), **extra)
         if settled is None:
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
@@ -286,7 +286,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     if plan.outbox_status == OutboxStatus.DEAD:
         return _dead(engine, intent, owner, plan.ledger_error or ack.error or "permanent failure", ack, cancelled=cancelled,
                      hold_work=hold_work)
-    settled = engine.ledger.settle_intent(
+    settled = engine.rows.settle_intent(
         intent, owner, now, ledger_status=plan.ledger_status, outbox_status=OutboxStatus.DONE,
         remote_id=plan.remote_id, remote_status=plan.remote_status, reuse_reason=plan.reuse_reason,
         error=plan.ledger_error or ack.note,
@@ -302,7 +302,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     routes = routes_of(engine, intent.target_id)
     fan_out = len(routes) > 1 or (bool(routes) and intent.route not in routes)
     # One read of the slot serves both checks; a single-route cell needs none (this ACK is it).
-    state = engine.ledger.load(intent.slot_id) if fan_out else None
+    state = engine.occurrences.load(intent.slot_id) if fan_out else None
     if plan.delete_cached_files and engine.config.delivery.deleteAfterDelivery and _routes_carry_files(engine, routes):
         _delete_delivered_files(engine, intent, state)
     outcome = plan.cell_outcome
@@ -362,7 +362,7 @@ def _sibling_failed(engine: Engine, intent: Intent) -> bool:
     target = engine.config.target(intent.target_id)
     for route in (target.routes() if target is not None else []):
         if route != intent.route:
-            sibling = engine.ledger.get_intent(intent.slot_id, intent.target_id, route, intent.work_type, intent.work_id)
+            sibling = engine.rows.get_intent(intent.slot_id, intent.target_id, route, intent.work_type, intent.work_id)
             if sibling is not None and sibling.status == LedgerStatus.FAILED:
                 return True
     return False
@@ -374,7 +374,7 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
     on the route — unless the route holds it or may (``hold_work``; a review in the chat, IN_CHAT):
     one delivery per work and route, so no later cell may select it again."""
     now = engine.now()
-    settled = engine.ledger.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
+    settled = engine.rows.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
                                           error=error, ack_kind=str(ack.kind),
                                           **_in_chat(ack))
     if settled is None:
@@ -398,7 +398,7 @@ def _in_chat(ack: DeliveryAck) -> dict[str, Any]:
 
 def _free_work(engine: Engine, intent: Intent) -> None:
     """A work whose delivery failed may be picked again by another slot later."""
-    engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id, cell_key(intent.slot_id, intent.target_id))
+    engine.reservations.release_work_reservation(intent.route, intent.work_type, intent.work_id, cell_key(intent.slot_id, intent.target_id))
 
 
 def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
@@ -413,14 +413,14 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
         now = engine.now()
         rows: list[Intent | tuple[str, str]] = list(_open_rows(engine, now))
         seen = {(r.slot_id, r.idempotency_key) for r in rows if isinstance(r, Intent)}
-        rows += engine.ledger.due_intents(now, limit_per_shard=batch)
+        rows += engine.rows.due_intents(now, limit_per_shard=batch)
         progressed = deferred = False
         for row in rows:
             if isinstance(row, Intent):
                 intent: Intent | None = row
             else:
                 pk, sk = row
-                intent = engine.ledger.get_intent_by_key(pk, sk)
+                intent = engine.rows.get_intent_by_key(pk, sk)
                 if intent is not None and (intent.slot_id, intent.idempotency_key) in seen:
                     continue  # found through its slot already
             if intent is None or not intent.actionable:
@@ -443,8 +443,8 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
 def _open_rows(engine: Engine, now: int) -> list[Intent]:
     """The due delivery rows of every open slot."""
     found: list[Intent] = []
-    for slot_id, _created in engine.ledger.active_slots():
-        state = engine.ledger.load(slot_id)
+    for slot_id, _created in engine.indexes.active_slots():
+        state = engine.occurrences.load(slot_id)
         if state is not None:
             found += [i for i in state.intents if row_overdue(i, now)]
     return found
@@ -459,10 +459,10 @@ def due_delivery_keys(engine: Engine, now: int, grace_ms: int, known: Iterable[s
     ``on_error`` takes a row whose re-read failed; without it the error propagates. ``indexed``
     False: DueOutbox was just found empty (the sweep's probe), so only ``known`` is sent."""
     send: list[str] = list(dict.fromkeys(known))
-    hits = engine.ledger.due_intents(now - grace_ms, limit_per_shard=limit_per_shard) if indexed else []
+    hits = engine.rows.due_intents(now - grace_ms, limit_per_shard=limit_per_shard) if indexed else []
     for pk, sk in hits:
         try:
-            intent = engine.ledger.get_intent_by_key(pk, sk)
+            intent = engine.rows.get_intent_by_key(pk, sk)
         except Exception as exc:
             if on_error is None:
                 raise

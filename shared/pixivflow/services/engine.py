@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import ArtifactStore, CallbackSender, Clock, DeliveryChannel, JobStore, Ledger, OutboxRows, Queues, SweepState, WorkSource
+from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel, DeliveryRows, JobStore,
+                     Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys, SchedulePauses, SweepIndexes, SweepState,
+                     TopicSpaces, UiSessions, WorkReservations, WorkSource)
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 # The one metric of the default alarm profile: the sweep's count of what needs an operator.
@@ -26,7 +28,9 @@ DEFAULT_SWEEP_INTERVAL_MS = 60_000  # template.yaml's SweepIntervalMinutes defau
 @dataclass
 class Engine:
     config: PixivFlowConfig
-    ledger: Ledger
+    # The ledger adapter, which implements every role of ports.py on one table. Services reach it
+    # only through the role they use (the properties below); tests and tools may swap it whole.
+    ledger: Any
     queues: Queues
     source: WorkSource
     artifacts: ArtifactStore
@@ -56,6 +60,52 @@ class Engine:
 
     def now(self) -> int:
         return self.clock.now_ms()
+
+    # -- the ledger's roles (ports.py), each a view of the one adapter --------------------------
+
+    @property
+    def occurrences(self) -> Occurrences:
+        return cast(Occurrences, self.ledger)
+
+    @property
+    def leases(self) -> CellLeases:
+        return cast(CellLeases, self.ledger)
+
+    @property
+    def cells(self) -> CellMoves:
+        return cast(CellMoves, self.ledger)
+
+    @property
+    def reservations(self) -> WorkReservations:
+        return cast(WorkReservations, self.ledger)
+
+    @property
+    def rows(self) -> DeliveryRows:
+        return cast(DeliveryRows, self.ledger)
+
+    @property
+    def indexes(self) -> SweepIndexes:
+        return cast(SweepIndexes, self.ledger)
+
+    @property
+    def request_keys(self) -> RequestKeys:
+        return cast(RequestKeys, self.ledger)
+
+    @property
+    def pauses(self) -> SchedulePauses:
+        return cast(SchedulePauses, self.ledger)
+
+    @property
+    def operator(self) -> OperatorTools:
+        return cast(OperatorTools, self.ledger)
+
+    @property
+    def sessions(self) -> UiSessions:
+        return cast(UiSessions, self.ledger)
+
+    @property
+    def topics(self) -> TopicSpaces:
+        return cast(TopicSpaces, self.ledger)
 
     def log(self, level: str, message: str, **fields: Any) -> None:
         """Structured log line; a field named like a LogRecord attribute gets a trailing underscore."""

@@ -101,14 +101,14 @@ class CellRun:
         """Renew the lease every 30 s. A refused renewal means another executor owns the cell now."""
         now = self.engine.now()
         if now - self.last_beat >= HEARTBEAT_MS:
-            if not self.engine.ledger.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
+            if not self.engine.leases.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
                 raise LeaseLost(f"lease on {self.slot.slot_id}/{self.target.id} was lost")
             if self.governor is not None and not self.governor.renew(self.owner):
                 raise PermitLost(f"permit on the source account lapsed during {self.slot.slot_id}/{self.target.id}")
             self.last_beat = now
 
     def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
-        won, current = self.engine.ledger.bind_work(self.slot.slot_id, self.target.id, work_id, work_type, self.engine.now())
+        won, current = self.engine.cells.bind_work(self.slot.slot_id, self.target.id, work_id, work_type, self.engine.now())
         if won:
             self.cell.work_id = work_id
             self.cell.work_type = self.cell.work_type or work_type
@@ -116,7 +116,7 @@ class CellRun:
         return won, current
 
     def release(self, work_id: str) -> bool:
-        ok = self.engine.ledger.release_work(self.slot.slot_id, self.target.id, work_id, self.engine.now())
+        ok = self.engine.cells.release_work(self.slot.slot_id, self.target.id, work_id, self.engine.now())
         if ok:
             self.cell.work_id = None
             self.cell.status = CellStatus.PENDING
@@ -133,7 +133,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
     owner = engine.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
     # clock), and a cell that may not run must not look alive to the stall rules.
-    slot = engine.ledger.get_slot(slot_id)
+    slot = engine.occurrences.get_slot(slot_id)
     if slot is None:  # cannot happen for cells made by admission
         return ExecutionResult(slot_id, target_id, "missing")
     blocked = run_blocked(engine.config, slot)
@@ -152,15 +152,15 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
     unwritten = unwritten_cell(slot, target_id)
     unwritten.work_type = configured.type if configured else None
     # The cell's first claim writes its item (admission wrote only the slot): one conditional write.
-    cell = engine.ledger.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
+    cell = engine.leases.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
     if cell is None:
-        current = engine.ledger.get_cell(slot_id, target_id)
+        current = engine.occurrences.get_cell(slot_id, target_id)
         action = "missing" if current is None else "claimed_by_other"
         engine.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
                    cell_status=current.status if current else None)
         return ExecutionResult(slot_id, target_id, action, current.status if current else None)
     if slot.status == "pending":
-        engine.ledger.mark_slot_running(slot_id, now)
+        engine.occurrences.mark_slot_running(slot_id, now)
     target = engine.config.target(target_id)
     excluded: frozenset[str] = frozenset()
     if target is not None and slot.params:
@@ -207,14 +207,14 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         # The selection's progress is on the cell (services/topic.py): give the lease back and
         # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
         # the sweep re-dispatches; the checkpoint is read again either way.
-        engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+        engine.leases.release_cell(slot_id, target_id, owner, engine.now())
         send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
                     event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
         return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
         try:
-            engine.ledger.release_cell(slot_id, target_id, owner, engine.now())
+            engine.leases.release_cell(slot_id, target_id, owner, engine.now())
         except LedgerUnavailable:
             pass
         raise
@@ -248,7 +248,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
-    if not engine.ledger.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
+    if not engine.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
     send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
                 event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
@@ -259,15 +259,15 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
 
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
     """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it."""
-    state = engine.ledger.load(run.slot.slot_id)
+    state = engine.occurrences.load(run.slot.slot_id)
     verdict = cell_delivery_state(engine, state, run.target.id) if state else delivery_state(run.target.routes(), [])
     now = engine.now()
     slot_id, target_id = run.slot.slot_id, run.target.id
     if verdict.state == "live":
-        engine.ledger.release_cell(slot_id, target_id, run.owner, now)
+        engine.leases.release_cell(slot_id, target_id, run.owner, now)
         return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
     if verdict.state == "confirmed":
-        engine.ledger.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
+        engine.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
                                          work_id=verdict.work_id, work_type=verdict.work_type)
         rollup(engine, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
@@ -293,7 +293,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
             # not every 30 s meanwhile (each early retry would only be refused again).
             delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
-        recorded = engine.ledger.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
+        recorded = engine.leases.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
                                                    owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
@@ -304,24 +304,24 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
     if effect.to_status is None:
-        engine.ledger.release_cell(slot_id, target_id, owner, now)
+        engine.leases.release_cell(slot_id, target_id, owner, now)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
     if effect.to_status == cell.status:
         # A same-state move is a no-op, but what it implies still happens: a resumed
         # delivery_pending cell re-sends the messages of its still-actionable outbox rows.
-        engine.ledger.release_cell(slot_id, target_id, owner, now)
+        engine.leases.release_cell(slot_id, target_id, owner, now)
         if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
             _send_outbox(engine, run.outbox_keys)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
-    moved = engine.ledger.move_cell_as_owner(
+    moved = engine.cells.move_cell_as_owner(
         slot_id, target_id, effect.to_status, now, owner,
         work_id=effect.work_id, work_type=effect.work_type, last_error=effect.last_error,
         reason_code=effect.reason_code, reason_message=effect.reason_message, candidate_report=report,
     )
     if not moved:
         # Lost the lease or the cell moved on (e.g. an ACK settled it first): never force it.
-        engine.ledger.release_cell(slot_id, target_id, owner, now)
-        current = engine.ledger.get_cell(slot_id, target_id)
+        engine.leases.release_cell(slot_id, target_id, owner, now)
+        current = engine.occurrences.get_cell(slot_id, target_id)
         engine.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
                    target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
         if current and current.terminal:
@@ -350,13 +350,13 @@ def _hand_over_rows_of_ended_cell(engine: Engine, slot_id: str, target_id: str, 
     follows the committed cancel."""
     if not keys:
         return
-    state = engine.ledger.load(slot_id)
+    state = engine.occurrences.load(slot_id)
     if state is None:
         return
     wanted = set(keys)
     for intent in state.intents_for(target_id):
         if intent.idempotency_key in wanted and intent.actionable:
-            engine.ledger.index_due(intent)  # refused only if the row moved: then its mover owns it
+            engine.rows.index_due(intent)  # refused only if the row moved: then its mover owns it
     _send_outbox(engine, keys)
 
 
@@ -542,7 +542,7 @@ class _RouteOwners:
                 self._read += len(ids)
                 self._chunk *= 2  # the top of the list was taken: read further ahead next time
                 for route in self._routes:
-                    owners = self._run.engine.ledger.work_owners(route, self._run.target.type, ids, consistent=False)
+                    owners = self._run.engine.reservations.work_owners(route, self._run.target.type, ids, consistent=False)
                     for wid, owner in owners.items():
                         if owner != self._run.owner_key:
                             self._held.setdefault(wid, route)
@@ -550,7 +550,7 @@ class _RouteOwners:
 
 
 def _held_intents(run: CellRun) -> list[Intent]:
-    state = run.engine.ledger.load(run.slot.slot_id)
+    state = run.engine.occurrences.load(run.slot.slot_id)
     return sorted(state.intents_for(run.target.id), key=lambda i: (i.created_at, i.work_id)) if state else []
 
 
@@ -567,7 +567,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             return "lost_bind"
     reserved: list[str] = []
     for route in routes:
-        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
+        ok, owner = engine.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
         if not ok:
             _undo(run, work, reserved)
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already held on route {route} by {owner}"))
@@ -821,7 +821,7 @@ def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = F
     if run.target.single_work and not keep_binding and not run.release(work.work_id):
         return
     for route in routes:
-        run.engine.ledger.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
+        run.engine.reservations.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
 
 
 def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile]) -> None:
@@ -833,7 +833,7 @@ def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile
         config = engine.config.route(route)
         intent = _row(run, work, route, now, max_attempts=config.attempt_budget if config else 12, next_attempt_at=now,
                       payload=delivery_payload(slot, run.target, work, config), files=file_records(files) or None)
-        stored, _ = engine.ledger.put_intent(intent)
+        stored, _ = engine.rows.put_intent(intent)
         if stored.actionable:
             run.outbox_keys.append(intent.idempotency_key)
 
@@ -872,7 +872,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     held: list[tuple[str, str | None]] = []
     taken: list[tuple[str, str | None]] = []
     for route in routes:
-        ok, owner = engine.ledger.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
+        ok, owner = engine.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
         (held if ok else taken).append((route, owner))
     if not held:
         # Another slot took this work on every route while we were down (it was bound, never
@@ -894,5 +894,5 @@ def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]])
     ``done`` (never queued, never sent), the holder named; insert-if-absent, so a re-run finds it."""
     now = run.engine.now()
     for route, owner in taken:
-        run.engine.ledger.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
+        run.engine.rows.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
                                           attempts=0, reuse_reason=f"held on route {route} by {owner}"))

@@ -40,7 +40,7 @@ def callback_key(job_id: str, evt_id: str) -> str:
 
 def load_job(engine: Engine, job_id: str) -> tuple[SlotState, dict[str, Any]]:
     """The slot and its Job projection; 404 for an unknown job, 500 job_cell_missing."""
-    state = engine.ledger.load(job_id)
+    state = engine.occurrences.load(job_id)
     if state is None:
         raise unknown_job(job_id)
     return state, project_job(state.slot, state.first_cell(), state.intents, engine.now())
@@ -70,7 +70,7 @@ def _declared_callback(engine: Engine, job: Mapping[str, Any]) -> str | None:
     key = job.get("idempotency_key")
     if not key:
         return None
-    record = engine.ledger.get_request_key(key)
+    record = engine.request_keys.get_request_key(key)
     if record and record.get("slotRef") == job["job_id"] and record.get("requestKey") == key:
         return record.get("callbackUrl") or None
     return None

@@ -146,7 +146,7 @@ def submit(engine: Engine, body: Any) -> Submission:
 
     key = task.idempotency_key
     slot_id = manual_slot_id(plan.id, key)
-    created_key, record = engine.ledger.claim_request_key(key, {
+    created_key, record = engine.request_keys.claim_request_key(key, {
         "kind": JOB_KIND, "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target.id,
         "paramsJson": task.params_json, "callbackUrl": task.callback_url, "correlationId": task.correlation_id,
         "createdAt": engine.now(),
@@ -191,10 +191,10 @@ def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
     """``GET /jobs?idempotency_key=``: 0 or 1 job, matching the key exactly as sent."""
     if not isinstance(key, str) or not key.strip():
         raise invalid("idempotency_key is required", field="idempotency_key")
-    record = engine.ledger.get_request_key(key)
+    record = engine.request_keys.get_request_key(key)
     if record is None or not record.get("slotRef"):
         return []
-    state = engine.ledger.load(str(record["slotRef"]))
+    state = engine.occurrences.load(str(record["slotRef"]))
     if state is None or state.slot.manual_request_id != key:
         return []
     return [project_job(state.slot, state.first_cell(), state.intents, engine.now())]
@@ -238,7 +238,7 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     cancelled_rows: list[Intent] = []
     in_flight: list[Intent] = []
     while True:
-        state = engine.ledger.load(job_id)
+        state = engine.occurrences.load(job_id)
         if state is None:
             raise unknown_job(job_id)
         cells = state.snapshot_cells()  # a never-claimed cell is cancelled by writing it failed
@@ -270,13 +270,13 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     held = {i.idempotency_key for i in cancelled_rows if i.may_be_downstream}
     for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:
-            engine.ledger.release_work_reservation(intent.route, intent.work_type, intent.work_id,
+            engine.reservations.release_work_reservation(intent.route, intent.work_type, intent.work_id,
                                                    cell_key(intent.slot_id, intent.target_id))
     if in_flight:
         engine.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
                    "work stays reserved", event="job.cancelled_during_post", job_id=job_id,
                    keys=sorted(i.idempotency_key for i in in_flight))
-    state = engine.ledger.load(job_id)
+    state = engine.occurrences.load(job_id)
     if state is None:
         raise unknown_job(job_id)
     if cells_cancelled and state.slot.open:
@@ -302,7 +302,7 @@ def _cancel_in_chunks(engine: Engine, state: SlotState, open_cells: list[Cell], 
         size += 1 + len(mine)
     for n, (cell_ids, intents) in enumerate(groups):
         last = n == len(groups) - 1
-        ok = engine.ledger.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
+        ok = engine.cells.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
                                         reason_code=CANCELLED_REASON, reason_message=message, now_ms=now)
         if not ok:
             return False

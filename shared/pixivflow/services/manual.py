@@ -126,7 +126,7 @@ def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str
     plan = plan_for_target(engine.config, target_id)
     slot_id = manual_slot_id(plan.id, key)
     now = engine.now()
-    created, record = engine.ledger.claim_request_key(key, {
+    created, record = engine.request_keys.claim_request_key(key, {
         "kind": "refetch", "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target_id, "createdAt": now,
     })
     if not created and (record.get("slotRef") != slot_id or record.get("targetId") != target_id):
@@ -175,10 +175,10 @@ def _disposition(admission: Admission) -> str:
 def find_refetch(engine: Engine, target_id: str, request_id: str) -> tuple[Slot, Cell | None] | None:
     """The slot a request id names for this target, with the target's cell (None when unknown)."""
     key = request_id.strip()
-    record = engine.ledger.get_request_key(key)
+    record = engine.request_keys.get_request_key(key)
     if record is None or record.get("targetId") != target_id or not record.get("slotRef"):
         return None
-    state = engine.ledger.load(str(record["slotRef"]))
+    state = engine.occurrences.load(str(record["slotRef"]))
     if state is None:  # the request item outlived a crash before its slot: not admitted yet
         return None
     return state.slot, state.cell(target_id)

@@ -88,7 +88,7 @@ def settle_delivered_handover(engine: Engine, state: SlotState, cell: Any, now: 
     verdict = cell_delivery_state(engine, state, cell.target_id)
     if verdict.state != "confirmed":
         return None
-    ok = engine.ledger.settle_cell_from_delivery(cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
+    ok = engine.cells.settle_cell_from_delivery(cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
                                                  work_id=verdict.work_id, work_type=verdict.work_type)
     if ok:
         engine.log("info", "cell converged from the delivery ledger", event="cell.converged", slot_id=cell.slot_id,
@@ -113,11 +113,11 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
         if selected_with_intents and verdict.state != "confirmed":
             continue  # live rows deliver it, lost ones are the executor's re-run to judge
         if verdict.state == "confirmed":
-            ok = engine.ledger.settle_unleased_cell(
+            ok = engine.cells.settle_unleased_cell(
                 cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now, work_id=verdict.work_id, work_type=verdict.work_type,
             )
         elif verdict.state == "lost":
-            ok = engine.ledger.settle_unleased_cell(
+            ok = engine.cells.settle_unleased_cell(
                 cell.slot_id, cell.target_id, CellStatus.FAILED, now, last_error=cell.last_error or ABANDONED_MESSAGE,
                 reason_code="delivery_abandoned", reason_message=reason_message("delivery_abandoned"),
             )
@@ -132,13 +132,13 @@ def converge_deliveries(engine: Engine, state: SlotState) -> bool:
 
 def rollup(engine: Engine, slot_id: str, state: SlotState | None = None) -> str | None:
     """Roll a slot up. Safe to repeat; returns the slot status afterwards (None if no slot)."""
-    state = state or engine.ledger.load(slot_id)
+    state = state or engine.occurrences.load(slot_id)
     if state is None:
         return None
     if is_terminal_slot(state.slot.status):
         return state.slot.status
     if converge_deliveries(engine, state):
-        state = engine.ledger.load(slot_id) or state
+        state = engine.occurrences.load(slot_id) or state
     statuses = [c.status for c in state.snapshot_cells()]  # an unwritten cell counts as the pending cell it is
     status = derive_slot_status(statuses)
     if not is_terminal_slot(status):
@@ -160,12 +160,12 @@ def finish(engine: Engine, state: SlotState, status: str, *, last_error: str | N
         return  # not yet: the next rollup (or the sweep) decides again
     _notify(engine, state)
     if record_outcome(engine, state):
-        if not engine.ledger.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error):
+        if not engine.occurrences.finish_slot(state.slot.slot_id, status, engine.now(), last_error=last_error):
             # The stall transaction made the slot terminal after this rollup read it (a cell it
             # guarded, which the outbox settled meanwhile): its record is logged, so it leaves the
             # active index all the same, or the sweep would take the record for an orphan and log
             # it again a minute later.
-            engine.ledger.leave_active_index(state.slot.slot_id)
+            engine.occurrences.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
 
 
@@ -179,14 +179,14 @@ def close(engine: Engine, state: SlotState) -> bool:
     and its one outcome record waits for it; a slot closed earlier would leave such a cell
     delivery_pending forever."""
     if converge_deliveries(engine, state):
-        state = engine.ledger.load(state.slot.slot_id) or state
+        state = engine.occurrences.load(state.slot.slot_id) or state
     if any(not c.terminal for c in state.snapshot_cells()) or an_executor_may_still_run(state, engine.now()):
         return False
     if not rows_outlive_slot(engine, state):
         return False  # a row moved under us: the sweep's next tick closes it
     _notify(engine, state)  # before the record, as in finish()
     if record_outcome(engine, state):
-        left = engine.ledger.leave_active_index(state.slot.slot_id)
+        left = engine.occurrences.leave_active_index(state.slot.slot_id)
         _job_terminal(engine, state)
         return left
     return False
@@ -223,7 +223,7 @@ def rows_outlive_slot(engine: Engine, state: SlotState) -> bool:
     False when a row moved since ``state`` was read (nothing is closed; the next pass reads again)."""
     indexed = True
     for intent in state.intents:
-        if intent.actionable and not engine.ledger.index_due(intent):
+        if intent.actionable and not engine.rows.index_due(intent):
             indexed = False
     return indexed
 
@@ -275,23 +275,23 @@ def record_outcome(engine: Engine, state: SlotState) -> bool:
         if outcome is None:
             return False
         detail = {"summary": build_summary(slot, cells, state.intents), "outcome": outcome}
-        if engine.ledger.put_event_once(slot.slot_id, SUMMARY_EVENT, detail, now):
+        if engine.occurrences.put_event_once(slot.slot_id, SUMMARY_EVENT, detail, now):
             state.events[SUMMARY_EVENT] = {"ts": now}
             _log_outcome(engine, outcome)
             return True
-        existing = engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT)  # another writer made it
+        existing = engine.occurrences.get_event(slot.slot_id, SUMMARY_EVENT)  # another writer made it
         if existing is None:
             return False
     if not slot.open:
         return True  # closed: its record was logged before it was closed
     if now - int(existing.get("ts") or now) < ORPHAN_RECORD_MS:
         return False  # its writer may be logging and closing it right now
-    if not engine.ledger.claim_event_relog(slot.slot_id, SUMMARY_EVENT, now, ORPHAN_RECORD_MS):
+    if not engine.occurrences.claim_event_relog(slot.slot_id, SUMMARY_EVENT, now, ORPHAN_RECORD_MS):
         # Another sweep (or a late rollup) found the orphan at the same time and re-logs it; only
         # one does, or the slot's one outcome line becomes one per finder.
         # A winner that died before logging leaves it to the next finder a minute later.
         return False
-    stored = existing.get("detail") or (engine.ledger.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
+    stored = existing.get("detail") or (engine.occurrences.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
     engine.log("warning", "outcome record found with its slot still open; logging the stored record",
                event="schedule.outcome_recovered", slot_id=slot.slot_id)
     if stored.get("outcome"):
@@ -323,7 +323,7 @@ def settle_delivery_terminal(engine: Engine, intent: Intent, cell_outcome: str, 
         to = CellStatus.FAILED
         code = reason_code or terminal_reason_for(TargetOutcome.failed(error or "delivery failed", retryable=False))
         message = reason_message(code) if code else None
-    return engine.ledger.settle_cell_from_delivery(
+    return engine.cells.settle_cell_from_delivery(
         intent.slot_id, intent.target_id, to, now,
         work_id=intent.work_id, work_type=intent.work_type, last_error=error, reason_code=code, reason_message=message,
     )

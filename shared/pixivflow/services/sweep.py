@@ -119,7 +119,7 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
     for slot_id in walk:
         result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
-            state = engine.ledger.load(slot_id)
+            state = engine.occurrences.load(slot_id)
             if state is None:
                 continue
             now = engine.now()
@@ -146,7 +146,7 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
 def _occupied(engine: Engine, result: SweepResult) -> frozenset[SparseIndex]:
     """The sparse indexes this tick reads. A probe that fails reads them all."""
     try:
-        occupied = engine.ledger.occupied_indexes()
+        occupied = engine.indexes.occupied_indexes()
     except Exception as exc:  # never aborts the sweep: the Queries below are the slow, sure way
         engine.log("warning", "sparse-index probe failed; every index is read", event="sweep.probe_failed", error=repr(exc)[:300])
         return SPARSE_INDEXES
@@ -165,7 +165,7 @@ def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepRes
     """The live slots this tick visits, from ``cursor``: shard by shard (each oldest first), at most
     one pass. Sets ``result.cursor`` to where the next tick resumes: this walk's start after a whole
     pass, else the position after the last slot it handed out."""
-    shards = engine.ledger.active_shards()
+    shards = engine.indexes.active_shards()
     first = cursor.shard % shards
     visited = 0
     for step in range(shards):
@@ -173,7 +173,7 @@ def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepRes
         after = cursor.after if step == 0 else ""
         more = True
         while more:
-            rows, more = engine.ledger.active_page(shard, after, PAGE_ROWS)
+            rows, more = engine.indexes.active_page(shard, after, PAGE_ROWS)
             for row in rows:
                 # the budget, checked before each slot; one slot a tick at least, so the walk always moves
                 spent = engine.now() - started_ms >= SWEEP_BUDGET_MS or visited >= MAX_SLOTS_PER_TICK
@@ -192,14 +192,14 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
     now = engine.now()
     slot = state.slot
     if converge_deliveries(engine, state):
-        state = engine.ledger.load(slot.slot_id) or state
+        state = engine.occurrences.load(slot.slot_id) or state
     if _all_terminal(state):
         if rollup(engine, slot.slot_id, state) != slot.status:
             result.rolledUp += 1
         return
     if _timeouts(engine, state, now):
         result.timedOut += 1
-        state = engine.ledger.load(slot.slot_id) or state
+        state = engine.occurrences.load(slot.slot_id) or state
         if _all_terminal(state):
             rollup(engine, slot.slot_id, state)
             result.rolledUp += 1
@@ -253,7 +253,7 @@ def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
         if settled is not None:
             moved = moved or settled
             continue
-        ok = engine.ledger.fail_cell_if_unchanged(
+        ok = engine.cells.fail_cell_if_unchanged(
             cell.slot_id, cell.target_id, cell.status, now,
             last_error=f"execution exceeded the schedule timeout of {timeout} ms",
             reason_code="execution_timeout", reason_message=reason_message("execution_timeout"),
@@ -294,7 +294,7 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
                    schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
                    correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
         return False
-    claimed = [c for c in due if engine.ledger.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
+    claimed = [c for c in due if engine.leases.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
                                                                unwritten=_typed(engine, c) if c.virtual else None)]
     if not claimed:
         return False
@@ -321,13 +321,13 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
     if status in ("success", "running", "pending"):
         status = "failed"
     message = reason_message(verdict.rule) or verdict.rule
-    ok = engine.ledger.terminalise_slot(state, fail_cells=fail, guard_cells=guard, slot_status=status,
+    ok = engine.cells.terminalise_slot(state, fail_cells=fail, guard_cells=guard, slot_status=status,
                                         reason_code=verdict.rule, reason_message=message, now_ms=now)
     if not ok:
         return False
     engine.log("warning", "slot terminalised by the stall sweep", event="sweep.stalled", slot_id=state.slot.slot_id,
                reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
-    refreshed = engine.ledger.load(state.slot.slot_id)
+    refreshed = engine.occurrences.load(state.slot.slot_id)
     if refreshed is not None:
         close(engine, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
     return True
@@ -503,12 +503,12 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
         return 0
     found = 0
     # An operator's pause: the trigger refused the fires it covers, so they are not missed.
-    pause = engine.ledger.schedule_pause(schedule.id)
+    pause = engine.pauses.schedule_pause(schedule.id)
     for fire in due:
         if pause is not None and pause.covers(fire):
             continue
         occ = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire)
-        if engine.ledger.get_slot(occ.slot_id) is not None:
+        if engine.occurrences.get_slot(occ.slot_id) is not None:
             continue
         if state.record_missed(occ.slot_id, schedule.id, fire, now):
             found += 1

@@ -91,7 +91,7 @@ class TopicRun:
         now = self.engine.now()
         doc = {"fp": self.fingerprint, "dayIndex": index, "progress": progress.to_doc() if progress else None,
                "done": done}
-        if not self.engine.ledger.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
+        if not self.engine.leases.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
                                                             now, doc):
             from .execution import LeaseLost  # the one exception the executor reads as "not mine any more"
 
@@ -131,7 +131,7 @@ class TopicRun:
         """The tag space: cached, else resolved."""
         key = cache_key(self.target.type, self.topic)
         now = self.engine.now()
-        cached = self.engine.ledger.get_topic_space(key, now)
+        cached = self.engine.topics.get_topic_space(key, now)
         if cached and not self.options.refresh and int(cached.get("freshUntil") or 0) > now:
             space = space_from_doc(cached["space"])
             self.engine.log("info", "topic tag space from cache", event="topic.space_cached", topic=self.topic,
@@ -165,7 +165,7 @@ class TopicRun:
             return tag_space(self.topic, [])
         space = tag_space(self.topic, score_tags(self.topic, suggestions, seed, background),
                           max_tags=self.options.maxTags, min_score=self.options.minScore)
-        self.engine.ledger.put_topic_space(key, self.topic, self.target.type, space_to_doc(space), now,
+        self.engine.topics.put_topic_space(key, self.topic, self.target.type, space_to_doc(space), now,
                                            now + self.options.cacheDays * DAY_MS)
         self.engine.log("info", "topic tag space resolved", event="topic.space_resolved", topic=self.topic,
                         type=self.target.type, tags=[s.tag for s in space], suggestions=len(suggestions),

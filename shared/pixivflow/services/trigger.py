@@ -51,7 +51,7 @@ def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
         occ = occurrence_for_fire(schedule.id, schedule.cron or "", schedule.timezone, at)
     except (ValueError, OccurrenceError) as exc:
         return _refuse(engine, schedule_id, str(exc))
-    pause = engine.ledger.schedule_pause(schedule.id)
+    pause = engine.pauses.schedule_pause(schedule.id)
     if pause is not None and pause.covers(at):
         # An operator paused it (domain.pause.SchedulePause): the fire is dropped, not deferred --
         # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
@@ -78,7 +78,7 @@ PAUSED = "paused"
 
 def refuse_if_paused(engine: Engine, schedule_id: str) -> None:
     """A paused schedule admits no occurrence of its own, fired or run now: 409 naming the pause."""
-    pause = engine.ledger.schedule_pause(schedule_id)
+    pause = engine.pauses.schedule_pause(schedule_id)
     if pause is not None and pause.paused:
         raise StatusError(409, f"schedule {schedule_id} is paused (since {_iso(pause.paused_at)}): resume it first "
                                f"(pixivflow schedules resume {schedule_id})")
