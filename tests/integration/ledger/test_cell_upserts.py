@@ -17,14 +17,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pytest
-import test_ledger
-from test_ledger import LEASE_MS, T0, Env, make_slot
+import ledger_env
+from ledger_env import LEASE_MS, T0, Env, make_slot
 
 from pixivflow.adapters.dynamo_ledger import cell_sk, slot_pk
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.model import unwritten_cell
 
-env = test_ledger.env  # the same two backends (moto and the twin) as the ledger suite
+env = ledger_env.env  # the same two backends (moto and the twin) as the rest of the ledger suite
 SLOT = "morning-tokyo@2026-12-01T0800"
 BORN_WITH = {"entity", "slotId", "targetId", "status", "createdAt"}
 
