@@ -32,6 +32,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "shared")]
 
 import scenarios  # noqa: E402
+from pixivflow.ports import WorkSource  # noqa: E402
 
 MINUTE_MS = 60_000
 # AWS Lambda allocates CPU in proportion to memory: a function at 1,769 MB has the equivalent of
@@ -42,7 +43,7 @@ ONE_VCPU_MB = 1769
 START = "2026-12-01T00:00:00Z"
 
 
-class FreshWorks:
+class FreshWorks(WorkSource):
     """Pixiv's search as a steady-state deployment sees it: for each tag, one new work every minute,
     newest first. Only the queries the bench plans make (``search`` by tag) are answered. Every call
     runs inside ``meter.outside()``: it stands for Pixiv's time, not the function's."""

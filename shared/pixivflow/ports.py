@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
-from .domain.work import Work, SearchRequest, Page, ArtifactFile, StoredFile
+from .domain.work import Work, SearchRequest, Page, ArtifactFile, FileDownload, StoredFile
 from .domain.accounts import AccountGate, AccountPermit, Admission
 from .domain.route_io import DeliveryResponse, DeliveryRequest
 from .domain.outbox import OutgoingMessage, OutboxRow
@@ -19,7 +19,15 @@ class Clock(Protocol):
 
 
 class WorkSource(Protocol):
-    """A paged source of works (catalogue file or Pixiv App API)."""
+    """A paged source of works (catalogue file or Pixiv App API).
+
+    Beyond its three required methods a source has four capabilities, declared here with the
+    answer of a source that lacks them; an adapter subclasses this port to take those defaults and
+    overrides what it can do. The services ask every source the same way and never probe it."""
+
+    # The outside account's permits (maxConcurrency), held for a cell's whole source work;
+    # None: the source works against no shared account (the catalogue).
+    governor: SourceGovernor | None = None
 
     def search_page(self, request: SearchRequest, cursor: str | None) -> Page: ...
 
@@ -31,10 +39,28 @@ class WorkSource(Protocol):
         """The work's files. Raises SourceError subclasses on failure."""
         ...
 
+    def plan(self, work: Work, *, previews: bool = False,
+             stored: Callable[[str], bytes | None] | None = None) -> list[FileDownload] | None:
+        """The work's files as downloads to stream one at a time (with ``previews``, each page's
+        preview after it); ``stored(stem)``: the bytes of a file an earlier invocation stored.
+        None: the source hands over whole works through ``download``."""
+        return None
+
+    def download_previews(self, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
+        """One small preview per file of a downloaded illustration, for the routes that send
+        previews (a planning source streams them in its plan instead). []: none."""
+        return []
+
+    def autocomplete(self, word: str) -> list[str]:
+        """Tag suggestions for ``word`` (a topic's first step). []: the source suggests nothing."""
+        return []
+
 
 class ArtifactStore(Protocol):
     """Where a bound work's files live, one object per file (no manifest object: what was stored
-    is recorded in the ledger, in the work's delivery intents)."""
+    is recorded in the ledger, in the work's delivery intents). A work a source plans is streamed
+    in one file at a time (``put_stream``) and resumed after the files an earlier invocation stored
+    (``partial``); a work handed over whole is stored with ``put``."""
 
     def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
         """Store files under ``key``, one PUT each; with ``reuse`` (a resumed work), none for a file
@@ -59,12 +85,6 @@ class ArtifactStore(Protocol):
         the work has no preview stored (or the store has no URL a browser could fetch)."""
         ...
 
-
-class StreamingArtifactStore(ArtifactStore, Protocol):
-    """A store that takes one file at a time from a stream (S3 and the in-memory store): the
-    executor streams a work's files when the store has ``put_stream`` and resumes after the files
-    an earlier invocation stored."""
-
     def put_stream(self, key: str, chunks: Any, describe: Any, *, header_type: str = "", role: str = "original",
                    meta: Any = None) -> StoredFile:
         """Store one file from ``chunks``; ``describe(head, header_type)`` names it from its first bytes."""
@@ -77,9 +97,8 @@ class StreamingArtifactStore(ArtifactStore, Protocol):
 
 
 class SourceGovernor(Protocol):
-    """Bounds the cells working against one outside account at once, across containers.
-    A work source that has one exposes it as ``source.governor``; the execution service holds a
-    permit for a cell's whole source work."""
+    """Bounds the cells working against one outside account at once, across containers
+    (``WorkSource.governor``); the execution service holds a permit for a cell's whole source work."""
 
     def admit(self, holder: str) -> Admission: ...
 

@@ -15,6 +15,7 @@ from pixivflow import aws
 
 from pixivflow.domain.errors import TransientSourceError, WorkGoneError
 from pixivflow.domain.work import Page
+from pixivflow.ports import WorkSource
 from support.builders import cats_catalogue, schedule
 
 SCHEDULE = "cats-only"
@@ -35,7 +36,7 @@ def add_schedule(cfg: dict, schedule_id: str = SCHEDULE, targets: tuple[str, ...
     cfg["schedules"].append(schedule(schedule_id, targets, cron, name=schedule_id))
 
 
-class SteeredSource:
+class SteeredSource(WorkSource):
     """A work source that delegates to the catalogue and lets a test change the world.
 
     ``flip()`` makes ``promote`` the newest work, so a fresh search would select it instead of

@@ -11,6 +11,7 @@ import pytest
 from identity_support import FIRE, SCHEDULE, SLOT, START, TARGET, add_schedule, cell, delivered_work_ids, intents, queued
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.work import ArtifactFile, Page, Work
+from pixivflow.ports import WorkSource
 from pixivflow.services.execution import execute_cell
 from support.builders import work
 
@@ -23,7 +24,7 @@ def _w(work_id: str, day: int) -> Work:
                 create_date=f"2026-11-{day:02d}T10:00:00+09:00")
 
 
-class PagedSource:
+class PagedSource(WorkSource):
     """A source that answers each cursor with a scripted page and records every request."""
 
     def __init__(self, pages: dict):

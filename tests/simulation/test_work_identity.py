@@ -32,6 +32,7 @@ from identity_support import (
     serialize_ledger_requests,
 )
 from pixivflow.domain.outbox import OutgoingMessage
+from pixivflow.ports import WorkSource
 from support.builders import work
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.delivery_state import LOST_REASON
@@ -222,7 +223,7 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
     lock = threading.Lock()
     shift = iter(range(n))
 
-    class PerThreadNewest:
+    class PerThreadNewest(WorkSource):
         """Each executor's search sees another work as the newest one."""
 
         def __init__(self):

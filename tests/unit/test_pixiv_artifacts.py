@@ -12,7 +12,7 @@ import pytest
 from botocore.config import Config
 from moto import mock_aws
 
-from pixivflow.adapters.s3_artifacts import MemoryArtifacts, NoArtifacts, S3Artifacts
+from pixivflow.adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
 from pixivflow.domain.assets import assets_for
 from pixivflow.local.provision import provision
 from pixivflow.domain.work import ArtifactFile, StoredFile
@@ -132,14 +132,6 @@ def test_memory_artifacts_keep_the_same_contract():
     assert store.url(expected()[0], 60) == f"memory://{PREFIX}/91001_p0.png?ttl=60"
     assert store.delete(PREFIX, expected()[:1]) == 1 and sorted(store.partial(PREFIX)) == ["91001_p1", "92002_ugoira"]
     assert store.delete(PREFIX) == 2 and store.partial(PREFIX) == {}
-
-
-def test_no_artifacts_keeps_nothing():
-    store = NoArtifacts()
-    assert store.put(PREFIX, FILES) == []
-    assert store.partial(PREFIX) == {} and store.delete(PREFIX) == 0
-    with pytest.raises(KeyError):
-        store.read(expected()[0])
 
 
 def test_assets_are_protocol_assets_with_url_locators():

@@ -14,8 +14,7 @@ import pytest
 from pixivflow import ports
 
 PACKAGE = Path(ports.__file__).resolve().parent
-LEDGER_ROLES = ("Occurrences", "CellLeases", "CellMoves", "WorkReservations", "DeliveryRows", "SweepIndexes",
-                "RequestKeys", "SchedulePauses", "OperatorTools", "UiSessions", "TopicSpaces")
+LEDGER_ROLES = tuple(role.__name__ for role in ports.LEDGER_ROLES)
 
 
 def _protocols() -> dict[str, type]:
@@ -32,6 +31,15 @@ def _methods(port: type) -> dict[str, object]:
     return found
 
 
+def _same_signature(port: type, adapter: type) -> None:
+    for name, declared in _methods(port).items():
+        implemented = getattr(adapter, name, None)
+        assert callable(implemented), f"{adapter.__name__} lacks {port.__name__}.{name}"
+        want = [(p.name, p.kind) for p in inspect.signature(declared).parameters.values()]
+        have = [(p.name, p.kind) for p in inspect.signature(implemented).parameters.values()]
+        assert have == want, f"{adapter.__name__}.{name}{inspect.signature(implemented)} is not {port.__name__}.{name}"
+
+
 def test_no_port_has_more_than_twelve_methods() -> None:
     protocols = _protocols()
     assert set(LEDGER_ROLES) <= set(protocols) and "Ledger" not in protocols
@@ -43,12 +51,7 @@ def test_no_port_has_more_than_twelve_methods() -> None:
 def test_the_ledger_adapter_implements_each_role_as_declared(role: str) -> None:
     from pixivflow.adapters.dynamo_ledger import DynamoLedger
 
-    for name, declared in _methods(getattr(ports, role)).items():
-        implemented = getattr(DynamoLedger, name, None)
-        assert callable(implemented), f"DynamoLedger lacks {role}.{name}"
-        want = [(p.name, p.kind) for p in inspect.signature(declared).parameters.values()]
-        have = [(p.name, p.kind) for p in inspect.signature(implemented).parameters.values()]
-        assert have == want, f"DynamoLedger.{name}{inspect.signature(implemented)} is not {role}.{name}{inspect.signature(declared)}"
+    _same_signature(getattr(ports, role), DynamoLedger)
 
 
 def test_every_ledger_method_belongs_to_exactly_one_role() -> None:
@@ -66,11 +69,46 @@ def test_the_queue_adapter_implements_its_port() -> None:
         assert callable(getattr(SqsQueues, name, None)), f"SqsQueues lacks Queues.{name}"
 
 
-def test_services_reach_the_ledger_through_a_role_only() -> None:
-    reaching = []
+def _lines_matching(pattern: str) -> list[str]:
+    """The lines of services/, http/ and handlers/ that match ``pattern``, as ``folder/file:line: text``."""
+    found = []
     for folder in ("services", "http", "handlers"):
         for path in sorted((PACKAGE / folder).glob("*.py")):
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if re.search(r"\bengine\.ledger\.\w+\(", line):
-                    reaching.append(f"{folder}/{path.name}:{n}: {line.strip()}")
+                if re.search(pattern, line):
+                    found.append(f"{folder}/{path.name}:{n}: {line.strip()}")
+    return found
+
+
+def test_services_reach_the_ledger_through_a_role_only() -> None:
+    reaching = _lines_matching(r"\bengine\.ledger\.\w+\(")
     assert not reaching, "\n".join(reaching)
+
+
+def test_the_work_sources_declare_what_they_can_do_through_their_port() -> None:
+    """Both sources subclass the port, so a capability one lacks answers the port's default (no plan,
+    no previews, no suggestions, no governor) rather than an AttributeError the services would
+    have to probe for; the Pixiv source plans and suggests, the catalogue hands over whole works."""
+    from pixivflow.adapters.catalog_source import CatalogSource
+    from pixivflow.adapters.pixiv.source import PixivSource
+
+    for source in (CatalogSource, PixivSource):
+        assert ports.WorkSource in source.__mro__
+        _same_signature(ports.WorkSource, source)
+    assert PixivSource.plan is not ports.WorkSource.plan and PixivSource.autocomplete is not ports.WorkSource.autocomplete
+    assert CatalogSource.plan is ports.WorkSource.plan and CatalogSource.governor is None
+    assert CatalogSource.download_previews is not ports.WorkSource.download_previews
+
+
+def test_the_artifact_stores_implement_the_whole_port() -> None:
+    from pixivflow.adapters.s3_artifacts import MemoryArtifacts, S3Artifacts
+
+    for store in (MemoryArtifacts, S3Artifacts):
+        _same_signature(ports.ArtifactStore, store)
+
+
+def test_no_service_probes_a_port_for_what_it_can_do() -> None:
+    """A capability is a method of the port; asking an adapter whether it has one (``getattr`` or
+    ``hasattr`` on the engine's source or store) hides a missing method until it is called."""
+    probing = _lines_matching(r"\b(getattr|hasattr)\((self\.)?(engine\.)?(source|artifacts)\b")
+    assert not probing, "\n".join(probing)

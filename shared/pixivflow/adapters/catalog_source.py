@@ -58,6 +58,7 @@ from typing import Any, Mapping
 from pixivflow.domain.errors import SourceError, TransientSourceError, WorkGoneError
 from pixivflow.domain.pager import sort_works
 from pixivflow.domain.work import ArtifactFile, Page, SearchRequest, Work
+from pixivflow.ports import WorkSource
 
 DEFAULT_PAGE_SIZE = 30
 FAULTS = frozenset({"gone", "download_error", "transient", "slow"})
@@ -200,7 +201,7 @@ def novel_text(work: Work, page: int) -> bytes:
     return f"{work.title}\n\npage {page + 1}\n{digest}\n".encode("utf-8")
 
 
-class CatalogSource:
+class CatalogSource(WorkSource):
     """``WorkSource`` over a catalogue file, loaded on first use and then kept."""
 
     def __init__(self, path: str | Path, page_size: int = DEFAULT_PAGE_SIZE) -> None:

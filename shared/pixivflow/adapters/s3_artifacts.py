@@ -316,28 +316,3 @@ class MemoryArtifacts:
             for k in doomed:
                 self._objects.pop(k, None)
             return len(doomed)
-
-
-class NoArtifacts:
-    """No bucket configured: artifacts live only for the duration of the invocation.
-
-    Nothing is kept, so nothing is recorded (``put`` returns no stored file), nothing is found
-    again, and no file can be linked from a delivery."""
-
-    def put(self, key: str, files: Sequence[ArtifactFile], *, reuse: bool = False) -> list[StoredFile]:
-        return []
-
-    def partial(self, key: str) -> dict[str, StoredFile]:
-        return {}
-
-    def read(self, file: StoredFile) -> bytes:
-        raise KeyError(f"no artifact store is configured; {file.key} was not kept")
-
-    def url(self, file: StoredFile, ttl_s: int) -> str:
-        raise KeyError(f"no artifact store is configured; {file.key} has no URL")
-
-    def delete(self, key: str, files: Sequence[StoredFile] | None = None) -> int:
-        return 0
-
-    def preview_url(self, key: str, expires_s: int) -> str | None:
-        return None

@@ -78,11 +78,8 @@ def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFi
     routes = [engine.config.route(name) for name in target.routes()]
     if not any(getattr(r, "route_type", None) in PREVIEW_ROUTES for r in routes):
         return []
-    fetch = getattr(engine.source, "download_previews", None)
-    if fetch is None:
-        return []
     try:
-        previews = list(fetch(work, files))
+        previews = list(engine.source.download_previews(work, files))
     except SourceError as exc:
         engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
                    work_id=work.work_id, target_id=getattr(target, "id", None), error=str(exc)[:300])

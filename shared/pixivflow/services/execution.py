@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Callable, ContextManager, cast
+from typing import Any, Callable, ContextManager
 
 from ..domain.outbox import OutgoingMessage
 from ..config import TargetConfig
@@ -40,7 +40,7 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SourceGovernor, StreamingArtifactStore
+from ..ports import SourceGovernor
 from ..domain.accounts import Admission
 from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, StoredFile, Work
 from .assets import PREVIEW_ROUTES, file_records, previews_for
@@ -176,7 +176,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
             settled = _settle_from_ledger(engine, run)
             if settled is not None:
                 return settled
-        governor: SourceGovernor | None = getattr(engine.source, "governor", None)
+        governor = engine.source.governor
         if governor is not None:
             # The account's maxConcurrency permits, held for the cell's whole source work.
             admission = governor.admit(owner)
@@ -654,19 +654,20 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     streamed one at a time, a resumed work starting at its first missing file; each starts only
     when the invocation's time left covers its worst case. Other sources hand over the whole work."""
     engine, target = run.engine, run.target
-    planner = getattr(engine.source, "plan", None)
     previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
-    streamable = planner is not None and hasattr(engine.artifacts, "put_stream")
-    artifacts = cast(StreamingArtifactStore, engine.artifacts)
-    have: dict[str, StoredFile] = {}
+    artifacts = engine.artifacts
+    listing: list[dict[str, StoredFile]] = []  # what an earlier run stored: listed once, for a planned work only
+
+    def stored_files() -> dict[str, StoredFile]:
+        if not listing:
+            listing.append(artifacts.partial(prefix) if resumed else {})
+        return listing[0]
 
     def stored_bytes(stem: str) -> bytes | None:  # a resumed novel's text answer, read back, not asked again
+        have = stored_files()
         return artifacts.read(have[stem]) if stem in have else None
 
-    planned = None
-    if streamable and planner is not None:
-        have = artifacts.partial(prefix) if resumed else {}
-        planned = planner(work, previews=previews, stored=stored_bytes)
+    planned = engine.source.plan(work, previews=previews, stored=stored_bytes)
     if planned is None:
         files = engine.source.download(work)
         if not files:
@@ -676,6 +677,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
     if filters and work.work_type == "novel":
         work = _language_rule(run, work, _novel_text(planned))  # on the text in hand, before anything is stored
+    have = stored_files()
     out: list[StoredFile] = []
     kept: list[StoredFile] = []  # transient files: deleted once the work's own files are all stored
     names: dict[str, str] = {}  # a file's stem -> its stored name (a preview's name and a Markdown follow them)

@@ -141,7 +141,7 @@ class TopicRun:
         source = self.engine.source
         try:
             try:
-                suggestions = list(getattr(source, "autocomplete")(self.topic)) if hasattr(source, "autocomplete") else []
+                suggestions = list(source.autocomplete(self.topic))
             except FatalSourceError:
                 raise
             except SourceError:

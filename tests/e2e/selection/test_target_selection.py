@@ -13,6 +13,7 @@ import pytest
 
 from pixivflow.adapters.catalog_source import CatalogSource
 from pixivflow.domain.selection import Criteria, order_candidates, plan_selection
+from pixivflow.ports import WorkSource
 from support.builders import with_target, work
 
 FIRE = "2026-11-30T23:00:00Z"  # 08:00 Asia/Tokyo on 2026-12-01: the occurrence date is 2026-12-01
@@ -34,7 +35,7 @@ def nov(d: int, hh: int = 10) -> str:
     return f"2026-11-{d:02d}T{hh:02d}:00:00+09:00"
 
 
-class Recording:
+class Recording(WorkSource):
     """The catalogue source, recording every paged query and lookup the engine sends it."""
 
     def __init__(self, path):

@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 from ...domain.errors import FatalSourceError, RateLimitedError, SourceError, WorkGoneError, WorkRestrictedError
 from ...domain.work import ArtifactFile, FileDownload, Page, SearchRequest, Work
+from ...ports import SourceGovernor, WorkSource
 from .client import ImageNotFound, OffsetCapError, PixivClient
 from ...domain.novel_markup import inline_images, render_markdown
 from .mapping import is_restricted, master_variant, page_urls, to_work
@@ -69,9 +70,9 @@ def _int_id(work_id: str) -> int:
     return int(work_id) if str(work_id).isdigit() else 0
 
 
-class PixivSource:
+class PixivSource(WorkSource):
     def __init__(self, client: PixivClient, *, now_ms: Callable[[], int], sleep: Callable[[float], None],
-                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: Any = None,
+                 request_delay_ms: int = 500, log: Callable[..., None] | None = None, governor: SourceGovernor | None = None,
                  fetch_worst_case_ms: int = 0) -> None:
         self._fetch_worst_case_ms = fetch_worst_case_ms
         self._client = client
