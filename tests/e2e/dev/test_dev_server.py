@@ -150,7 +150,8 @@ def test_the_dev_server_serves_both_functions_moto_the_clock_and_docs(tmp_path, 
         assert status == 200 and b"morning-tokyo@2026-12-01T0800" in page and b"st-success" in page
 
         # what API Gateway answers for a route the template does not declare
-        assert call(f"{url}/nowhere") == (404, call(f"{url}/nowhere")[1], json.dumps(NOT_FOUND).encode())
+        status, headers, body = call(f"{url}/nowhere")
+        assert (status, headers["Content-Type"], body) == (404, "application/json", json.dumps(NOT_FOUND).encode())
         status, headers, _ = call(f"{url}/health", "DELETE")  # a known path: ANY routes it to the shell's 405
         assert (status, headers["Allow"]) == (405, "GET")
 
