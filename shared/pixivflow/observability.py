@@ -9,11 +9,14 @@ on (the template sets ``POWERTOOLS_TRACE_DISABLED=false`` exactly then).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+
+from .ports import HEALTH_METRIC
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "pixivflow")
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "PixivFlow")
@@ -51,3 +54,42 @@ def start_tracing() -> Any:
 def tracer() -> Any:
     """The Tracer started by :func:`start_tracing`, or None."""
     return _tracer
+
+
+_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class StructuredLog:
+    """The ``Log`` port over a Powertools ``Logger`` (or anything with .info/.warning/.error taking
+    ``extra=``): the fields become the line's keys, a field named like a LogRecord attribute
+    gets a trailing underscore, and None fields are left out."""
+
+    def __init__(self, target: Any = None) -> None:
+        self._logger = target if target is not None else logger
+
+    def __call__(self, level: str, message: str, **fields: Any) -> None:
+        extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in fields.items() if v is not None}
+        try:
+            getattr(self._logger, level)(message, extra=extra)
+        except Exception:  # a log line never changes what the caller does
+            pass
+
+
+class EmfMetrics:
+    """The ``Metrics`` port as CloudWatch embedded-metric-format lines (Powertools ``single_metric``).
+
+    One blob per metric, flushed at once: no handler decorator has to remember to flush, and one
+    metric's dimensions never leak into another's. The health profile (``PIXIVFLOW_METRICS=health``,
+    template AlarmProfile) publishes the health series alone. The namespace is read per call:
+    Lambda fixes the environment per function, but a process that imported the package before its
+    environment was set (tests, the dev server) must still emit into the namespace it runs under now."""
+
+    def count(self, name: str, value: float = 1, **dimensions: str) -> None:
+        if name != HEALTH_METRIC and os.environ.get("PIXIVFLOW_METRICS", "full").strip().lower() == "health":
+            return
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or metrics.namespace
+        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
+            for key, val in dimensions.items():
+                m.add_dimension(name=key, value=str(val))

@@ -18,6 +18,28 @@ class Clock(Protocol):
     def now_ms(self) -> int: ...
 
 
+# The one metric of the default alarm profile: the sweep's count of what needs an operator.
+HEALTH_METRIC = "Health"
+
+
+class Log(Protocol):
+    """One structured log line: ``log("warning", "text", event="outbox.bad_key", key=...)``.
+    A line never changes what the caller does: a logger that fails is ignored."""
+
+    def __call__(self, level: str, message: str, **fields: Any) -> None: ...
+
+
+class Metrics(Protocol):
+    """Counts published as CloudWatch metrics, one series per name and dimensions."""
+
+    def count(self, name: str, value: float = 1, **dimensions: str) -> None: ...
+
+
+# The milliseconds left in the running invocation (Lambda's context.get_remaining_time_in_millis),
+# handed to a service call by the function that runs it: nothing outlives its invocation.
+TimeLeft = Callable[[], float]
+
+
 class WorkSource(Protocol):
     """A paged source of works (catalogue file or Pixiv App API).
 

@@ -116,7 +116,7 @@ def build() -> Runtime:
     from .adapters.sqs_queues import SqsQueues
     from .adapters.sweep_state import DynamoSweepState
     from .adapters.secret_store import SecretStore
-    from .observability import logger, metrics, start_tracing
+    from .observability import EmfMetrics, StructuredLog, logger, start_tracing
 
     start_tracing()  # X-Ray only when the stack enabled it; patches botocore before any client exists
     config = _overrides.get("config") or load_config(ssm_reader=_ssm_reader)
@@ -129,7 +129,9 @@ def build() -> Runtime:
     # Every client is made on its first use (a trigger fire never touches S3, a sweep tick on an
     # idle ledger never sends a message); one DynamoDB client serves every adapter on the table.
     dynamodb = aws.lazy_client("dynamodb")
-    ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
+    log = StructuredLog(logger)
+    # A cell item the ledger cannot read is one logged error, never a failed read.
+    ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention, log=log)
     sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     outbox_rows = DynamoOutboxRows(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
     queues = SqsQueues(
@@ -149,13 +151,11 @@ def build() -> Runtime:
     transport, sleep = _overrides.get("transport"), _overrides.get("sleep")
     channel = _overrides.get("channel") or Deferred(lambda: _build_channel(config, secrets, artifacts, clock, transport))
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
-    # The source is built from the engine (its clock, entropy and log): None only until the next line.
-    engine = Engine(config, ledger, queues, None, artifacts, channel, clock, entropy, logger,  # type: ignore[arg-type]
-                    metrics if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows)
-    engine.sweep_interval_ms = _sweep_interval_ms()
-    engine.source = _overrides.get("source") or Deferred(lambda: _build_source(config, engine, dynamodb, sleep))
-    ledger.log = engine.log  # a cell item it cannot read is one logged error, never a failed read
-    _wire_jobs(engine, ledger._client, _env("LEDGER_TABLE"), retention, secrets)
+    source = _overrides.get("source") or Deferred(lambda: _build_source(config, clock, entropy, log, dynamodb, sleep))
+    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, log,
+                    EmfMetrics() if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows,
+                    sweep_interval_ms=_sweep_interval_ms())
+    _wire_jobs(engine, dynamodb, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(engine=engine, secrets=secrets)
 
 
@@ -205,7 +205,7 @@ def _system_resolver(host: str, port: int) -> Any:
     return system_resolver(host, port)
 
 
-def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any, sleep: Any = None):
+def _build_source(config: PixivFlowConfig, clock: Any, entropy: Entropy, log: Any, dynamodb: Any, sleep: Any = None):
     if config.source.kind == "catalog":
         from .adapters.catalog_source import CatalogSource
 
@@ -220,10 +220,10 @@ def _build_source(config: PixivFlowConfig, engine: Engine, dynamodb: Any, sleep:
         # The account's shared gate and rotation guard live on the ledger table; the
         # refresh token's ${VAR} resolves from env, then SSM below PIXIV_SECRETS_PATH (ROUTE_SECRETS_PATH when unset).
         return build_source(
-            config, now_ms=engine.clock.now_ms, uniform=engine.entropy.uniform,
+            config, now_ms=clock.now_ms, uniform=entropy.uniform,
             store=DynamoPixivAccounts(dynamodb, _env("LEDGER_TABLE")),
             sleep=sleep or time.sleep,
-            resolver=SecretResolver(ssm=_ssm_client), log=engine.log,
+            resolver=SecretResolver(ssm=_ssm_client), log=log,
         )
     raise RuntimeError(f"source kind {config.source.kind!r} is not available in this build")
 

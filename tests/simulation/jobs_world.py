@@ -259,10 +259,10 @@ class JobsActor:
 
         real_timeout, computed = outbox.attempt_timeout_s, self.receiver.deadline_computed
 
-        def attempt_timeout_s(engine: Any, own_timeout_s: float) -> float:
+        def attempt_timeout_s(own_timeout_s: float, time_left: Any) -> float:
             computed[threading.get_ident()] = clock.now_ms()
             try:
-                return real_timeout(engine, own_timeout_s)
+                return real_timeout(own_timeout_s, time_left)
             except Exception:
                 self.world.counts["outbox.no_time_left"] += 1  # the record goes back unclaimed
                 raise

@@ -117,22 +117,6 @@ class SimLambdaContext:
         return started + self._timeout_ms - self._clock.now_ms()
 
 
-def _per_invocation_remaining_time(engine: Any) -> None:
-    """The deliver handler keeps its context's remaining-time reader on the engine while it runs
-    (and clears it at its end). A Lambda container runs one invocation at a time; the simulation's
-    deliverers share one engine, so the attribute is made per invocation thread here, or one
-    deliverer's end would take the deadline from another that is still sending."""
-    import threading
-
-    local = threading.local()
-
-    class PerInvocation(type(engine)):  # type: ignore[misc]
-        remaining_ms = property(lambda self: getattr(local, "remaining_ms", None),
-                                lambda self, value: setattr(local, "remaining_ms", value))
-
-    engine.__class__ = PerInvocation
-
-
 @dataclass(frozen=True)
 class WorldRates:
     switch: float = 0.5  # a step hands the baton back
@@ -246,7 +230,6 @@ class World:
                             **self.jobs.overrides(), **self.collaborators(transport)})
         self.rt.engine  # noqa: B018 - built here, in the main thread, before any invocation runs
         self.jobs.spy(self.rt.engine)
-        _per_invocation_remaining_time(self.rt.engine)
         self.esms = {name: Esm(self, name) for name in ("execute", "deliver")}
         self.downstream.state.responder = self._respond
         self.chaos.active = True

@@ -112,3 +112,22 @@ def test_no_service_probes_a_port_for_what_it_can_do() -> None:
     ``hasattr`` on the engine's source or store) hides a missing method until it is called."""
     probing = _lines_matching(r"\b(getattr|hasattr)\((self\.)?(engine\.)?(source|artifacts)\b")
     assert not probing, "\n".join(probing)
+
+
+def test_the_composition_root_and_the_services_read_no_private_attribute_of_another_object() -> None:
+    """``runtime``, the services, the HTTP layer and the handlers reach an adapter only through
+    what its port declares: no ``other._attr`` (the DynamoDB client is handed to each adapter that
+    needs it; the ledger's log is given to its constructor). The one exception is the HTTP
+    router's use of Powertools' route compiler, which has no public equivalent."""
+    import ast
+
+    allowed = {("http/shell.py", "APIGatewayHttpResolver._compile_regex")}
+    files = [PACKAGE / "runtime.py"] + [p for folder in ("services", "http", "handlers")
+                                        for p in sorted((PACKAGE / folder).glob("*.py"))]
+    reads = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                reads.add((path.relative_to(PACKAGE).as_posix(), ast.unparse(node)))
+    assert reads == allowed

@@ -40,6 +40,7 @@ from ..domain.templates import ranking_date
 from ..domain.review import IN_CHAT, UNCERTAIN, parse_review_ack
 from ..domain.route_io import DeliveryRequest, DeliveryResponse, SendGuard
 from ..domain.work import Work
+from ..ports import TimeLeft
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .engine import OUTBOX_LEASE_MS, Engine
 from ..domain.assets import artifact_prefix
@@ -82,13 +83,14 @@ class DrainResult:
         return {"processed": self.processed, "done": self.done, "retried": self.retried, "dead": self.dead}
 
 
-def deliver_message(engine: Engine, kind: str, key: str) -> DeliveryResult:
+def deliver_message(engine: Engine, kind: str, key: str, *, time_left: TimeLeft | None = None) -> DeliveryResult:
     """Dispatch one outbox message by its kind: delivery intents here, every other kind (job
-    event callbacks, notifications) to the generic rows' worker (``services.outbox``)."""
+    event callbacks, notifications) to the generic rows' worker (``services.outbox``), whose
+    attempts end before the invocation does (``time_left``)."""
     if kind != "delivery":
         if engine.outbox_rows is None:
             return DeliveryResult(key, "skipped", detail="no outbox rows store")
-        row = deliver_row_message(engine, kind, key)
+        row = deliver_row_message(engine, kind, key, time_left=time_left)
         return DeliveryResult(key, row.action, detail=row.detail)
     try:
         route, work_type, work_id, slot_id, target_id = parse_idempotency_key(key)

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
-from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel, DeliveryRows, JobStore,
-                     Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys, SchedulePauses, SweepIndexes, SweepState,
-                     TopicSpaces, UiSessions, WorkReservations, WorkSource)
-
-_RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-# The one metric of the default alarm profile: the sweep's count of what needs an operator.
-HEALTH_METRIC = "Health"
+from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel,
+                     DeliveryRows, JobStore, Log, Metrics, Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys,
+                     SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
 
 LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
 HEARTBEAT_MS = 30_000
@@ -37,8 +31,8 @@ class Engine:
     channel: DeliveryChannel
     clock: Clock
     entropy: Entropy
-    logger: Any  # a Powertools Logger (or anything with .info/.warning/.error taking extra=)
-    metrics: Any = None
+    log: Log
+    metrics: Metrics | None = None  # None: nothing is published (engines built by hand in tests)
     # The sweep's lease / missed-fire items. None: the sweep runs without a lease and
     # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
@@ -51,9 +45,6 @@ class Engine:
     # The callback signing secret: None when it does not exist; SecretStoreUnavailable when the
     # store did not answer (never cached as "no secret").
     callback_secret: Callable[[], str | None] | None = None
-    # The running invocation's remaining time (Lambda's context.get_remaining_time_in_millis),
-    # set per invocation by the SQS functions: an outbox attempt never outlives it.
-    remaining_ms: Callable[[], float] | None = None
     # How often the stall sweep is scheduled (SWEEP_INTERVAL_MS, from SweepIntervalMinutes): the
     # sweep checks its lease against it (services.sweep.sweep_lease_ms) and reports it.
     sweep_interval_ms: int = DEFAULT_SWEEP_INTERVAL_MS
@@ -107,27 +98,6 @@ class Engine:
     def topics(self) -> TopicSpaces:
         return cast(TopicSpaces, self.ledger)
 
-    def log(self, level: str, message: str, **fields: Any) -> None:
-        """Structured log line; a field named like a LogRecord attribute gets a trailing underscore."""
-        extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in fields.items() if v is not None}
-        try:
-            getattr(self.logger, level)(message, extra=extra)
-        except Exception:  # a log line never changes what the engine does
-            pass
-
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
-        if self.metrics is None:
-            return
-        if name != HEALTH_METRIC and os.environ.get("PIXIVFLOW_METRICS", "full").strip().lower() == "health":
-            return  # the health profile publishes one series (template AlarmProfile)
-        from aws_lambda_powertools.metrics import MetricUnit, single_metric
-
-        # One blob per metric, flushed at once: no handler decorator has to remember to flush, and
-        # one metric's dimensions never leak into another's.
-        # The namespace is read per call: Lambda fixes the environment per function, but a process
-        # that imported the package before its environment was set (tests, the dev server) must
-        # still emit into the namespace it runs under now.
-        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or getattr(self.metrics, "namespace", None)
-        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as m:
-            for key, val in dimensions.items():
-                m.add_dimension(name=key, value=str(val))
+        if self.metrics is not None:
+            self.metrics.count(name, value, **dimensions)

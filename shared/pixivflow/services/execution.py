@@ -40,7 +40,7 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SourceGovernor
+from ..ports import SourceGovernor, TimeLeft
 from ..domain.accounts import Admission
 from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, StoredFile, Work
 from .assets import PREVIEW_ROUTES, file_records, previews_for
@@ -86,7 +86,7 @@ class CellRun:
     lost_bind: str | None = None  # set when another executor bound a different work first
     excluded: frozenset[str] = frozenset()  # work ids a protocol job excluded
     governor: SourceGovernor | None = None  # the source account's permits, held for this run
-    time_left: Callable[[], int] | None = None  # ms left in this invocation (the Lambda context's)
+    time_left: TimeLeft | None = None  # ms left in this invocation (the Lambda context's)
     time_budget: int | None = None  # ms the invocation had when it began (the same context's, read then)
 
     @property
@@ -124,7 +124,7 @@ class CellRun:
 
 
 def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
-                 time_left: Callable[[], int] | None = None, time_budget: int | None = None) -> ExecutionResult:
+                 time_left: TimeLeft | None = None, time_budget: int | None = None) -> ExecutionResult:
     """Run one cell. ``time_left``: the Lambda context's remaining time; ``time_budget``: what it
     was when the invocation began (default: what it is now, for a caller running one cell)."""
     if time_budget is None and time_left is not None:

@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
 from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
-from ..ports import OutboxRows
+from ..ports import OutboxRows, TimeLeft
 from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
 from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS, Engine
 from .messages import outbox_body
@@ -70,13 +70,14 @@ def register_row_kind(kind: str, sender: RowSender, *, timeout_s: float, events:
     ROW_KINDS[kind] = RowKind(sender, timeout_s, events, shown)
 
 
-def attempt_timeout_s(engine: Engine, own_timeout_s: float) -> float:
+def attempt_timeout_s(own_timeout_s: float, time_left: TimeLeft | None) -> float:
     """The deadline of one attempt starting now: its own timeout, cut to the invocation's
-    remaining time minus the settle margin. Raises :class:`NoTimeLeft` when that leaves less
-    than :data:`MIN_ATTEMPT_MS` (the caller has not claimed anything yet)."""
+    remaining time (``time_left``, Lambda's context) minus the settle margin. Raises
+    :class:`NoTimeLeft` when that leaves less than :data:`MIN_ATTEMPT_MS` (the caller has not
+    claimed anything yet)."""
     budget_ms = own_timeout_s * 1000.0
-    if engine.remaining_ms is not None:
-        budget_ms = min(budget_ms, float(engine.remaining_ms()) - SETTLE_MARGIN_MS)
+    if time_left is not None:
+        budget_ms = min(budget_ms, float(time_left()) - SETTLE_MARGIN_MS)
     if budget_ms < MIN_ATTEMPT_MS:
         raise NoTimeLeft(f"{max(0, int(budget_ms))} ms left for an attempt; the record goes back to its queue")
     return budget_ms / 1000.0
@@ -112,22 +113,22 @@ def _shown(row: OutboxRow) -> str:
     return kind.shown(row.target) if kind is not None else "?"
 
 
-def deliver_row_message(engine: Engine, kind: str, key: str) -> RowResult:
+def deliver_row_message(engine: Engine, kind: str, key: str, *, time_left: TimeLeft | None = None) -> RowResult:
     if kind not in ROW_KINDS:
         engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return RowResult(kind, key, "skipped", f"unknown kind {kind}")
     row = _rows(engine).get(kind, key)
     if row is None:
         return RowResult(kind, key, "skipped", "no such row")
-    return deliver_row(engine, row)
+    return deliver_row(engine, row, time_left=time_left)
 
 
-def deliver_row(engine: Engine, row: OutboxRow) -> RowResult:
+def deliver_row(engine: Engine, row: OutboxRow, *, time_left: TimeLeft | None = None) -> RowResult:
     kind = ROW_KINDS.get(row.kind)
     if kind is None or not row.actionable:
         return RowResult(row.kind, row.key, "skipped", f"row is {row.status}")
     try:
-        timeout_s = attempt_timeout_s(engine, kind.timeout_s)
+        timeout_s = attempt_timeout_s(kind.timeout_s, time_left)
     except NoTimeLeft as exc:  # back to the queue (a batch item failure), nothing claimed
         engine.log("info", "too little time left to start an attempt; the record goes back to its queue",
                    event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))

@@ -18,7 +18,8 @@ from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
-from .engine import HEALTH_METRIC, LEASE_TTL_MS, Engine
+from ..ports import HEALTH_METRIC
+from .engine import LEASE_TTL_MS, Engine
 from .notifications import enqueue_terminal_notifications
 
 SUMMARY_EVENT = "execution.summary"

@@ -49,7 +49,8 @@ from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from ..domain.sweep_state import SPARSE_INDEXES, ScheduleWatch, SparseIndex, SweepCursor
-from .engine import HEALTH_METRIC, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
+from ..ports import HEALTH_METRIC
+from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .delivery import due_delivery_keys

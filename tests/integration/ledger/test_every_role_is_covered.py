@@ -41,7 +41,7 @@ def _ledger_roles() -> set[str]:
     """The Protocols of ``pixivflow.ports`` whose every method the ledger adapter has."""
     return {name for name, obj in vars(ports).items()
             if inspect.isclass(obj) and obj.__module__ == ports.__name__ and Protocol in obj.__mro__[1:]
-            and all(callable(getattr(DynamoLedger, m, None)) for m in _methods(obj))}
+            and _methods(obj) and all(callable(getattr(DynamoLedger, m, None)) for m in _methods(obj))}
 
 
 def test_every_role_the_ledger_implements_has_its_own_test_file() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -11,6 +11,7 @@ from ...domain.cells import ACTIVE_SLOT_STATES, ALLOWED_FROM, TERMINAL_CELL_STAT
 from ...domain.model import ACTIONABLE_OUTBOX, Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 from ...domain.pause import SchedulePause
 from ...domain.sweep_state import ActiveRow, SparseIndex
+from ...ports import Log
 from ..dynamodb_base import DynamoItems, is_conditional_failure, refused_item
 from .codec import (
     _CELL_FIELDS, _INTENT_FIELDS, _SLOT_FIELDS, MalformedItem, _from_ddb, _item, _to_ddb, cell_from_item, intent_from_item,
@@ -28,7 +29,13 @@ INTENT_RETRY_HORIZON_S = 7 * 86_400
 
 
 class DynamoLedger(DynamoItems):
-    """The ledger port on DynamoDB. ``client`` is a low-level boto3 DynamoDB client."""
+    """Every role of the ledger (``ports.LEDGER_ROLES``) on one DynamoDB table. ``client`` is a
+    low-level boto3 DynamoDB client; ``log`` is where a cell item that cannot be read is reported:
+    the read goes on without it (SlotState.malformed), one error line says which item and why."""
+
+    def __init__(self, client: Any, table: str, *, retention_days: int = 30, log: Log | None = None) -> None:
+        super().__init__(client, table, retention_days=retention_days)
+        self.log = log
 
     # -- low level ---------------------------------------------------------------
     def _key(self, pk: str, sk: str) -> dict[str, Any]:
@@ -104,10 +111,6 @@ class DynamoLedger(DynamoItems):
     def get_slot(self, slot_id: str) -> Slot | None:
         item = self._get(slot_pk(slot_id), "META")
         return slot_from_item(item) if item else None
-
-    # Where a cell item that cannot be read is reported (``runtime`` sets the engine's log): the
-    # read goes on without it (SlotState.malformed), one error line says which item and why.
-    log: Callable[..., None] | None = None
 
     def _readable_cell(self, item: Mapping[str, Any]) -> Cell | MalformedItem:
         try:
