@@ -13,7 +13,6 @@ from pixivflow.domain.errors import PaginationError
 from pixivflow.domain.selection import (
     RANDOM_MAX_ATTEMPTS,
     Criteria,
-    Query,
     has_ai_file_markers,
     is_ai_generated,
     page_cap_decline,
@@ -42,9 +41,9 @@ class Source:
     def __init__(self, by_tag: dict, size: int = 2):
         self.by_tag = by_tag
         self.size = size
-        self.requests: list[tuple[Query, str | None]] = []
+        self.requests: list[tuple[SearchRequest, str | None]] = []
 
-    def __call__(self, query: Query, cursor: str | None) -> Page:
+    def __call__(self, query: SearchRequest, cursor: str | None) -> Page:
         self.requests.append((query, cursor))
         works = self.by_tag.get(query.tag if query.mode != "ranking" else query.ranking_mode, [])
         start = int(cursor or 0)
@@ -73,8 +72,8 @@ def test_and_relation_is_one_query_with_every_word():
     assert [q.tag for q in plan.queries] == ["cat dog"]
     query = plan.queries[0]
     assert (query.mode, query.sort, query.search_target) == ("search", "popular_desc", "exact_match_for_tags")
-    # a plan query is exactly a port query
-    assert SearchRequest(**query.fields()).tag == "cat dog"
+    # a plan's query is the request the source port answers, not a copy of it
+    assert isinstance(query, SearchRequest) and query.tag == "cat dog"
 
 
 def test_or_relation_searches_each_tag_merges_and_dedupes_by_id():
@@ -119,7 +118,7 @@ def test_the_date_window_travels_as_a_server_side_hint():
 
 def test_ranking_resolves_yesterday_and_today_against_the_occurrence_date():
     yesterday = plan_selection(Criteria(mode="ranking", ranking_mode="week", ranking_date="YESTERDAY"), occurrence_date=OCCURRENCE)
-    assert yesterday.queries[0].fields() == Query(mode="ranking", ranking_mode="week", ranking_date="2026-11-30").fields()
+    assert yesterday.queries[0] == SearchRequest(mode="ranking", ranking_mode="week", ranking_date="2026-11-30")
     today = plan_selection(Criteria(mode="ranking", ranking_date="TODAY"), occurrence_date=OCCURRENCE)
     assert today.queries[0].ranking_date == "2026-12-01"
     fixed = plan_selection(Criteria(mode="ranking", ranking_date="2026-10-10"), occurrence_date=OCCURRENCE)

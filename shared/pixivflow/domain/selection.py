@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import random as _random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from datetime import date, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
 from .outcomes import CandidateSupply
+from .work import SearchRequest
 from .pager import (
     SORT_DATE_ASC,
     SORT_DATE_DESC,
@@ -165,32 +166,9 @@ class Criteria:
 
 
 @dataclass(frozen=True)
-class Query:
-    """One paged query; the fields are those of ``pixivflow.domain.work.SearchRequest``."""
-
-    work_type: str = "illustration"
-    mode: str = "search"  # search | ranking | topic | user
-    tag: str | None = None
-    ranking_mode: str = "day"
-    ranking_date: str | None = None
-    topic: str | None = None
-    sort: str = SORT_DATE_DESC
-    search_target: str = "partial_match_for_tags"
-    start_date: str | None = None
-    end_date: str | None = None
-    exclude_ai: bool = False
-    user_id: str | None = None
-    duration: str | None = None
-    include_r18: bool = False  # drops Pixiv's filter=for_ios where PixivFlow does
-
-    def fields(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Plan:
     criteria: Criteria
-    queries: tuple[Query, ...] = ()
+    queries: tuple[SearchRequest, ...] = ()  # the pages the source is asked for
     pinned_id: str | None = None
     walk_order: str = SORT_DATE_DESC  # the order the source returns items in (drives the date stop)
     order: str = SORT_DATE_DESC  # the candidates' final order: a sort, "source" or "random"
@@ -213,34 +191,34 @@ def plan_selection(c: Criteria, *, occurrence_date: str | None, seed: str = "") 
                 exclude_ai=c.exclude_ai and c.work_type == "illustration", include_r18=c.r18, duration=c.duration)
     if c.user_id:
         # A user's works come newest first (Pixiv's /v1/user/illusts and /v1/user/novels).
-        queries: tuple[Query, ...] = (Query(mode="user", user_id=c.user_id, **base),)
+        queries: tuple[SearchRequest, ...] = (SearchRequest(mode="user", user_id=c.user_id, **base),)
         walk_order = SORT_DATE_DESC
     elif c.mode == "ranking" and c.filter_tag:
         # PixivFlow's tag-scoped daily popularity: the ranking day becomes a one-day window of a
         # date-ordered search, ranked locally by bookmarks. No date means the occurrence's day.
         day = resolve_day(c.ranking_date or "TODAY", occurrence_date)
         start = end = day
-        queries = (Query(mode="search", tag=c.filter_tag, **(base | {"sort": SORT_DATE_DESC})),)
+        queries = (SearchRequest(mode="search", tag=c.filter_tag, **(base | {"sort": SORT_DATE_DESC})),)
         walk_order, order = SORT_DATE_DESC, SORT_POPULAR_DESC
     elif c.mode == "ranking":
         # No rankingDate: the source's latest list. PixivFlow sends today's date here, which
         # Pixiv has usually not published yet (it then falls back); the rank is the order.
         day = resolve_day(c.ranking_date, occurrence_date)
-        queries = (Query(mode="ranking", ranking_mode=c.ranking_mode, ranking_date=day, **base),)
+        queries = (SearchRequest(mode="ranking", ranking_mode=c.ranking_mode, ranking_date=day, **base),)
         walk_order = order = SOURCE_ORDER
     elif c.mode == "topic":
         topic = (c.topic or c.tag or "").strip()
         if c.topic_date:
             start = end = resolve_day(c.topic_date, occurrence_date)
-        queries = (Query(mode="topic", topic=topic, tag=topic, **base),)
+        queries = (SearchRequest(mode="topic", topic=topic, tag=topic, **base),)
     elif c.tag_relation == "or" and len(c.words) > 1:
-        queries = tuple(Query(mode="search", tag=word, **base) for word in dict.fromkeys(c.words))
+        queries = tuple(SearchRequest(mode="search", tag=word, **base) for word in dict.fromkeys(c.words))
     else:
-        queries = (Query(mode="search", tag=" ".join(c.words), **base),)
+        queries = (SearchRequest(mode="search", tag=" ".join(c.words), **base),)
 
     dated = bool(start or end)
     # The window travels as a server-side hint too: a source that can filter by date pages less.
-    queries = tuple(Query(**(q.fields() | {"start_date": start, "end_date": end})) for q in queries)
+    queries = tuple(replace(q, start_date=start, end_date=end) for q in queries)
     if c.mode == "ranking" and c.filter_tag:
         gather = max(limit * FILTER_TAG_FACTOR, FILTER_TAG_MIN)
     else:
@@ -355,7 +333,7 @@ def _key(work: Any) -> tuple[str, str]:
     return (str(getattr(work, "work_type", "")), str(getattr(work, "work_id", "")))
 
 
-def select(plan: Plan, fetch_page: Callable[[Query, str | None], PageLike]) -> Selection:
+def select(plan: Plan, fetch_page: Callable[[SearchRequest, str | None], PageLike]) -> Selection:
     """Run a (non-pinned) plan: page its queries, apply the rules, order the candidates.
 
     ``fetch_page(query, cursor)`` answers one page. ``PaginationError`` propagates (never read

@@ -30,7 +30,6 @@ from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, Skip
 from ..domain.selection import (
     RESTRICTED,
     Plan,
-    Query,
     Selection,
     has_ai_file_markers,
     page_cap_decline,
@@ -421,9 +420,9 @@ def _search(run: CellRun, plan: Plan) -> Selection:
     never by the source running out: a popular tag has thousands of works."""
     source = run.engine.source
 
-    def fetch(query: Query, cursor: str | None) -> Page:
+    def fetch(query: SearchRequest, cursor: str | None) -> Page:
         run.heartbeat()
-        return source.search_page(SearchRequest(**query.fields()), cursor)
+        return source.search_page(query, cursor)
 
     return select(plan, fetch)
 

@@ -42,7 +42,6 @@ def test_duration_is_sent_when_configured_and_only_then():
         config = parse_config({"source": {"kind": "pixiv"}, "pixiv": {"refreshToken": "${T}"}, "targets": [target]})
         query = plan_selection(config.targets[0].criteria(), occurrence_date="2026-12-01").queries[0]
         from pixivflow.adapters.pixiv.client import Bases
-        from pixivflow.domain.work import SearchRequest
 
         class Client:  # only the URL builder is used
             bases = Bases()
@@ -52,7 +51,7 @@ def test_duration_is_sent_when_configured_and_only_then():
 
                 return path + "?" + urlencode([(k, v) for k, v in params.items() if v is not None])
 
-        return PixivSource(Client(), now_ms=lambda: 0, sleep=lambda s: None).first_url(SearchRequest(**query.fields()))
+        return PixivSource(Client(), now_ms=lambda: 0, sleep=lambda s: None).first_url(query)
 
     assert "duration=within_last_week" in first_url({"id": "t", "tag": "cats", "duration": "within_last_week"})
     assert "duration" not in first_url({"id": "t", "tag": "cats"})
