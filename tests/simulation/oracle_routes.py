@@ -115,7 +115,7 @@ def _notifications(world: Any) -> list[str]:
         state = engine.ledger.load(slot_id)
         if state.slot.status not in TERMINAL_SLOT_STATES:
             continue  # §13/1 says so
-        for planned in planned_notifications(engine, state.slot, state.snapshot_cells(), now):
+        for planned in planned_notifications(engine.config, state.slot, state.snapshot_cells(), now):
             row = engine.outbox_rows.get(planned.kind, planned.key)
             if row is None:
                 problems.append(f"[R3] slot {slot_id}: notification {planned.key} was never enqueued")

@@ -82,13 +82,13 @@ def cancel_job(engine: Engine, job_id: str) -> RouteResult:
 
 
 def job_events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) -> RouteResult:
-    page = job_events.events_page(engine, job_id, query)
+    page = job_events.events_page(engine.job_events, job_id, query)
     return RouteResult(200, page, "schedule.job_events", {"job_id": page["job_id"], "count": len(page["events"]),
                                                           "unacked": page["unacked"]})
 
 
 def ack_job_events(engine: Engine, job_id: str, body: Any) -> RouteResult:
-    result = job_events.ack(engine, job_id, body)
+    result = job_events.ack(engine.job_events, job_id, body)
     return RouteResult(200, result, "schedule.job_events_acked", {"job_id": result["job_id"], "acked": result["acked"],
                                                                   "unacked": result["unacked"]})
 

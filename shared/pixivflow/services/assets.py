@@ -18,7 +18,7 @@ from ..domain.assets import artifact_prefix, assets_for, file_key
 from ..domain.errors import SourceError
 from ..domain.model import Intent
 from ..domain.work import ArtifactFile, StoredFile, Work
-from .engine import Engine
+from ..ports import ArtifactStore, Log, WorkSource
 
 # The route families that upload previews beside the originals: httpMultipart sends them under
 # previewFileField, the Telegram review route sends a page over sendPhoto's limits as its preview.
@@ -58,30 +58,30 @@ def recorded_files(intent: Intent) -> list[StoredFile]:
             for r in intent.files or []]
 
 
-def with_assets(engine: Engine, intent: Intent, body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` plus ``assets`` when the intent's work has stored files (else unchanged)."""
+def with_assets(artifacts: ArtifactStore, intent: Intent, body: dict[str, Any], *, url_ttl_s: int,
+                origin: str) -> dict[str, Any]:
+    """``body`` plus ``assets`` when the intent's work has stored files (else unchanged): each
+    file's URL signed now, valid ``url_ttl_s`` seconds; ``origin`` names where the files came
+    from (``pixiv``, or ``generated`` by the catalogue)."""
     files = recorded_files(intent)
     if not files:
         return body
-    ttl = engine.config.download.assetUrlTtlSeconds
-    origin = "pixiv" if engine.config.source.kind == "pixiv" else "generated"
-    return {**body, "assets": assets_for(files, lambda f: engine.artifacts.url(f, ttl), source=origin)}
+    return {**body, "assets": assets_for(files, lambda f: artifacts.url(f, url_ttl_s), source=origin)}
 
 
-def previews_for(engine: Engine, target: Any, work: Work, files: list[ArtifactFile]) -> list[ArtifactFile]:
+def previews_for(source: WorkSource, log: Log, work: Work, files: list[ArtifactFile], *,
+                 target_id: str) -> list[ArtifactFile]:
     """Pixiv's ``large`` image of every page, stored with the originals (PixivFlow's
-    ``previewFileField``), when the work is an illustration and one of its target's routes sends
-    previews. All or none: a receiver refuses previews that do not pair
-    one-to-one with the files, so a failed preview leaves the work without previews (logged)."""
+    ``previewFileField``), when the work is an illustration; the caller asks only when one of the
+    target's routes sends previews (``PREVIEW_ROUTES``). All or none: a receiver refuses previews
+    that do not pair one-to-one with the files, so a failed preview leaves the work without
+    previews (logged)."""
     if work.work_type != "illustration" or not files:
         return []
-    routes = [engine.config.route(name) for name in target.routes()]
-    if not any(getattr(r, "route_type", None) in PREVIEW_ROUTES for r in routes):
-        return []
     try:
-        previews = list(engine.source.download_previews(work, files))
+        previews = list(source.download_previews(work, files))
     except SourceError as exc:
-        engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
-                   work_id=work.work_id, target_id=getattr(target, "id", None), error=str(exc)[:300])
+        log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
+            work_id=work.work_id, target_id=target_id, error=str(exc)[:300])
         return []
     return previews if len(previews) == len(files) else []

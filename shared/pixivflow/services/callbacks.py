@@ -17,17 +17,30 @@ Each request is signed the Standard Webhooks way: ``webhook-id`` (the row key), 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Callable
 from urllib.parse import urlsplit
 
 from ..domain.ack import classify_outbox_error
 from ..domain.callbacks import CallbackRefused, header_value, sign
 from ..domain.errors import LedgerUnavailable, OutboxAttemptError, SecretStoreUnavailable
 from ..domain.outbox import OutboxRow
-from .engine import Engine
+from ..ports import CallbackSender, Clock
 from .outbox import register_row_kind
 
 CALLBACK_KIND = "event_callback"
 CALLBACK_TIMEOUT_S = 30.0  # one attempt, end to end
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """What sending a callback takes: the vetting HTTP sender and the signing secret (None: the
+    deployment has no callbacks; the secret callable raises SecretStoreUnavailable when the
+    store did not answer, and answers None when the secret does not exist), and the clock."""
+
+    sender: CallbackSender | None
+    secret: Callable[[], str | None] | None
+    clock: Clock
 
 
 def callback_host(url: str) -> str:
@@ -51,18 +64,18 @@ def callback_headers(secret: str, key: str, body: bytes, now_ms: int) -> dict[st
     }
 
 
-def send_callback(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
+def send_callback(ctx: Callbacks, row: OutboxRow, timeout_s: float) -> None:
     """One attempt of an ``event_callback`` row within ``timeout_s`` (the outbox worker's deadline)."""
-    if engine.callbacks is None or engine.callback_secret is None:
+    if ctx.sender is None or ctx.secret is None:
         raise OutboxAttemptError("no callback sender or signing secret is configured", code="configuration_error",
                                  retryable=False)
-    secret = engine.callback_secret()  # SecretStoreUnavailable propagates: released, retried, never dead
+    secret = ctx.secret()  # SecretStoreUnavailable propagates: released, retried, never dead
     if not secret:
         raise OutboxAttemptError("the callback signing secret does not exist", code="configuration_error",
                                  retryable=False)
     body = json.dumps(row.payload.get("event"), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     try:
-        response = engine.callbacks.post(row.target, body, callback_headers(secret, row.key, body, engine.now()), timeout_s)
+        response = ctx.sender.post(row.target, body, callback_headers(secret, row.key, body, ctx.clock.now_ms()), timeout_s)
     except CallbackRefused as exc:
         raise OutboxAttemptError(f"callback_url refused at send time: {exc.reason}", code="refused",
                                  retryable=False) from None
@@ -79,6 +92,6 @@ def send_callback(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
     raise OutboxAttemptError(f"HTTP {status}", status=status, code="remote_http", retryable=False)  # 1xx/3xx: never followed
 
 
-register_row_kind(CALLBACK_KIND, send_callback, timeout_s=CALLBACK_TIMEOUT_S, events="callback", shown=callback_host)
+register_row_kind(CALLBACK_KIND, timeout_s=CALLBACK_TIMEOUT_S, events="callback", shown=callback_host)
 
-__all__ = ["CALLBACK_KIND", "CALLBACK_TIMEOUT_S", "callback_headers", "callback_host", "send_callback"]
+__all__ = ["CALLBACK_KIND", "CALLBACK_TIMEOUT_S", "Callbacks", "callback_headers", "callback_host", "send_callback"]

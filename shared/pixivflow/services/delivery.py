@@ -90,7 +90,7 @@ def deliver_message(engine: Engine, kind: str, key: str, *, time_left: TimeLeft 
     if kind != "delivery":
         if engine.outbox_rows is None:
             return DeliveryResult(key, "skipped", detail="no outbox rows store")
-        row = deliver_row_message(engine, kind, key, time_left=time_left)
+        row = deliver_row_message(engine.outbox, kind, key, time_left=time_left)
         return DeliveryResult(key, row.action, detail=row.detail)
     try:
         route, work_type, work_id, slot_id, target_id = parse_idempotency_key(key)
@@ -221,8 +221,9 @@ def _request(engine: Engine, intent: Intent) -> DeliveryRequest:
     # The JSON body carries the stored files as protocol Assets, signed for this attempt.
     target = engine.config.target(intent.target_id) if intent.work_type == "novel" else None
     preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
-    return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key,
-                           body=with_assets(engine, intent, _payload(intent)), payload=intent.payload or {},
+    body = with_assets(engine.artifacts, intent, _payload(intent), url_ttl_s=engine.config.download.assetUrlTtlSeconds,
+                       origin="pixiv" if engine.config.source.kind == "pixiv" else "generated")
+    return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key, body=body, payload=intent.payload or {},
                            artifact_key=artifact_key(intent.slot_id, intent.target_id, intent.work_id),
                            files=recorded_files(intent), preview=preview)
 
@@ -279,7 +280,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
-            send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)],
+            send_logged(engine.queues, engine.log, "outbox", [OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)],
                         event="outbox.send_failed", key=key, slot_id=intent.slot_id, target_id=intent.target_id)
         engine.log("warning", "delivery attempt failed; retry scheduled", event="outbox.retry_scheduled", key=key,
                    attempt=attempt, delay_ms=delay_ms, error=ack.error, counts_as_attempt=1)
@@ -434,7 +435,7 @@ def drain(engine: Engine, max_rounds: int = 50, batch: int = 25) -> DrainResult:
                 break
             progressed = progressed or outcome.action != "skipped"
         if engine.outbox_rows is not None and not deferred:
-            for generic in drain_rows(engine, limit_per_shard=batch):
+            for generic in drain_rows(engine.outbox, limit_per_shard=batch):
                 result.add(DeliveryResult(generic.key, generic.action, detail=generic.detail))
                 progressed = progressed or generic.action not in ("skipped", "deferred")
         if not progressed or deferred:
@@ -498,12 +499,12 @@ def queue_due(engine: Engine, *, limit_per_shard: int = 100) -> Queued:
     now = engine.now()
     deliveries = due_delivery_keys(engine, now, 0, [i.idempotency_key for i in _open_rows(engine, now)],
                                    limit_per_shard=limit_per_shard)
-    rows = due_row_keys(engine, now, 0, limit_per_shard=limit_per_shard) if engine.outbox_rows is not None else []
+    rows = due_row_keys(engine.outbox, now, 0, limit_per_shard=limit_per_shard) if engine.outbox_rows is not None else []
     named = [("delivery", key) for key in deliveries] + rows
     kinds = dict.fromkeys(["delivery", *sorted(ROW_KINDS)], 0)
     if not named:
         return Queued(kinds)
-    failed = set(send_logged(engine, "outbox", [OutgoingMessage(outbox_body(k, key)) for k, key in named],
+    failed = set(send_logged(engine.queues, engine.log, "outbox", [OutgoingMessage(outbox_body(k, key)) for k, key in named],
                              event="outbox.send_failed"))
     for index, (kind, _key) in enumerate(named):
         if index not in failed:

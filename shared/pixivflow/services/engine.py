@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from ..clock import Entropy
 from ..config import PixivFlowConfig
 from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel,
                      DeliveryRows, JobStore, Log, Metrics, Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys,
                      SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
+
+if TYPE_CHECKING:
+    from .job_events import JobEvents
+    from .outbox import Outbox
 
 LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
 HEARTBEAT_MS = 30_000
@@ -97,6 +101,29 @@ class Engine:
     @property
     def topics(self) -> TopicSpaces:
         return cast(TopicSpaces, self.ledger)
+
+    # -- the use cases' collaborators, each built from what the engine holds now ------------------
+
+    @property
+    def job_events(self) -> JobEvents:
+        from .job_events import JobEvents
+
+        return JobEvents(self.jobs, self.occurrences, self.request_keys, self.queues, self.clock, self.log)
+
+    @property
+    def outbox(self) -> Outbox:
+        from functools import partial
+
+        from .callbacks import CALLBACK_KIND, Callbacks, send_callback
+        from .notifications import KIND as NOTIFICATION, send_notification
+        from .outbox import Outbox
+
+        assert self.outbox_rows is not None, "this engine has no outbox rows"
+        delivery = self.config.delivery
+        return Outbox(self.outbox_rows, self.queues, self.clock, self.entropy, self.log, self.metrics,
+                      delivery.outboxRetryBaseMs, delivery.outboxRetryMaxMs,
+                      {NOTIFICATION: partial(send_notification, self.channel),
+                       CALLBACK_KIND: partial(send_callback, Callbacks(self.callbacks, self.callback_secret, self.clock))})
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:

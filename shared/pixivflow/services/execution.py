@@ -207,7 +207,7 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
         # the sweep re-dispatches; the checkpoint is read again either way.
         engine.leases.release_cell(slot_id, target_id, owner, engine.now())
-        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
+        send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
                     event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
         return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
@@ -249,7 +249,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
     slot_id, target_id = cell.slot_id, cell.target_id
     if not engine.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
-    send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
+    send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
                 event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
     engine.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
                reason=admission.reason, due_at=due, delay_s=delay_s)
@@ -297,7 +297,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
-        send_logged(engine, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
+        send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
                     event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
         engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
@@ -363,7 +363,7 @@ def _send_outbox(engine: Engine, keys: list[str]) -> None:
     if not keys:
         return
     # The rows are durable and due now: a message SQS did not take is re-driven by the sweep.
-    send_logged(engine, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
+    send_logged(engine.queues, engine.log, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
 
 
 # -- the target handler ----------------------------------------------------------------------
@@ -673,7 +673,8 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
             raise SourceError("no files produced")
         if filters:
             work = _content_rules(run, work, files)
-        return work, engine.artifacts.put(prefix, files + previews_for(engine, target, work, files), reuse=resumed)
+        extra = previews_for(engine.source, engine.log, work, files, target_id=target.id) if previews else []
+        return work, engine.artifacts.put(prefix, files + extra, reuse=resumed)
     if filters and work.work_type == "novel":
         work = _language_rule(run, work, _novel_text(planned))  # on the text in hand, before anything is stored
     have = stored_files()

@@ -14,6 +14,7 @@ durable ``job.requested`` event, so every event of a job goes to the same endpoi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..domain.errors import LedgerUnavailable
@@ -25,7 +26,7 @@ from ..domain.protocol import (
 )
 from ..domain.event_stream import AppendResult, EventStream, StoredEvent
 from ..domain.outbox import OutboxRow, OutgoingMessage
-from .engine import Engine
+from ..ports import Clock, JobStore, Log, Occurrences, Queues, RequestKeys
 from .messages import outbox_body
 
 CALLBACK_KIND = "event_callback"
@@ -34,51 +35,68 @@ REPAIR_LIMIT = 50  # jobs one repair pass looks at
 APPEND_RETRIES = 25
 
 
+@dataclass(frozen=True)
+class JobEvents:
+    """What the event stream's use cases take: the job store (None: the deployment has no
+    Workflow Protocol surface), the slot a job is, the request key that declared its callback,
+    the outbox queue a callback's message goes to, the clock and the log."""
+
+    jobs: JobStore | None
+    occurrences: Occurrences
+    request_keys: RequestKeys
+    queues: Queues
+    clock: Clock
+    log: Log
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+
 def callback_key(job_id: str, evt_id: str) -> str:
     return f"job-event:{job_id}:{evt_id}"
 
 
-def load_job(engine: Engine, job_id: str) -> tuple[SlotState, dict[str, Any]]:
+def load_job(ctx: JobEvents, job_id: str) -> tuple[SlotState, dict[str, Any]]:
     """The slot and its Job projection; 404 for an unknown job, 500 job_cell_missing."""
-    state = engine.occurrences.load(job_id)
+    state = ctx.occurrences.load(job_id)
     if state is None:
         raise unknown_job(job_id)
-    return state, project_job(state.slot, state.first_cell(), state.intents, engine.now())
+    return state, project_job(state.slot, state.first_cell(), state.intents, ctx.now())
 
 
 UNKNOWN: Any = object()  # the caller does not know the declared callback: read it from the request item
 
 
-def reconcile(engine: Engine, job: Mapping[str, Any], *, stream: EventStream | None = None, fresh: bool = False,
+def reconcile(ctx: JobEvents, job: Mapping[str, Any], *, stream: EventStream | None = None, fresh: bool = False,
               callback_url: Any = UNKNOWN) -> EventStream:
     """Materialise every event ``job`` implies. ``fresh`` means the caller just created the job (no
     read needed: the head condition catches a concurrent writer). ``callback_url`` (None: none was
     declared) is recorded on ``job.requested`` only if this call creates that event."""
-    if engine.jobs is None:
+    if ctx.jobs is None:
         raise LedgerUnavailable("the job event store is not configured")
     job_id = job["job_id"]
     if stream is None:
-        stream = EventStream(job_id) if fresh else engine.jobs.stream(job_id)
+        stream = EventStream(job_id) if fresh else ctx.jobs.stream(job_id)
     for implied in implied_events(job):
-        stream = _ensure(engine, job, stream, implied, callback_url)
+        stream = _ensure(ctx, job, stream, implied, callback_url)
     return stream
 
 
-def _declared_callback(engine: Engine, job: Mapping[str, Any]) -> str | None:
+def _declared_callback(ctx: JobEvents, job: Mapping[str, Any]) -> str | None:
     """The callback the first Task for this key declared (kept on its request item), so an
     admission that died before writing ``job.requested`` still never loses it."""
     key = job.get("idempotency_key")
     if not key:
         return None
-    record = engine.request_keys.get_request_key(key)
+    record = ctx.request_keys.get_request_key(key)
     if record and record.get("slotRef") == job["job_id"] and record.get("requestKey") == key:
         return record.get("callbackUrl") or None
     return None
 
 
-def _ensure(engine: Engine, job: Mapping[str, Any], stream: EventStream, implied: ImpliedEvent,
+def _ensure(ctx: JobEvents, job: Mapping[str, Any], stream: EventStream, implied: ImpliedEvent,
             callback_url: Any) -> EventStream:
-    store = engine.jobs
+    store = ctx.jobs
     assert store is not None
     job_id = job["job_id"]
     for _ in range(APPEND_RETRIES):
@@ -87,14 +105,14 @@ def _ensure(engine: Engine, job: Mapping[str, Any], stream: EventStream, implied
         requested = stream.find(REQUESTED)
         if implied.kind == REQUESTED:
             if callback_url is UNKNOWN:
-                callback_url = _declared_callback(engine, job)
+                callback_url = _declared_callback(ctx, job)
             url = callback_url or None
         else:
             url = requested.callback_url if requested else None
         seq = stream.head_seq + 1
         ts = max(int(implied.at), stream.head_ts)  # time never moves backwards along the stream
         event = StoredEvent(job_id, implied.kind, seq, ts, url if implied.kind == REQUESTED else None)
-        now = engine.now()
+        now = ctx.now()
         row = None
         if url:
             body = build_event(job, implied.kind, ts, seq)
@@ -107,32 +125,32 @@ def _ensure(engine: Engine, job: Mapping[str, Any], stream: EventStream, implied
                               open_callback_since=int(job["created_at"]) if implied.kind == REQUESTED and url else None,
                               close_callback_index=closes, now_ms=now)
         if result == AppendResult.APPENDED:
-            engine.log("info", "job event recorded", event="job.event_recorded", job_id=job_id, kind=implied.kind,
+            ctx.log("info", "job event recorded", event="job.event_recorded", job_id=job_id, kind=implied.kind,
                        event_id=event_id(ts, seq), callback=bool(row))
             if row is not None:
-                _send(engine, row.key)
+                _send(ctx, row.key)
             return EventStream(job_id, stream.events + (event,), seq, ts, stream.cursor)
         stream = store.stream(job_id)  # another writer got there first: read what it wrote
     raise LedgerUnavailable(f"could not append {implied.kind} to the event stream of {job_id}")
 
 
-def _send(engine: Engine, key: str) -> None:
-    failed = engine.queues.send_outbox([OutgoingMessage(outbox_body(CALLBACK_KIND, key))])
+def _send(ctx: JobEvents, key: str) -> None:
+    failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(CALLBACK_KIND, key))])
     if failed:  # the row is durable and due now: the sweep re-drives it
-        engine.log("warning", "callback message not sent; the sweep will re-drive it", event="callback.send_failed", key=key)
+        ctx.log("warning", "callback message not sent; the sweep will re-drive it", event="callback.send_failed", key=key)
 
 
-def on_slot_terminal(engine: Engine, state: SlotState) -> None:
+def on_slot_terminal(ctx: JobEvents, state: SlotState) -> None:
     """The rollup or the sweep just made a job's slot terminal: write its terminal event (and owe
     its callback) now instead of at the next read. Never raises: the next read, or the repair
     pass for a job with a callback, completes what this could not."""
-    if engine.jobs is None or not state.slot.manual_request_id:
+    if ctx.jobs is None or not state.slot.manual_request_id:
         return
     try:
-        job = project_job(state.slot, state.first_cell(), state.intents, engine.now())
-        reconcile(engine, job)
+        job = project_job(state.slot, state.first_cell(), state.intents, ctx.now())
+        reconcile(ctx, job)
     except Exception as exc:
-        engine.log("warning", "job event reconcile failed; the next read or the sweep completes it",
+        ctx.log("warning", "job event reconcile failed; the next read or the sweep completes it",
                    event="job.reconcile_failed", job_id=state.slot.slot_id, error=repr(exc)[:300])
 
 
@@ -148,11 +166,11 @@ def _resolve(events: list[StoredEvent], value: str | None) -> tuple[int, int] | 
     return position if any(e.position == position for e in events) else None
 
 
-def events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) -> dict[str, Any]:
+def events_page(ctx: JobEvents, job_id: str, query: Mapping[str, Any] | None) -> dict[str, Any]:
     """``$defs/EventPage``."""
     after, unacked_only = parse_event_query(query)
-    _, job = load_job(engine, job_id)
-    stream = reconcile(engine, job)
+    _, job = load_job(ctx, job_id)
+    stream = reconcile(ctx, job)
     events = _projected(stream)
     start = stream.cursor if unacked_only else _resolve(events, after)
     remaining = [e for e in events if after_position(start, e.ts, e.seq)]
@@ -162,39 +180,39 @@ def events_page(engine: Engine, job_id: str, query: Mapping[str, Any] | None) ->
         body["next_after"] = event_id(page[-1].ts, page[-1].seq)
     # Counted from the durable cursor, never from ``after``: paging must not move the count.
     body["unacked"] = count_after((e.position for e in events), stream.cursor)
-    body["server_time"] = engine.now()
+    body["server_time"] = ctx.now()
     return body
 
 
-def ack(engine: Engine, job_id: str, payload: Any) -> dict[str, Any]:
+def ack(ctx: JobEvents, job_id: str, payload: Any) -> dict[str, Any]:
     """``$defs/AckResult``: monotonic, idempotent; unknown/foreign/older ids are no-ops."""
     ack_through = parse_ack_body(payload)
-    _, job = load_job(engine, job_id)
-    stream = reconcile(engine, job)
+    _, job = load_job(ctx, job_id)
+    stream = reconcile(ctx, job)
     events = _projected(stream)
     cursor = stream.cursor
     position = _resolve(events, ack_through)
     if position is not None and (cursor is None or position > cursor):
-        assert engine.jobs is not None
-        cursor = engine.jobs.advance_cursor(job_id, position, engine.now())
+        assert ctx.jobs is not None
+        cursor = ctx.jobs.advance_cursor(job_id, position, ctx.now())
     unacked = count_after((e.position for e in events), cursor)
-    return {"job_id": job_id, "acked": len(events) - unacked, "unacked": unacked, "server_time": engine.now()}
+    return {"job_id": job_id, "acked": len(events) - unacked, "unacked": unacked, "server_time": ctx.now()}
 
 
-def reconcile_outstanding(engine: Engine, limit: int = REPAIR_LIMIT) -> tuple[int, int]:
+def reconcile_outstanding(ctx: JobEvents, limit: int = REPAIR_LIMIT) -> tuple[int, int]:
     """The sweep's repair pass: jobs that declared a callback and have no terminal event yet
     (sparse index, newest first). Returns (examined, errors); one bad job never stops it."""
-    if engine.jobs is None:
+    if ctx.jobs is None:
         return 0, 0
     examined = errors = 0
-    for job_id in engine.jobs.open_callbacks(max(1, min(500, limit))):
+    for job_id in ctx.jobs.open_callbacks(max(1, min(500, limit))):
         examined += 1
         try:
-            _, job = load_job(engine, job_id)  # the index may lag: decide from a consistent read
-            reconcile(engine, job)
+            _, job = load_job(ctx, job_id)  # the index may lag: decide from a consistent read
+            reconcile(ctx, job)
         except Exception as exc:
             errors += 1
-            engine.log("warning", "job event repair failed", event="job.repair_failed", job_id=job_id, error=repr(exc)[:300])
+            ctx.log("warning", "job event repair failed", event="job.repair_failed", job_id=job_id, error=repr(exc)[:300])
     return examined, errors
 
 

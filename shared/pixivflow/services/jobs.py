@@ -164,10 +164,10 @@ def submit(engine: Engine, body: Any) -> Submission:
     if admission.created:
         cell = admission.cells[0]
         job = project_job(slot, cell, [], engine.now())
-        reconcile(engine, job, fresh=True, callback_url=callback)
+        reconcile(engine.job_events, job, fresh=True, callback_url=callback)
     else:
-        _, job = load_job(engine, slot.slot_id)
-        reconcile(engine, job, callback_url=callback)
+        _, job = load_job(engine.job_events, slot.slot_id)
+        reconcile(engine.job_events, job, callback_url=callback)
     return Submission(job, admission.created, admission.disposition)
 
 
@@ -184,7 +184,7 @@ def _check_identity(record: dict[str, Any], task: Task, slot_id: str, target_id:
 
 
 def get_job(engine: Engine, job_id: str) -> dict[str, Any]:
-    return load_job(engine, job_id)[1]
+    return load_job(engine.job_events, job_id)[1]
 
 
 def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
@@ -281,8 +281,8 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         raise unknown_job(job_id)
     if cells_cancelled and state.slot.open:
         close(engine, state)  # its one outcome record, then out of the active index
-    _, job = load_job(engine, job_id)
-    reconcile(engine, job)
+    _, job = load_job(engine.job_events, job_id)
+    reconcile(engine.job_events, job)
     return Cancellation(job, cells_cancelled, rows_cancelled)
 
 

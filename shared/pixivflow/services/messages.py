@@ -7,6 +7,7 @@ from typing import Any, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain.outbox import OutgoingMessage
+from ..ports import Log, Queues
 
 
 class ExecutionMessage(BaseModel):
@@ -30,14 +31,15 @@ def outbox_body(kind: str, key: str) -> dict[str, str]:
     return {"kind": kind, "key": key}
 
 
-def send_logged(engine: Any, queue: str, messages: Sequence[OutgoingMessage], *, event: str, **fields: Any) -> list[int]:
+def send_logged(queues: Queues, log: Log, queue: str, messages: Sequence[OutgoingMessage], *, event: str,
+                **fields: Any) -> list[int]:
     """Send on ``queue`` ("execution" or "outbox"); a message SQS did not take is logged, never silent.
 
     What a lost send leaves behind is durable in the ledger (a cell with ``dispatchedAt``, a due outbox
     row), so the sweep re-drives it; the warning tells an operator why it came late."""
-    send = engine.queues.send_execution if queue == "execution" else engine.queues.send_outbox
+    send = queues.send_execution if queue == "execution" else queues.send_outbox
     failed: list[int] = send(list(messages))
     if failed:
-        engine.log("warning", f"{queue} message(s) not sent; the sweep will re-drive them", event=event,
+        log("warning", f"{queue} message(s) not sent; the sweep will re-drive them", event=event,
                    failed=len(failed), **fields)
     return failed

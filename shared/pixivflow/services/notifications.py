@@ -34,8 +34,8 @@ from ..domain.model import Cell, Slot
 from ..domain.outcome_record import ordered_cells
 from ..domain.reasons import reason_policy
 from ..domain.outbox import OutboxRow
-from .engine import Engine
-from .outbox import enqueue_row, register_row_kind
+from ..ports import DeliveryChannel
+from .outbox import Outbox, enqueue_row, register_row_kind
 
 KIND = "notification"
 MANUAL_SOURCE = "manual"
@@ -50,12 +50,12 @@ def refetch_key(slot_id: str, target_id: str) -> str:
     return f"refetch-outcome:{slot_id}:{target_id}"
 
 
-def _primary_route(engine: Engine, target_id: str) -> tuple[str | None, Any]:
-    target = engine.config.target(target_id)
+def _primary_route(config: Any, target_id: str) -> tuple[str | None, Any]:
+    target = config.target(target_id)
     routes = target.routes() if target else []
     if not routes:
         return None, None
-    return routes[0], engine.config.route(routes[0])
+    return routes[0], config.route(routes[0])
 
 
 def _url(route: Any, field: str) -> bool:
@@ -73,9 +73,9 @@ def summary_status(cells: list[Cell]) -> str:
     return "partial" if submitted else "failed"
 
 
-def _target_entry(engine: Engine, cell: Cell) -> dict[str, Any]:
+def _target_entry(config: Any, cell: Cell) -> dict[str, Any]:
     policy = reason_policy(cell.terminal_reason_code)
-    target = engine.config.target(cell.target_id)
+    target = config.target(cell.target_id)
     return {
         "target_id": cell.target_id,
         "work_type": cell.work_type or (target.type if target else None),
@@ -91,13 +91,13 @@ def _target_entry(engine: Engine, cell: Cell) -> dict[str, Any]:
     }
 
 
-def schedule_outcome(engine: Engine, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
+def schedule_outcome(config: Any, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
     """The schedule summary body TelePost takes."""
     return {
         "schedule_id": slot.schedule_id,
         "slot_id": slot.slot_id,
         "status": summary_status(cells),
-        "targets": [_target_entry(engine, c) for c in cells],
+        "targets": [_target_entry(config, c) for c in cells],
     }
 
 
@@ -140,7 +140,7 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     return body
 
 
-def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: int) -> list[OutboxRow]:
+def planned_notifications(config: Any, slot: Slot, cells: list[Cell], now: int) -> list[OutboxRow]:
     """Every notification row a terminal slot owes, by its config right now (pure of I/O)."""
     cells = ordered_cells(slot, cells)
     rows: list[OutboxRow] = []
@@ -151,7 +151,7 @@ def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: in
 
     if is_manual(slot):
         for cell in cells:
-            name, route = _primary_route(engine, cell.target_id)
+            name, route = _primary_route(config, cell.target_id)
             verdict = refetch_outcome(slot, cell)
             if verdict is not None and name and _url(route, "refetchOutcomeUrl"):
                 text = f"重抓结果：{cell.target_id} {verdict['disposition']}"
@@ -159,19 +159,19 @@ def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: in
         return rows
     primaries: list[str] = []
     for cell in cells:
-        name, route = _primary_route(engine, cell.target_id)
+        name, route = _primary_route(config, cell.target_id)
         if name and name not in primaries and _url(route, "scheduleOutcomeUrl"):
             primaries.append(name)
     if primaries:
-        outcome = schedule_outcome(engine, slot, cells)
+        outcome = schedule_outcome(config, slot, cells)
         text = _summary_text(slot, cells, outcome["status"])
         for i, name in enumerate(primaries):
             row(summary_key(slot.slot_id, name if i else None), name, {"text": text, "scheduleOutcome": outcome})
     for cell in cells:
-        name, route = _primary_route(engine, cell.target_id)
+        name, route = _primary_route(config, cell.target_id)
         if not (name and _url(route, "notificationUrl")):
             continue
-        target = engine.config.target(cell.target_id)
+        target = config.target(cell.target_id)
         label = f"{slot.schedule_id} · {slot.occurrence_label or slot.slot_id}"
         kind = "小说" if cell.work_type == "novel" else "插画"
         notify = target is not None and target.noMatchPolicy.notify
@@ -188,19 +188,17 @@ def planned_notifications(engine: Engine, slot: Slot, cells: list[Cell], now: in
     return rows
 
 
-def enqueue_terminal_notifications(engine: Engine, slot: Slot, cells: list[Cell]) -> int:
+def enqueue_terminal_notifications(outbox: Outbox, config: Any, slot: Slot, cells: list[Cell]) -> int:
     """Insert (if absent) and wake every notification row of a terminal slot. Returns how many
     were created by this call. Safe to repeat; a ledger outage raises (the slot then stays
     open and the sweep repeats this)."""
-    if engine.outbox_rows is None:
-        return 0
     created = 0
-    for row in planned_notifications(engine, slot, cells, engine.now()):
-        created += enqueue_row(engine, row)
+    for row in planned_notifications(config, slot, cells, outbox.now()):
+        created += enqueue_row(outbox, row)
     return created
 
 
-def send_notification(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
+def send_notification(channel: DeliveryChannel, row: OutboxRow, timeout_s: float) -> None:
     """One attempt of a notification row (PixivFlow's ``notifyOnce``): 2xx is done, any other answer
     raises with its status (4xx dead-letters, 429/5xx retries). The route's own ``timeoutMs``
     bounds the request; ``timeout_s`` only decided that the attempt could start."""
@@ -211,13 +209,13 @@ def send_notification(engine: Engine, row: OutboxRow, timeout_s: float) -> None:
         field, body = "scheduleOutcomeUrl", payload["scheduleOutcome"]
     else:
         field, body = "notificationUrl", {"text": payload.get("text") or "", "idempotency_key": row.key}
-    if not engine.channel.ready(row.target):
+    if not channel.ready(row.target):
         raise NotReady(f"route {row.target} readiness probe failed")
-    answer = engine.channel.post_json(row.target, field, body, row.key)
+    answer = channel.post_json(row.target, field, body, row.key)
     if not 200 <= answer.status <= 299:
         raise OutboxAttemptError(f"notification endpoint returned HTTP {answer.status}", status=answer.status)
 
 
 # 30 s: the routes' default timeoutMs (config.routes); a record with less time left than that
 # plus the settle margin goes back to its queue unclaimed.
-register_row_kind(KIND, send_notification, timeout_s=30.0)
+register_row_kind(KIND, timeout_s=30.0)

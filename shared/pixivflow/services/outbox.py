@@ -14,28 +14,30 @@ record that cannot get :data:`MIN_ATTEMPT_MS` is handed back to its queue BEFORE
 attempt, a worker that dies or hangs mid-send has used it; a claim that finds the budget already
 spent that way dead-letters the row without sending again.
 
-A sender is ``sender(engine, row, timeout_s) -> None``: returning is success; raising ``NotReady``
+A sender is ``sender(row, timeout_s) -> None``, bound by the composition root to what it
+uses (:attr:`Outbox.senders`): returning is success; raising ``NotReady``
 releases the row without consuming an attempt; a :class:`SecretStoreUnavailable` (the secret
 store did not answer: never "no secret") releases it too and fails the record so SQS retries it;
 any other exception is classified (an ``OutboxAttemptError`` carries the endpoint's
-status, or its own verdict) into retry with backoff or dead. Register a kind with
-:func:`register_row_kind`.
+status, or its own verdict) into retry with backoff or dead. Register a kind's timeout and
+how it is shown with :func:`register_row_kind`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
 from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
-from ..ports import OutboxRows, TimeLeft
+from ..clock import Entropy
+from ..ports import Clock, Log, Metrics, OutboxRows, Queues, TimeLeft
 from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
-from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS, Engine
+from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
 from .messages import outbox_body
 
-RowSender = Callable[[Engine, OutboxRow, float], None]
+RowSender = Callable[[OutboxRow, float], None]
 READINESS_DEFER_MS = 60_000  # a deferred row is offered again after a minute (one `outbox.deferred` per minute)
 SECRET_RETRY_MS = 30_000  # a row whose secret store did not answer is offered again after this
 SETTLE_MARGIN_MS = 5_000  # kept back from the invocation's remaining time to record the result
@@ -44,12 +46,11 @@ MIN_ATTEMPT_MS = 200  # an attempt with less than this is not started at all (No
 
 @dataclass(frozen=True)
 class RowKind:
-    """How one kind of row is sent and shown. ``timeout_s`` bounds one attempt end to end;
+    """How one kind of row is attempted and shown. ``timeout_s`` bounds one attempt end to end;
     ``shown`` is what of the target a log line or a view may carry (a callback URL's path and
     query may hold a consumer's secret: only its host is shown); ``events`` prefixes the log
     events (``<events>.delivered`` / ``.retry_scheduled`` / ``.dead``)."""
 
-    sender: RowSender
     timeout_s: float
     events: str = "outbox"
     shown: Callable[[str], str] = str
@@ -58,16 +59,33 @@ class RowKind:
 ROW_KINDS: dict[str, RowKind] = {}
 
 
-def _rows(engine: Engine) -> OutboxRows:
-    """The engine's outbox rows: optional on :class:`Engine`, wired by every runtime that handles rows."""
-    rows = engine.outbox_rows
-    assert rows is not None, "this engine has no outbox rows"
-    return rows
+@dataclass(frozen=True)
+class Outbox:
+    """What the generic rows' worker takes: the rows and the outbox queue, the clock, entropy
+    (claim owners, retry jitter), the log and metrics, the retry backoff (the config's
+    ``delivery.outboxRetryBaseMs`` / ``outboxRetryMaxMs``) and each kind's sender, bound to
+    what that sender uses."""
+
+    rows: OutboxRows
+    queues: Queues
+    clock: Clock
+    entropy: Entropy
+    log: Log
+    metrics: Metrics | None
+    retry_base_ms: int
+    retry_max_ms: int
+    senders: Mapping[str, RowSender]
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
+        if self.metrics is not None:
+            self.metrics.count(name, value, **dimensions)
 
 
-def register_row_kind(kind: str, sender: RowSender, *, timeout_s: float, events: str = "outbox",
-                      shown: Callable[[str], str] = str) -> None:
-    ROW_KINDS[kind] = RowKind(sender, timeout_s, events, shown)
+def register_row_kind(kind: str, *, timeout_s: float, events: str = "outbox", shown: Callable[[str], str] = str) -> None:
+    ROW_KINDS[kind] = RowKind(timeout_s, events, shown)
 
 
 def attempt_timeout_s(own_timeout_s: float, time_left: TimeLeft | None) -> float:
@@ -91,19 +109,19 @@ class RowResult:
     detail: str | None = None
 
 
-def enqueue_row(engine: Engine, row: OutboxRow, *, revive: bool = False) -> bool:
+def enqueue_row(ctx: Outbox, row: OutboxRow, *, revive: bool = False) -> bool:
     """Record the row (insert-if-absent: once per key) and send its message. True when new.
 
     The message is only a wake-up: if it is lost, or this process dies right after the write, the
     sweep re-drives the durable row (:func:`redrive_rows`)."""
-    stored, created = _rows(engine).enqueue(row, revive=revive)
+    stored, created = ctx.rows.enqueue(row, revive=revive)
     if stored.actionable:
-        failed = engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key))])
+        failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key))])
         if failed:
-            engine.log("warning", "outbox message not sent; the sweep will re-drive it", event="outbox.send_failed",
+            ctx.log("warning", "outbox message not sent; the sweep will re-drive it", event="outbox.send_failed",
                        kind=row.kind, key=row.key)
     if created:
-        engine.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key,
+        ctx.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key,
                    target=_shown(row))
     return created
 
@@ -113,73 +131,73 @@ def _shown(row: OutboxRow) -> str:
     return kind.shown(row.target) if kind is not None else "?"
 
 
-def deliver_row_message(engine: Engine, kind: str, key: str, *, time_left: TimeLeft | None = None) -> RowResult:
+def deliver_row_message(ctx: Outbox, kind: str, key: str, *, time_left: TimeLeft | None = None) -> RowResult:
     if kind not in ROW_KINDS:
-        engine.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
+        ctx.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return RowResult(kind, key, "skipped", f"unknown kind {kind}")
-    row = _rows(engine).get(kind, key)
+    row = ctx.rows.get(kind, key)
     if row is None:
         return RowResult(kind, key, "skipped", "no such row")
-    return deliver_row(engine, row, time_left=time_left)
+    return deliver_row(ctx, row, time_left=time_left)
 
 
-def deliver_row(engine: Engine, row: OutboxRow, *, time_left: TimeLeft | None = None) -> RowResult:
-    kind = ROW_KINDS.get(row.kind)
-    if kind is None or not row.actionable:
+def deliver_row(ctx: Outbox, row: OutboxRow, *, time_left: TimeLeft | None = None) -> RowResult:
+    kind, sender = ROW_KINDS.get(row.kind), ctx.senders.get(row.kind)
+    if kind is None or sender is None or not row.actionable:
         return RowResult(row.kind, row.key, "skipped", f"row is {row.status}")
     try:
         timeout_s = attempt_timeout_s(kind.timeout_s, time_left)
     except NoTimeLeft as exc:  # back to the queue (a batch item failure), nothing claimed
-        engine.log("info", "too little time left to start an attempt; the record goes back to its queue",
+        ctx.log("info", "too little time left to start an attempt; the record goes back to its queue",
                    event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))
         raise
-    owner = engine.entropy.token("obx")
-    claimed = _rows(engine).claim(row, owner, engine.now(), OUTBOX_LEASE_MS)
+    owner = ctx.entropy.token("obx")
+    claimed = ctx.rows.claim(row, owner, ctx.now(), OUTBOX_LEASE_MS)
     if claimed is None:
         return RowResult(row.kind, row.key, "skipped", "not due or claimed by another worker")
     if claimed.attempts > claimed.max_attempts:
         # Every attempt of the budget was started and the last one never reported back (its
         # worker died or hung into its timeout): the row ends here, nothing is sent again.
         # The claim that found it so sent nothing: it is not counted (the row says "dead after 8/8").
-        return _dead(engine, kind, claimed, owner, f"attempt budget exhausted after {claimed.max_attempts} attempts: "
+        return _dead(ctx, kind, claimed, owner, f"attempt budget exhausted after {claimed.max_attempts} attempts: "
                                                    "the last attempt never reported back", claimed.max_attempts, unsent=True)
     try:
-        kind.sender(engine, claimed, timeout_s)
+        sender(claimed, timeout_s)
     except LedgerUnavailable:
         raise
     except NotReady as exc:
-        return _defer(engine, kind, claimed, owner, str(exc))
+        return _defer(ctx, kind, claimed, owner, str(exc))
     except SecretStoreUnavailable as exc:
-        _give_back(engine, kind, claimed, owner, exc)
+        _give_back(ctx, kind, claimed, owner, exc)
         raise  # the record fails; SQS offers it again and the row keeps its whole budget
     except Exception as exc:  # every failure of the attempt is classified, never raised
-        return _failed(engine, kind, claimed, owner, exc)
-    now = engine.now()
-    if _rows(engine).settle(claimed, owner, now, status="done") is None:
+        return _failed(ctx, kind, claimed, owner, exc)
+    now = ctx.now()
+    if ctx.rows.settle(claimed, owner, now, status="done") is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before recording the result")
-    engine.log("info", "outbox row delivered", event=f"{kind.events}.delivered", kind=row.kind, key=row.key,
+    ctx.log("info", "outbox row delivered", event=f"{kind.events}.delivered", kind=row.kind, key=row.key,
                target=kind.shown(row.target), job_id=row.slot_id, attempts=claimed.attempts)
-    engine.metric("OutboxResults", kind=row.kind, result="delivered")
+    ctx.metric("OutboxResults", kind=row.kind, result="delivered")
     return RowResult(row.kind, row.key, "done")
 
 
-def _defer(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, reason: str) -> RowResult:
-    now = engine.now()
-    if _rows(engine).release(row, owner, now, now + READINESS_DEFER_MS) is None:
+def _defer(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, reason: str) -> RowResult:
+    now = ctx.now()
+    if ctx.rows.release(row, owner, now, now + READINESS_DEFER_MS) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before the deferral")
-    engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
-    engine.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
+    ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
+    ctx.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
                kind=row.kind, key=row.key, target=kind.shown(row.target), reason=reason[:200])
     return RowResult(row.kind, row.key, "deferred", reason)
 
 
-def _give_back(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> None:
+def _give_back(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> None:
     """The secret store did not answer: nothing was sent, the attempt is given back, and the row
     is due again shortly (the sweep re-drives it even if SQS's retry is lost). Nothing of the
     failure is cached: the next attempt reads the store again."""
-    now = engine.now()
-    _rows(engine).release(row, owner, now, now + SECRET_RETRY_MS)
-    engine.log("warning", "secret store unavailable; row released without consuming an attempt",
+    now = ctx.now()
+    ctx.rows.release(row, owner, now, now + SECRET_RETRY_MS)
+    ctx.log("warning", "secret store unavailable; row released without consuming an attempt",
                event=f"{kind.events}.secret_unavailable", kind=row.kind, key=row.key, target=kind.shown(row.target),
                error=type(exc).__name__)
 
@@ -192,58 +210,57 @@ def _verdict(exc: Exception) -> tuple[ErrorClass, str]:
     return classify_outbox_error(text, exc.status if isinstance(exc, OutboxAttemptError) else None, name), text
 
 
-def _failed(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> RowResult:
-    now = engine.now()
+def _failed(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, exc: Exception) -> RowResult:
+    now = ctx.now()
     verdict, text = _verdict(exc)
     error = f"{verdict.code}: {text}"[:1000]
     attempt = row.attempts  # counted by the claim
     if verdict.retryable and attempt < row.max_attempts:
-        delay_ms = retry_delay_ms(attempt, engine.entropy.uniform(), engine.config.delivery.outboxRetryBaseMs,
-                                  engine.config.delivery.outboxRetryMaxMs)
-        if _rows(engine).settle(row, owner, now, status="retry_wait", error=error, next_attempt_at=now + delay_ms) is None:
+        delay_ms = retry_delay_ms(attempt, ctx.entropy.uniform(), ctx.retry_base_ms, ctx.retry_max_ms)
+        if ctx.rows.settle(row, owner, now, status="retry_wait", error=error, next_attempt_at=now + delay_ms) is None:
             return RowResult(row.kind, row.key, "skipped", "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
-            engine.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=delay_s)])
-        engine.log("warning", "outbox attempt failed; retry scheduled", event=f"{kind.events}.retry_scheduled",
+            ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=delay_s)])
+        ctx.log("warning", "outbox attempt failed; retry scheduled", event=f"{kind.events}.retry_scheduled",
                    kind=row.kind, key=row.key, job_id=row.slot_id, target=kind.shown(row.target), attempt=attempt,
                    delay_ms=delay_ms, error=error, counts_as_attempt=1)
         return RowResult(row.kind, row.key, "retried", error)
     if verdict.retryable:
         error = f"attempt budget exhausted after {attempt} attempts: {error}"
-    return _dead(engine, kind, row, owner, error, attempt)
+    return _dead(ctx, kind, row, owner, error, attempt)
 
 
-def _dead(engine: Engine, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int, *,
+def _dead(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int, *,
           unsent: bool = False) -> RowResult:
     error = error[:1000]
-    if _rows(engine).settle(row, owner, engine.now(), status="dead", error=error, unsent=unsent) is None:
+    if ctx.rows.settle(row, owner, ctx.now(), status="dead", error=error, unsent=unsent) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before dead-lettering")
-    engine.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
+    ctx.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
                key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
-    engine.metric("DeadLetters", route=f"{row.kind}")
+    ctx.metric("DeadLetters", route=f"{row.kind}")
     return RowResult(row.kind, row.key, "dead", error)
 
 
-def redrive_rows(engine: Engine, *, limit_per_shard: int = 100) -> int:
+def redrive_rows(ctx: Outbox, *, limit_per_shard: int = 100) -> int:
     """The sweep's re-drive of generic rows: rows due more than 120 s ago, or
     processing past their lease, get their message again."""
-    send = due_row_keys(engine, engine.now(), REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard)
+    send = due_row_keys(ctx, ctx.now(), REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard)
     if not send:
         return 0
-    failed = engine.queues.send_outbox([OutgoingMessage(outbox_body(k, key)) for k, key in send])
+    failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(k, key)) for k, key in send])
     sent = len(send) - len(failed)
-    engine.log("warning", "outbox rows re-driven", event="sweep.outbox_rows_redriven", count=sent)
+    ctx.log("warning", "outbox rows re-driven", event="sweep.outbox_rows_redriven", count=sent)
     return sent
 
 
-def due_row_keys(engine: Engine, now: int, grace_ms: int, *, limit_per_shard: int = 100) -> list[tuple[str, str]]:
+def due_row_keys(ctx: Outbox, now: int, grace_ms: int, *, limit_per_shard: int = 100) -> list[tuple[str, str]]:
     """The generic rows to (re-)send now: due ``grace_ms`` ago, or processing past their lease.
     One rule for the sweep (grace 120 s) and the drain route (grace 0). A row under a live claim
     is left to its worker; index hits are re-read first (the index may lag)."""
     send: list[tuple[str, str]] = []
-    for kind, key in _rows(engine).due(now - grace_ms, limit_per_shard=limit_per_shard):
-        row = _rows(engine).get(kind, key)
+    for kind, key in ctx.rows.due(now - grace_ms, limit_per_shard=limit_per_shard):
+        row = ctx.rows.get(kind, key)
         if row is None or not row.actionable:
             continue
         if row.status == "processing":
@@ -255,14 +272,14 @@ def due_row_keys(engine: Engine, now: int, grace_ms: int, *, limit_per_shard: in
     return send
 
 
-def drain_rows(engine: Engine, *, limit_per_shard: int = 25) -> list[RowResult]:
+def drain_rows(ctx: Outbox, *, limit_per_shard: int = 25) -> list[RowResult]:
     """Process due generic rows now, in this process (``services.delivery.drain``)."""
     results = []
-    for kind, key in _rows(engine).due(engine.now(), limit_per_shard=limit_per_shard):
-        row = _rows(engine).get(kind, key)
+    for kind, key in ctx.rows.due(ctx.now(), limit_per_shard=limit_per_shard):
+        row = ctx.rows.get(kind, key)
         if row is not None and row.actionable and kind in ROW_KINDS:
             try:
-                results.append(deliver_row(engine, row))
+                results.append(deliver_row(ctx, row))
             except (NoTimeLeft, SecretStoreUnavailable) as exc:  # the row stays due: a later drain or the sweep
                 results.append(RowResult(kind, key, "skipped", type(exc).__name__))
     return results

@@ -242,7 +242,7 @@ def _notify(engine: Engine, state: SlotState) -> None:
     holds only the close itself. A ledger outage propagates for that retry; any other failure is
     logged and never keeps the slot from closing."""
     try:
-        enqueue_terminal_notifications(engine, state.slot, state.snapshot_cells())
+        enqueue_terminal_notifications(engine.outbox, engine.config, state.slot, state.snapshot_cells())
     except LedgerUnavailable:
         raise
     except Exception as exc:
@@ -254,7 +254,7 @@ def _job_terminal(engine: Engine, state: SlotState) -> None:
     """A job's slot is terminal: its terminal event (and callback) now, not at the next read."""
     from .job_events import on_slot_terminal
 
-    on_slot_terminal(engine, state)
+    on_slot_terminal(engine.job_events, state)
 
 
 def record_outcome(engine: Engine, state: SlotState) -> bool:

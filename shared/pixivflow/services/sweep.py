@@ -355,7 +355,7 @@ def _repair_job_events(engine: Engine, result: SweepResult) -> None:
     from .job_events import reconcile_outstanding
 
     try:
-        examined, errors = reconcile_outstanding(engine)
+        examined, errors = reconcile_outstanding(engine.job_events)
     except Exception as exc:  # the index could not be read: next tick
         result.errors += 1
         engine.log("error", "job event repair pass failed", event="sweep.repair_error", error=repr(exc)[:300])
@@ -528,7 +528,7 @@ def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
     if engine.outbox_rows is None:
         return
     try:
-        result.redriven += redrive_rows(engine, limit_per_shard=BATCH_LIMIT)
+        result.redriven += redrive_rows(engine.outbox, limit_per_shard=BATCH_LIMIT)
     except Exception as exc:  # never aborts the sweep
         result.errors += 1
         engine.log("error", "sweep failed re-driving outbox rows", event="sweep.outbox_error", error=repr(exc)[:300])

@@ -156,7 +156,7 @@ def test_a_crash_before_the_terminal_event_is_repaired_by_the_sweep(make_runtime
         rt = runtime(make_runtime)
         post_job(rt, task(callback_url=receiver.url))
         real = job_events.on_slot_terminal
-        monkeypatch.setattr(job_events, "on_slot_terminal", lambda engine, state: None)
+        monkeypatch.setattr(job_events, "on_slot_terminal", lambda ctx, state: None)
         rt.pump()
         assert [e.kind for e in rt.engine.jobs.stream(SLOT).events] == ["job.requested"]
         monkeypatch.setattr(job_events, "on_slot_terminal", real)
