@@ -83,7 +83,7 @@ def admit(engine: Engine, slot: Slot) -> Admission:
     cells = state.snapshot_cells()  # unwritten ones included: pending, never leased
     open_cells = [c for c in cells if not c.terminal]
     if not open_cells:
-        status = rollup(engine, state.slot.slot_id, state) or state.slot.status
+        status = rollup(engine.slot_rollup, state.slot.slot_id, state) or state.slot.status
         state.slot.status = status
         disposition = ALREADY_COMPLETED if status in COMPLETED_SLOT_STATES else REJECTED
         reason = None if disposition == ALREADY_COMPLETED else "every cell already ended; terminal cells are never re-run"

@@ -302,7 +302,7 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     engine.metric("DeliveryAcks", kind=str(ack.kind))
     if plan.ledger_status == LedgerStatus.FAILED:
         _free_work(engine, intent)
-    routes = routes_of(engine, intent.target_id)
+    routes = routes_of(engine.slot_rollup, intent.target_id)
     fan_out = len(routes) > 1 or (bool(routes) and intent.route not in routes)
     # One read of the slot serves both checks; a single-route cell needs none (this ACK is it).
     state = engine.occurrences.load(intent.slot_id) if fan_out else None
@@ -312,14 +312,14 @@ def _handle(engine: Engine, intent: Intent, owner: str, ack: DeliveryAck, *, can
     if outcome in ("submitted", "duplicate") and fan_out and state is not None:
         # Fan-out: a cell is confirmed only when EVERY route confirmed; until then
         # the other routes' rows own it. Then it is submitted if any route delivered.
-        verdict = cell_delivery_state(engine, state, intent.target_id)
+        verdict = cell_delivery_state(engine.slot_rollup, state, intent.target_id)
         if verdict.state != "confirmed":
             return DeliveryResult(key, "done", ack.kind)
         delivered = any(i.status == LedgerStatus.DELIVERED for i in state.intents_for(intent.target_id))
         outcome = "submitted" if delivered else "duplicate"
     if outcome:
-        settle_delivery_terminal(engine, intent, outcome, plan.cell_error)
-        rollup(engine, intent.slot_id)
+        settle_delivery_terminal(engine.slot_rollup, intent, outcome, plan.cell_error)
+        rollup(engine.slot_rollup, intent.slot_id)
     return DeliveryResult(key, "done", ack.kind)
 
 
@@ -336,7 +336,7 @@ def _delete_delivered_files(engine: Engine, intent: Intent, state: Any) -> None:
     just delivered. Idempotent; a failure only leaves the files to the bucket's retention."""
     if state is not None:
         mine = [i for i in state.intents_for(intent.target_id) if i.work_id == intent.work_id]
-        routes = routes_of(engine, intent.target_id) or sorted({i.route for i in mine})
+        routes = routes_of(engine.slot_rollup, intent.target_id) or sorted({i.route for i in mine})
         delivered = {i.route for i in mine if i.status == LedgerStatus.DELIVERED}
         if not routes or any(r not in delivered for r in routes):
             return
@@ -388,8 +388,8 @@ def _dead(engine: Engine, intent: Intent, owner: str, error: str, ack: DeliveryA
     if not (hold_work or ack.remote_status in IN_CHAT):
         _free_work(engine, intent)
     if not cancelled:
-        settle_delivery_terminal(engine, intent, "failed", error, reason_code="delivery_abandoned")
-        rollup(engine, intent.slot_id)
+        settle_delivery_terminal(engine.slot_rollup, intent, "failed", error, reason_code="delivery_abandoned")
+        rollup(engine.slot_rollup, intent.slot_id)
     return DeliveryResult(intent.idempotency_key, "dead", ack.kind, error)
 
 

@@ -14,6 +14,7 @@ from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock
 if TYPE_CHECKING:
     from .job_events import JobEvents
     from .outbox import Outbox
+    from .rollup import SlotRollup
 
 LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
 HEARTBEAT_MS = 30_000
@@ -124,6 +125,13 @@ class Engine:
                       delivery.outboxRetryBaseMs, delivery.outboxRetryMaxMs,
                       {NOTIFICATION: partial(send_notification, self.channel),
                        CALLBACK_KIND: partial(send_callback, Callbacks(self.callbacks, self.callback_secret, self.clock))})
+
+    @property
+    def slot_rollup(self) -> SlotRollup:
+        from .rollup import SlotRollup
+
+        return SlotRollup(self.occurrences, self.cells, self.rows, self.config, self.outbox, self.job_events, self.clock,
+                          self.log, self.metrics)
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:

@@ -259,7 +259,7 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
 def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
     """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it."""
     state = engine.occurrences.load(run.slot.slot_id)
-    verdict = cell_delivery_state(engine, state, run.target.id) if state else delivery_state(run.target.routes(), [])
+    verdict = cell_delivery_state(engine.slot_rollup, state, run.target.id) if state else delivery_state(run.target.routes(), [])
     now = engine.now()
     slot_id, target_id = run.slot.slot_id, run.target.id
     if verdict.state == "live":
@@ -268,7 +268,7 @@ def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
     if verdict.state == "confirmed":
         engine.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
                                          work_id=verdict.work_id, work_type=verdict.work_type)
-        rollup(engine, slot_id)
+        rollup(engine.slot_rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":
         return _apply(engine, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False), run)
@@ -326,7 +326,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
         if current and current.terminal:
             if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
                 _hand_over_rows_of_ended_cell(engine, slot_id, target_id, run.outbox_keys)
-            rollup(engine, slot_id)
+            rollup(engine.slot_rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "no_change", current.status if current else None, outcome.kind)
     engine.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
                outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
@@ -335,7 +335,7 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
     if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
         _send_outbox(engine, run.outbox_keys)
     if effect.to_status in (CellStatus.SUBMITTED, CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE, CellStatus.FAILED):
-        rollup(engine, slot_id)
+        rollup(engine.slot_rollup, slot_id)
     return ExecutionResult(slot_id, target_id, "applied", effect.to_status, outcome.kind)
 
 

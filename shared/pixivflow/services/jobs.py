@@ -280,7 +280,7 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     if state is None:
         raise unknown_job(job_id)
     if cells_cancelled and state.slot.open:
-        close(engine, state)  # its one outcome record, then out of the active index
+        close(engine.slot_rollup, state)  # its one outcome record, then out of the active index
     _, job = load_job(engine.job_events, job_id)
     reconcile(engine.job_events, job)
     return Cancellation(job, cells_cancelled, rows_cancelled)

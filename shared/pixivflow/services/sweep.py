@@ -126,7 +126,7 @@ def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
             now = engine.now()
             overdue += [i.idempotency_key for i in state.intents if row_overdue(i, now, REDRIVE_GRACE_MS)]
             if is_terminal_slot(state.slot.status):
-                close(engine, state)  # terminal but its outcome record not yet logged: finish closing it
+                close(engine.slot_rollup, state)  # terminal but its outcome record not yet logged: finish closing it
                 continue
             _sweep_slot(engine, state, result, queued_ms, stall_ms, judged)
         except Exception as exc:  # one bad slot never aborts the sweep
@@ -192,17 +192,17 @@ def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepRes
 def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
     now = engine.now()
     slot = state.slot
-    if converge_deliveries(engine, state):
+    if converge_deliveries(engine.slot_rollup, state):
         state = engine.occurrences.load(slot.slot_id) or state
     if _all_terminal(state):
-        if rollup(engine, slot.slot_id, state) != slot.status:
+        if rollup(engine.slot_rollup, slot.slot_id, state) != slot.status:
             result.rolledUp += 1
         return
     if _timeouts(engine, state, now):
         result.timedOut += 1
         state = engine.occurrences.load(slot.slot_id) or state
         if _all_terminal(state):
-            rollup(engine, slot.slot_id, state)
+            rollup(engine.slot_rollup, slot.slot_id, state)
             result.rolledUp += 1
             return
     verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
@@ -228,10 +228,10 @@ def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
     """Every open cell waits on a live outbox row: progress belongs to the outbox (its retry
     budget and dead-letter path end it), so the stall rules do not judge this slot."""
     open_cells = [c for c in state.snapshot_cells() if not c.terminal]
-    owned = owned_by_outbox(engine, state)
+    owned = owned_by_outbox(engine.slot_rollup, state)
     if not open_cells or any(c.target_id not in owned for c in open_cells):
         return False
-    states = delivery_states(engine, state)
+    states = delivery_states(engine.slot_rollup, state)
     return all(states.get(c.target_id) == "live" for c in open_cells)
 
 
@@ -244,13 +244,13 @@ def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
     a handed-over cell whose routes all confirmed is submitted, ``settle_delivered_handover``)."""
     timeout = state.slot.timeout_ms or 1_800_000
     moved = False
-    owned = owned_by_outbox(engine, state)
+    owned = owned_by_outbox(engine.slot_rollup, state)
     for cell in state.snapshot_cells():
         if cell.terminal or cell.target_id in owned or cell.started_at is None:
             continue
         if now - cell.started_at <= timeout:
             continue
-        settled = settle_delivered_handover(engine, state, cell, now)  # delivered: never failed for its lateness
+        settled = settle_delivered_handover(engine.slot_rollup, state, cell, now)  # delivered: never failed for its lateness
         if settled is not None:
             moved = moved or settled
             continue
@@ -314,7 +314,7 @@ def _typed(engine: Engine, cell: Cell) -> Cell:
 
 def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: int) -> bool:
     cells = state.snapshot_cells()
-    owned = owned_by_outbox(engine, state)  # guarded, never failed: a live row may be posting its work
+    owned = owned_by_outbox(engine.slot_rollup, state)  # guarded, never failed: a live row may be posting its work
     fail = [c.target_id for c in cells if c.status in (CellStatus.PENDING, CellStatus.SELECTED) and c.target_id not in owned]
     guard = [c.target_id for c in cells if not c.terminal and c.target_id not in fail]
     after = [CellStatus.FAILED if c.target_id in fail else c.status for c in cells]
@@ -330,7 +330,7 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
                reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
     refreshed = engine.occurrences.load(state.slot.slot_id)
     if refreshed is not None:
-        close(engine, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
+        close(engine.slot_rollup, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
     return True
 
 

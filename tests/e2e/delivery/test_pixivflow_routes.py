@@ -357,8 +357,8 @@ def test_schedule_summary_is_sent_once_despite_repeated_rollups_and_sweeps(make_
     # landscape has no candidate in this catalogue
     assert body["targets"][1]["status"] == "no_candidate" and body["status"] == "partial"
     for _ in range(3):
-        rollup(rt.engine, SLOT)
-        close(rt.engine, state(rt))
+        rollup(rt.engine.slot_rollup, SLOT)
+        close(rt.engine.slot_rollup, state(rt))
         rt.clock.advance(5 * 60_000)
         rt.sweep()
         rt.pump()

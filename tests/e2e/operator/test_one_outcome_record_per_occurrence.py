@@ -221,7 +221,7 @@ def test_a_slot_left_with_a_delivery_pending_cell_has_no_record_until_it_settles
     assert state.cells["landscape"].status == "delivery_pending"
     assert logs.outcomes(SLOT, OUTCOME_KEYS) == []
     assert summary_events(rt) == []
-    assert rollup(rt.engine, SLOT) == "running"  # an explicit rollup changes nothing either
+    assert rollup(rt.engine.slot_rollup, SLOT) == "running"  # an explicit rollup changes nothing either
     assert logs.outcomes(SLOT, OUTCOME_KEYS) == [] and summary_events(rt) == []
 
     downstream.state.responder = None  # the route recovers
@@ -249,13 +249,13 @@ def test_finishing_twice_still_gives_one_logged_record_and_one_event(make_runtim
 
     # Everything that could finish the slot again, later.
     rt.clock.advance(5 * 60_000)
-    assert rollup(rt.engine, SLOT) == expected_status
+    assert rollup(rt.engine.slot_rollup, SLOT) == expected_status
     state = rt.engine.ledger.load(SLOT)
-    finish(rt.engine, state, expected_status)
+    finish(rt.engine.slot_rollup, state, expected_status)
     stale = rt.engine.ledger.load(SLOT)
     stale.events.pop("execution.summary", None)  # a finisher that read the slot before the record existed
     # It finds the record already durable and logged: nothing is written, nothing logged again.
-    assert record_outcome(rt.engine, stale) is True
+    assert record_outcome(rt.engine.slot_rollup, stale) is True
     rt.sweep()
     assert rt.fire("plan", iso=T0)["disposition"] in ("already_completed", "rejected")
     rt.settle()

@@ -76,8 +76,8 @@ def test_two_sweeps_that_find_one_orphaned_record_at_once_log_it_once(make_runti
     rt.clock.advance(61_000)
     ledger = rt.engine.ledger
     first, second = ledger.load(slot_id), ledger.load(slot_id)  # both read it open and orphaned
-    finish(rt.engine, first, "success")  # logs the stored record and closes the slot
-    finish(rt.engine, second, "success")  # read before the close: it finds the re-log taken
+    finish(rt.engine.slot_rollup, first, "success")  # logs the stored record and closes the slot
+    finish(rt.engine.slot_rollup, second, "success")  # read before the close: it finds the re-log taken
     assert len(_outcome_lines(logs, slot_id)) == 1
     rt.sweep()
     rt.sweep()

@@ -738,7 +738,7 @@ def test_closing_a_stalled_slot_waits_while_its_in_delivery_cell_has_a_live_row(
                                    reason_code="stalled_no_heartbeat", reason_message=STALLED_MESSAGE, now_ms=rt.clock.now_ms())
     at(rt, 16)
 
-    assert close(rt.engine, ledger.load(slot_id)) is False
+    assert close(rt.engine.slot_rollup, ledger.load(slot_id)) is False
 
     after = ledger.load(slot_id)
     assert after.cells["cats"].status == "delivery_pending"
