@@ -56,7 +56,7 @@ def capabilities(engine: Engine) -> RouteResult:
 
 
 def create_job(engine: Engine, body: Any) -> RouteResult:
-    submission = jobs.submit(engine, body)
+    submission = jobs.submit(engine.job_control, body)
     job = submission.job
     status = 202 if submission.created else 200
     return RouteResult(status, {"job": job}, "schedule.job_admitted", {
@@ -65,17 +65,17 @@ def create_job(engine: Engine, body: Any) -> RouteResult:
 
 
 def list_jobs(engine: Engine, query: Mapping[str, Any] | None) -> RouteResult:
-    found = jobs.jobs_by_key(engine, (query or {}).get("idempotency_key"))
+    found = jobs.jobs_by_key(engine.job_control, (query or {}).get("idempotency_key"))
     return RouteResult(200, {"jobs": found, "server_time": engine.now()}, "schedule.job_listed", {"count": len(found)})
 
 
 def get_job(engine: Engine, job_id: str) -> RouteResult:
-    job = jobs.get_job(engine, job_id)
+    job = jobs.get_job(engine.job_control, job_id)
     return RouteResult(200, job, "schedule.job_status", {"job_id": job["job_id"], "job_status": job["status"]})
 
 
 def cancel_job(engine: Engine, job_id: str) -> RouteResult:
-    done = jobs.cancel(engine, job_id)
+    done = jobs.cancel(engine.job_control, job_id)
     return RouteResult(200, done.job, "schedule.job_cancelled", {
         "job_id": done.job["job_id"], "job_status": done.job["status"], "cells_cancelled": done.cells_cancelled,
         "rows_cancelled": done.rows_cancelled})

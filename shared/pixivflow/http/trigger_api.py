@@ -140,7 +140,7 @@ def _known_schedule(req: Request, scheduleId: str) -> Response | None:
 def run_schedule(req: Request, scheduleId: str) -> Response:
     body: RunBody | None = req.body
     label = body.label.strip()[:MAX_LABEL] if body is not None and body.label else None
-    occ, admission = run_now(runtime.get().engine, scheduleId, label or None)
+    occ, admission = run_now(runtime.get().engine.triggers, scheduleId, label or None)
     return _disposition_response(req, admission, occ.occurrence_iso)
 
 
@@ -196,7 +196,7 @@ REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID"
 def refetch(req: Request, targetId: str) -> Response:
     body: RefetchBody = req.body
     req.annotate(request_id=body.request_id)
-    result = manual.refetch(runtime.get().engine, targetId, body.request_id, body.correlation_id)
+    result = manual.refetch(runtime.get().engine.refetches, targetId, body.request_id, body.correlation_id)
     slot = result.slot
     occurrence_iso = manual.iso_utc(slot.occurrence_at) if slot.occurrence_at is not None else None
     return req.finish(202, {"status": "accepted", "slotId": slot.slot_id, "disposition": result.disposition},
@@ -215,7 +215,7 @@ def refetch_status(req: Request, targetId: str, requestId: str) -> Response:
     if not manual.is_request_id(requestId):
         raise Rejection(400, "requestId must be a UUID")
     engine = runtime.get().engine
-    found = manual.find_refetch(engine, targetId, requestId)
+    found = manual.find_refetch(engine.refetches, targetId, requestId)
     if found is None:
         return req.refuse(404, "manual refetch not found", event="schedule.refetch_not_found")
     slot, cell = found

@@ -97,7 +97,7 @@ def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]
             return _refused("Run now", 404, f"schedule: no enabled schedule {schedule_id!r}", "ui.run_refused",
                             schedule_id=schedule_id[:100])
         try:
-            _occ, admission = run_now(engine, schedule.id, None)
+            _occ, admission = run_now(engine.triggers, schedule.id, None)
         except StatusError as exc:
             return _refused("Run now", exc.status, f"schedule {schedule.id}: {exc.message}", "ui.run_refused",
                             schedule_id=schedule.id, reason=exc.message)
@@ -109,7 +109,7 @@ def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]
     if action == "refetch":
         target_id, request_id = _field(form, "target"), _field(form, "requestId")
         try:
-            result = manual.refetch(engine, target_id, request_id)
+            result = manual.refetch(engine.refetches, target_id, request_id)
         except StatusError as exc:
             field = "requestId" if exc.status == 400 else "target"
             return _refused("Refetch", exc.status, f"{field}: {exc.message}", "ui.refetch_refused",

@@ -14,18 +14,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.outbox import OutgoingMessage
-from ..config import ScheduleConfig
+from ..config import PixivFlowConfig, ScheduleConfig
 from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot, unwritten_cell
 from ..domain.occurrence import Occurrence
-from .engine import Engine
+from ..ports import Clock, Log, Metrics, Occurrences, Queues
+from .context import Measured
 from .messages import execution_body
-from .rollup import rollup
+from .rollup import SlotRollup, rollup
 
 ACCEPTED = "accepted"
 ALREADY_RUNNING = "already_running"
 ALREADY_COMPLETED = "already_completed"
 REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class Admissions(Measured):
+    """What admitting an occurrence takes: the slot it writes, the execution queue its cells go
+    to, the config (a plan's targets), the rollup of a slot whose every cell already ended, the
+    clock, log and metrics."""
+
+    occurrences: Occurrences
+    queues: Queues
+    config: PixivFlowConfig
+    rollup: SlotRollup
+    clock: Clock
+    log: Log
+    metrics: Metrics | None
 
 
 @dataclass
@@ -38,17 +54,17 @@ class Admission:
     reason: str | None = None
 
 
-def new_slot(engine: Engine, schedule: ScheduleConfig, occ: Occurrence, *, trigger_source: str, label: str | None = None,
+def new_slot(ctx: Admissions, schedule: ScheduleConfig, occ: Occurrence, *, trigger_source: str, label: str | None = None,
              slot_id: str | None = None, manual_request_id: str | None = None, correlation_id: str | None = None,
              params: dict[str, Any] | None = None, target_ids: list[str] | None = None) -> Slot:
     """The slot an admission writes; ``target_ids`` narrows the plan's targets (a manual job has one)."""
-    targets = engine.config.targets_for(schedule)
+    targets = ctx.config.targets_for(schedule)
     return Slot(
         slot_id=slot_id or occ.slot_id,
         schedule_id=schedule.id,
         status="pending",
         target_ids=list(target_ids) if target_ids else [t.id for t in targets],
-        created_at=engine.now(),
+        created_at=ctx.now(),
         occurrence_at=occ.occurrence_at,
         occurrence_date=occ.occurrence_date,
         occurrence_label=occ.occurrence_label,
@@ -62,20 +78,20 @@ def new_slot(engine: Engine, schedule: ScheduleConfig, occ: Occurrence, *, trigg
     )
 
 
-def admit(engine: Engine, slot: Slot) -> Admission:
+def admit(ctx: Admissions, slot: Slot) -> Admission:
     """Open (or resume) a slot and dispatch every cell that is neither terminal nor leased."""
     if not slot.target_ids:
         return Admission(slot, False, REJECTED, reason="schedule selects no targets")
-    stored, created = engine.occurrences.create_slot(slot)
-    now = engine.now()
+    stored, created = ctx.occurrences.create_slot(slot)
+    now = ctx.now()
     if created:
         cells = [unwritten_cell(stored, t) for t in stored.target_ids]
-        engine.log("info", "slot admitted", event="slot.admitted", slot_id=stored.slot_id,
+        ctx.log("info", "slot admitted", event="slot.admitted", slot_id=stored.slot_id,
                    schedule_id=stored.schedule_id, cells=len(cells), trigger_source=stored.trigger_source)
-        engine.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
-        return _dispatch(engine, Admission(stored, True, ACCEPTED, cells=cells), cells)
+        ctx.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
+        return _dispatch(ctx, Admission(stored, True, ACCEPTED, cells=cells), cells)
 
-    state = engine.occurrences.load(stored.slot_id)
+    state = ctx.occurrences.load(stored.slot_id)
     if state is None:  # vanished between the put and the read: treat as a fresh conflict
         return Admission(stored, False, REJECTED, reason="slot could not be read back")
     if state.slot.status in COMPLETED_SLOT_STATES:
@@ -83,7 +99,7 @@ def admit(engine: Engine, slot: Slot) -> Admission:
     cells = state.snapshot_cells()  # unwritten ones included: pending, never leased
     open_cells = [c for c in cells if not c.terminal]
     if not open_cells:
-        status = rollup(engine.slot_rollup, state.slot.slot_id, state) or state.slot.status
+        status = rollup(ctx.rollup, state.slot.slot_id, state) or state.slot.status
         state.slot.status = status
         disposition = ALREADY_COMPLETED if status in COMPLETED_SLOT_STATES else REJECTED
         reason = None if disposition == ALREADY_COMPLETED else "every cell already ended; terminal cells are never re-run"
@@ -91,17 +107,17 @@ def admit(engine: Engine, slot: Slot) -> Admission:
     to_send = [c for c in open_cells if not c.lease_live(now)]
     if not to_send:
         return Admission(state.slot, False, ALREADY_RUNNING, cells=cells)
-    return _dispatch(engine, Admission(state.slot, False, ACCEPTED, cells=cells), to_send)
+    return _dispatch(ctx, Admission(state.slot, False, ACCEPTED, cells=cells), to_send)
 
 
-def _dispatch(engine: Engine, admission: Admission, cells: list[Cell]) -> Admission:
+def _dispatch(ctx: Admissions, admission: Admission, cells: list[Cell]) -> Admission:
     messages = [OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in cells]
-    failed = engine.queues.send_execution(messages)
+    failed = ctx.queues.send_execution(messages)
     admission.sent = len(messages) - len(failed)
     if failed:
         # The slot stays durable; the sweep re-dispatches what was not sent.
         admission.disposition = REJECTED if admission.sent == 0 else ACCEPTED
         admission.reason = f"{len(failed)} of {len(messages)} execution message(s) could not be sent"
-        engine.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
+        ctx.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
                    slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
     return admission

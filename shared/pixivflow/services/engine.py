@@ -11,10 +11,14 @@ from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock
                      DeliveryRows, JobStore, Log, Metrics, Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys,
                      SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the use cases' collaborators (each module imports this one)
+    from .admission import Admissions
     from .job_events import JobEvents
+    from .jobs import JobControl
+    from .manual import Refetches
     from .outbox import Outbox
     from .rollup import SlotRollup
+    from .trigger import Triggers
 
 LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
 HEARTBEAT_MS = 30_000
@@ -132,6 +136,31 @@ class Engine:
 
         return SlotRollup(self.occurrences, self.cells, self.rows, self.config, self.outbox, self.job_events, self.clock,
                           self.log, self.metrics)
+
+    @property
+    def admissions(self) -> Admissions:
+        from .admission import Admissions
+
+        return Admissions(self.occurrences, self.queues, self.config, self.slot_rollup, self.clock, self.log, self.metrics)
+
+    @property
+    def triggers(self) -> Triggers:
+        from .trigger import Triggers
+
+        return Triggers(self.admissions, self.pauses, self.config, self.clock, self.log)
+
+    @property
+    def refetches(self) -> Refetches:
+        from .manual import Refetches
+
+        return Refetches(self.admissions, self.request_keys, self.occurrences, self.config, self.clock, self.log)
+
+    @property
+    def job_control(self) -> JobControl:
+        from .jobs import JobControl
+
+        return JobControl(self.admissions, self.request_keys, self.occurrences, self.cells, self.reservations,
+                          self.resolver, self.config, self.job_events, self.slot_rollup, self.clock, self.log)
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:

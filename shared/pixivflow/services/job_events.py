@@ -27,6 +27,7 @@ from ..domain.protocol import (
 from ..domain.event_stream import AppendResult, EventStream, StoredEvent
 from ..domain.outbox import OutboxRow, OutgoingMessage
 from ..ports import Clock, JobStore, Log, Occurrences, Queues, RequestKeys
+from .context import Clocked
 from .messages import outbox_body
 
 CALLBACK_KIND = "event_callback"
@@ -36,7 +37,7 @@ APPEND_RETRIES = 25
 
 
 @dataclass(frozen=True)
-class JobEvents:
+class JobEvents(Clocked):
     """What the event stream's use cases take: the job store (None: the deployment has no
     Workflow Protocol surface), the slot a job is, the request key that declared its callback,
     the outbox queue a callback's message goes to, the clock and the log."""
@@ -47,9 +48,6 @@ class JobEvents:
     queues: Queues
     clock: Clock
     log: Log
-
-    def now(self) -> int:
-        return self.clock.now_ms()
 
 
 def callback_key(job_id: str, evt_id: str) -> str:

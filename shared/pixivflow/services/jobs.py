@@ -24,20 +24,41 @@ from ..domain.model import Cell, Intent, OutboxStatus, SlotState, cell_key
 from ..domain.protocol import CANCELLED_REASON, ProtocolError, invalid, project_job, unknown_job
 from ..domain.reasons import reason_message
 from ..domain.task import Task, canonical_json, parse_task
-from .admission import admit
-from .engine import Engine
-from .job_events import load_job, reconcile
+from ..ports import CellMoves, Clock, Log, Occurrences, RequestKeys, WorkReservations
+from .context import Clocked
+from .admission import Admissions, admit
+from .job_events import JobEvents, load_job, reconcile
 from .manual import manual_slot, manual_slot_id
-from .rollup import close
+from .rollup import SlotRollup, close
 
 JOB_KIND = "job"
 CANCEL_RETRIES = 10
 MAX_TRANSACTION_ITEMS = 99  # DynamoDB allows 100 items per transaction
 
 
-def _resolver(engine: Engine) -> Callable[[str, int], Sequence[str]]:
-    if engine.resolver is not None:
-        return engine.resolver
+@dataclass(frozen=True)
+class JobControl(Clocked):
+    """What submitting, reading and cancelling a job take: admission, the request keys that name a
+    job's slot forever, the slot and its cells, the work reservations a cancel releases, the
+    resolver a callback URL is vetted with (None: the system's), the config, the event stream,
+    the rollup that closes a cancelled slot, clock and log."""
+
+    admissions: Admissions
+    request_keys: RequestKeys
+    occurrences: Occurrences
+    cells: CellMoves
+    reservations: WorkReservations
+    resolver: Callable[[str, int], Sequence[str]] | None
+    config: PixivFlowConfig
+    job_events: JobEvents
+    rollup: SlotRollup
+    clock: Clock
+    log: Log
+
+
+def _resolver(ctx: JobControl) -> Callable[[str, int], Sequence[str]]:
+    if ctx.resolver is not None:
+        return ctx.resolver
     import socket
 
     def resolve(host: str, port: int) -> list[str]:
@@ -106,11 +127,11 @@ def _check_account(config: PixivFlowConfig, account: str | None) -> None:
                   configured=configured or "default", stage="account")
 
 
-def _check_callback(engine: Engine, url: str | None) -> None:
+def _check_callback(ctx: JobControl, url: str | None) -> None:
     if url is None:
         return
     try:
-        vet_callback_url(url, engine.config.jobs.callbackAllowHosts, _resolver(engine))
+        vet_callback_url(url, ctx.config.jobs.callbackAllowHosts, _resolver(ctx))
     except CallbackRefused as exc:
         raise invalid(exc.message, field="callback_url", reason=exc.reason, stage="callback_url") from None
     except CallbackUnresolvable:
@@ -133,27 +154,27 @@ def _conflict(message: str, slot_id: str | None) -> ProtocolError:
                          stage="identity")
 
 
-def submit(engine: Engine, body: Any) -> Submission:
+def submit(ctx: JobControl, body: Any) -> Submission:
     """``POST /jobs``: admit a Task, or re-answer the job its key already names."""
     task = parse_task(body)
-    config = engine.config
+    config = ctx.config
     _check_account(config, task.account)
     plan, target = resolve_target(config, task.target_id)
     if task.work_types and target.type not in task.work_types:
         raise invalid("params.constraints.work_types does not include the target's work type",
                       reason="work_type_not_available", target_type=target.type, stage="work_types")
-    _check_callback(engine, task.callback_url)
+    _check_callback(ctx, task.callback_url)
 
     key = task.idempotency_key
     slot_id = manual_slot_id(plan.id, key)
-    created_key, record = engine.request_keys.claim_request_key(key, {
+    created_key, record = ctx.request_keys.claim_request_key(key, {
         "kind": JOB_KIND, "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target.id,
         "paramsJson": task.params_json, "callbackUrl": task.callback_url, "correlationId": task.correlation_id,
-        "createdAt": engine.now(),
+        "createdAt": ctx.now(),
     })
     if not created_key:
         _check_identity(record, task, slot_id, target.id)
-    admission = admit(engine, manual_slot(engine, plan, target.id, key, task.correlation_id, params=task.params))
+    admission = admit(ctx.admissions, manual_slot(ctx.admissions, plan, target.id, key, task.correlation_id, params=task.params))
     slot = admission.slot
     if slot.manual_request_id != key or slot.schedule_id != plan.id or list(slot.target_ids) != [target.id]:
         # The derived slot id is owned by another spelling of the key.
@@ -163,11 +184,11 @@ def submit(engine: Engine, body: Any) -> Submission:
     callback = (record.get("callbackUrl") if not created_key else None) or task.callback_url
     if admission.created:
         cell = admission.cells[0]
-        job = project_job(slot, cell, [], engine.now())
-        reconcile(engine.job_events, job, fresh=True, callback_url=callback)
+        job = project_job(slot, cell, [], ctx.now())
+        reconcile(ctx.job_events, job, fresh=True, callback_url=callback)
     else:
-        _, job = load_job(engine.job_events, slot.slot_id)
-        reconcile(engine.job_events, job, callback_url=callback)
+        _, job = load_job(ctx.job_events, slot.slot_id)
+        reconcile(ctx.job_events, job, callback_url=callback)
     return Submission(job, admission.created, admission.disposition)
 
 
@@ -183,21 +204,21 @@ def _check_identity(record: dict[str, Any], task: Task, slot_id: str, target_id:
 # -- lookups --------------------------------------------------------------------------------------
 
 
-def get_job(engine: Engine, job_id: str) -> dict[str, Any]:
-    return load_job(engine.job_events, job_id)[1]
+def get_job(ctx: JobControl, job_id: str) -> dict[str, Any]:
+    return load_job(ctx.job_events, job_id)[1]
 
 
-def jobs_by_key(engine: Engine, key: Any) -> list[dict[str, Any]]:
+def jobs_by_key(ctx: JobControl, key: Any) -> list[dict[str, Any]]:
     """``GET /jobs?idempotency_key=``: 0 or 1 job, matching the key exactly as sent."""
     if not isinstance(key, str) or not key.strip():
         raise invalid("idempotency_key is required", field="idempotency_key")
-    record = engine.request_keys.get_request_key(key)
+    record = ctx.request_keys.get_request_key(key)
     if record is None or not record.get("slotRef"):
         return []
-    state = engine.occurrences.load(str(record["slotRef"]))
+    state = ctx.occurrences.load(str(record["slotRef"]))
     if state is None or state.slot.manual_request_id != key:
         return []
-    return [project_job(state.slot, state.first_cell(), state.intents, engine.now())]
+    return [project_job(state.slot, state.first_cell(), state.intents, ctx.now())]
 
 
 # -- cancel ------------------------------------------------------------------------------------------
@@ -210,7 +231,7 @@ class Cancellation:
     rows_cancelled: int
 
 
-def cancel(engine: Engine, job_id: str) -> Cancellation:
+def cancel(ctx: JobControl, job_id: str) -> Cancellation:
     """Fail every open cell with ``cancelled_by_consumer`` and cancel every actionable outbox row
     of theirs, in one atomic commit conditioned on the state read; idempotent; never waits for a
     post in flight.
@@ -238,14 +259,14 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     cancelled_rows: list[Intent] = []
     in_flight: list[Intent] = []
     while True:
-        state = engine.occurrences.load(job_id)
+        state = ctx.occurrences.load(job_id)
         if state is None:
             raise unknown_job(job_id)
         cells = state.snapshot_cells()  # a never-claimed cell is cancelled by writing it failed
         open_cells = [c for c in cells if not c.terminal]
         if not open_cells:
             break
-        now = engine.now()
+        now = ctx.now()
         # A Telegram review row that began posting is left out: an earlier attempt marked it
         # ``sending`` and saved nothing, or saved its posts and the control plane refused the
         # record, so the review may be in the chat with no record of it; cancelled, no attempt
@@ -253,7 +274,7 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
         # (delivery._settle_ended_post).
         rows = [i for c in open_cells for i in state.intents_for(c.target_id) if i.actionable and not i.began_posting]
         submitted = any(c.status == CellStatus.SUBMITTED for c in cells)
-        if _cancel_in_chunks(engine, state, open_cells, rows, "partial" if submitted else "failed", message, now):
+        if _cancel_in_chunks(ctx, state, open_cells, rows, "partial" if submitted else "failed", message, now):
             cells_cancelled += len(open_cells)
             rows_cancelled += len(rows)
             cancelled_rows.extend(rows)
@@ -270,23 +291,23 @@ def cancel(engine: Engine, job_id: str) -> Cancellation:
     held = {i.idempotency_key for i in cancelled_rows if i.may_be_downstream}
     for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:
-            engine.reservations.release_work_reservation(intent.route, intent.work_type, intent.work_id,
+            ctx.reservations.release_work_reservation(intent.route, intent.work_type, intent.work_id,
                                                    cell_key(intent.slot_id, intent.target_id))
     if in_flight:
-        engine.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
+        ctx.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
                    "work stays reserved", event="job.cancelled_during_post", job_id=job_id,
                    keys=sorted(i.idempotency_key for i in in_flight))
-    state = engine.occurrences.load(job_id)
+    state = ctx.occurrences.load(job_id)
     if state is None:
         raise unknown_job(job_id)
     if cells_cancelled and state.slot.open:
-        close(engine.slot_rollup, state)  # its one outcome record, then out of the active index
-    _, job = load_job(engine.job_events, job_id)
-    reconcile(engine.job_events, job)
+        close(ctx.rollup, state)  # its one outcome record, then out of the active index
+    _, job = load_job(ctx.job_events, job_id)
+    reconcile(ctx.job_events, job)
     return Cancellation(job, cells_cancelled, rows_cancelled)
 
 
-def _cancel_in_chunks(engine: Engine, state: SlotState, open_cells: list[Cell], rows: list[Intent], slot_status: str, message: str,
+def _cancel_in_chunks(ctx: JobControl, state: SlotState, open_cells: list[Cell], rows: list[Intent], slot_status: str, message: str,
                       now: int) -> bool:
     """One transaction per job; a slot too large for one transaction is cancelled cell group by
     cell group, the slot last, each group conditioned on what was read (a re-run completes it)."""
@@ -302,7 +323,7 @@ def _cancel_in_chunks(engine: Engine, state: SlotState, open_cells: list[Cell], 
         size += 1 + len(mine)
     for n, (cell_ids, intents) in enumerate(groups):
         last = n == len(groups) - 1
-        ok = engine.cells.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
+        ok = ctx.cells.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
                                         reason_code=CANCELLED_REASON, reason_message=message, now_ms=now)
         if not ok:
             return False

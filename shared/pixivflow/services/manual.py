@@ -33,8 +33,9 @@ from ..config import PixivFlowConfig, ScheduleConfig
 from ..domain.errors import StatusError
 from ..domain.model import Cell, Slot
 from ..domain.occurrence import Occurrence
-from .admission import ACCEPTED, ALREADY_COMPLETED, ALREADY_RUNNING, Admission, admit, new_slot
-from .engine import Engine
+from ..ports import Clock, Log, Occurrences, RequestKeys
+from .context import Clocked
+from .admission import ACCEPTED, ALREADY_COMPLETED, ALREADY_RUNNING, Admission, Admissions, admit, new_slot
 
 REQUEST_ID_RE = re.compile(
     r"^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE
@@ -52,6 +53,19 @@ AMBIGUOUS_TARGET = "ambiguous target"
 
 class ManualRequestError(StatusError):
     """A refusal of a refetch request the caller can act on (HTTP status + echoed message)."""
+
+
+@dataclass(frozen=True)
+class Refetches(Clocked):
+    """What the legacy refetch route takes: admission, the request keys that name a refetch's
+    slot forever, the slots it reads back, the config (which plan selects a target), clock, log."""
+
+    admissions: Admissions
+    request_keys: RequestKeys
+    occurrences: Occurrences
+    config: PixivFlowConfig
+    clock: Clock
+    log: Log
 
 
 @dataclass
@@ -103,13 +117,13 @@ def _manual_occurrence(plan: ScheduleConfig, slot_id: str, now_ms: int) -> Occur
     )
 
 
-def manual_slot(engine: Engine, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None,
+def manual_slot(ctx: Admissions, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None,
                 params: dict[str, Any] | None = None) -> Slot:
     """The slot a refetch (or a protocol job) opens: the plan's fields, but ONLY the requested
     target's cell. ``params`` are a job's stored retrieval params."""
     slot_id = manual_slot_id(plan.id, key)
-    occ = _manual_occurrence(plan, slot_id, engine.now())
-    return new_slot(engine, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
+    occ = _manual_occurrence(plan, slot_id, ctx.now())
+    return new_slot(ctx, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
                     target_ids=[target_id], manual_request_id=key, correlation_id=correlation_id, params=params)
 
 
@@ -118,15 +132,15 @@ def _same_request(slot: Slot, plan_id: str, target_id: str, key: str) -> bool:
     return slot.schedule_id == plan_id and list(slot.target_ids) == [target_id] and stored_key == key.lower()
 
 
-def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str | None = None) -> RefetchResult:
+def refetch(ctx: Refetches, target_id: str, request_id: str, correlation_id: str | None = None) -> RefetchResult:
     """Admit (or re-answer) one refetch. Raises ManualRequestError (404/409); anything else is a 500."""
     key = request_id.strip()
     if not is_request_id(key):
         raise ManualRequestError(400, "requestId must be a UUID")
-    plan = plan_for_target(engine.config, target_id)
+    plan = plan_for_target(ctx.config, target_id)
     slot_id = manual_slot_id(plan.id, key)
-    now = engine.now()
-    created, record = engine.request_keys.claim_request_key(key, {
+    now = ctx.now()
+    created, record = ctx.request_keys.claim_request_key(key, {
         "kind": "refetch", "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target_id, "createdAt": now,
     })
     if not created and (record.get("slotRef") != slot_id or record.get("targetId") != target_id):
@@ -136,11 +150,11 @@ def refetch(engine: Engine, target_id: str, request_id: str, correlation_id: str
     # The same key may have come through POST /jobs first (one identity space): if
     # that admission died before its slot was written, this call writes it with the job's params.
     params = _job_params(record) if not created else None
-    admission = admit(engine, manual_slot(engine, plan, target_id, key, correlation_id, params=params))
+    admission = admit(ctx.admissions, manual_slot(ctx.admissions, plan, target_id, key, correlation_id, params=params))
     if not _same_request(admission.slot, plan.id, target_id, key):
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
     disposition = _disposition(admission)
-    engine.log("info", "manual refetch admitted", event="schedule.refetch_admission", slot_id=admission.slot.slot_id,
+    ctx.log("info", "manual refetch admitted", event="schedule.refetch_admission", slot_id=admission.slot.slot_id,
                target_id=target_id, disposition=disposition, reused=not created, sent=admission.sent,
                reason=admission.reason)
     return RefetchResult(admission.slot, disposition, reused=not created, sent=admission.sent, reason=admission.reason)
@@ -172,13 +186,13 @@ def _disposition(admission: Admission) -> str:
 # -- status ----------------------------------------------------------------------------
 
 
-def find_refetch(engine: Engine, target_id: str, request_id: str) -> tuple[Slot, Cell | None] | None:
+def find_refetch(ctx: Refetches, target_id: str, request_id: str) -> tuple[Slot, Cell | None] | None:
     """The slot a request id names for this target, with the target's cell (None when unknown)."""
     key = request_id.strip()
-    record = engine.request_keys.get_request_key(key)
+    record = ctx.request_keys.get_request_key(key)
     if record is None or record.get("targetId") != target_id or not record.get("slotRef"):
         return None
-    state = engine.occurrences.load(str(record["slotRef"]))
+    state = ctx.occurrences.load(str(record["slotRef"]))
     if state is None:  # the request item outlived a crash before its slot: not admitted yet
         return None
     return state.slot, state.cell(target_id)

@@ -34,6 +34,7 @@ from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft
 from ..clock import Entropy
 from ..ports import Clock, Log, Metrics, OutboxRows, Queues, TimeLeft
 from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
+from .context import Measured
 from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
 from .messages import outbox_body
 
@@ -60,7 +61,7 @@ ROW_KINDS: dict[str, RowKind] = {}
 
 
 @dataclass(frozen=True)
-class Outbox:
+class Outbox(Measured):
     """What the generic rows' worker takes: the rows and the outbox queue, the clock, entropy
     (claim owners, retry jitter), the log and metrics, the retry backoff (the config's
     ``delivery.outboxRetryBaseMs`` / ``outboxRetryMaxMs``) and each kind's sender, bound to
@@ -75,13 +76,6 @@ class Outbox:
     retry_base_ms: int
     retry_max_ms: int
     senders: Mapping[str, RowSender]
-
-    def now(self) -> int:
-        return self.clock.now_ms()
-
-    def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
-        if self.metrics is not None:
-            self.metrics.count(name, value, **dimensions)
 
 
 def register_row_kind(kind: str, *, timeout_s: float, events: str = "outbox", shown: Callable[[str], str] = str) -> None:

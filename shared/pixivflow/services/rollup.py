@@ -21,6 +21,7 @@ from ..domain.outcome_record import build_outcome, build_summary
 from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
 from ..ports import HEALTH_METRIC, CellMoves, Clock, DeliveryRows, Log, Metrics, Occurrences
+from .context import Measured
 from .engine import LEASE_TTL_MS
 from .job_events import JobEvents
 from .notifications import enqueue_terminal_notifications
@@ -31,7 +32,7 @@ ABANDONED_MESSAGE = "投稿未被处理，已放弃"
 
 
 @dataclass(frozen=True)
-class SlotRollup:
+class SlotRollup(Measured):
     """What rolling a slot up and settling a delivery take: the slot and its cells, the delivery
     rows, the config (a target's routes, the notifications it owes), the outbox the notification
     rows go to, the job event stream a job's terminal event goes to, the clock, log and metrics."""
@@ -45,13 +46,6 @@ class SlotRollup:
     clock: Clock
     log: Log
     metrics: Metrics | None
-
-    def now(self) -> int:
-        return self.clock.now_ms()
-
-    def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
-        if self.metrics is not None:
-            self.metrics.count(name, value, **dimensions)
 
 
 def routes_of(ctx: SlotRollup, target_id: str) -> list[str]:

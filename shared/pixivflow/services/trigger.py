@@ -13,8 +13,22 @@ from typing import Any
 
 from ..domain.errors import StatusError
 from ..domain.occurrence import Occurrence, OccurrenceError, check_window, occurrence_for_fire, resolve_occurrence
-from .admission import Admission, admit, new_slot
-from .engine import Engine
+from ..config import PixivFlowConfig
+from ..ports import Clock, Log, SchedulePauses
+from .context import Clocked
+from .admission import Admission, Admissions, admit, new_slot
+
+
+@dataclass(frozen=True)
+class Triggers(Clocked):
+    """What a fire or a run-now takes: admission, the schedules' pauses, the config (schedules,
+    the run-now window), the clock and the log."""
+
+    admissions: Admissions
+    pauses: SchedulePauses
+    config: PixivFlowConfig
+    clock: Clock
+    log: Log
 
 
 @dataclass
@@ -40,45 +54,45 @@ def parse_instant(value: Any) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def handle_scheduled_fire(engine: Engine, event: dict[str, Any]) -> FireResult:
+def handle_scheduled_fire(ctx: Triggers, event: dict[str, Any]) -> FireResult:
     """Admit the occurrence a scheduled fire names. Refusals are logged and returned, never raised."""
     schedule_id = event.get("scheduleId")
-    schedule = engine.config.schedule(schedule_id) if isinstance(schedule_id, str) else None
+    schedule = ctx.config.schedule(schedule_id) if isinstance(schedule_id, str) else None
     if schedule is None or not schedule.enabled:
-        return _refuse(engine, schedule_id, f"unknown or disabled schedule: {schedule_id}")
+        return _refuse(ctx, schedule_id, f"unknown or disabled schedule: {schedule_id}")
     try:
         at = parse_instant(event.get("scheduledTime"))
         occ = occurrence_for_fire(schedule.id, schedule.cron or "", schedule.timezone, at)
     except (ValueError, OccurrenceError) as exc:
-        return _refuse(engine, schedule_id, str(exc))
-    pause = engine.pauses.schedule_pause(schedule.id)
+        return _refuse(ctx, schedule_id, str(exc))
+    pause = ctx.pauses.schedule_pause(schedule.id)
     if pause is not None and pause.covers(at):
         # An operator paused it (domain.pause.SchedulePause): the fire is dropped, not deferred --
         # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
-        engine.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
+        ctx.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
                    schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,
                    paused_at=pause.paused_at, paused_by=pause.by)
         return FireResult("refused", reason=PAUSED)
     label = event.get("label")  # only the dev server's fire-now sends one (a display name, never identity)
     label = label.strip()[:80] if isinstance(label, str) and label.strip() else None
-    admission = admit(engine, new_slot(engine, schedule, occ, trigger_source="cron", label=label))
-    engine.log("info", "scheduled fire admitted", event="schedule.fire_admitted", schedule_id=schedule.id,
+    admission = admit(ctx.admissions, new_slot(ctx.admissions, schedule, occ, trigger_source="cron", label=label))
+    ctx.log("info", "scheduled fire admitted", event="schedule.fire_admitted", schedule_id=schedule.id,
                slot_id=admission.slot.slot_id, disposition=admission.disposition, occurrence_at=occ.occurrence_iso,
                created=admission.created, sent=admission.sent)
     return FireResult("admitted", admission.slot.slot_id, admission.disposition, admission.reason, admission.sent)
 
 
-def _refuse(engine: Engine, schedule_id: Any, reason: str) -> FireResult:
-    engine.log("warning", "scheduled fire refused", event="schedule.fire_refused", schedule_id=str(schedule_id), reason=reason)
+def _refuse(ctx: Triggers, schedule_id: Any, reason: str) -> FireResult:
+    ctx.log("warning", "scheduled fire refused", event="schedule.fire_refused", schedule_id=str(schedule_id), reason=reason)
     return FireResult("refused", reason=reason)
 
 
 PAUSED = "paused"
 
 
-def refuse_if_paused(engine: Engine, schedule_id: str) -> None:
+def refuse_if_paused(ctx: Triggers, schedule_id: str) -> None:
     """A paused schedule admits no occurrence of its own, fired or run now: 409 naming the pause."""
-    pause = engine.pauses.schedule_pause(schedule_id)
+    pause = ctx.pauses.schedule_pause(schedule_id)
     if pause is not None and pause.paused:
         raise StatusError(409, f"schedule {schedule_id} is paused (since {_iso(pause.paused_at)}): resume it first "
                                f"(pixivflow schedules resume {schedule_id})")
@@ -90,13 +104,13 @@ def _iso(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def run_now(engine: Engine, schedule_id: str, label: str | None) -> tuple[Occurrence, Admission]:
+def run_now(ctx: Triggers, schedule_id: str, label: str | None) -> tuple[Occurrence, Admission]:
     """HTTP run: resolve from now (source http), window-check, admit. Raises OccurrenceError (400/410/425),
     or StatusError 409 while the schedule is paused."""
-    schedule = engine.config.schedule(schedule_id)
+    schedule = ctx.config.schedule(schedule_id)
     assert schedule is not None and schedule.enabled
-    refuse_if_paused(engine, schedule.id)
-    now = engine.now()
+    refuse_if_paused(ctx, schedule.id)
+    now = ctx.now()
     occ = resolve_occurrence(schedule.id, schedule.cron, schedule.timezone, now)
-    check_window(occ, now, engine.config.schedulerRuntime.trigger.graceMinutes)
-    return occ, admit(engine, new_slot(engine, schedule, occ, trigger_source="http", label=label))
+    check_window(occ, now, ctx.config.schedulerRuntime.trigger.graceMinutes)
+    return occ, admit(ctx.admissions, new_slot(ctx.admissions, schedule, occ, trigger_source="http", label=label))

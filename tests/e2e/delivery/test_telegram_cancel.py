@@ -83,7 +83,7 @@ def test_a_cancel_after_a_post_that_died_unrecorded_leaves_it_to_be_recorded_unc
     assert row(rt).sending_at is not None
     if lease == "expired":
         rt.clock.advance(121_000)
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0
     assert row(rt).outbox_status == "processing"  # the route's uncertain path owns it
     drive(rt)  # the claim expires; the sweep re-drives the row
@@ -109,7 +109,7 @@ def test_a_sending_marker_set_between_the_cancels_read_and_its_commit_makes_it_d
         return real(state, **kwargs)
 
     ledger.cancel_cells = cancel_cells
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     ledger.cancel_cells = real
     assert tries == [[claimed.idempotency_key], []]  # refused once, then decided without the row
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0

@@ -51,7 +51,7 @@ def test_a_review_recorded_before_the_cancel_keeps_its_work_from_the_next_job(ma
     ((rid, review),) = cp.reviews.items()
     assert (review["status"], review["slot_id"], review["work_id"]) == ("pending", SLOT, WORK)
 
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0  # the row is the route's to settle
     drive(rt)
     dead = row(rt)
@@ -81,7 +81,7 @@ def test_a_cancelled_review_the_control_plane_never_records_keeps_its_work_when_
     deliver_message(rt.engine, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"] and cp.reviews == {}
-    assert jobs_service.cancel(rt.engine, SLOT).rows_cancelled == 0
+    assert jobs_service.cancel(rt.engine.job_control, SLOT).rows_cancelled == 0
     drive(rt)
     dead = row(rt)
     assert (dead.status, dead.outbox_status, dead.attempts) == ("failed", "dead", dead.max_attempts)

@@ -44,7 +44,7 @@ def test_a_cancel_after_posts_the_control_plane_did_not_record_leaves_them_to_be
     assert (saved.outbox_status, saved.sending_at) == ("retry_wait", None) and saved.began_posting
     media_ids, card_id = posted_ids(saved.send_progress)
 
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0
     assert row(rt).outbox_status == "retry_wait"  # the route records it
     drive(rt)
@@ -84,7 +84,7 @@ def test_posts_saved_between_the_cancels_read_and_its_commit_make_it_decide_agai
 
     ledger.cancel_cells = cancel_cells
     try:
-        done = jobs_service.cancel(rt.engine, SLOT)
+        done = jobs_service.cancel(rt.engine.job_control, SLOT)
     finally:
         ledger.cancel_cells = real
     assert tries == [[key], []]  # refused once, then decided without the row

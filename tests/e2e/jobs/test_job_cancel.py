@@ -186,7 +186,7 @@ def test_the_post_in_flight_settles_afterwards_unrecorded_and_keeps_its_work_res
     rt = gated_runtime(make_runtime, channel)
     post_job(rt, task())
     worker = held_post(rt, channel)
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     assert (done.cells_cancelled, done.rows_cancelled) == (1, 1)
     channel.release.set()  # the downstream answers 200 now: too late to be recorded
     worker.join()
@@ -208,7 +208,7 @@ def test_a_post_that_failed_is_not_retried_after_the_cancel(make_runtime):
     rt = gated_runtime(make_runtime, channel)
     post_job(rt, task())
     worker = held_post(rt, channel)
-    done = jobs_service.cancel(rt.engine, SLOT)
+    done = jobs_service.cancel(rt.engine.job_control, SLOT)
     channel.release.set()
     worker.join()
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 1
@@ -244,7 +244,7 @@ def test_an_intent_recorded_after_the_cancel_is_dead_lettered_never_posted(make_
 
     def cancel_then_put(intent):
         ledger.put_intent = real_put
-        assert jobs_service.cancel(rt.engine, SLOT).cells_cancelled == 1  # commits while the executor runs
+        assert jobs_service.cancel(rt.engine.job_control, SLOT).cells_cancelled == 1  # commits while the executor runs
         return real_put(intent)
 
     ledger.put_intent = cancel_then_put

@@ -314,7 +314,7 @@ def test_concurrent_legacy_and_job_admissions_of_one_key_make_one_slot(make_runt
     def legacy():
         try:
             barrier.wait()
-            manual.refetch(engine, TARGET, key)
+            manual.refetch(engine.refetches, TARGET, key)
         except BaseException as exc:
             errors.append(exc)
 

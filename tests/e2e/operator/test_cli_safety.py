@@ -27,7 +27,7 @@ def raw_controls(text: str) -> list[str]:
 def test_a_job_id_with_escape_sequences_is_shown_escaped_everywhere(make_runtime):
     rt = jobs_runtime(make_runtime)
     # Admitted through the service (the HTTP edge's own text rule is not what this test is about).
-    job_id = jobs_service.submit(rt.engine, task(key=HOSTILE)).job["job_id"]
+    job_id = jobs_service.submit(rt.engine.job_control, task(key=HOSTILE)).job["job_id"]
     assert "\x1b" in job_id
     for argv in (("jobs", "show", job_id), ("slots", "show", job_id), ("slots", "list"), ("jobs", "show", job_id, "--json")):
         run = pixivflow(*argv, now=rt.clock.now_ms())

@@ -396,7 +396,7 @@ def test_concurrent_refetches_of_one_request_id_make_one_slot(make_runtime):
     def call():
         try:
             barrier.wait()
-            answers.append(manual.refetch(engine, "cats", RID, "corr").slot_id)
+            answers.append(manual.refetch(engine.refetches, "cats", RID, "corr").slot_id)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
