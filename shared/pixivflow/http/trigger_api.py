@@ -172,7 +172,7 @@ def _disposition_response(req: Request, admission: Admission, occurrence_iso: st
 def drain_outbox(req: Request) -> Response:
     # The rows go to the deliver function's queue, never out of this function: the
     # trigger function reads only its config and its two bearer tokens.
-    result = queue_due(runtime.get().engine).as_dict()
+    result = queue_due(runtime.get().engine.deliveries).as_dict()
     return req.finish(200, {"status": "ok", "result": result}, "outbox.drained",
                       level="info" if not result["unsent"] else "warning", queued=result["queued"], unsent=result["unsent"])
 

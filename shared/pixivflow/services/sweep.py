@@ -341,7 +341,7 @@ def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str], *, 
         result.errors += 1
         engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
 
-    send = due_delivery_keys(engine, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
+    send = due_delivery_keys(engine.deliveries, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
                              indexed=indexed)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
     if messages:

@@ -459,9 +459,9 @@ def test_drain_service_counters_behind_the_endpoint(make_runtime, downstream):
 
     rt = _three_due_rows(make_runtime, downstream)
     downstream.queue("commit", FIVE_HUNDRED, (400, {"error": "rejected"}))
-    assert drain(rt.engine).as_dict() == {"processed": 3, "done": 1, "retried": 1, "dead": 1}
+    assert drain(rt.engine.deliveries).as_dict() == {"processed": 3, "done": 1, "retried": 1, "dead": 1}
     _assert_one_done_one_retried_one_dead(rt, downstream)
-    assert drain(rt.engine).as_dict() == {"processed": 0, "done": 0, "retried": 0, "dead": 0}
+    assert drain(rt.engine.deliveries).as_dict() == {"processed": 0, "done": 0, "retried": 0, "dead": 0}
     # the retried row's held SQS retry still delivers it later, with the same key
     drive(rt)
     assert sorted(c.status for c in state(rt).cells.values()) == ["failed", "submitted", "submitted"]

@@ -326,10 +326,10 @@ def test_fan_out_sends_each_route_once_and_submits_only_when_both_confirm(make_r
     rows = intents(rt)
     assert set(rows) == {"bot1-submit", "qq-main"}
     assert len({(r.work_id, r.work_type) for r in rows.values()}) == 1
-    assert deliver_intent(rt.engine, rows["bot1-submit"]).action == "done"
+    assert deliver_intent(rt.engine.deliveries, rows["bot1-submit"]).action == "done"
     assert state(rt).cells["cats"].status == "delivery_pending"  # one route confirmed is not enough
     assert bucket_files(rt, f"{SLOT}/cats/424242")  # files kept while a route is open
-    assert deliver_intent(rt.engine, rows["qq-main"]).action == "done"
+    assert deliver_intent(rt.engine.deliveries, rows["qq-main"]).action == "done"
     assert state(rt).cells["cats"].status == "submitted"
     rt.settle()  # the two outbox messages find settled rows
     assert len(receiver.at(SUBMIT, "POST")) == 1 and len(receiver.at(GATEWAY, "POST")) == 1

@@ -77,7 +77,7 @@ def test_a_cancel_after_a_post_that_died_unrecorded_leaves_it_to_be_recorded_unc
     rt = telegram_job(make_runtime)
     with monkeypatch.context() as patch, pytest.raises(Crash):
         die_after_the_media(patch)
-        deliver_message(rt.engine, "delivery", row(rt).idempotency_key)
+        deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup"] and cp.reviews == {}  # in the chat, known to nobody
     assert row(rt).sending_at is not None

@@ -45,7 +45,7 @@ def test_a_review_recorded_before_the_cancel_keeps_its_work_from_the_next_job(ma
 
     with monkeypatch.context() as patch, pytest.raises(Crash):
         patch.setattr(adapter._Attempt, "record", record_then_die)
-        deliver_message(rt.engine, "delivery", row(rt).idempotency_key)
+        deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"]
     ((rid, review),) = cp.reviews.items()
@@ -78,7 +78,7 @@ def test_a_cancelled_review_the_control_plane_never_records_keeps_its_work_when_
     telegram, cp = fakes
     rt = telegram_job(make_runtime)
     cp.fail_records.extend([503] * 20)  # more refusals than the row has attempts
-    deliver_message(rt.engine, "delivery", row(rt).idempotency_key)
+    deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"] and cp.reviews == {}
     assert jobs_service.cancel(rt.engine.job_control, SLOT).rows_cancelled == 0

@@ -37,7 +37,7 @@ def test_a_cancel_after_posts_the_control_plane_did_not_record_leaves_them_to_be
     telegram, cp = fakes
     rt = telegram_job(make_runtime)
     cp.fail_records.append(429)  # the review is posted; its record is refused
-    deliver_message(rt.engine, "delivery", row(rt).idempotency_key)
+    deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"] and cp.reviews == {}  # in the chat, known to nobody
     saved = row(rt)
@@ -65,7 +65,7 @@ def test_posts_saved_between_the_cancels_read_and_its_commit_make_it_decide_agai
     telegram.script("sendMediaGroup", {"error_code": 429, "description": "Too Many Requests: retry after 1",
                                        "parameters": {"retry_after": 1}})
     key = row(rt).idempotency_key
-    deliver_message(rt.engine, "delivery", key)
+    deliver_message(rt.engine.deliveries, "delivery", key)
     first = row(rt)
     assert (first.outbox_status, first.began_posting, telegram.sent()) == ("retry_wait", False, [])
     rt.clock.advance(2_000)
@@ -77,7 +77,7 @@ def test_posts_saved_between_the_cancels_read_and_its_commit_make_it_decide_agai
     def cancel_cells(state, **kwargs):
         if not tries:  # the worker's whole attempt lands inside the cancel's window
             cp.fail_records.append(503)
-            deliver_message(rt.engine, "delivery", key)
+            deliver_message(rt.engine.deliveries, "delivery", key)
             assert row(rt).outbox_status == "retry_wait" and row(rt).began_posting
         tries.append(sorted(i.idempotency_key for i in kwargs["intents"]))
         return real(state, **kwargs)

@@ -41,7 +41,7 @@ def test_a_cancel_after_a_lost_ack_keeps_the_work_reserved_so_no_other_slot_send
     execute_cell(rt.engine, FIRST, TARGET)  # binds the newest cats work, 501, and records its delivery row
     [message] = take(rt, "OUTBOX_QUEUE_URL")
     body = json.loads(message)
-    deliver_message(rt.engine, body["kind"], body["key"])  # posted; the answer is lost
+    deliver_message(rt.engine.deliveries, body["kind"], body["key"])  # posted; the answer is lost
     [intent] = rt.engine.ledger.load(FIRST).intents
     assert (intent.outbox_status, intent.attempts, channel.posts) == ("retry_wait", 1, [("501", FIRST)])
 
@@ -98,7 +98,7 @@ def test_a_cancel_after_a_deliverer_died_between_its_post_and_its_settle_keeps_t
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     key = _run_job(rt, "job-key-1", FIRST)
     with pytest.raises(Died):
-        deliver_message(rt.engine, "delivery", key)  # posted, then the deliverer died before settle_intent
+        deliver_message(rt.engine.deliveries, "delivery", key)  # posted, then the deliverer died before settle_intent
     [intent] = rt.engine.ledger.load(FIRST).intents
     assert (intent.outbox_status, intent.attempts, channel.posts) == ("processing", 0, [("501", FIRST)])
 
@@ -108,7 +108,7 @@ def test_a_cancel_after_a_deliverer_died_between_its_post_and_its_settle_keeps_t
     # the downstream may hold the work (it does): no other slot may send it on this route
     assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{FIRST}#{TARGET}"}
 
-    deliver_message(rt.engine, "delivery", _run_job(rt, "job-key-2", SECOND))
+    deliver_message(rt.engine.deliveries, "delivery", _run_job(rt, "job-key-2", SECOND))
     rt.settle()
     works = [work for work, _ in channel.posts]
     assert works.count("501") == 1, channel.posts  # never a second delivery of the work on the route

@@ -55,7 +55,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     bodies = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]
     assert [b["key"] for b in bodies] == [row.idempotency_key]  # the refused executor sent it
     for b in bodies:
-        deliver_message(rt.engine, b["kind"], b["key"])
+        deliver_message(rt.engine.deliveries, b["kind"], b["key"])
     [row] = ledger.load(SLOT).intents
     assert row.outbox_status not in ("pending", "retry_wait", "processing"), row.outbox_status
     assert (row.outbox_status, row.attempts) == ("dead", 1)  # dead-lettered by the claiming worker

@@ -141,9 +141,9 @@ def test_cancel_cancels_the_pending_outbox_row_and_gives_the_work_back(make_runt
     import json
 
     body = json.loads(message)
-    result = deliver_message(rt.engine, body["kind"], body["key"])  # the message that was in flight
+    result = deliver_message(rt.engine.deliveries, body["kind"], body["key"])  # the message that was in flight
     assert result.action == "skipped" and channel.posts == []
-    assert drain(rt.engine).processed == 0
+    assert drain(rt.engine.deliveries).processed == 0
 
 
 def held_post(rt, channel):
@@ -152,7 +152,7 @@ def held_post(rt, channel):
 
     [message] = execute_only(rt)
     body = json.loads(message)
-    worker = threading.Thread(target=deliver_message, args=(rt.engine, body["kind"], body["key"]))
+    worker = threading.Thread(target=deliver_message, args=(rt.engine.deliveries, body["kind"], body["key"]))
     worker.start()
     assert channel.entered.wait(30)  # the worker holds the row and is posting now
     return worker
@@ -263,7 +263,7 @@ def test_cancelling_an_occurrence_with_a_submitted_cell_leaves_the_slot_partial(
     slot_id = rt.fire(PLAN, iso="2026-11-30T23:00:00Z")["slot_id"]
     drop(rt)
     execute_cell(rt.engine, slot_id, "cats")
-    drain(rt.engine)
+    drain(rt.engine.deliveries)
     state = rt.engine.ledger.load(slot_id)
     # the two cells nobody claimed have no item yet: pending cells the snapshot stands for
     assert {c.target_id: (c.status, c.virtual) for c in state.snapshot_cells()} == {

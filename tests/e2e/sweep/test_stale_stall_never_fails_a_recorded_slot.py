@@ -50,7 +50,7 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
 
     monkeypatch.setattr(ledger, "settle_cell_from_delivery", settle_after_the_sweeps_read)
     monkeypatch.setattr(ledger, "finish_slot", stall_commits_before_the_close)
-    deliver_message(rt.engine, outbox["kind"], outbox["key"])
+    deliver_message(rt.engine.deliveries, outbox["kind"], outbox["key"])
     monkeypatch.setattr(ledger, "settle_cell_from_delivery", real_settle)
     monkeypatch.setattr(ledger, "finish_slot", real_finish)
 
