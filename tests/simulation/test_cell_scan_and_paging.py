@@ -165,7 +165,7 @@ def test_a_retryable_candidate_failure_in_the_scan_keeps_the_cell_open(make_runt
         work("832", "2026-11-19T10:00:00+09:00", fault="gone"),
     )
     rt = _runtime(make_runtime, catalog=catalog)
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert result.outcome == "failed_retryable"
     c = cell(rt)
     assert not c.terminal and c.status == CellStatus.PENDING

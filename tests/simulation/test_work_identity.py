@@ -90,7 +90,7 @@ def test_crash_then_rerun_delivers_the_first_bound_work_exactly_once(make_runtim
     adapter, method, after, when, status_after, intent_rows, sent = CRASH_POINTS[point]
     with crash_at(rt.engine, adapter, method, after=after, when=when, on_crash=steered.flip, hard=hard) as proxy:
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine, SLOT, TARGET)
+            execute_cell(rt.engine.executions, SLOT, TARGET)
     assert proxy.fired
 
     # What the dead executor left behind: the first work is bound, nothing was delivered.
@@ -105,7 +105,7 @@ def test_crash_then_rerun_delivers_the_first_bound_work_exactly_once(make_runtim
 
     if lease_left:
         # The lease of a dead process protects the cell until its TTL: a re-run now changes nothing.
-        assert execute_cell(rt.engine, SLOT, TARGET).action == "claimed_by_other"
+        assert execute_cell(rt.engine.executions, SLOT, TARGET).action == "claimed_by_other"
         assert cell(rt).status == status_after
         rt.clock.advance(LEASE_TTL_MS + 1_000)
 
@@ -124,8 +124,8 @@ def test_rerun_while_the_outbox_message_is_lost_is_left_to_the_outbox_and_the_sw
     rt, steered = _runtime(make_runtime)
     with crash_at(rt.engine, "queues", "send_outbox", on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine, SLOT, TARGET)
-    rerun = execute_cell(rt.engine, SLOT, TARGET)
+            execute_cell(rt.engine.executions, SLOT, TARGET)
+    rerun = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert rerun.action == "left_to_outbox"
     assert queued(rt, "outbox") == 0
     assert len(intents(rt)) == 1
@@ -199,7 +199,7 @@ def test_concurrent_duplicate_executions_claim_once_bind_once_deliver_once(make_
     ledger = rt.engine.ledger
     rt.engine.ledger = _Barrier(ledger, "claim_cell", n)  # every executor claims at the same instant
     try:
-        results = _run_threads(n, lambda i: execute_cell(rt.engine, SLOT, TARGET))
+        results = _run_threads(n, lambda i: execute_cell(rt.engine.executions, SLOT, TARGET))
     finally:
         rt.engine.ledger = ledger
     actions = sorted(r.action for r in results)
@@ -264,7 +264,7 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
     rt.engine.source = PerThreadNewest()
     rt.engine.ledger = _Barrier(ExpiredLeases(), "bind_work", n)  # every executor binds at the same instant
     try:
-        results = _run_threads(n, lambda i: execute_cell(rt.engine, SLOT, TARGET))
+        results = _run_threads(n, lambda i: execute_cell(rt.engine.executions, SLOT, TARGET))
     finally:
         rt.engine.ledger, rt.engine.source = ledger, steered
     assert all(r.action != "claimed_by_other" for r in results), [r.action for r in results]
@@ -318,7 +318,7 @@ def test_two_slots_racing_for_the_same_candidate_deliver_it_once(make_runtime, d
     ledger = rt.engine.ledger
     rt.engine.ledger = _Barrier(ledger, "work_owners", 2)
     try:
-        _run_threads(2, lambda i: execute_cell(rt.engine, (SLOT_A, SLOT_B)[i], TARGET))
+        _run_threads(2, lambda i: execute_cell(rt.engine.executions, (SLOT_A, SLOT_B)[i], TARGET))
     finally:
         rt.engine.ledger = ledger
     rt.settle()
@@ -352,9 +352,9 @@ def test_locked_work_taken_by_another_slot_while_the_binder_was_down_is_not_deli
     with crash_at(rt.engine, "ledger", "bind_work", after=True,
                   when=lambda slot_id, *a, **k: slot_id == SLOT_A):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine, SLOT_A, TARGET)
+            execute_cell(rt.engine.executions, SLOT_A, TARGET)
     assert cell(rt, SLOT_A).work_id == "501"
-    execute_cell(rt.engine, SLOT_B, TARGET)
+    execute_cell(rt.engine.executions, SLOT_B, TARGET)
     rt.settle()
     assert cell(rt, SLOT_B).work_id == "501"
     assert cell(rt, SLOT_A).work_id == "501", "a locked work is never replaced"
@@ -369,7 +369,7 @@ def test_locked_work_taken_by_another_slot_while_the_binder_was_down_is_not_deli
 def _crash_after_bind(rt, steered):
     with crash_at(rt.engine, "ledger", "bind_work", after=True, on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine, SLOT, TARGET)
+            execute_cell(rt.engine.executions, SLOT, TARGET)
     assert cell(rt).work_id == "501"
 
 
@@ -377,7 +377,7 @@ def test_deleted_locked_work_fails_the_cell_and_nothing_else_is_delivered(make_r
     rt, steered = _runtime(make_runtime)
     _crash_after_bind(rt, steered)
     steered.gone.add("501")
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert (result.action, result.cell_status) == ("applied", CellStatus.FAILED)
     c = cell(rt)
     assert (c.status, c.work_id) == (CellStatus.FAILED, "501")
@@ -396,7 +396,7 @@ def test_non_numeric_locked_id_fails_with_locked_work_unavailable(make_runtime, 
     assert ledger.ensure_cells(ledger.get_slot(SLOT), {TARGET: "illustration"}, now) == [TARGET]
     won, _ = ledger.bind_work(SLOT, TARGET, "abc", "illustration", now)
     assert won
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED
     c = cell(rt)
     assert c.last_error == 'LOCKED_WORK_UNAVAILABLE: cell work id "abc" is not a valid illustration id'
@@ -410,7 +410,7 @@ def test_transient_fetch_error_of_the_locked_work_keeps_it_and_a_later_run_deliv
     rt, steered = _runtime(make_runtime)
     _crash_after_bind(rt, steered)
     steered.transient.add("501")
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert result.outcome == "failed_retryable"
     c = cell(rt)
     assert not c.terminal
@@ -442,7 +442,7 @@ def test_confirmed_ledger_promotes_a_delivery_pending_cell_without_a_second_requ
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
 
     steered.flip()
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert (result.action, result.cell_status) == ("applied", CellStatus.SUBMITTED)
     _assert_delivered_once(rt, downstream, "501")
     rt.settle()
@@ -466,7 +466,7 @@ def test_dead_outbox_row_fails_the_cell_and_a_rerun_selects_nothing(make_runtime
     steered.flip()
     rt.engine.queues.send_execution([OutgoingMessage({"slotId": SLOT, "targetId": TARGET})])
     rt.settle()
-    assert execute_cell(rt.engine, SLOT, TARGET).action == "claimed_by_other"
+    assert execute_cell(rt.engine.executions, SLOT, TARGET).action == "claimed_by_other"
     rt.sweep()
     rt.pump()
     assert len(downstream.requests) == 1
@@ -484,7 +484,7 @@ def test_dead_outbox_row_whose_cell_move_crashed_fails_the_cell_on_rerun_without
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("failed", "dead")]
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
     steered.flip()
-    result = execute_cell(rt.engine, SLOT, TARGET)
+    result = execute_cell(rt.engine.executions, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED
     c = cell(rt)
     assert (c.status, c.work_id, c.last_error) == (CellStatus.FAILED, "501", LOST_REASON)
@@ -548,7 +548,7 @@ def test_multi_work_cell_rerun_after_a_crash_never_exceeds_its_limit(make_runtim
     rt.engine.source = steered
     with crash_at(rt.engine, "ledger", "put_intent", after=True, when=second_intent, on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine, slot1, "cats3")
+            execute_cell(rt.engine.executions, slot1, "cats3")
     assert len(intents(rt, slot1, "cats3")) == crash_after_intent
     rt.settle()
     works = delivered_work_ids(downstream)
@@ -590,12 +590,12 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
             return steered.download(w)
 
     rt.engine.source = HangingDownload()
-    zombie = threading.Thread(target=lambda: execute_cell(rt.engine, SLOT, TARGET))
+    zombie = threading.Thread(target=lambda: execute_cell(rt.engine.executions, SLOT, TARGET))
     zombie.start()
     try:
         assert entered.wait(30)
         rt.clock.advance(LEASE_TTL_MS + 1_000)
-        takeover = execute_cell(rt.engine, SLOT, TARGET)  # executor B
+        takeover = execute_cell(rt.engine.executions, SLOT, TARGET)  # executor B
         assert takeover.cell_status == CellStatus.DELIVERY_PENDING
         rt.pump()
         assert cell(rt).status == CellStatus.SUBMITTED

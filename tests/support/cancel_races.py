@@ -58,6 +58,6 @@ def row_landed_after_the_closers_last_read(make_runtime, monkeypatch):
         return stored[0]
 
     monkeypatch.setattr(ledger, "put_intent", frozen_through_the_whole_cancel)
-    execute_cell(rt.engine, SLOT, TARGET)
+    execute_cell(rt.engine.executions, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
     return rt, channel, answers

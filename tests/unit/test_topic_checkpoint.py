@@ -13,9 +13,9 @@ TARGET = TargetConfig(id="t", type="illustration", mode="topic", topic="ミク",
 
 
 def topic_run(checkpoint):
-    engine = SimpleNamespace(now=lambda: NOW)
+    ctx = SimpleNamespace(now=lambda: NOW)
     slot = SimpleNamespace(occurrence_at=NOW, created_at=NOW, slot_id="s")
-    run = SimpleNamespace(engine=engine, target=TARGET, slot=slot, cell=SimpleNamespace(selection_checkpoint=checkpoint))
+    run = SimpleNamespace(ctx=ctx, target=TARGET, slot=slot, cell=SimpleNamespace(selection_checkpoint=checkpoint))
     return TopicRun(run, select_fn=None)
 
 

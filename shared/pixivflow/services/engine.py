@@ -12,6 +12,7 @@ from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock
                      SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
 
 if TYPE_CHECKING:  # the use cases' collaborators (each module imports this one)
+    from .execution import Executions
     from .delivery import Deliveries
     from .admission import Admissions
     from .job_events import JobEvents
@@ -170,6 +171,14 @@ class Engine:
         return Deliveries(self.rows, self.occurrences, self.reservations, self.indexes, self.queues, self.channel,
                           self.artifacts, self.config, self.entropy, self.slot_rollup,
                           self.outbox if self.outbox_rows is not None else None, self.clock, self.log, self.metrics)
+
+    @property
+    def executions(self) -> Executions:
+        from .execution import Executions
+
+        return Executions(self.occurrences, self.leases, self.cells, self.reservations, self.rows, self.topics, self.queues,
+                          self.source, self.artifacts, self.config, self.entropy, self.slot_rollup, self.clock, self.log,
+                          self.metrics)
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, ContextManager
 
 from ..domain.outbox import OutgoingMessage
-from ..config import TargetConfig
+from ..clock import Entropy
+from ..config import PixivFlowConfig, TargetConfig
 from ..domain.ack import idempotency_key
 from ..domain.apply import decide, retry_delay_s
 from ..domain.assets import artifact_prefix
@@ -39,15 +40,17 @@ from ..domain.selection import (
 )
 from ..domain.task import job_target
 from ..domain.scan import bounded_report, classify_candidate_failure, effective_scan_bound, no_candidate_reason
-from ..ports import SourceGovernor, TimeLeft
+from ..ports import (ArtifactStore, CellLeases, CellMoves, Clock, DeliveryRows, Log, Metrics, Occurrences, Queues,
+                     SourceGovernor, TimeLeft, TopicSpaces, WorkReservations, WorkSource)
 from ..domain.accounts import Admission
 from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, StoredFile, Work
 from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
-from .engine import HEARTBEAT_MS, LEASE_TTL_MS, Engine
+from .context import Measured
+from .engine import HEARTBEAT_MS, LEASE_TTL_MS
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
-from .rollup import cell_delivery_state, rollup
+from .rollup import SlotRollup, cell_delivery_state, rollup
 from .topic import LIGHT, SelectionSuspended, run_topic
 
 
@@ -71,11 +74,35 @@ class ExecutionResult:
     outcome: str | None = None
 
 
+@dataclass(frozen=True)
+class Executions(Measured):
+    """What running a cell takes: the slot and its cells (reads, leases, moves), the cross-slot
+    work reservations, the delivery rows it records, the topic spaces a topic target caches, the
+    execution and outbox queues, the work source and the artifact store, the config, entropy
+    (lease owners), the slot rollup, the clock, log and metrics."""
+
+    occurrences: Occurrences
+    leases: CellLeases
+    cells: CellMoves
+    reservations: WorkReservations
+    rows: DeliveryRows
+    topics: TopicSpaces
+    queues: Queues
+    source: WorkSource
+    artifacts: ArtifactStore
+    config: PixivFlowConfig
+    entropy: Entropy
+    rollup: SlotRollup
+    clock: Clock
+    log: Log
+    metrics: Metrics | None
+
+
 @dataclass
 class CellRun:
     """The execution context of one cell plus the lease it runs under."""
 
-    engine: Engine
+    ctx: Executions
     slot: Slot
     cell: Cell
     target: TargetConfig
@@ -98,16 +125,16 @@ class CellRun:
 
     def heartbeat(self) -> None:
         """Renew the lease every 30 s. A refused renewal means another executor owns the cell now."""
-        now = self.engine.now()
+        now = self.ctx.now()
         if now - self.last_beat >= HEARTBEAT_MS:
-            if not self.engine.leases.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
+            if not self.ctx.leases.heartbeat_cell(self.slot.slot_id, self.target.id, self.owner, now, LEASE_TTL_MS):
                 raise LeaseLost(f"lease on {self.slot.slot_id}/{self.target.id} was lost")
             if self.governor is not None and not self.governor.renew(self.owner):
                 raise PermitLost(f"permit on the source account lapsed during {self.slot.slot_id}/{self.target.id}")
             self.last_beat = now
 
     def bind(self, work_id: str, work_type: str) -> tuple[bool, str | None]:
-        won, current = self.engine.cells.bind_work(self.slot.slot_id, self.target.id, work_id, work_type, self.engine.now())
+        won, current = self.ctx.cells.bind_work(self.slot.slot_id, self.target.id, work_id, work_type, self.ctx.now())
         if won:
             self.cell.work_id = work_id
             self.cell.work_type = self.cell.work_type or work_type
@@ -115,31 +142,31 @@ class CellRun:
         return won, current
 
     def release(self, work_id: str) -> bool:
-        ok = self.engine.cells.release_work(self.slot.slot_id, self.target.id, work_id, self.engine.now())
+        ok = self.ctx.cells.release_work(self.slot.slot_id, self.target.id, work_id, self.ctx.now())
         if ok:
             self.cell.work_id = None
             self.cell.status = CellStatus.PENDING
         return ok
 
 
-def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
+def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
                  time_left: TimeLeft | None = None, time_budget: int | None = None) -> ExecutionResult:
     """Run one cell. ``time_left``: the Lambda context's remaining time; ``time_budget``: what it
     was when the invocation began (default: what it is now, for a caller running one cell)."""
     if time_budget is None and time_left is not None:
         time_budget = int(time_left())
-    now = engine.now()
-    owner = engine.entropy.token("exec")
+    now = ctx.now()
+    owner = ctx.entropy.token("exec")
     # The slot is read BEFORE the claim: a claim moves the cell's heartbeat (the slot's progress
     # clock), and a cell that may not run must not look alive to the stall rules.
-    slot = engine.occurrences.get_slot(slot_id)
+    slot = ctx.occurrences.get_slot(slot_id)
     if slot is None:  # cannot happen for cells made by admission
         return ExecutionResult(slot_id, target_id, "missing")
-    blocked = run_blocked(engine.config, slot)
+    blocked = run_blocked(ctx.config, slot)
     if blocked:
         # A disabled (or removed) schedule's occurrences are not run, whoever asks: an
         # execution message already on its way is dropped and the stall rules end the slot.
-        engine.log("warning", "cell not run: its schedule is disabled or no longer configured",
+        ctx.log("warning", "cell not run: its schedule is disabled or no longer configured",
                    event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
                    schedule_id=slot.schedule_id, reason=blocked)
         return ExecutionResult(slot_id, target_id, "refused")
@@ -147,73 +174,73 @@ def execute_cell(engine: Engine, slot_id: str, target_id: str, *,
         # Membership is frozen at admission: a message naming another target (a
         # forged or stale one) never creates a cell.
         return ExecutionResult(slot_id, target_id, "missing")
-    configured = engine.config.target(target_id)
+    configured = ctx.config.target(target_id)
     unwritten = unwritten_cell(slot, target_id)
     unwritten.work_type = configured.type if configured else None
     # The cell's first claim writes its item (admission wrote only the slot): one conditional write.
-    cell = engine.leases.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
+    cell = ctx.leases.claim_cell(slot_id, target_id, owner, now, LEASE_TTL_MS, unwritten=unwritten)
     if cell is None:
-        current = engine.occurrences.get_cell(slot_id, target_id)
+        current = ctx.occurrences.get_cell(slot_id, target_id)
         action = "missing" if current is None else "claimed_by_other"
-        engine.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
+        ctx.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
                    cell_status=current.status if current else None)
         return ExecutionResult(slot_id, target_id, action, current.status if current else None)
     if slot.status == "pending":
-        engine.occurrences.mark_slot_running(slot_id, now)
-    target = engine.config.target(target_id)
+        ctx.occurrences.mark_slot_running(slot_id, now)
+    target = ctx.config.target(target_id)
     excluded: frozenset[str] = frozenset()
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run.
         target, excluded = job_target(target, slot.params)
-    run = CellRun(engine, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
+    run = CellRun(ctx, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
                   time_budget=time_budget) if target else None
     try:
         if run is None:
             outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
-            return _apply(engine, slot, cell, owner, outcome, None)
+            return _apply(ctx, slot, cell, owner, outcome, None)
         if cell.status == CellStatus.DELIVERY_PENDING and run.target.single_work:
-            settled = _settle_from_ledger(engine, run)
+            settled = _settle_from_ledger(ctx, run)
             if settled is not None:
                 return settled
-        governor = engine.source.governor
+        governor = ctx.source.governor
         if governor is not None:
             # The account's maxConcurrency permits, held for the cell's whole source work.
             admission = governor.admit(owner)
             if not admission.granted:
-                return _defer(engine, run.cell, owner, admission)
+                return _defer(ctx, run.cell, owner, admission)
             run.governor = governor
         try:
             outcome = run_target(run)
         except PermitLost:
-            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "pixiv_account_busy"))
+            return _defer(ctx, run.cell, owner, Admission(False, ctx.now(), "pixiv_account_busy"))
         except DownloadIncomplete as exc:
             # Not an attempt-burning failure: the next invocation resumes at the first
             # missing file, on the same binding.
-            engine.log("info", "work partly stored; the cell resumes it in the next invocation",
+            ctx.log("info", "work partly stored; the cell resumes it in the next invocation",
                        event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
                        work_id=run.cell.work_id, files_stored=exc.stored, files=exc.total)
-            return _defer(engine, run.cell, owner, Admission(False, engine.now(), "download_incomplete"),
+            return _defer(ctx, run.cell, owner, Admission(False, ctx.now(), "download_incomplete"),
                           progress={"files_stored": exc.stored, "files": exc.total})
         finally:
             if governor is not None:
                 governor.release(owner)
-        return _apply(engine, slot, run.cell, owner, outcome, run)
+        return _apply(ctx, slot, run.cell, owner, outcome, run)
     except LeaseLost as exc:
-        engine.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
+        ctx.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
                    slot_id=slot_id, target_id=target_id, error=str(exc))
         return ExecutionResult(slot_id, target_id, "claimed_by_other")
     except SelectionSuspended:
         # The selection's progress is on the cell (services/topic.py): give the lease back and
         # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
         # the sweep re-dispatches; the checkpoint is read again either way.
-        engine.leases.release_cell(slot_id, target_id, owner, engine.now())
-        send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
+        ctx.leases.release_cell(slot_id, target_id, owner, ctx.now())
+        send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
                     event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
         return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
         try:
-            engine.leases.release_cell(slot_id, target_id, owner, engine.now())
+            ctx.leases.release_cell(slot_id, target_id, owner, ctx.now())
         except LedgerUnavailable:
             pass
         raise
@@ -232,12 +259,12 @@ def busy_poll_ms(times_waited: int) -> int:
     return int(min(BUSY_POLL_MAX_MS, BUSY_POLL_FIRST_MS * 2 ** max(0, times_waited)))
 
 
-def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
+def _defer(ctx: Executions, cell: Cell, owner: str, admission: Admission, *,
            progress: dict[str, int] | None = None) -> ExecutionResult:
     """Hand the cell back to its queue until its account can take it: no attempt used,
     the due time recorded (the sweep's recovery never re-dispatches it earlier), and the candidate
     report says what it waited for."""
-    now = engine.now()
+    now = ctx.now()
     report = dict(cell.candidate_report or {})
     waited = before if isinstance(before := report.get("waited"), dict) else {}
     due = max(admission.wait_until, now + 1000)
@@ -247,38 +274,38 @@ def _defer(engine: Engine, cell: Cell, owner: str, admission: Admission, *,
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
-    if not engine.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
+    if not ctx.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
-    send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
+    send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
                 event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
-    engine.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
+    ctx.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
                reason=admission.reason, due_at=due, delay_s=delay_s)
     return ExecutionResult(slot_id, target_id, "deferred", cell.status)
 
 
-def _settle_from_ledger(engine: Engine, run: CellRun) -> ExecutionResult | None:
+def _settle_from_ledger(ctx: Executions, run: CellRun) -> ExecutionResult | None:
     """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it."""
-    state = engine.occurrences.load(run.slot.slot_id)
-    verdict = cell_delivery_state(engine.slot_rollup, state, run.target.id) if state else delivery_state(run.target.routes(), [])
-    now = engine.now()
+    state = ctx.occurrences.load(run.slot.slot_id)
+    verdict = cell_delivery_state(ctx.rollup, state, run.target.id) if state else delivery_state(run.target.routes(), [])
+    now = ctx.now()
     slot_id, target_id = run.slot.slot_id, run.target.id
     if verdict.state == "live":
-        engine.leases.release_cell(slot_id, target_id, run.owner, now)
+        ctx.leases.release_cell(slot_id, target_id, run.owner, now)
         return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
     if verdict.state == "confirmed":
-        engine.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
+        ctx.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
                                          work_id=verdict.work_id, work_type=verdict.work_type)
-        rollup(engine.slot_rollup, slot_id)
+        rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":
-        return _apply(engine, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False), run)
+        return _apply(ctx, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False), run)
     return None
 
 
-def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOutcome, run: CellRun | None) -> ExecutionResult:
+def _apply(ctx: Executions, slot: Slot, cell: Cell, owner: str, outcome: TargetOutcome, run: CellRun | None) -> ExecutionResult:
     """Write an outcome onto the cell, then dispatch what it implies."""
     effect = decide(outcome, cell.work_id)
-    now = engine.now()
+    now = ctx.now()
     report = bounded_report(outcome.scan) if outcome.scan is not None else None
     waited = (cell.candidate_report or {}).get("waited")
     if waited:
@@ -292,54 +319,54 @@ def _apply(engine: Engine, slot: Slot, cell: Cell, owner: str, outcome: TargetOu
             # not every 30 s meanwhile (each early retry would only be refused again).
             delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
-        recorded = engine.leases.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
+        recorded = ctx.leases.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
                                                    owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
-        send_logged(engine.queues, engine.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
+        send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
                     event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
-        engine.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
+        ctx.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                    slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
     if effect.to_status is None:
-        engine.leases.release_cell(slot_id, target_id, owner, now)
+        ctx.leases.release_cell(slot_id, target_id, owner, now)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
     if effect.to_status == cell.status:
         # A same-state move is a no-op, but what it implies still happens: a resumed
         # delivery_pending cell re-sends the messages of its still-actionable outbox rows.
-        engine.leases.release_cell(slot_id, target_id, owner, now)
+        ctx.leases.release_cell(slot_id, target_id, owner, now)
         if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
-            _send_outbox(engine, run.outbox_keys)
+            _send_outbox(ctx, run.outbox_keys)
         return ExecutionResult(slot_id, target_id, "no_change", cell.status, outcome.kind)
-    moved = engine.cells.move_cell_as_owner(
+    moved = ctx.cells.move_cell_as_owner(
         slot_id, target_id, effect.to_status, now, owner,
         work_id=effect.work_id, work_type=effect.work_type, last_error=effect.last_error,
         reason_code=effect.reason_code, reason_message=effect.reason_message, candidate_report=report,
     )
     if not moved:
         # Lost the lease or the cell moved on (e.g. an ACK settled it first): never force it.
-        engine.leases.release_cell(slot_id, target_id, owner, now)
-        current = engine.occurrences.get_cell(slot_id, target_id)
-        engine.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
+        ctx.leases.release_cell(slot_id, target_id, owner, now)
+        current = ctx.occurrences.get_cell(slot_id, target_id)
+        ctx.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
                    target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
         if current and current.terminal:
             if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
-                _hand_over_rows_of_ended_cell(engine, slot_id, target_id, run.outbox_keys)
-            rollup(engine.slot_rollup, slot_id)
+                _hand_over_rows_of_ended_cell(ctx, slot_id, target_id, run.outbox_keys)
+            rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "no_change", current.status if current else None, outcome.kind)
-    engine.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
+    ctx.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
                outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
                terminal_reason_code=effect.reason_code)
-    engine.metric("ExecutionResults", outcome=outcome.kind)
+    ctx.metric("ExecutionResults", outcome=outcome.kind)
     if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
-        _send_outbox(engine, run.outbox_keys)
+        _send_outbox(ctx, run.outbox_keys)
     if effect.to_status in (CellStatus.SUBMITTED, CellStatus.NO_CANDIDATE, CellStatus.DUPLICATE, CellStatus.FAILED):
-        rollup(engine.slot_rollup, slot_id)
+        rollup(ctx.rollup, slot_id)
     return ExecutionResult(slot_id, target_id, "applied", effect.to_status, outcome.kind)
 
 
-def _hand_over_rows_of_ended_cell(engine: Engine, slot_id: str, target_id: str, keys: list[str]) -> None:
+def _hand_over_rows_of_ended_cell(ctx: Executions, slot_id: str, target_id: str, keys: list[str]) -> None:
     """The cell ended (a consumer's cancel, the timeout) while this run was writing its delivery
     rows: a cancel that read the slot before the rows existed commits without them, and may close
     the slot before this run sees the refusal. The rows are still ``pending``, and nothing else
@@ -349,21 +376,21 @@ def _hand_over_rows_of_ended_cell(engine: Engine, slot_id: str, target_id: str, 
     follows the committed cancel."""
     if not keys:
         return
-    state = engine.occurrences.load(slot_id)
+    state = ctx.occurrences.load(slot_id)
     if state is None:
         return
     wanted = set(keys)
     for intent in state.intents_for(target_id):
         if intent.idempotency_key in wanted and intent.actionable:
-            engine.rows.index_due(intent)  # refused only if the row moved: then its mover owns it
-    _send_outbox(engine, keys)
+            ctx.rows.index_due(intent)  # refused only if the row moved: then its mover owns it
+    _send_outbox(ctx, keys)
 
 
-def _send_outbox(engine: Engine, keys: list[str]) -> None:
+def _send_outbox(ctx: Executions, keys: list[str]) -> None:
     if not keys:
         return
     # The rows are durable and due now: a message SQS did not take is re-driven by the sweep.
-    send_logged(engine.queues, engine.log, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
+    send_logged(ctx.queues, ctx.log, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
 
 
 # -- the target handler ----------------------------------------------------------------------
@@ -418,7 +445,7 @@ def _run_target(run: CellRun) -> TargetOutcome:
 def _search(run: CellRun, plan: Plan) -> Selection:
     """Page the plan's queries. Paging is bounded by the plan's over-fetch bound,
     never by the source running out: a popular tag has thousands of works."""
-    source = run.engine.source
+    source = run.ctx.source
 
     def fetch(query: SearchRequest, cursor: str | None) -> Page:
         run.heartbeat()
@@ -433,7 +460,7 @@ def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
     target, work_id = run.target, str(plan.pinned_id)
     try:
         run.heartbeat()
-        work = run.engine.source.get_work(target.type, work_id)
+        work = run.ctx.source.get_work(target.type, work_id)
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"pinned work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
     except SourceError as exc:
@@ -462,11 +489,11 @@ def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
 
 
 def _select(run: CellRun, selection: Selection) -> TargetOutcome:
-    engine, target = run.engine, run.target
+    ctx, target = run.ctx, run.target
     candidates: list[Work] = selection.candidates
     routes = target.routes()
     limit = 1 if target.single_work else target.effective_limit
-    bound = effective_scan_bound(limit, target.candidateScanLimit, engine.config.download.candidateScanLimit)
+    bound = effective_scan_bound(limit, target.candidateScanLimit, ctx.config.download.candidateScanLimit)
     scan = CandidateScan(bound=bound, supply=selection.supply)
     criteria = target.criteria()
     taken = _RouteOwners(run, routes, candidates, limit)
@@ -541,7 +568,7 @@ class _RouteOwners:
                 self._read += len(ids)
                 self._chunk *= 2  # the top of the list was taken: read further ahead next time
                 for route in self._routes:
-                    owners = self._run.engine.reservations.work_owners(route, self._run.target.type, ids, consistent=False)
+                    owners = self._run.ctx.reservations.work_owners(route, self._run.target.type, ids, consistent=False)
                     for wid, owner in owners.items():
                         if owner != self._run.owner_key:
                             self._held.setdefault(wid, route)
@@ -549,24 +576,24 @@ class _RouteOwners:
 
 
 def _held_intents(run: CellRun) -> list[Intent]:
-    state = run.engine.occurrences.load(run.slot.slot_id)
+    state = run.ctx.occurrences.load(run.slot.slot_id)
     return sorted(state.intents_for(run.target.id), key=lambda i: (i.created_at, i.work_id)) if state else []
 
 
 def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateScan) -> str:
     """Bind, reserve, download and enqueue one candidate. Returns taken|skipped|outage|lost_bind."""
-    engine, target = run.engine, run.target
+    ctx, target = run.ctx, run.target
     if target.single_work:
         won, current = run.bind(work.work_id, work.work_type)
         if not won:
             # Another executor bound a different work first: decline ours; the next run continues theirs.
             run.lost_bind = f"cell already bound to work {current}; declined candidate {work.work_id}"
-            engine.log("warning", "lost the bind race; declining candidate", event="cell.bind_lost",
+            ctx.log("warning", "lost the bind race; declining candidate", event="cell.bind_lost",
                        slot_id=run.slot.slot_id, target_id=target.id, candidate=work.work_id, bound=current)
             return "lost_bind"
     reserved: list[str] = []
     for route in routes:
-        ok, owner = engine.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
+        ok, owner = ctx.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, ctx.now(), executor=run.owner)
         if not ok:
             _undo(run, work, reserved)
             scan.skipped.append(CandidateSkip(SkipCode.DUPLICATE, work.work_id, f"already held on route {route} by {owner}"))
@@ -577,7 +604,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
         if (work.raw or {}).get(LIGHT):
             # Restored from a topic checkpoint: only its id and rank were kept; fetch it whole.
             extra = {k: v for k, v in work.raw.items() if k != LIGHT}
-            full = engine.source.get_work(work.work_type, work.work_id)
+            full = ctx.source.get_work(work.work_type, work.work_id)
             work = replace(full, raw={**dict(full.raw or {}), **extra})
         work, files = _store_work(run, work, prefix, resumed=False, filters=True)
     except FatalSourceError:
@@ -610,9 +637,9 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes, files)
-    elif engine.config.dry_run(target):
+    elif ctx.config.dry_run(target):
         # pixivflow.shadow.json: selected and stored, the choice recorded, nothing posted.
-        engine.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
+        ctx.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
                    event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
                    work_type=work.work_type, artifact_key=prefix)
     return "taken"
@@ -652,9 +679,9 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     routes send, a ugoira's zip, a novel's text, inline images, Markdown and cover) has them
     streamed one at a time, a resumed work starting at its first missing file; each starts only
     when the invocation's time left covers its worst case. Other sources hand over the whole work."""
-    engine, target = run.engine, run.target
-    previews = any(getattr(engine.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
-    artifacts = engine.artifacts
+    ctx, target = run.ctx, run.target
+    previews = any(getattr(ctx.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
+    artifacts = ctx.artifacts
     listing: list[dict[str, StoredFile]] = []  # what an earlier run stored: listed once, for a planned work only
 
     def stored_files() -> dict[str, StoredFile]:
@@ -666,15 +693,15 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         have = stored_files()
         return artifacts.read(have[stem]) if stem in have else None
 
-    planned = engine.source.plan(work, previews=previews, stored=stored_bytes)
+    planned = ctx.source.plan(work, previews=previews, stored=stored_bytes)
     if planned is None:
-        files = engine.source.download(work)
+        files = ctx.source.download(work)
         if not files:
             raise SourceError("no files produced")
         if filters:
             work = _content_rules(run, work, files)
-        extra = previews_for(engine.source, engine.log, work, files, target_id=target.id) if previews else []
-        return work, engine.artifacts.put(prefix, files + extra, reuse=resumed)
+        extra = previews_for(ctx.source, ctx.log, work, files, target_id=target.id) if previews else []
+        return work, ctx.artifacts.put(prefix, files + extra, reuse=resumed)
     if filters and work.work_type == "novel":
         work = _language_rule(run, work, _novel_text(planned))  # on the text in hand, before anything is stored
     have = stored_files()
@@ -717,7 +744,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
             if planned_file.optional and exc.status == 404 and not exc.retryable:
                 # Pixiv no longer has it (a novel's cover or inline image): the work goes without
                 # it, the Markdown keeps its marker (as PixivFlow does). Asked again on a resume.
-                engine.log("info", "a file the work can go without is not on Pixiv; left out", event="artifacts.file_left_out",
+                ctx.log("info", "a file the work can go without is not on Pixiv; left out", event="artifacts.file_left_out",
                            work_id=work.work_id, target_id=target.id, file=stem, error=str(exc)[:200])
                 continue
             if page is None or isinstance(exc, TransientSourceError):
@@ -728,11 +755,11 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         (kept if planned_file.transient else out).append(stored)
         names[planned_file.stem] = stored.name
         if check and has_ai_file_markers(bytes(head)):
-            engine.artifacts.delete(prefix)
+            ctx.artifacts.delete(prefix)
             raise _Filtered(AI_MARKED)
         run.heartbeat()
     if kept:
-        engine.artifacts.delete(prefix, kept)
+        ctx.artifacts.delete(prefix, kept)
     return work, out
 
 
@@ -760,8 +787,8 @@ def _drop_previews(run: CellRun, work: Work, prefix: str, out: list[StoredFile],
     pages; assets.previews_for's rule): a preview Pixiv does not have drops those stored so far."""
     stored = [f for f in out if f.role == "preview"]
     if stored:
-        run.engine.artifacts.delete(prefix, stored)
-    run.engine.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
+        run.ctx.artifacts.delete(prefix, stored)
+    run.ctx.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
                    work_id=work.work_id, target_id=run.target.id, error=str(exc)[:300])
     return [f for f in out if f.role != "preview"]
 
@@ -823,19 +850,19 @@ def _undo(run: CellRun, work: Work, routes: list[str], *, keep_binding: bool = F
     if run.target.single_work and not keep_binding and not run.release(work.work_id):
         return
     for route in routes:
-        run.engine.reservations.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
+        run.ctx.reservations.release_work_reservation(route, work.work_type, work.work_id, run.owner_key, executor=run.owner)
 
 
 def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile]) -> None:
     """One intent per route, created insert-if-absent: a re-run finds the same rows. Each records
     the work's stored files (the ledger is the store's commit record)."""
-    engine, slot = run.engine, run.slot
-    now = engine.now()
+    ctx, slot = run.ctx, run.slot
+    now = ctx.now()
     for route in routes:
-        config = engine.config.route(route)
+        config = ctx.config.route(route)
         intent = _row(run, work, route, now, max_attempts=config.attempt_budget if config else 12, next_attempt_at=now,
                       payload=delivery_payload(slot, run.target, work, config), files=file_records(files) or None)
-        stored, _ = engine.rows.put_intent(intent)
+        stored, _ = ctx.rows.put_intent(intent)
         if stored.actionable:
             run.outbox_keys.append(intent.idempotency_key)
 
@@ -850,14 +877,14 @@ def _row(run: CellRun, work: Work, route: str, now: int, **fields: Any) -> Inten
 
 def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     """Recovery: process only the bound work; never search, never substitute."""
-    engine, target = run.engine, run.target
+    ctx, target = run.ctx, run.target
     work_type = run.cell.work_type or target.type
     if not work_id.isdigit():
         kind = "novel" if work_type == "novel" else "illustration"
         return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
     try:
-        work = engine.source.get_work(work_type, work_id)
+        work = ctx.source.get_work(work_type, work_id)
         work, files = _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
@@ -874,7 +901,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     held: list[tuple[str, str | None]] = []
     taken: list[tuple[str, str | None]] = []
     for route in routes:
-        ok, owner = engine.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, engine.now(), executor=run.owner)
+        ok, owner = ctx.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, ctx.now(), executor=run.owner)
         (held if ok else taken).append((route, owner))
     if not held:
         # Another slot took this work on every route while we were down (it was bound, never
@@ -894,7 +921,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
 def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]]) -> None:
     """One settled row per route another cell holds this work on: ledger ``duplicate``, outbox
     ``done`` (never queued, never sent), the holder named; insert-if-absent, so a re-run finds it."""
-    now = run.engine.now()
+    now = run.ctx.now()
     for route, owner in taken:
-        run.engine.rows.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
+        run.ctx.rows.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
                                           attempts=0, reuse_reason=f"held on route {route} by {owner}"))

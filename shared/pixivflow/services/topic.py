@@ -50,7 +50,7 @@ class SelectionSuspended(Exception):
 
 def occurrence_ms(run: Any) -> int:
     slot = run.slot
-    return int(slot.occurrence_at or slot.created_at or run.engine.now())
+    return int(slot.occurrence_at or slot.created_at or run.ctx.now())
 
 
 def topic_days(target: Any, now_ms: int) -> list[str]:
@@ -64,14 +64,14 @@ def topic_days(target: Any, now_ms: int) -> list[str]:
 class TopicRun:
     def __init__(self, run: Any, select_fn: Callable[[Any, Selection], TargetOutcome]) -> None:
         self.run = run
-        self.engine = run.engine
+        self.ctx = run.ctx
         self.target = run.target
         self.select_fn = select_fn
         self.topic = (self.target.topic or self.target.tag or "").strip()
         self.options = self.target.topicDiscovery
         self.collect = self.target.candidateCollection
         self.criteria = replace(self.target.criteria(), r18=self.options.includeR18, start_date=None, end_date=None)
-        self.started = self.engine.now()
+        self.started = self.ctx.now()
         self.last_saved = self.started
         self.days = topic_days(self.target, occurrence_ms(run))
         self.fingerprint = checkpoint_fingerprint(self.target.type, self.topic, self.days[0])
@@ -88,10 +88,10 @@ class TopicRun:
         return index, progress, dict(doc.get("done") or {})
 
     def _save(self, index: int, progress: DayProgress | None, done: dict[str, Any]) -> None:
-        now = self.engine.now()
+        now = self.ctx.now()
         doc = {"fp": self.fingerprint, "dayIndex": index, "progress": progress.to_doc() if progress else None,
                "done": done}
-        if not self.engine.leases.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
+        if not self.ctx.leases.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
                                                             now, doc):
             from .execution import LeaseLost  # the one exception the executor reads as "not mine any more"
 
@@ -100,10 +100,10 @@ class TopicRun:
         self.last_saved = now
 
     def _step_done(self, index: int, progress: DayProgress, done: dict[str, Any]) -> None:
-        now = self.engine.now()
+        now = self.ctx.now()
         if now - self.started >= SELECTION_BUDGET_MS:
             self._save(index, progress, done)
-            self.engine.log("info", "topic selection checkpointed; the next invocation continues it",
+            self.ctx.log("info", "topic selection checkpointed; the next invocation continues it",
                             event="topic.suspended", slot_id=self.run.slot.slot_id, target_id=self.target.id,
                             day=progress.day, next_tag=progress.next_tag)
             raise SelectionSuspended(f"{progress.day} tag {progress.next_tag}")
@@ -120,7 +120,7 @@ class TopicRun:
         cursor = None
         while len(out) < count:
             self.run.heartbeat()
-            page = self.engine.source.search_page(self._request(tag), cursor)
+            page = self.ctx.source.search_page(self._request(tag), cursor)
             out.extend(page.items)
             cursor = page.next_cursor
             if not cursor or not page.items:
@@ -130,15 +130,15 @@ class TopicRun:
     def _discover(self) -> list[Any]:
         """The tag space: cached, else resolved."""
         key = cache_key(self.target.type, self.topic)
-        now = self.engine.now()
-        cached = self.engine.topics.get_topic_space(key, now)
+        now = self.ctx.now()
+        cached = self.ctx.topics.get_topic_space(key, now)
         if cached and not self.options.refresh and int(cached.get("freshUntil") or 0) > now:
             space = space_from_doc(cached["space"])
-            self.engine.log("info", "topic tag space from cache", event="topic.space_cached", topic=self.topic,
+            self.ctx.log("info", "topic tag space from cache", event="topic.space_cached", topic=self.topic,
                             type=self.target.type, tags=len(space),
                             age_days=round((now - int(cached.get("resolvedAt") or now)) / DAY_MS, 2))
             return space
-        source = self.engine.source
+        source = self.ctx.source
         try:
             try:
                 suggestions = list(source.autocomplete(self.topic))
@@ -157,17 +157,17 @@ class TopicRun:
             raise
         except (SourceError, PaginationError) as exc:
             if cached:
-                self.engine.log("warning", "topic discovery failed; using the stale cached space",
+                self.ctx.log("warning", "topic discovery failed; using the stale cached space",
                                 event="topic.space_stale", topic=self.topic, error=str(exc)[:200])
                 return space_from_doc(cached["space"])
-            self.engine.log("warning", "topic discovery failed with no cache; searching the seed alone",
+            self.ctx.log("warning", "topic discovery failed with no cache; searching the seed alone",
                             event="topic.space_seed_only", topic=self.topic, error=str(exc)[:200])
             return tag_space(self.topic, [])
         space = tag_space(self.topic, score_tags(self.topic, suggestions, seed, background),
                           max_tags=self.options.maxTags, min_score=self.options.minScore)
-        self.engine.topics.put_topic_space(key, self.topic, self.target.type, space_to_doc(space), now,
+        self.ctx.topics.put_topic_space(key, self.topic, self.target.type, space_to_doc(space), now,
                                            now + self.options.cacheDays * DAY_MS)
-        self.engine.log("info", "topic tag space resolved", event="topic.space_resolved", topic=self.topic,
+        self.ctx.log("info", "topic tag space resolved", event="topic.space_resolved", topic=self.topic,
                         type=self.target.type, tags=[s.tag for s in space], suggestions=len(suggestions),
                         sampled=len(seed), background=len(background))
         return space
@@ -180,7 +180,7 @@ class TopicRun:
         read = 0
         while read < DAY_SEARCH_MAX_COLLECT:
             self.run.heartbeat()
-            page = self.engine.source.search_page(self._request(tag, start_date=day, end_date=day), cursor)
+            page = self.ctx.source.search_page(self._request(tag, start_date=day, end_date=day), cursor)
             read += len(page.items)
             found.extend(page.items)
             cursor = page.next_cursor
@@ -205,7 +205,7 @@ class TopicRun:
                 raise
             except SourceError as exc:
                 works = []  # a failing tag counts as empty (TopicCollector)
-                self.engine.log("warning", "topic day search failed; the tag counts as empty", event="topic.tag_failed",
+                self.ctx.log("warning", "topic day search failed; the tag counts as empty", event="topic.tag_failed",
                                 tag=tag, day=progress.day, error=str(exc)[:200])
             progress.raw += len(works)
             day_works = [w for w in works if on_day(w, progress.day)]
@@ -223,7 +223,7 @@ class TopicRun:
                 self.works[work.work_id] = work
             progress.next_tag += 1
             self._step_done(index, progress, done)
-        self.engine.log("info", "topic day collected", event="topic.collected", topic=self.topic, day=progress.day,
+        self.ctx.log("info", "topic day collected", event="topic.collected", topic=self.topic, day=progress.day,
                         tags=tags[: progress.next_tag], raw=progress.raw, deduped=len(progress.entries),
                         ai_excluded=progress.rejected.get(AI_GENERATED, 0), off_day=progress.off_day,
                         rejected=progress.rejected)
@@ -267,7 +267,7 @@ class TopicRun:
             progress = restored if (restored is not None and index == start and restored.day == day) else DayProgress(day)
             if index > start or restored is None:
                 if index > 0:
-                    self.engine.log("info", "no matching work yet; checking fallback day", event="topic.lookback",
+                    self.ctx.log("info", "no matching work yet; checking fallback day", event="topic.lookback",
                                     target_id=self.target.id, day=day)
             self._collect(index, progress, {"checked": checked})
             outcome = self.select_fn(self.run, self._candidates(progress))
@@ -281,7 +281,7 @@ class TopicRun:
                     return outcome
                 # Novels ask the next day for the remaining count, as PixivFlow does; the works
                 # handed to delivery so far are the cell's held intents, which the next scan counts.
-                self.engine.log("info", "fewer novels than the limit; checking fallback day for the rest",
+                self.ctx.log("info", "fewer novels than the limit; checking fallback day for the rest",
                                 event="topic.lookback_remaining", target_id=self.target.id,
                                 delivered=len(outcome.work_ids), limit=self.target.effective_limit)
             if index + 1 < len(self.days):

@@ -41,7 +41,7 @@ def telegram_job(make_runtime):
     rt = jobs_runtime(make_runtime, mutate=both(single_target, telegram_config()), catalog=CATALOG)
     assert post_job(rt, task(params={"query": {"tags": ["cats"]}, "target_id": TARGET}))[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine, SLOT, TARGET)
+    execute_cell(rt.engine.executions, SLOT, TARGET)
     take(rt, "OUTBOX_QUEUE_URL")
     return rt
 

@@ -38,7 +38,7 @@ def test_a_cancel_after_a_lost_ack_keeps_the_work_reserved_so_no_other_slot_send
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     assert post_job(rt, task())[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine, FIRST, TARGET)  # binds the newest cats work, 501, and records its delivery row
+    execute_cell(rt.engine.executions, FIRST, TARGET)  # binds the newest cats work, 501, and records its delivery row
     [message] = take(rt, "OUTBOX_QUEUE_URL")
     body = json.loads(message)
     deliver_message(rt.engine.deliveries, body["kind"], body["key"])  # posted; the answer is lost
@@ -83,7 +83,7 @@ def _run_job(rt, key: str, slot_id: str) -> str:
     """Admit a job, run its executor: returns the outbox message's key of its one delivery row."""
     assert post_job(rt, task(key))[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine, slot_id, TARGET)
+    execute_cell(rt.engine.executions, slot_id, TARGET)
     [message] = take(rt, "OUTBOX_QUEUE_URL")
     return json.loads(message)["key"]
 

@@ -45,7 +45,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
         return stored
 
     monkeypatch.setattr(ledger, "put_intent", frozen_then_cancelled_around_the_write)
-    execute_cell(rt.engine, SLOT, TARGET)
+    execute_cell(rt.engine.executions, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
 
     state, row = closed_with_its_pending_row_in_the_due_index(rt, answers)

@@ -74,7 +74,7 @@ def drop(rt, queue="EXECUTION_QUEUE_URL"):
 def execute_only(rt, slot_id=SLOT, target=TARGET):
     """Run the cell up to delivery_pending; its outbox message is taken off the queue."""
     drop(rt)
-    execute_cell(rt.engine, slot_id, target)
+    execute_cell(rt.engine.executions, slot_id, target)
     return drop(rt, "OUTBOX_QUEUE_URL")
 
 
@@ -248,7 +248,7 @@ def test_an_intent_recorded_after_the_cancel_is_dead_lettered_never_posted(make_
         return real_put(intent)
 
     ledger.put_intent = cancel_then_put
-    execute_cell(rt.engine, SLOT, TARGET)
+    execute_cell(rt.engine.executions, SLOT, TARGET)
     assert channel.committed
     rt.settle()
     assert channel.posts == []
@@ -262,7 +262,7 @@ def test_cancelling_an_occurrence_with_a_submitted_cell_leaves_the_slot_partial(
     rt = jobs_runtime(make_runtime, mutate=lambda cfg: None, catalog=None)
     slot_id = rt.fire(PLAN, iso="2026-11-30T23:00:00Z")["slot_id"]
     drop(rt)
-    execute_cell(rt.engine, slot_id, "cats")
+    execute_cell(rt.engine.executions, slot_id, "cats")
     drain(rt.engine.deliveries)
     state = rt.engine.ledger.load(slot_id)
     # the two cells nobody claimed have no item yet: pending cells the snapshot stands for

@@ -222,7 +222,7 @@ def test_a_crash_after_download_re_uses_the_stored_files(start, fake, downstream
     real = engine.ledger
     engine.ledger = CrashOnce(real)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine, SLOT, "cats")
+        execute_cell(engine.executions, SLOT, "cats")
     engine.ledger = real
     assert cells(rt)["cats"].work_id == "91001"
     stored = s3_objects(rt, f"{SLOT}/cats/91001/")

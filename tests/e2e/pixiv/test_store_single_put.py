@@ -101,7 +101,7 @@ def test_a_run_that_died_after_k_of_n_files_is_retried_with_a_put_for_each_missi
     engine, store = rt.engine, rt.engine.artifacts
     engine.artifacts = DiesAfter(store, k)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine, SLOT, "manga")
+        execute_cell(engine.executions, SLOT, "manga")
     engine.artifacts = store
     cell = engine.ledger.get_cell(SLOT, "manga")
     assert (cell.status, cell.work_id) == ("selected", str(WORK))  # retryable: the binding kept, no intent
@@ -126,7 +126,7 @@ def test_a_left_object_whose_checksum_does_not_hold_is_stored_again(rt, downstre
     engine, store = rt.engine, rt.engine.artifacts
     engine.artifacts = DiesAfter(store, 2)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine, SLOT, "manga")
+        execute_cell(engine.executions, SLOT, "manga")
     engine.artifacts = store
     s3, bucket = aws.client("s3"), rt.env["ARTIFACT_BUCKET"]
     key = f"{PREFIX}/{WORK}_p1.png"

@@ -89,7 +89,7 @@ def test_previews_are_streamed_after_the_pages_and_a_short_invocation_resumes_at
     rt = factory("production.json", [illust_target("bot1-submit")])
     watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
     # One invocation with time for four files: the three pages and the first preview.
-    execute_cell(rt.engine, SLOT, "bot1-illust", time_left=TimeLeft(4))
+    execute_cell(rt.engine.executions, SLOT, "bot1-illust", time_left=TimeLeft(4))
     cell = rt.engine.ledger.get_cell(SLOT, "bot1-illust")
     assert (cell.status, cell.work_id) == ("selected", "91001")  # handed back, the binding kept
     assert cell.candidate_report["waited"]["reason"] == "download_incomplete"

@@ -30,7 +30,7 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
     ledger = rt.engine.ledger
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     [execution] = [json.loads(b) for b in take(rt, "EXECUTION_QUEUE_URL")]
-    execute_cell(rt.engine, execution["slotId"], execution["targetId"])
+    execute_cell(rt.engine.executions, execution["slotId"], execution["targetId"])
     [outbox] = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]  # the delivery message, held back
     rt.clock.advance(rt.engine.config.schedulerRuntime.stall_timeout_ms + 60_000)  # no heartbeat since: stalled
 
