@@ -12,6 +12,7 @@ from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock
                      SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
 
 if TYPE_CHECKING:  # the use cases' collaborators (each module imports this one)
+    from .sweep import Sweeps
     from .execution import Executions
     from .delivery import Deliveries
     from .admission import Admissions
@@ -179,6 +180,15 @@ class Engine:
         return Executions(self.occurrences, self.leases, self.cells, self.reservations, self.rows, self.topics, self.queues,
                           self.source, self.artifacts, self.config, self.entropy, self.slot_rollup, self.clock, self.log,
                           self.metrics)
+
+    @property
+    def sweeps(self) -> Sweeps:
+        from .sweep import Sweeps
+
+        return Sweeps(self.occurrences, self.cells, self.leases, self.indexes, self.pauses, self.queues, self.sweep_state,
+                      self.config, self.entropy, self.sweep_interval_ms, self.slot_rollup, self.deliveries,
+                      self.outbox if self.outbox_rows is not None else None, self.job_events, self.clock, self.log,
+                      self.metrics)
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:

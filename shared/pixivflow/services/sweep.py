@@ -41,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..config import ScheduleConfig
+from ..clock import Entropy
+from ..config import PixivFlowConfig, ScheduleConfig
 from ..domain.model import Cell, SlotState, row_overdue
 from ..domain.outbox import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
@@ -49,18 +50,48 @@ from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
 from ..domain.stall import StallVerdict, judge_slot, progress_clock
 from ..domain.sweep_state import SPARSE_INDEXES, ScheduleWatch, SparseIndex, SweepCursor
-from ..ports import HEALTH_METRIC
-from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS, Engine
+from ..ports import (HEALTH_METRIC, CellLeases, CellMoves, Clock, Log, Metrics, Occurrences, Queues, SchedulePauses,
+                     SweepIndexes, SweepState)
+from .context import Measured
+from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+from .job_events import JobEvents
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
-from .delivery import due_delivery_keys
-from .outbox import redrive_rows
-from .rollup import close, converge_deliveries, delivery_states, owned_by_outbox, rollup, settle_delivered_handover
+from .delivery import Deliveries, due_delivery_keys
+from .outbox import Outbox, redrive_rows
+from .rollup import SlotRollup, close, converge_deliveries, delivery_states, owned_by_outbox, rollup, settle_delivered_handover
 
 BATCH_LIMIT = 100  # slots per rule per tick
 PAGE_ROWS = BATCH_LIMIT  # active-index rows per query of the walk
 SWEEP_BUDGET_MS = 25_000  # a tick starts no new slot past this: under half its 60 s lease (SWEEP_LEASE_MS)
 MAX_SLOTS_PER_TICK = 64 * BATCH_LIMIT  # and visits at most this many, should its clock stand still
+
+
+@dataclass(frozen=True)
+class Sweeps(Measured):
+    """What a sweep tick takes: the slots and their cells (reads, leases, moves), the sparse
+    indexes it walks, the schedules' pauses, the execution and outbox queues, its own lease and
+    the schedules' watches (None: no lease, no missed-fire detection), the config, entropy, how
+    often it is scheduled, the slot rollup, the delivery re-drive, the generic rows' worker
+    (None: none), the job event stream's repair, the clock, log and metrics."""
+
+    occurrences: Occurrences
+    cells: CellMoves
+    leases: CellLeases
+    indexes: SweepIndexes
+    pauses: SchedulePauses
+    queues: Queues
+    sweep_state: SweepState | None
+    config: PixivFlowConfig
+    entropy: Entropy
+    interval_ms: int
+    rollup: SlotRollup
+    deliveries: Deliveries
+    outbox: Outbox | None
+    job_events: JobEvents
+    clock: Clock
+    log: Log
+    metrics: Metrics | None
 
 
 @dataclass
@@ -109,47 +140,47 @@ class SweepResult:
         }
 
 
-def sweep(engine: Engine, cursor: SweepCursor | None = None) -> SweepResult:
+def sweep(ctx: Sweeps, cursor: SweepCursor | None = None) -> SweepResult:
     result = SweepResult()
-    runtime = engine.config.schedulerRuntime
+    runtime = ctx.config.schedulerRuntime
     queued_ms, stall_ms = runtime.queued_timeout_ms, runtime.stall_timeout_ms
     judged = {"queued_too_long": 0, "stalled_no_heartbeat": 0}
     overdue: list[str] = []  # delivery rows of open slots to re-send
-    occupied = _occupied(engine, result)
-    walk = _walk(engine, cursor or SweepCursor(), engine.now(), result) if "active" in occupied else _no_walk(cursor, result)
+    occupied = _occupied(ctx, result)
+    walk = _walk(ctx, cursor or SweepCursor(), ctx.now(), result) if "active" in occupied else _no_walk(cursor, result)
     for slot_id in walk:
         result.activeSlots += 1  # every row the index returned, even one that is then skipped
         try:
-            state = engine.occurrences.load(slot_id)
+            state = ctx.occurrences.load(slot_id)
             if state is None:
                 continue
-            now = engine.now()
+            now = ctx.now()
             overdue += [i.idempotency_key for i in state.intents if row_overdue(i, now, REDRIVE_GRACE_MS)]
             if is_terminal_slot(state.slot.status):
-                close(engine.slot_rollup, state)  # terminal but its outcome record not yet logged: finish closing it
+                close(ctx.rollup, state)  # terminal but its outcome record not yet logged: finish closing it
                 continue
-            _sweep_slot(engine, state, result, queued_ms, stall_ms, judged)
+            _sweep_slot(ctx, state, result, queued_ms, stall_ms, judged)
         except Exception as exc:  # one bad slot never aborts the sweep
             result.errors += 1
-            engine.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
-    _redrive_outbox(engine, result, overdue, indexed="due" in occupied)
+            ctx.log("error", "sweep failed on a slot", event="sweep.slot_error", slot_id=slot_id, error=repr(exc)[:300])
+    _redrive_outbox(ctx, result, overdue, indexed="due" in occupied)
     if "due" in occupied:
-        _repair_outbox_rows(engine, result)
+        _repair_outbox_rows(ctx, result)
     if "callbacks" in occupied:
-        _repair_job_events(engine, result)
-    engine.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
+        _repair_job_events(ctx, result)
+    ctx.log("info", "sweep finished", event="sweep.finished", **result.as_dict())
     for rule, count in (("queued_too_long", result.queuedTooLong), ("stalled_no_heartbeat", result.stalledNoHeartbeat)):
         if count:
-            engine.metric("Stalls", count, rule=rule)
+            ctx.metric("Stalls", count, rule=rule)
     return result
 
 
-def _occupied(engine: Engine, result: SweepResult) -> frozenset[SparseIndex]:
+def _occupied(ctx: Sweeps, result: SweepResult) -> frozenset[SparseIndex]:
     """The sparse indexes this tick reads. A probe that fails reads them all."""
     try:
-        occupied = engine.indexes.occupied_indexes()
+        occupied = ctx.indexes.occupied_indexes()
     except Exception as exc:  # never aborts the sweep: the Queries below are the slow, sure way
-        engine.log("warning", "sparse-index probe failed; every index is read", event="sweep.probe_failed", error=repr(exc)[:300])
+        ctx.log("warning", "sparse-index probe failed; every index is read", event="sweep.probe_failed", error=repr(exc)[:300])
         return SPARSE_INDEXES
     result.indexesEmpty = len(SPARSE_INDEXES - occupied)
     return occupied
@@ -162,11 +193,11 @@ def _no_walk(cursor: SweepCursor | None, result: SweepResult) -> Iterator[str]:
     yield from ()
 
 
-def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepResult) -> Iterator[str]:
+def _walk(ctx: Sweeps, cursor: SweepCursor, started_ms: int, result: SweepResult) -> Iterator[str]:
     """The live slots this tick visits, from ``cursor``: shard by shard (each oldest first), at most
     one pass. Sets ``result.cursor`` to where the next tick resumes: this walk's start after a whole
     pass, else the position after the last slot it handed out."""
-    shards = engine.indexes.active_shards()
+    shards = ctx.indexes.active_shards()
     first = cursor.shard % shards
     visited = 0
     for step in range(shards):
@@ -174,10 +205,10 @@ def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepRes
         after = cursor.after if step == 0 else ""
         more = True
         while more:
-            rows, more = engine.indexes.active_page(shard, after, PAGE_ROWS)
+            rows, more = ctx.indexes.active_page(shard, after, PAGE_ROWS)
             for row in rows:
                 # the budget, checked before each slot; one slot a tick at least, so the walk always moves
-                spent = engine.now() - started_ms >= SWEEP_BUDGET_MS or visited >= MAX_SLOTS_PER_TICK
+                spent = ctx.now() - started_ms >= SWEEP_BUDGET_MS or visited >= MAX_SLOTS_PER_TICK
                 if visited and spent:
                     result.cursor = SweepCursor(shard, after)
                     return
@@ -189,20 +220,20 @@ def _walk(engine: Engine, cursor: SweepCursor, started_ms: int, result: SweepRes
     result.cursor = SweepCursor(first, "")
 
 
-def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
-    now = engine.now()
+def _sweep_slot(ctx: Sweeps, state: SlotState, result: SweepResult, queued_ms: int, stall_ms: int, judged: dict[str, int]) -> None:
+    now = ctx.now()
     slot = state.slot
-    if converge_deliveries(engine.slot_rollup, state):
-        state = engine.occurrences.load(slot.slot_id) or state
+    if converge_deliveries(ctx.rollup, state):
+        state = ctx.occurrences.load(slot.slot_id) or state
     if _all_terminal(state):
-        if rollup(engine.slot_rollup, slot.slot_id, state) != slot.status:
+        if rollup(ctx.rollup, slot.slot_id, state) != slot.status:
             result.rolledUp += 1
         return
-    if _timeouts(engine, state, now):
+    if _timeouts(ctx, state, now):
         result.timedOut += 1
-        state = engine.occurrences.load(slot.slot_id) or state
+        state = ctx.occurrences.load(slot.slot_id) or state
         if _all_terminal(state):
-            rollup(engine.slot_rollup, slot.slot_id, state)
+            rollup(ctx.rollup, slot.slot_id, state)
             result.rolledUp += 1
             return
     verdict = judge_slot(state.slot, state.snapshot_cells(), now, queued_timeout_ms=queued_ms, stall_timeout_ms=stall_ms)
@@ -211,27 +242,27 @@ def _sweep_slot(engine: Engine, state: SlotState, result: SweepResult, queued_ms
             return  # beyond this tick's batch for the rule: the next tick takes it
         judged[verdict.rule] += 1
         result.scanned += 1  # a row of a stall rule's query, whether or not it is then skipped
-    if _recover(engine, state, now, queued_ms, stall_ms, result):
+    if _recover(ctx, state, now, queued_ms, stall_ms, result):
         result.recovered += 1
         result.rescued.append(slot.slot_id)
         return
-    if verdict is None or _outbox_owns_progress(engine, state):
+    if verdict is None or _outbox_owns_progress(ctx, state):
         return
-    if _terminalise(engine, state, verdict, now):
+    if _terminalise(ctx, state, verdict, now):
         if verdict.rule == "queued_too_long":
             result.queuedTooLong += 1
         else:
             result.stalledNoHeartbeat += 1
 
 
-def _outbox_owns_progress(engine: Engine, state: SlotState) -> bool:
+def _outbox_owns_progress(ctx: Sweeps, state: SlotState) -> bool:
     """Every open cell waits on a live outbox row: progress belongs to the outbox (its retry
     budget and dead-letter path end it), so the stall rules do not judge this slot."""
     open_cells = [c for c in state.snapshot_cells() if not c.terminal]
-    owned = owned_by_outbox(engine.slot_rollup, state)
+    owned = owned_by_outbox(ctx.rollup, state)
     if not open_cells or any(c.target_id not in owned for c in open_cells):
         return False
-    states = delivery_states(engine.slot_rollup, state)
+    states = delivery_states(ctx.rollup, state)
     return all(states.get(c.target_id) == "live" for c in open_cells)
 
 
@@ -239,29 +270,29 @@ def _all_terminal(state: SlotState) -> bool:
     return all(c.terminal for c in state.snapshot_cells())  # an unwritten cell is pending
 
 
-def _timeouts(engine: Engine, state: SlotState, now: int) -> bool:
+def _timeouts(ctx: Sweeps, state: SlotState, now: int) -> bool:
     """Fail cells still running past the schedule's timeout (delivery_pending belongs to the outbox;
     a handed-over cell whose routes all confirmed is submitted, ``settle_delivered_handover``)."""
     timeout = state.slot.timeout_ms or 1_800_000
     moved = False
-    owned = owned_by_outbox(engine.slot_rollup, state)
+    owned = owned_by_outbox(ctx.rollup, state)
     for cell in state.snapshot_cells():
         if cell.terminal or cell.target_id in owned or cell.started_at is None:
             continue
         if now - cell.started_at <= timeout:
             continue
-        settled = settle_delivered_handover(engine.slot_rollup, state, cell, now)  # delivered: never failed for its lateness
+        settled = settle_delivered_handover(ctx.rollup, state, cell, now)  # delivered: never failed for its lateness
         if settled is not None:
             moved = moved or settled
             continue
-        ok = engine.cells.fail_cell_if_unchanged(
+        ok = ctx.cells.fail_cell_if_unchanged(
             cell.slot_id, cell.target_id, cell.status, now,
             last_error=f"execution exceeded the schedule timeout of {timeout} ms",
             reason_code="execution_timeout", reason_message=reason_message("execution_timeout"),
         )
         if ok:
             moved = True
-            engine.log("warning", "cell timed out", event="cell.execution_timeout", slot_id=cell.slot_id,
+            ctx.log("warning", "cell timed out", event="cell.execution_timeout", slot_id=cell.slot_id,
                        target_id=cell.target_id, started_at=cell.started_at, timeout_ms=timeout)
     return moved
 
@@ -275,7 +306,7 @@ def _inside_budget(state: SlotState, now: int, queued_ms: int, stall_ms: int) ->
     return False
 
 
-def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_ms: int, result: SweepResult) -> bool:
+def _recover(ctx: Sweeps, state: SlotState, now: int, queued_ms: int, stall_ms: int, result: SweepResult) -> bool:
     """Re-dispatch lease-less open cells whose message was lost or whose executor died."""
     if not _inside_budget(state, now, queued_ms, stall_ms):
         return False
@@ -286,35 +317,35 @@ def _recover(engine: Engine, state: SlotState, now: int, queued_ms: int, stall_m
     ]
     if not due:
         return False
-    blocked = run_blocked(engine.config, state.slot)
+    blocked = run_blocked(ctx.config, state.slot)
     if blocked:
         # A disabled or removed schedule is not recoverable; the stall rules end it.
         slot = state.slot
         result.unrecoverable += 1
-        engine.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
+        ctx.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
                    schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
                    correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
         return False
-    claimed = [c for c in due if engine.leases.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
-                                                               unwritten=_typed(engine, c) if c.virtual else None)]
+    claimed = [c for c in due if ctx.leases.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
+                                                               unwritten=_typed(ctx, c) if c.virtual else None)]
     if not claimed:
         return False
-    failed = engine.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
-    engine.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
+    failed = ctx.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
+    ctx.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
                targets=[c.target_id for c in claimed], failed=len(failed))
     return len(failed) < len(claimed)
 
 
-def _typed(engine: Engine, cell: Cell) -> Cell:
+def _typed(ctx: Sweeps, cell: Cell) -> Cell:
     """An unwritten cell with its target's work type, as its item will carry it."""
-    target = engine.config.target(cell.target_id)
+    target = ctx.config.target(cell.target_id)
     cell.work_type = target.type if target else None
     return cell
 
 
-def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: int) -> bool:
+def _terminalise(ctx: Sweeps, state: SlotState, verdict: StallVerdict, now: int) -> bool:
     cells = state.snapshot_cells()
-    owned = owned_by_outbox(engine.slot_rollup, state)  # guarded, never failed: a live row may be posting its work
+    owned = owned_by_outbox(ctx.rollup, state)  # guarded, never failed: a live row may be posting its work
     fail = [c.target_id for c in cells if c.status in (CellStatus.PENDING, CellStatus.SELECTED) and c.target_id not in owned]
     guard = [c.target_id for c in cells if not c.terminal and c.target_id not in fail]
     after = [CellStatus.FAILED if c.target_id in fail else c.status for c in cells]
@@ -322,43 +353,43 @@ def _terminalise(engine: Engine, state: SlotState, verdict: StallVerdict, now: i
     if status in ("success", "running", "pending"):
         status = "failed"
     message = reason_message(verdict.rule) or verdict.rule
-    ok = engine.cells.terminalise_slot(state, fail_cells=fail, guard_cells=guard, slot_status=status,
+    ok = ctx.cells.terminalise_slot(state, fail_cells=fail, guard_cells=guard, slot_status=status,
                                         reason_code=verdict.rule, reason_message=message, now_ms=now)
     if not ok:
         return False
-    engine.log("warning", "slot terminalised by the stall sweep", event="sweep.stalled", slot_id=state.slot.slot_id,
+    ctx.log("warning", "slot terminalised by the stall sweep", event="sweep.stalled", slot_id=state.slot.slot_id,
                reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
-    refreshed = engine.occurrences.load(state.slot.slot_id)
+    refreshed = ctx.occurrences.load(state.slot.slot_id)
     if refreshed is not None:
-        close(engine.slot_rollup, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
+        close(ctx.rollup, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
     return True
 
 
-def _redrive_outbox(engine: Engine, result: SweepResult, overdue: list[str], *, indexed: bool = True) -> None:
+def _redrive_outbox(ctx: Sweeps, result: SweepResult, overdue: list[str], *, indexed: bool = True) -> None:
     """Re-send the overdue rows of open slots (``overdue``) and, when DueOutbox holds any entry
     (``indexed``), the indexed ones."""
     def unreadable(sk: str, exc: Exception) -> None:
         result.errors += 1
-        engine.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
+        ctx.log("error", "sweep failed on an outbox row", event="sweep.outbox_error", sk=sk, error=repr(exc)[:300])
 
-    send = due_delivery_keys(engine.deliveries, engine.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
+    send = due_delivery_keys(ctx.deliveries, ctx.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
                              indexed=indexed)
     messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
     if messages:
-        failed = engine.queues.send_outbox(messages)
+        failed = ctx.queues.send_outbox(messages)
         result.redriven += len(messages) - len(failed)
-        engine.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
+        ctx.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
 
 
-def _repair_job_events(engine: Engine, result: SweepResult) -> None:
+def _repair_job_events(ctx: Sweeps, result: SweepResult) -> None:
     """The job events' repair pass: a declared callback is never silently dropped."""
     from .job_events import reconcile_outstanding
 
     try:
-        examined, errors = reconcile_outstanding(engine.job_events)
+        examined, errors = reconcile_outstanding(ctx.job_events)
     except Exception as exc:  # the index could not be read: next tick
         result.errors += 1
-        engine.log("error", "job event repair pass failed", event="sweep.repair_error", error=repr(exc)[:300])
+        ctx.log("error", "job event repair pass failed", event="sweep.repair_error", error=repr(exc)[:300])
         return
     result.jobsRepaired += examined
     result.errors += errors
@@ -402,37 +433,37 @@ class SkippedSweep(SweepResult):
                 "leaseOwner": self.leaseOwner, "leaseUntil": self.leaseUntil}
 
 
-def tick(engine: Engine) -> SweepResult:
+def tick(ctx: Sweeps) -> SweepResult:
     """Take the lease, sweep, check for missed fires, release the lease.
 
-    Without a ``sweep_state`` (an engine built by hand) it is just ``sweep``. A tick that dies
+    Without a ``sweep_state`` (collaborators built by hand) it is just ``sweep``. A tick that dies
     keeps the lease until it expires, before the next scheduled tick (``sweep_lease_ms``), which then
     takes it over."""
-    state = engine.sweep_state
+    state = ctx.sweep_state
     if state is None:
-        return sweep(engine)
-    lease_ms = sweep_lease_ms(engine.sweep_interval_ms)
-    owner = engine.entropy.token("sweep")
-    lease = state.acquire_lease(owner, engine.now(), lease_ms)
+        return sweep(ctx)
+    lease_ms = sweep_lease_ms(ctx.interval_ms)
+    owner = ctx.entropy.token("sweep")
+    lease = state.acquire_lease(owner, ctx.now(), lease_ms)
     if not lease.acquired:
-        engine.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
+        ctx.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
                    lease_owner=lease.owner, lease_until=lease.until_ms)
         return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
     result: SweepResult | None = None
     try:
-        result = sweep(engine, lease.cursor)
-        missed = detect_missed_fires(engine)
-        publish_health(engine, result, missed)
+        result = sweep(ctx, lease.cursor)
+        missed = detect_missed_fires(ctx)
+        publish_health(ctx, result, missed)
         return result
     finally:
         try:
             # the cursor rides on the release: a tick that died leaves the old one, and its successor redoes the walk
-            state.release_lease(owner, engine.now(), result.cursor if result is not None else None)
+            state.release_lease(owner, ctx.now(), result.cursor if result is not None else None)
         except Exception as exc:  # the lease expires on its own
-            engine.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
+            ctx.log("warning", "sweep lease not released", event="sweep.lease_release_failed", error=repr(exc)[:300])
 
 
-def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
+def publish_health(ctx: Sweeps, result: SweepResult, missed: int) -> int:
     """The Health value of this tick: occurrences ended by the stall rules, fires missed, slots the
     sweep failed on, and messages in the dead-letter queues. An unreadable queue depth counts as one
     problem: it is unknown, and the operator should look. Alertable outcomes add 1 each as they
@@ -442,17 +473,17 @@ def publish_health(engine: Engine, result: SweepResult, missed: int) -> int:
     function's own Invocations and Errors (template.yaml). Returns the value."""
     value = result.queuedTooLong + result.stalledNoHeartbeat + missed + result.errors
     try:
-        depth = engine.queues.dead_letter_depth()
+        depth = ctx.queues.dead_letter_depth()
     except Exception as exc:
         depth = 1
-        engine.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
+        ctx.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
                    error=repr(exc)[:300])
     value += depth
     # interval_ms: the span one Health value stands for (HealthAlarm's period is the same interval)
-    engine.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed,
-               interval_ms=engine.sweep_interval_ms)
+    ctx.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed,
+               interval_ms=ctx.interval_ms)
     if value > 0:
-        engine.metric(HEALTH_METRIC, value)
+        ctx.metric(HEALTH_METRIC, value)
     return value
 
 
@@ -460,7 +491,7 @@ def schedule_fingerprint(cron: str, timezone: str) -> str:
     return f"{' '.join(cron.split())}|{timezone}"
 
 
-def detect_missed_fires(engine: Engine) -> int:
+def detect_missed_fires(ctx: Sweeps) -> int:
     """Count each missed fire once. Returns how many were found this tick.
 
     Fire F of an enabled schedule is missed when now >= F + graceMinutes and no slot exists for
@@ -469,25 +500,25 @@ def detect_missed_fires(engine: Engine) -> int:
     alerts. A fire is checked once: the watch's cursor moves past it, and ``MISSED#<slotId>`` is an
     insert-if-absent, so a crash between the two re-checks the fire without counting it twice.
     Slot ids are deterministic, so "no slot" is one strongly consistent read."""
-    state = engine.sweep_state
+    state = ctx.sweep_state
     if state is None:
         return 0
-    now = engine.now()
-    grace_minutes = engine.config.schedulerRuntime.trigger.graceMinutes
-    schedules = [s for s in engine.config.schedules if s.cron and s.cron.strip()]
+    now = ctx.now()
+    grace_minutes = ctx.config.schedulerRuntime.trigger.graceMinutes
+    schedules = [s for s in ctx.config.schedules if s.cron and s.cron.strip()]
     watches = state.watches([s.id for s in schedules])
     found = 0
     for schedule in schedules:
         try:
-            found += _check_schedule(engine, schedule, watches.get(schedule.id), now, grace_minutes)
+            found += _check_schedule(ctx, schedule, watches.get(schedule.id), now, grace_minutes)
         except Exception as exc:  # one schedule never stops the others
-            engine.log("error", "missed-fire check failed", event="sweep.missed_fire_error",
+            ctx.log("error", "missed-fire check failed", event="sweep.missed_fire_error",
                        schedule_id=schedule.id, error=repr(exc)[:300])
     return found
 
 
-def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
-    state = engine.sweep_state
+def _check_schedule(ctx: Sweeps, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
+    state = ctx.sweep_state
     assert state is not None
     assert schedule.cron is not None  # the caller checks only schedules with a cron
     if not schedule.enabled:
@@ -504,31 +535,31 @@ def _check_schedule(engine: Engine, schedule: ScheduleConfig, watch: ScheduleWat
         return 0
     found = 0
     # An operator's pause: the trigger refused the fires it covers, so they are not missed.
-    pause = engine.pauses.schedule_pause(schedule.id)
+    pause = ctx.pauses.schedule_pause(schedule.id)
     for fire in due:
         if pause is not None and pause.covers(fire):
             continue
         occ = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire)
-        if engine.occurrences.get_slot(occ.slot_id) is not None:
+        if ctx.occurrences.get_slot(occ.slot_id) is not None:
             continue
         if state.record_missed(occ.slot_id, schedule.id, fire, now):
             found += 1
-            engine.log("warning", "scheduled fire missed: no slot exists past its grace window",
+            ctx.log("warning", "scheduled fire missed: no slot exists past its grace window",
                        event="schedule.fire_missed", schedule_id=schedule.id, slot_id=occ.slot_id,
                        occurrence_at=occ.occurrence_iso, grace_minutes=grace_minutes)
-            engine.metric("MissedFires")
+            ctx.metric("MissedFires")
     state.advance_watch(watch, due[-1])
     return found
 
 
-def _repair_outbox_rows(engine: Engine, result: SweepResult) -> None:
+def _repair_outbox_rows(ctx: Sweeps, result: SweepResult) -> None:
     """Notification and event-callback rows whose message was lost or whose worker died are
     re-driven like intents. A slot that turned terminal without its notification
     rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
-    if engine.outbox_rows is None:
+    if ctx.outbox is None:
         return
     try:
-        result.redriven += redrive_rows(engine.outbox, limit_per_shard=BATCH_LIMIT)
+        result.redriven += redrive_rows(ctx.outbox, limit_per_shard=BATCH_LIMIT)
     except Exception as exc:  # never aborts the sweep
         result.errors += 1
-        engine.log("error", "sweep failed re-driving outbox rows", event="sweep.outbox_error", error=repr(exc)[:300])
+        ctx.log("error", "sweep failed re-driving outbox rows", event="sweep.outbox_error", error=repr(exc)[:300])

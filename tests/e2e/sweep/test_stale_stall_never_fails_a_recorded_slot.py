@@ -44,7 +44,7 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
     def stall_commits_before_the_close(*args, **kwargs):
         reads = iter(sweep_read)
         monkeypatch.setattr(ledger, "load", lambda sid: next(reads, None) or real_load(sid))
-        sweep(rt.engine)  # ... and goes on with that read, after the rollup logged its record
+        sweep(rt.engine.sweeps)  # ... and goes on with that read, after the rollup logged its record
         monkeypatch.setattr(ledger, "load", real_load)
         return real_finish(*args, **kwargs)
 
