@@ -121,7 +121,7 @@ def run(cells: int, targets: int = 10, file_bytes: int = 36) -> dict[str, Any]:
     began_cpu = time.process_time()
     with scenarios.bench_runtime(backend="twin", mutate=_fresh_plan(targets), start=START) as bench:
         source = FreshWorks(bench.meter, bench.rt.clock.now_ms, file_bytes)
-        bench.rt.engine.source = source
+        bench.rt.wiring.source = source
 
         def next_occurrence() -> str:
             """The next whole minute (the schedule fires every minute): settling may have moved the
@@ -140,7 +140,7 @@ def run(cells: int, targets: int = 10, file_bytes: int = 36) -> dict[str, Any]:
                 result = bench.fire(schedule, iso)
                 bench.settle()
             assert result.get("sent") == targets, result
-            state = bench.rt.engine.ledger.load(result["slot_id"])
+            state = bench.rt.wiring.ledger.load(result["slot_id"])
             assert state is not None and state.slot.status == "success", (result["slot_id"], state and state.slot.status)
             delivered += sum(1 for c in state.snapshot_cells() if c.status == "submitted")
             for inv in window.invocations:

@@ -158,8 +158,8 @@ class Meter:
 
     def attach(self, rt: Any) -> "Meter":
         """Meter every AWS client of ``rt``'s engine, its pumps' SQS clients and its handlers."""
-        engine = rt.engine
-        for holder in _client_holders(engine):
+        wiring = rt.wiring
+        for holder in _client_holders(wiring):
             for attr in ("_client", "_sqs", "_s3"):
                 inner = getattr(holder, attr, None)
                 if inner is not None and _looks_like_client(inner):
@@ -375,10 +375,10 @@ def _looks_like_client(obj: Any) -> bool:
     return hasattr(obj, "meta") and (hasattr(obj, "put_item") or hasattr(obj, "send_message") or hasattr(obj, "put_object"))
 
 
-def _client_holders(engine: Any) -> list[Any]:
+def _client_holders(wiring: Any) -> list[Any]:
     names = ("ledger", "jobs", "outbox_rows", "sweep_state", "queues", "artifacts", "source")
-    holders = [getattr(engine, n, None) for n in names]
-    source = getattr(engine, "source", None)
+    holders = [getattr(wiring, n, None) for n in names]
+    source = getattr(wiring, "source", None)
     for attr in ("_store", "_gate", "_accounts"):  # the Pixiv source's account store, when there is one
         holders.append(getattr(source, attr, None))
     return [h for h in holders if h is not None]

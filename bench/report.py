@@ -483,7 +483,7 @@ def sweep_rows(live_slots: float, cost: dict[str, Any], facts: dict[str, Any]) -
     """The sweep at ``live_slots``: its tick against the function's timeout, and its pass
     over the live slots against the shortest wait its rules act after. Everything from the code's
     constants, the template (timeout, schedule rate) and the measured cost of a live slot."""
-    from pixivflow.services.engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+    from pixivflow.services.timing import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
     from pixivflow.services.sweep import MAX_SLOTS_PER_TICK, SWEEP_BUDGET_MS
 
     lat = A["latency_ms"]["dynamodb"] / 1000

@@ -146,7 +146,7 @@ class Bench:
         return self.rt.http(method, path, body, token=TOKENS["jobs"], function="job_events", query=query)
 
     def delivered(self, slot_id: str) -> int:
-        state = self.rt.engine.ledger.load(slot_id)
+        state = self.rt.wiring.ledger.load(slot_id)
         return sum(1 for c in state.snapshot_cells() if c.status == "submitted")
 
     def measure(self) -> "Window":
@@ -237,7 +237,7 @@ def scheduled_slot(schedule_id: str, *, backend: str = "moto", mutate=None, name
             result = bench.fire(schedule_id, MEASURED)
             bench.settle()
         slot_id = result["slot_id"]
-        state = bench.rt.engine.ledger.load(slot_id)
+        state = bench.rt.wiring.ledger.load(slot_id)
         assert state is not None and state.slot.status == "success", (slot_id, state and state.slot.status)
         delivered = bench.delivered(slot_id)
         return Measured(name or schedule_id, delivered, window,
@@ -339,7 +339,7 @@ def idle_tick(*, backend: str = "moto", schedules: int | None = None) -> Measure
         bench.rt.clock.advance(60_000)
         with bench.measure() as window:
             bench.rt.sweep()
-        return Measured("idle sweep tick", 0, window, {"scheduler_fires": 1, "schedules": len(bench.rt.engine.config.schedules)})
+        return Measured("idle sweep tick", 0, window, {"scheduler_fires": 1, "schedules": len(bench.rt.wiring.config.schedules)})
 
 
 def sweep_flatness(finished: list[int], *, backend: str = "twin") -> dict[int, Measured]:
@@ -359,7 +359,7 @@ def sweep_flatness(finished: list[int], *, backend: str = "twin") -> dict[int, M
             rt.clock.advance(31 * 60_000)  # past queuedTimeoutMs: the stall rule ends it
             with bench.measure() as window:
                 swept = rt.sweep()
-            assert rt.engine.ledger.get_slot(live["slot_id"]).status == "failed", swept
+            assert rt.wiring.ledger.get_slot(live["slot_id"]).status == "failed", swept
             out[n] = Measured(f"sweep with {n} finished slots", 0, window, {"swept": swept})
     return out
 
@@ -376,7 +376,7 @@ def sweep_live(live: list[int], *, backend: str = "twin", schedule: str = "bench
             bench.rt.sweep()  # the stack's first tick starts the schedule watches
             template = bench.fire(schedule, MEASURED)["slot_id"]
             _drop_execution_messages(rt)
-            clone_live(rt, template, n - 1) if n else rt.engine.ledger.finish_slot(template, "failed", rt.clock.now_ms())
+            clone_live(rt, template, n - 1) if n else rt.wiring.ledger.finish_slot(template, "failed", rt.clock.now_ms())
             rt.clock.advance(60_000)
             with bench.measure() as window:
                 swept = rt.sweep()

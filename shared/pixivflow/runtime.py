@@ -15,7 +15,8 @@ from typing import Any, Callable
 from .clock import Entropy, SystemClock
 from .config import PixivFlowConfig, load_config
 from .domain.errors import ConfigError
-from .services.engine import DEFAULT_SWEEP_INTERVAL_MS, Engine
+from .services.timing import DEFAULT_SWEEP_INTERVAL_MS
+from .wiring import Wiring
 
 _lock = threading.RLock()
 _runtime: "Runtime | None" = None
@@ -24,13 +25,13 @@ _overrides: dict[str, Any] = {}
 
 @dataclass
 class Runtime:
-    engine: Engine
+    wiring: Wiring
     secrets: Any
     cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> PixivFlowConfig:
-        return self.engine.config
+        return self.wiring.config
 
 
 class Deferred:
@@ -152,11 +153,11 @@ def build() -> Runtime:
     channel = _overrides.get("channel") or Deferred(lambda: _build_channel(config, secrets, artifacts, clock, transport))
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
     source = _overrides.get("source") or Deferred(lambda: _build_source(config, clock, entropy, log, dynamodb, sleep))
-    engine = Engine(config, ledger, queues, source, artifacts, channel, clock, entropy, log,
+    wiring = Wiring(config, ledger, queues, source, artifacts, channel, clock, entropy, log,
                     EmfMetrics() if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows,
                     sweep_interval_ms=_sweep_interval_ms())
-    _wire_jobs(engine, dynamodb, _env("LEDGER_TABLE"), retention, secrets)
-    return Runtime(engine=engine, secrets=secrets)
+    _wire_jobs(wiring, dynamodb, _env("LEDGER_TABLE"), retention, secrets)
+    return Runtime(wiring=wiring, secrets=secrets)
 
 
 def _build_artifacts(s3: Any, bucket: str | None, retention: str) -> Any:
@@ -173,17 +174,17 @@ def _build_channel(config: PixivFlowConfig, secrets: Any, artifacts: Any, clock:
                         now_ms=clock.now_ms, transport=transport)
 
 
-def _wire_jobs(engine: Engine, client: Any, table: str, retention: int, secrets: Any) -> None:
+def _wire_jobs(wiring: Wiring, client: Any, table: str, retention: int, secrets: Any) -> None:
     """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
     Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
     (an httpx transport factory). The store and the sender are built on first use."""
-    config = engine.config
+    config = wiring.config
     resolver = _overrides.get("resolver") or _system_resolver
     transport = _overrides.get("callback_transport")
-    engine.jobs = _overrides.get("job_store") or Deferred(lambda: _job_store(client, table, retention))
-    engine.resolver = resolver
-    engine.callbacks = Deferred(lambda: _callback_sender(lambda: config.jobs.callbackAllowHosts, resolver, transport))
-    engine.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
+    wiring.jobs = _overrides.get("job_store") or Deferred(lambda: _job_store(client, table, retention))
+    wiring.resolver = resolver
+    wiring.callbacks = Deferred(lambda: _callback_sender(lambda: config.jobs.callbackAllowHosts, resolver, transport))
+    wiring.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
 
 
 def _job_store(client: Any, table: str, retention: int) -> Any:
@@ -255,7 +256,7 @@ def _close(dropped: Any) -> None:
     """The routes' pooled connections go with the graph that used them: a torn-down runtime (the dev
     server's stop, a test's teardown) leaves no kept-alive connection, and so no request thread of
     a downstream, behind it."""
-    channel = getattr(getattr(dropped, "engine", None), "channel", None)
+    channel = getattr(getattr(dropped, "wiring", None), "channel", None)
     if isinstance(channel, Deferred) and not channel.built:
         return  # never built: nothing to close (and nothing to build just to close it)
     close = getattr(channel, "close", None)

@@ -228,7 +228,7 @@ def _store_preview(dev: Any) -> str:
     from pixivflow import aws
     from pixivflow.domain.assets import artifact_prefix
 
-    state = dev.rt.engine.ledger.load(SLOT)
+    state = dev.rt.wiring.ledger.load(SLOT)
     cell = next(c for c in state.snapshot_cells() if c.status == "submitted" and c.work_id)
     key = f"{artifact_prefix(SLOT, cell.target_id, cell.work_id)}/{cell.work_id}_p0.png.preview.png"
     aws.client("s3", endpoint_url=dev.aws_endpoint).put_object(
@@ -256,7 +256,7 @@ def check(out=sys.stdout) -> int:
             with urllib.request.urlopen(request, timeout=10) as resp:
                 if resp.status != 202:
                     raise CheckFailed(f"the run request answered {resp.status}")
-            _until(lambda: getattr(dev.rt.engine.ledger.get_slot(SLOT), "status", None) == "success", f"{SLOT} to succeed")
+            _until(lambda: getattr(dev.rt.wiring.ledger.get_slot(SLOT), "status", None) == "success", f"{SLOT} to succeed")
             thumb_key = _store_preview(dev)
             browser = Browser(Path(tmp) / "profile")
             browser.open_page()

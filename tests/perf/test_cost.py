@@ -74,7 +74,7 @@ def test_one_known_write_added_to_a_path_raises_the_reported_units_by_exactly_it
     assert item_size(EXTRA) == EXTRA_BYTES and write_units(EXTRA_BYTES) == 3
 
     def one_more_write(bench):
-        ledger = bench.rt.engine.ledger
+        ledger = bench.rt.wiring.ledger
         real = ledger.put_intent
         table = bench.rt.env["LEDGER_TABLE"]
 

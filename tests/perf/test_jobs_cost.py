@@ -40,7 +40,7 @@ def requests(meter: Meter) -> dict:
 
 def test_what_one_admission_and_one_events_page_cost(make_runtime, downstream):
     rt = jobs_runtime(make_runtime, backend="moto")
-    assert rt.engine.jobs._client is rt.engine.ledger._client  # one client: every request is counted
+    assert rt.wiring.jobs._client is rt.wiring.ledger._client  # one client: every request is counted
 
     meter = meter_for(rt)
     assert post_job(rt, task())[0] == 202

@@ -120,7 +120,7 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     # One real occurrence end to end: the template of a finished slot.
     rt.fire("solo", iso=T0)
     rt.settle()
-    assert rt.engine.ledger.get_slot(TEMPLATE).status == "success"
+    assert rt.wiring.ledger.get_slot(TEMPLATE).status == "success"
     written = _clone_finished_ledger(rt, TERMINAL_SLOTS)
 
     # Three live slots that will be past their budgets: two never claimed, one whose executor died.
@@ -128,7 +128,7 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     for iso in STALLED_DAYS:
         assert rt.fire("solo", iso=iso)["sent"] == 1
     assert drop_executions(rt) == 3
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     rt.clock.set(T0_MS + 75 * MIN)
     now = rt.clock.now_ms()
     assert claim(ledger, STALLED[1], "cats", "exec-ghost", now, 180_000) is not None
@@ -148,7 +148,7 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     index_calls = [c for c in meter.calls if c.op in ("Query", "Scan") and c.params.get("IndexName")]
     # The tick's own items (issue 16): its lease, taken and released, and one batch read of the
     # schedule watches. Per tick and per configured schedule, never per ledger item.
-    own = {"SWEEP#LEASE"} | {f"SCHEDULE#{s.id}" for s in rt.engine.config.schedules}
+    own = {"SWEEP#LEASE"} | {f"SCHEDULE#{s.id}" for s in rt.wiring.config.schedules}
     bookkeeping = [c for c in meter.calls if c not in index_calls and _partition_keys(c) <= own]
     table_calls = [c for c in meter.calls if c not in index_calls and c not in bookkeeping]
     index_items = Counter()
@@ -190,7 +190,7 @@ def test_sweep_reads_no_finished_slot_and_terminalises_the_three_stalled(make_ru
     # (read, terminalise, re-read, write the outcome record, leave the index once it is logged)
     assert len(table_calls) <= 3 * 5
     # this is the stack's first tick ever, so it also starts one watch per enabled schedule
-    enabled = [s for s in rt.engine.config.schedules if s.enabled]
+    enabled = [s for s in rt.wiring.config.schedules if s.enabled]
     # the lease is taken and released with one UpdateItem each (the walk's cursor rides on them)
     assert Counter(c.op for c in bookkeeping) == {"PutItem": len(enabled), "UpdateItem": 2, "BatchGetItem": 1}
     assert ledger.get_slot(TEMPLATE).status == "success"

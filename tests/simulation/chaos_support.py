@@ -115,12 +115,12 @@ class Chaos:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def install(self) -> "Chaos":
-        engine = self.rt.engine
-        self._saved = {name: getattr(engine, name) for name in ("ledger", "queues", "source", "artifacts")}
-        engine.ledger = CrashProxy(self._saved["ledger"], self, "ledger", LEDGER_CALLS)
-        engine.queues = CrashProxy(self._saved["queues"], self, "queues", QUEUE_CALLS)
-        engine.source = CrashProxy(self._saved["source"], self, "source", SOURCE_CALLS)
-        engine.artifacts = CrashProxy(self._saved["artifacts"], self, "artifacts", ARTIFACT_CALLS)
+        wiring = self.rt.wiring
+        self._saved = {name: getattr(wiring, name) for name in ("ledger", "queues", "source", "artifacts")}
+        wiring.ledger = CrashProxy(self._saved["ledger"], self, "ledger", LEDGER_CALLS)
+        wiring.queues = CrashProxy(self._saved["queues"], self, "queues", QUEUE_CALLS)
+        wiring.source = CrashProxy(self._saved["source"], self, "source", SOURCE_CALLS)
+        wiring.artifacts = CrashProxy(self._saved["artifacts"], self, "artifacts", ARTIFACT_CALLS)
         for name, pump in self.rt.pumps.items():
             self._handlers[name] = pump._handler  # noqa: SLF001 - the pump is the Lambda event source mapping
             pump._handler = self._consumer(name, pump, pump._handler)  # noqa: SLF001
@@ -136,9 +136,9 @@ class Chaos:
         """No more faults: restore every real collaborator (messages already re-sent stay queued)."""
         self.active = False
         self.swallow_release = False
-        engine = self.rt.engine
+        wiring = self.rt.wiring
         for name, value in self._saved.items():
-            setattr(engine, name, value)
+            setattr(wiring, name, value)
         for name, handler in self._handlers.items():
             self.rt.pumps[name]._handler = handler  # noqa: SLF001
         self.rt.__dict__.pop("fire", None)

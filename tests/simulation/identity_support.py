@@ -144,19 +144,19 @@ class DeadProcessLedger:
 
 
 @contextmanager
-def crash_at(engine: Any, adapter: str, method: str, *, after: bool = False, when=None, on_crash=None,
+def crash_at(wiring: Any, adapter: str, method: str, *, after: bool = False, when=None, on_crash=None,
              hard: bool = False) -> Iterator[CrashingProxy]:
     """Swap ``engine.<adapter>`` for a proxy that crashes once at ``method``; restore on exit."""
-    saved = {name: getattr(engine, name) for name in ("ledger", "source", "artifacts", "queues")}
+    saved = {name: getattr(wiring, name) for name in ("ledger", "source", "artifacts", "queues")}
     proxy = CrashingProxy(saved[adapter], method, after=after, when=when, on_crash=on_crash)
-    setattr(engine, adapter, proxy)
+    setattr(wiring, adapter, proxy)
     if hard:
-        engine.ledger = DeadProcessLedger(engine.ledger, proxy)
+        wiring.ledger = DeadProcessLedger(wiring.ledger, proxy)
     try:
         yield proxy
     finally:
         for name, value in saved.items():
-            setattr(engine, name, value)
+            setattr(wiring, name, value)
 
 
 class SerializedClient:
@@ -179,8 +179,8 @@ class SerializedClient:
         return call
 
 
-def serialize_ledger_requests(engine: Any) -> None:
-    ledger = engine.ledger
+def serialize_ledger_requests(wiring: Any) -> None:
+    ledger = wiring.ledger
     if not isinstance(ledger._client, SerializedClient):  # noqa: SLF001 - test-only atomicity shim
         ledger._client = SerializedClient(ledger._client)  # noqa: SLF001
 
@@ -200,9 +200,9 @@ def delivered_work_ids(downstream: Any) -> list[str]:
 
 
 def cell(rt: Any, slot_id: str = SLOT, target_id: str = TARGET):
-    return rt.engine.ledger.get_cell(slot_id, target_id)
+    return rt.wiring.ledger.get_cell(slot_id, target_id)
 
 
 def intents(rt: Any, slot_id: str = SLOT, target_id: str = TARGET):
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     return state.intents_for(target_id) if state else []

@@ -223,12 +223,12 @@ class JobsActor:
         that answers the loopback address (no DNS lookup ever happens)."""
         return {"callback_transport": self.receiver.transport, "resolver": lambda host, port: [CALLBACK_HOST]}
 
-    def spy(self, engine: Any) -> None:
+    def spy(self, wiring: Any) -> None:
         """Watch the ledger's cancel commits and intent claims (the oracle's clock for "no post
         after a committed cancel"). The real methods run unchanged; only their times are noted.
         A commit or claim whose invocation died right after it is not noted: a dead claimer
         never posts, and a missed commit only weakens the check."""
-        ledger, clock = engine.ledger, self.world.clock
+        ledger, clock = wiring.ledger, self.world.clock
         real_cancel, real_claim = ledger.cancel_cells, ledger.claim_intent
 
         def cancel_cells(state: Any, **kwargs: Any) -> Any:
@@ -284,7 +284,7 @@ class JobsActor:
         from pixivflow.services.manual import manual_slot_id
 
         rng, world = self.rng, self.world
-        plans_by_target = {t.id: s.id for s in world.rt.engine.config.schedules for t in world.rt.engine.config.targets_for(s)
+        plans_by_target = {t.id: s.id for s in world.rt.wiring.config.schedules for t in world.rt.wiring.config.targets_for(s)
                            if t.id in JOB_TARGETS}
         jobs = rng.randint(2, 4)
         # One seed in four has a job whose receiver is down for good: its rows spend their eight
@@ -461,7 +461,7 @@ class JobsActor:
         newest projected event, always one of the job's own event ids."""
         from pixivflow.domain.protocol import is_projected
 
-        stream = self.world.rt.engine.jobs.stream(job_id)
+        stream = self.world.rt.wiring.jobs.stream(job_id)
         cursor = stream.cursor
         if cursor is None:
             return

@@ -43,8 +43,8 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
     """Spec §13 on the converged ledger and downstream.
 
     Returns (violations, slots by status, outbox rows of terminal cells still inside their budget)."""
-    ledger = rt.engine.ledger
-    config = rt.engine.config
+    ledger = rt.wiring.ledger
+    config = rt.wiring.config
     now = rt.clock.now_ms()
     problems: list[str] = []
     by_status: Counter = Counter()
@@ -179,7 +179,7 @@ def _cut_mid_flight(rt, chaos, after_ms: int):
     the stop has real work to do."""
     from pixivflow.domain.occurrence import fires_between
 
-    schedule = rt.engine.config.schedule(CUT_SCHEDULE)
+    schedule = rt.wiring.config.schedule(CUT_SCHEDULE)
     at = fires_between(schedule.cron, schedule.timezone, after_ms, after_ms + 86_400_000)[0]
     rt.clock.set(at)
     result = rt.fire(CUT_SCHEDULE, at)
@@ -198,7 +198,7 @@ def check_outcome_lines(rt: Any, chaos: Chaos, outcomes: Callable[[str], list[di
     slot_id) rather than lose it. Only that window may produce another, identical line: one per
     crash in it (a second crash there, on the recovering close, repeats it once more)."""
     problems = []
-    for slot_id in rt.engine.ledger.slot_ids():
+    for slot_id in rt.wiring.ledger.slot_ids():
         lines = outcomes(slot_id)
         # Each crash in that window repeats the line once more (make sim found a seed with two). The
         # window holds the close alone (services.rollup.finish/close: finish_slot, or
@@ -214,7 +214,7 @@ def check_outcome_lines(rt: Any, chaos: Chaos, outcomes: Callable[[str], list[di
         if not (len(lines) == 1 or (identical and 1 < len(lines) <= 1 + closing_crashes)):
             problems.append(f"[5] slot {slot_id} logged schedule.outcome {len(lines)} times "
                             f"({closing_crashes} crash(es) between logging and closing)")
-        slot = rt.engine.ledger.get_slot(slot_id)
+        slot = rt.wiring.ledger.get_slot(slot_id)
         wrong = sorted({str(line.get("status")) for line in lines} - {slot.status}) if slot else []
         if wrong:  # 5b. an operator reading the log sees the slot's final status (issue 20)
             problems.append(f"[5b] slot {slot_id} is {slot.status} but its schedule.outcome line says {wrong}")
@@ -228,7 +228,7 @@ def _closed_late(rt: Any, slot_id: str) -> int:
     The rollup's chosen trade-off (services.rollup.record_outcome), like a crash in the window."""
     from pixivflow.services.rollup import ORPHAN_RECORD_MS
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     record = state.events.get(SUMMARY) or {}
     closed = state.slot.completed_at
     return int(record.get("ts") is not None and closed is not None and closed - int(record["ts"]) >= ORPHAN_RECORD_MS)
@@ -251,7 +251,7 @@ def still_ledger(rt: Any) -> Iterator[None]:
     slot ids and one query per slot, however often the checks ask (they asked about eight full
     scans and three loads per slot). Only around checks that write nothing: the jobs oracle reads
     through the API, whose reads reconcile."""
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_load, ids = ledger.load, ledger.slot_ids()
     states: dict[str, Any] = {}
 
@@ -282,7 +282,7 @@ def check_missed_fires(rt: Any, scheduled: list[tuple[str, int]]) -> list[str]:
 
     if not scheduled:
         return []
-    config = rt.engine.config
+    config = rt.wiring.config
     grace_ms = config.schedulerRuntime.trigger.graceMinutes * 60_000
     past = max(at for _, at in scheduled) + grace_ms + 60_000
     if rt.clock.now_ms() < past:
@@ -291,15 +291,15 @@ def check_missed_fires(rt: Any, scheduled: list[tuple[str, int]]) -> list[str]:
         rt.clock.advance(60_000)  # a tick a minute on: the lease of a tick that died has lapsed
         rt.sweep()
     schedules = {s.id: s for s in config.schedules}
-    watches = rt.engine.sweep_state.watches(sorted({sid for sid, _ in scheduled}))
+    watches = rt.wiring.sweep_state.watches(sorted({sid for sid, _ in scheduled}))
     table = rt.env["LEDGER_TABLE"]
-    client = rt.engine.ledger._client  # noqa: SLF001 - the oracle reads the table as an outside check would
+    client = rt.wiring.ledger._client  # noqa: SLF001 - the oracle reads the table as an outside check would
     problems = [f"[missed] schedule {sid} has no missed-fire watch after the sweep's ticks"
                 for sid in sorted({sid for sid, _ in scheduled}) if sid not in watches]
     for schedule_id, at in scheduled:
         schedule = schedules[schedule_id]
         slot_id = occurrence_for_fire(schedule_id, schedule.cron, schedule.timezone, at).slot_id
-        ran = rt.engine.ledger.get_slot(slot_id) is not None
+        ran = rt.wiring.ledger.get_slot(slot_id) is not None
         reported = "Item" in client.get_item(TableName=table, Key={"pk": {"S": missed_pk(slot_id)}, "sk": {"S": "META"}},
                                              ConsistentRead=True)
         watch = watches.get(schedule_id)
@@ -335,7 +335,7 @@ def run_seed(rt: Any, downstream: Any, seed: int, *, start_ms: int, days: int, o
     problems += check_outcome_lines(rt, chaos, outcomes)
     if sum(by_status.values()) != len(fired):
         problems.append(f"[0] {len(fired)} occurrences made {sum(by_status.values())} slots")
-    all_cells = [c for s in rt.engine.ledger.slot_ids() for c in rt.engine.ledger.load(s).snapshot_cells()]
+    all_cells = [c for s in rt.wiring.ledger.slot_ids() for c in rt.wiring.ledger.load(s).snapshot_cells()]
     cells = Counter(str(c.status) for c in all_cells)
     reasons = Counter(c.terminal_reason_code for c in all_cells if c.terminal_reason_code)
     slots = {str(k): v for k, v in sorted(by_status.items())}
@@ -344,7 +344,7 @@ def run_seed(rt: Any, downstream: Any, seed: int, *, start_ms: int, days: int, o
             f"deliveries={len(downstream.records)} posts={len(downstream.requests)} converge={settled_ms // 60_000}min "
             f"budget_rows={len(budget_rows)} "
             f"dlq={dlq_depths(rt)} | {chaos.summary()}")
-    involved = {s for s in rt.engine.ledger.slot_ids() if any(s in p for p in problems)}
+    involved = {s for s in rt.wiring.ledger.slot_ids() if any(s in p for p in problems)}
     trace = [t for t in chaos.trace if any(s in t for s in involved)]
     faults = Counter({k: v for k, v in chaos.counts.items() if not k.startswith("crash@")})
     return SeedResult(seed, problems, len(fired), sum(by_status.values()), line, faults, trace)

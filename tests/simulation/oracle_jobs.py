@@ -37,8 +37,8 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
     from pixivflow.domain.protocol import EVENT_TYPE_FOR_KIND, TERMINAL_EVENT_KINDS, build_event, event_id, project_job
     from pixivflow.services.job_events import callback_key
 
-    engine = rt.engine
-    ledger, store, rows = engine.ledger, engine.jobs, engine.outbox_rows
+    wiring = rt.wiring
+    ledger, store, rows = wiring.ledger, wiring.jobs, wiring.outbox_rows
     problems = list(actor.problems) + list(actor.receiver.problems)
     posts_by_key: dict[str, list[Any]] = defaultdict(list)
     for post in actor.receiver.posts:
@@ -63,7 +63,7 @@ def check_jobs(rt: Any, actor: Any) -> list[str]:
 
     for slot_id in manual:
         state = states[slot_id]
-        job = project_job(state.slot, state.first_cell(), state.intents, engine.now())
+        job = project_job(state.slot, state.first_cell(), state.intents, wiring.now())
         stream = store.stream(slot_id)
         requested = stream.find("job.requested")
         url = requested.callback_url if requested else None

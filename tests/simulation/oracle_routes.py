@@ -41,7 +41,7 @@ def _work_type(config: Any, target_id: str) -> str:
 
 def delivered_records(world: Any) -> Any:
     """The receivers' records as ``check_invariants`` reads a downstream (``.records``)."""
-    fakes, config = world.fakes, world.rt.engine.config
+    fakes, config = world.fakes, world.rt.wiring.config
     records: dict[str, dict[str, Any]] = dict(world.downstream.records)
     for key, sub in fakes.telepost.submissions.items():
         records[key] = {"work_id": (sub["fields"].get("pixiv_id") or [""])[0]}
@@ -95,7 +95,7 @@ def _notifications(world: Any) -> list[str]:
     from world_routes import notice_key
 
     problems: list[str] = []
-    engine, fakes = world.rt.engine, world.fakes
+    wiring, fakes = world.rt.wiring, world.fakes
     now = world.clock.now_ms()
     received: Counter[str] = Counter()
     bodies: dict[str, set[str]] = defaultdict(set)
@@ -111,12 +111,12 @@ def _notifications(world: Any) -> list[str]:
             problems.append(f"[R3] notice {key} was sent with {len(seen)} different bodies")
     world.counts["notice.repeats"] += sum(n - 1 for n in received.values())
     world.counts["notice.repeats_after_lost_answer"] += sum(min(n - 1, fakes.ambiguous[k]) for k, n in received.items())
-    for slot_id in engine.ledger.slot_ids():
-        state = engine.ledger.load(slot_id)
+    for slot_id in wiring.ledger.slot_ids():
+        state = wiring.ledger.load(slot_id)
         if state.slot.status not in TERMINAL_SLOT_STATES:
             continue  # §13/1 says so
-        for planned in planned_notifications(engine.config, state.slot, state.snapshot_cells(), now):
-            row = engine.outbox_rows.get(planned.kind, planned.key)
+        for planned in planned_notifications(wiring.config, state.slot, state.snapshot_cells(), now):
+            row = wiring.outbox_rows.get(planned.kind, planned.key)
             if row is None:
                 problems.append(f"[R3] slot {slot_id}: notification {planned.key} was never enqueued")
                 continue
@@ -136,7 +136,7 @@ def _notifications(world: Any) -> list[str]:
 
 def check_routes(world: Any) -> list[str]:
     """[R1]-[R4] (module docstring) on the converged ledger and the fakes."""
-    ledger = world.rt.engine.ledger
+    ledger = world.rt.wiring.ledger
     intents: list[tuple[str, Any]] = []
     per_route: dict[str, Counter[str]] = defaultdict(Counter)
     for slot_id in ledger.slot_ids():

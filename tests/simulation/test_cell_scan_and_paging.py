@@ -77,7 +77,7 @@ def test_a_pager_that_does_not_advance_fails_the_cell_with_pagination_error(make
     assert c.terminal_reason_code not in (None, "no_candidate", "no_match", "candidate_exhausted")
     assert c.work_id is None and source.downloads == []
     assert downstream.requests == []
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
 
 
 def test_an_advancing_pager_is_walked_to_the_end_and_the_newest_work_delivered(make_runtime, downstream):
@@ -153,7 +153,7 @@ def test_every_candidate_unusable_ends_no_candidate_with_a_clear_reason(make_run
     assert c.last_error.startswith("no eligible candidate found after scanning 3 candidate(s)")
     assert "3 deleted" in c.last_error
     assert [s["code"] for s in c.candidate_report["skipped"]] == ["deleted"] * 3
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"  # lifecycle; business status is no_candidate
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"  # lifecycle; business status is no_candidate
 
 
 @pytest.mark.parametrize("fault", ["transient", "download_error"])
@@ -165,7 +165,7 @@ def test_a_retryable_candidate_failure_in_the_scan_keeps_the_cell_open(make_runt
         work("832", "2026-11-19T10:00:00+09:00", fault="gone"),
     )
     rt = _runtime(make_runtime, catalog=catalog)
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert result.outcome == "failed_retryable"
     c = cell(rt)
     assert not c.terminal and c.status == CellStatus.PENDING

@@ -44,10 +44,10 @@ def test_the_retried_task_converges_whatever_prefix_the_crash_left(make_runtime,
     with Receiver() as receiver:
         rt = jobs_runtime(make_runtime)
         owner, name = where.split(".")
-        crash_once(getattr(rt.engine, owner), name)
+        crash_once(getattr(rt.wiring, owner), name)
         body = task(callback_url=receiver.url)
         assert post_job(rt, body) == (500, INTERNAL)
-        assert rt.engine.ledger.get_request_key("job-key-1") is not None  # the identity was claimed first
+        assert rt.wiring.ledger.get_request_key("job-key-1") is not None  # the identity was claimed first
         status, answer = post_job(rt, body)
         assert status == replay_status, answer
         assert answer["job"]["job_id"] == SLOT
@@ -66,7 +66,7 @@ def test_without_a_retry_the_engine_completes_the_job_and_its_callbacks(make_run
     with Receiver() as receiver:
         rt = jobs_runtime(make_runtime)
         owner, name = where.split(".")
-        crash_once(getattr(rt.engine, owner), name)
+        crash_once(getattr(rt.wiring, owner), name)
         assert post_job(rt, task(callback_url=receiver.url)) == (500, INTERNAL)
         rt.settle()
         assert len(downstream.requests) == 1
@@ -76,7 +76,7 @@ def test_without_a_retry_the_engine_completes_the_job_and_its_callbacks(make_run
 
 def test_a_crash_before_the_slot_leaves_nothing_the_engine_would_run(make_runtime, downstream):
     rt = jobs_runtime(make_runtime)
-    crash_once(rt.engine.ledger, "create_slot")
+    crash_once(rt.wiring.ledger, "create_slot")
     assert post_job(rt, task())[0] == 500
     rt.settle()
     assert manual_slots(rt) == [] and downstream.requests == []

@@ -28,7 +28,7 @@ def settled(make_runtime, downstream, logs):
     rt = make_runtime()
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     rt.settle()
-    slot = rt.engine.ledger.get_slot(slot_id)
+    slot = rt.wiring.ledger.get_slot(slot_id)
     assert slot.status in TERMINAL_SLOT_STATES
     return rt, slot_id, slot.status
 
@@ -83,7 +83,7 @@ def test_a_logged_outcome_line_that_names_another_status_than_the_slot_is_a_viol
 
 
 def _as_never_sent_duplicate(rt, slot_id: str, target_id: str):
-    intent = rt.engine.ledger.load(slot_id).intents_for(target_id)[0]
+    intent = rt.wiring.ledger.load(slot_id).intents_for(target_id)[0]
     aws.client("dynamodb").update_item(
         TableName=rt.env["LEDGER_TABLE"],
         Key={"pk": {"S": f"SLOT#{slot_id}"}, "sk": {"S": f"DLV#{target_id}#{intent.route}#{intent.work_type}#{intent.work_id}"}},
@@ -125,17 +125,17 @@ def test_a_never_sent_duplicate_whose_route_never_got_the_work_is_a_violation(se
 def _fan_out_cell_failed(rt, monkeypatch, slot_id: str, reason: str) -> str:
     """The settled cell, seen as one of a two-route target whose second route never got a row, and
     failed with ``reason``. Returns the delivered row's key."""
-    target = rt.engine.config.target("cats")
+    target = rt.wiring.config.target("cats")
     routes = [*target.routes(), "never-queued"]
     stand_in = SimpleNamespace(routes=lambda: routes, single_work=target.single_work)
-    real = type(rt.engine.config).target
-    monkeypatch.setattr(type(rt.engine.config), "target",
+    real = type(rt.wiring.config).target
+    monkeypatch.setattr(type(rt.wiring.config), "target",
                         lambda self, tid: stand_in if tid == "cats" else real(self, tid))
     aws.client("dynamodb").update_item(
         TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": f"SLOT#{slot_id}"}, "sk": {"S": "CELL#cats"}},
         UpdateExpression="SET #s = :f, #r = :r", ExpressionAttributeNames={"#s": "status", "#r": "terminalReasonCode"},
         ExpressionAttributeValues={":f": {"S": "failed"}, ":r": {"S": reason}})
-    return rt.engine.ledger.load(slot_id).intents_for("cats")[0].idempotency_key
+    return rt.wiring.ledger.load(slot_id).intents_for("cats")[0].idempotency_key
 
 
 def _held_by_a_failed_cell(problems: list[str]) -> list[str]:

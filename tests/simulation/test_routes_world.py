@@ -34,7 +34,7 @@ class _NoSlots:
 
 
 def routes_world(fakes: RouteFakes) -> SimpleNamespace:
-    rt = SimpleNamespace(engine=SimpleNamespace(ledger=_NoSlots()))
+    rt = SimpleNamespace(wiring=SimpleNamespace(ledger=_NoSlots()))
     return SimpleNamespace(fakes=fakes, rt=rt, clock=SimpleNamespace(now_ms=lambda: 0), counts=Counter())
 
 

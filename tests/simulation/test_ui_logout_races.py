@@ -59,7 +59,7 @@ def test_a_logout_racing_page_requests_and_a_login_ends_exactly_the_sessions_it_
     rt = make_runtime(backend="twin")
     previous = aws.set_factory(stepped_factory(rt.cloud.client))
     runtime.override(clock=rt.clock)  # the engine is built again, on stepped clients
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     observed: dict[str, int] = {}  # the order of each invocation's first epoch read and of the logout's commit
     order = itertools.count()  # one invocation runs at a time: a counter orders the calls exactly
     real_epoch, real_end = ledger.ui_session_epoch, ledger.end_ui_sessions

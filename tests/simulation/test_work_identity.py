@@ -46,8 +46,8 @@ def _runtime(make_runtime, catalog=CATALOG, mutate=None):
             mutate(c)
 
     rt = make_runtime(START, mutate=cfg, catalog=catalog)
-    steered = SteeredSource(rt.engine.source)
-    rt.engine.source = steered
+    steered = SteeredSource(rt.wiring.source)
+    rt.wiring.source = steered
     assert rt.fire(SCHEDULE, iso=FIRE)["sent"] == 1  # the cell's message waits on the execution queue
     return rt, steered
 
@@ -56,7 +56,7 @@ def _assert_delivered_once(rt, downstream, work_id="501"):
     assert delivered_work_ids(downstream) == [work_id]
     c = cell(rt)
     assert (c.status, c.work_id) == (CellStatus.SUBMITTED, work_id)
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
     rows = intents(rt)
     assert [(i.work_id, i.status, i.outbox_status) for i in rows] == [(work_id, "delivered", "done")]
 
@@ -88,9 +88,9 @@ CRASH_POINTS = {
 def test_crash_then_rerun_delivers_the_first_bound_work_exactly_once(make_runtime, downstream, point, hard):
     rt, steered = _runtime(make_runtime)
     adapter, method, after, when, status_after, intent_rows, sent = CRASH_POINTS[point]
-    with crash_at(rt.engine, adapter, method, after=after, when=when, on_crash=steered.flip, hard=hard) as proxy:
+    with crash_at(rt.wiring, adapter, method, after=after, when=when, on_crash=steered.flip, hard=hard) as proxy:
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine.executions, SLOT, TARGET)
+            execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert proxy.fired
 
     # What the dead executor left behind: the first work is bound, nothing was delivered.
@@ -105,7 +105,7 @@ def test_crash_then_rerun_delivers_the_first_bound_work_exactly_once(make_runtim
 
     if lease_left:
         # The lease of a dead process protects the cell until its TTL: a re-run now changes nothing.
-        assert execute_cell(rt.engine.executions, SLOT, TARGET).action == "claimed_by_other"
+        assert execute_cell(rt.wiring.executions, SLOT, TARGET).action == "claimed_by_other"
         assert cell(rt).status == status_after
         rt.clock.advance(LEASE_TTL_MS + 1_000)
 
@@ -122,10 +122,10 @@ def test_rerun_while_the_outbox_message_is_lost_is_left_to_the_outbox_and_the_sw
     """(c) The cell moved to delivery_pending but its outbox message never reached SQS: a re-run
     of the cell must not select or enqueue anything new; the sweep re-drives the durable row."""
     rt, steered = _runtime(make_runtime)
-    with crash_at(rt.engine, "queues", "send_outbox", on_crash=steered.flip):
+    with crash_at(rt.wiring, "queues", "send_outbox", on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine.executions, SLOT, TARGET)
-    rerun = execute_cell(rt.engine.executions, SLOT, TARGET)
+            execute_cell(rt.wiring.executions, SLOT, TARGET)
+    rerun = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert rerun.action == "left_to_outbox"
     assert queued(rt, "outbox") == 0
     assert len(intents(rt)) == 1
@@ -187,7 +187,7 @@ def _assert_single_binding(rt, downstream):
     assert len(downstream.requests) == 1
     assert delivered_work_ids(downstream) == [cell(rt).work_id]
     assert cell(rt).status == CellStatus.SUBMITTED
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
     final = intents(rt)
     assert [(i.status, i.outbox_status) for i in final] == [("delivered", "done")]
 
@@ -195,13 +195,13 @@ def _assert_single_binding(rt, downstream):
 def test_concurrent_duplicate_executions_claim_once_bind_once_deliver_once(make_runtime, downstream):
     n = 6
     rt, _ = _runtime(make_runtime)
-    serialize_ledger_requests(rt.engine)
-    ledger = rt.engine.ledger
-    rt.engine.ledger = _Barrier(ledger, "claim_cell", n)  # every executor claims at the same instant
+    serialize_ledger_requests(rt.wiring)
+    ledger = rt.wiring.ledger
+    rt.wiring.ledger = _Barrier(ledger, "claim_cell", n)  # every executor claims at the same instant
     try:
-        results = _run_threads(n, lambda i: execute_cell(rt.engine.executions, SLOT, TARGET))
+        results = _run_threads(n, lambda i: execute_cell(rt.wiring.executions, SLOT, TARGET))
     finally:
-        rt.engine.ledger = ledger
+        rt.wiring.ledger = ledger
     actions = sorted(r.action for r in results)
     assert actions.count("applied") == 1, actions
     assert set(actions) <= {"applied", "claimed_by_other", "left_to_outbox"}
@@ -216,8 +216,8 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
     let exactly one work through: one binding, one intent, one outbox row, one delivery."""
     n = 5
     rt, steered = _runtime(make_runtime)
-    serialize_ledger_requests(rt.engine)
-    ledger = rt.engine.ledger
+    serialize_ledger_requests(rt.wiring)
+    ledger = rt.wiring.ledger
     catalogue = steered.inner
     order = iter(["501", "502", "503", "501", "502", "503"])
     lock = threading.Lock()
@@ -261,12 +261,12 @@ def test_overlapping_executors_past_the_lease_still_bind_one_work(make_runtime, 
                 k = next(shift)
                 return ledger.claim_cell(slot_id, target_id, owner, now_ms + k * (ttl_ms + 1), ttl_ms, **kwargs)
 
-    rt.engine.source = PerThreadNewest()
-    rt.engine.ledger = _Barrier(ExpiredLeases(), "bind_work", n)  # every executor binds at the same instant
+    rt.wiring.source = PerThreadNewest()
+    rt.wiring.ledger = _Barrier(ExpiredLeases(), "bind_work", n)  # every executor binds at the same instant
     try:
-        results = _run_threads(n, lambda i: execute_cell(rt.engine.executions, SLOT, TARGET))
+        results = _run_threads(n, lambda i: execute_cell(rt.wiring.executions, SLOT, TARGET))
     finally:
-        rt.engine.ledger, rt.engine.source = ledger, steered
+        rt.wiring.ledger, rt.wiring.source = ledger, steered
     assert all(r.action != "claimed_by_other" for r in results), [r.action for r in results]
     bound = cell(rt).work_id
     assert bound in {"501", "502", "503"}
@@ -288,8 +288,8 @@ def _two_slots(make_runtime, catalog=CATALOG):
         add_schedule(c, "cats-b")
 
     rt = make_runtime(START, mutate=cfg, catalog=catalog)
-    steered = SteeredSource(rt.engine.source)
-    rt.engine.source = steered
+    steered = SteeredSource(rt.wiring.source)
+    rt.wiring.source = steered
     assert rt.fire("cats-a", iso=FIRE)["slot_id"] == SLOT_A
     assert rt.fire("cats-b", iso=FIRE)["slot_id"] == SLOT_B
     return rt, steered
@@ -314,13 +314,13 @@ def test_two_slots_racing_for_the_same_candidate_deliver_it_once(make_runtime, d
     """Both executors read the route's owners before either reserved: both bind 501 in their own
     cell; the route reservation lets one through, the other releases its binding and moves on."""
     rt, _ = _two_slots(make_runtime)
-    serialize_ledger_requests(rt.engine)
-    ledger = rt.engine.ledger
-    rt.engine.ledger = _Barrier(ledger, "work_owners", 2)
+    serialize_ledger_requests(rt.wiring)
+    ledger = rt.wiring.ledger
+    rt.wiring.ledger = _Barrier(ledger, "work_owners", 2)
     try:
-        _run_threads(2, lambda i: execute_cell(rt.engine.executions, (SLOT_A, SLOT_B)[i], TARGET))
+        _run_threads(2, lambda i: execute_cell(rt.wiring.executions, (SLOT_A, SLOT_B)[i], TARGET))
     finally:
-        rt.engine.ledger = ledger
+        rt.wiring.ledger = ledger
     rt.settle()
     works = _by_slot(downstream)
     assert len(downstream.requests) == 2
@@ -349,12 +349,12 @@ def test_locked_work_taken_by_another_slot_while_the_binder_was_down_is_not_deli
     delivers 501. A's recovery must keep 501 (never substitute) but must not post it a second
     time: spec §10.3 makes a work already confirmed on the route a `duplicate`."""
     rt, _ = _two_slots(make_runtime)
-    with crash_at(rt.engine, "ledger", "bind_work", after=True,
+    with crash_at(rt.wiring, "ledger", "bind_work", after=True,
                   when=lambda slot_id, *a, **k: slot_id == SLOT_A):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine.executions, SLOT_A, TARGET)
+            execute_cell(rt.wiring.executions, SLOT_A, TARGET)
     assert cell(rt, SLOT_A).work_id == "501"
-    execute_cell(rt.engine.executions, SLOT_B, TARGET)
+    execute_cell(rt.wiring.executions, SLOT_B, TARGET)
     rt.settle()
     assert cell(rt, SLOT_B).work_id == "501"
     assert cell(rt, SLOT_A).work_id == "501", "a locked work is never replaced"
@@ -367,9 +367,9 @@ def test_locked_work_taken_by_another_slot_while_the_binder_was_down_is_not_deli
 
 
 def _crash_after_bind(rt, steered):
-    with crash_at(rt.engine, "ledger", "bind_work", after=True, on_crash=steered.flip):
+    with crash_at(rt.wiring, "ledger", "bind_work", after=True, on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine.executions, SLOT, TARGET)
+            execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert cell(rt).work_id == "501"
 
 
@@ -377,7 +377,7 @@ def test_deleted_locked_work_fails_the_cell_and_nothing_else_is_delivered(make_r
     rt, steered = _runtime(make_runtime)
     _crash_after_bind(rt, steered)
     steered.gone.add("501")
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert (result.action, result.cell_status) == ("applied", CellStatus.FAILED)
     c = cell(rt)
     assert (c.status, c.work_id) == (CellStatus.FAILED, "501")
@@ -385,18 +385,18 @@ def test_deleted_locked_work_fails_the_cell_and_nothing_else_is_delivered(make_r
     rt.settle()
     assert downstream.requests == []
     assert intents(rt) == []
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
     assert steered.searches_after_flip == 0
 
 
 def test_non_numeric_locked_id_fails_with_locked_work_unavailable(make_runtime, downstream):
     rt, steered = _runtime(make_runtime)
     # the cell as an earlier executor left it: written (by its claim) and bound to a malformed id
-    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     assert ledger.ensure_cells(ledger.get_slot(SLOT), {TARGET: "illustration"}, now) == [TARGET]
     won, _ = ledger.bind_work(SLOT, TARGET, "abc", "illustration", now)
     assert won
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED
     c = cell(rt)
     assert c.last_error == 'LOCKED_WORK_UNAVAILABLE: cell work id "abc" is not a valid illustration id'
@@ -410,7 +410,7 @@ def test_transient_fetch_error_of_the_locked_work_keeps_it_and_a_later_run_deliv
     rt, steered = _runtime(make_runtime)
     _crash_after_bind(rt, steered)
     steered.transient.add("501")
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert result.outcome == "failed_retryable"
     c = cell(rt)
     assert not c.terminal
@@ -432,7 +432,7 @@ def test_confirmed_ledger_promotes_a_delivery_pending_cell_without_a_second_requ
     rt, steered = _runtime(make_runtime)
     assert rt.pumps["execute"].poll() == 1
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
-    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery",
+    with crash_at(rt.wiring, "ledger", "settle_cell_from_delivery",
                   when=lambda s, t, to, *a, **k: to == CellStatus.SUBMITTED) as proxy:
         assert rt.pumps["deliver"].poll() == 1  # the ACK is recorded, then the cell move dies
         assert rt.pumps["deliver"].poll() == 1  # SQS retries the message: the row is done, nothing is sent
@@ -442,7 +442,7 @@ def test_confirmed_ledger_promotes_a_delivery_pending_cell_without_a_second_requ
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
 
     steered.flip()
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert (result.action, result.cell_status) == ("applied", CellStatus.SUBMITTED)
     _assert_delivered_once(rt, downstream, "501")
     rt.settle()
@@ -461,12 +461,12 @@ def test_dead_outbox_row_fails_the_cell_and_a_rerun_selects_nothing(make_runtime
     c = cell(rt)
     assert (c.status, c.terminal_reason_code, c.work_id) == (CellStatus.FAILED, "delivery_abandoned", "501")
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("failed", "dead")]
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
 
     steered.flip()
-    rt.engine.queues.send_execution([OutgoingMessage({"slotId": SLOT, "targetId": TARGET})])
+    rt.wiring.queues.send_execution([OutgoingMessage({"slotId": SLOT, "targetId": TARGET})])
     rt.settle()
-    assert execute_cell(rt.engine.executions, SLOT, TARGET).action == "claimed_by_other"
+    assert execute_cell(rt.wiring.executions, SLOT, TARGET).action == "claimed_by_other"
     rt.sweep()
     rt.pump()
     assert len(downstream.requests) == 1
@@ -479,19 +479,19 @@ def test_dead_outbox_row_whose_cell_move_crashed_fails_the_cell_on_rerun_without
     rt, steered = _runtime(make_runtime)
     assert rt.pumps["execute"].poll() == 1
     downstream.queue((400, {"error": "bad payload"}))
-    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery", when=lambda s, t, to, *a, **k: to == CellStatus.FAILED):
+    with crash_at(rt.wiring, "ledger", "settle_cell_from_delivery", when=lambda s, t, to, *a, **k: to == CellStatus.FAILED):
         rt.pumps["deliver"].poll()
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("failed", "dead")]
     assert cell(rt).status == CellStatus.DELIVERY_PENDING
     steered.flip()
-    result = execute_cell(rt.engine.executions, SLOT, TARGET)
+    result = execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert result.cell_status == CellStatus.FAILED
     c = cell(rt)
     assert (c.status, c.work_id, c.last_error) == (CellStatus.FAILED, "501", LOST_REASON)
     rt.settle()
     assert len(downstream.requests) == 1
     assert steered.searches_after_flip == 0
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,7 +517,7 @@ def test_multi_work_target_delivers_three_distinct_works_and_the_next_occurrence
     assert set(first) == {"600", "601", "602"}
     slot1 = "cats3-daily@2026-12-01T0800"
     assert cell(rt, slot1, "cats3").status == CellStatus.SUBMITTED
-    assert rt.engine.ledger.get_slot(slot1).status == "success"
+    assert rt.wiring.ledger.get_slot(slot1).status == "success"
 
     rt.clock.set(ms("2026-12-01T22:59:00Z"))
     rt.fire("cats3-daily", iso="2026-12-01T23:00:00Z")
@@ -535,7 +535,7 @@ def test_multi_work_cell_rerun_after_a_crash_never_exceeds_its_limit(make_runtim
     re-run must not deliver more than ``limit`` works for the one cell (DESIGN: a cell that
     owns N works keeps them), and never the same work twice."""
     rt = make_runtime(START, mutate=_multi, catalog=MULTI)
-    catalogue = rt.engine.source
+    catalogue = rt.wiring.source
     rt.fire("cats3-daily", iso=FIRE)
     slot1 = "cats3-daily@2026-12-01T0800"
     calls = {"n": 0}
@@ -545,10 +545,10 @@ def test_multi_work_cell_rerun_after_a_crash_never_exceeds_its_limit(make_runtim
         return calls["n"] == crash_after_intent
 
     steered = SteeredSource(catalogue, promote="607")
-    rt.engine.source = steered
-    with crash_at(rt.engine, "ledger", "put_intent", after=True, when=second_intent, on_crash=steered.flip):
+    rt.wiring.source = steered
+    with crash_at(rt.wiring, "ledger", "put_intent", after=True, when=second_intent, on_crash=steered.flip):
         with pytest.raises(RuntimeError, match="injected crash"):
-            execute_cell(rt.engine.executions, slot1, "cats3")
+            execute_cell(rt.wiring.executions, slot1, "cats3")
     assert len(intents(rt, slot1, "cats3")) == crash_after_intent
     rt.settle()
     works = delivered_work_ids(downstream)
@@ -571,7 +571,7 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
     from pixivflow.domain.errors import SourceError
 
     rt, steered = _runtime(make_runtime)
-    serialize_ledger_requests(rt.engine)
+    serialize_ledger_requests(rt.wiring)
     entered, wake = threading.Event(), threading.Event()
 
     class HangingDownload:
@@ -589,20 +589,20 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
                 raise SourceError("image download failed")
             return steered.download(w)
 
-    rt.engine.source = HangingDownload()
-    zombie = threading.Thread(target=lambda: execute_cell(rt.engine.executions, SLOT, TARGET))
+    rt.wiring.source = HangingDownload()
+    zombie = threading.Thread(target=lambda: execute_cell(rt.wiring.executions, SLOT, TARGET))
     zombie.start()
     try:
         assert entered.wait(30)
         rt.clock.advance(LEASE_TTL_MS + 1_000)
-        takeover = execute_cell(rt.engine.executions, SLOT, TARGET)  # executor B
+        takeover = execute_cell(rt.wiring.executions, SLOT, TARGET)  # executor B
         assert takeover.cell_status == CellStatus.DELIVERY_PENDING
         rt.pump()
         assert cell(rt).status == CellStatus.SUBMITTED
     finally:
         wake.set()
         zombie.join(30)
-    rt.engine.source = steered
+    rt.wiring.source = steered
     rt.settle()
     assert delivered_work_ids(downstream) == ["501"]
 
@@ -611,7 +611,7 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
     rt.settle()
     assert cell(rt, NEXT_DAY_SLOT).status == CellStatus.SUBMITTED
     assert delivered_work_ids(downstream) == ["501", "502"]
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,7 +620,7 @@ def test_a_zombie_executor_failing_late_does_not_free_a_delivered_work_for_resel
 
 def _intent_recorded_then_died(rt):
     """The executor records the intent and dies hard before moving the cell (lease left behind)."""
-    with crash_at(rt.engine, "ledger", "move_cell_as_owner", hard=True,
+    with crash_at(rt.wiring, "ledger", "move_cell_as_owner", hard=True,
                   when=lambda s, t, to, *a, **k: to == CellStatus.DELIVERY_PENDING) as proxy:
         rt.pumps["execute"].poll()
     assert proxy.fired
@@ -633,12 +633,12 @@ def test_a_row_delivered_while_its_cell_is_still_selected_settles_the_cell_submi
     itself, where it did not, is replayed by test_sim_seeds.py."""
     rt, _ = _runtime(make_runtime)
     _intent_recorded_then_died(rt)
-    with crash_at(rt.engine, "ledger", "settle_cell_from_delivery"):
+    with crash_at(rt.wiring, "ledger", "settle_cell_from_delivery"):
         rt.settle(max_ms=10 * 60_000)  # the sweep re-drives the due row; the ACK is recorded, the cell move dies
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
     rt.settle()
     assert cell(rt).status == CellStatus.SUBMITTED  # the delivery ledger settled it, no stall verdict
-    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+    assert rt.wiring.ledger.load(SLOT).slot.status == "success"
     _assert_delivered_once(rt, downstream, "501")
 
 
@@ -662,10 +662,10 @@ def test_a_selected_cell_whose_row_is_mid_post_is_never_failed_under_it(make_run
     one downstream record. The seed itself is replayed by test_sim_seeds.py."""
     rt, _ = _runtime(make_runtime)
     _intent_recorded_then_died(rt)
-    real = rt.engine.ledger
-    rt.engine.ledger = _AckNeverRecorded(real)
+    real = rt.wiring.ledger
+    rt.wiring.ledger = _AckNeverRecorded(real)
     rt.settle(max_ms=20 * 60_000)  # past the 15 min stall budget: every attempt posts, none is recorded
-    rt.engine.ledger = real
+    rt.wiring.ledger = real
     assert len(downstream.records) == 1  # the downstream recorded the work once (replays are idempotent)
     assert not cell(rt).terminal  # never failed under a row that may be posting it (re-dispatch may move it on)
     rt.settle()
@@ -686,13 +686,13 @@ def test_a_handed_over_cell_is_the_outboxs_even_when_no_redispatch_can_rescue_it
     _intent_recorded_then_died(rt)
     now = rt.clock.now_ms()
     rt.outages.append(("execute", now, now + 3_600_000))  # no executor runs again for an hour: no re-dispatch
-    real = rt.engine.ledger
-    rt.engine.ledger = _AckNeverRecorded(real)
+    real = rt.wiring.ledger
+    rt.wiring.ledger = _AckNeverRecorded(real)
     rt.settle(max_ms=20 * 60_000)  # past the 15 min stall budget: every attempt posts, none is recorded
-    rt.engine.ledger = real
+    rt.wiring.ledger = real
     assert cell(rt).status == CellStatus.SELECTED  # never failed under a row that may be posting it
     assert len(downstream.records) == 1
     rt.settle()
     assert cell(rt).status == CellStatus.SUBMITTED
     assert [(i.status, i.outbox_status) for i in intents(rt)] == [("delivered", "done")]
-    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+    assert rt.wiring.ledger.load(SLOT).slot.status == "success"

@@ -228,8 +228,8 @@ class World:
         config, source, transport = _config(self.rt.config_path)
         runtime.override(**{"clock": self.clock, "config": config, "source": source, "transport": transport,
                             **self.jobs.overrides(), **self.collaborators(transport)})
-        self.rt.engine  # noqa: B018 - built here, in the main thread, before any invocation runs
-        self.jobs.spy(self.rt.engine)
+        self.rt.wiring  # noqa: B018 - built here, in the main thread, before any invocation runs
+        self.jobs.spy(self.rt.wiring)
         self.esms = {name: Esm(self, name) for name in ("execute", "deliver")}
         self.downstream.state.responder = self._respond
         self.chaos.active = True
@@ -268,7 +268,7 @@ class World:
         from pixivflow.domain.occurrence import fires_between
 
         n = 0
-        for s in self.rt.engine.config.schedules:
+        for s in self.rt.wiring.config.schedules:
             if s.enabled and s.cron:
                 for at in fires_between(s.cron, s.timezone, start - 1, until):
                     self.at(at, "fire", (s.id, at))
@@ -423,12 +423,12 @@ def run_world(rt: Any, downstream: Any, seed: int, *, start_ms: int, outcomes: C
         with still_ledger(rt):
             problems += world.check()
             admitted = {r["slot_id"] for _, _, r in world.fired if isinstance(r, dict) and r.get("status") == "admitted"}
-            slots = sum(1 for s in rt.engine.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
+            slots = sum(1 for s in rt.wiring.ledger.slot_ids() if "@manual-" not in s)  # jobs and refetches: check_jobs
             if slots != len(admitted):
                 problems.append(f"[0] {len(admitted)} admitted occurrences made {slots} slots")
         problems += check_missed_fires(rt, world.scheduled)  # last: its own sweep ticks come after every other check
         with still_ledger(rt):
-            involved = {s for s in rt.engine.ledger.slot_ids() if any(s in p for p in problems)}
+            involved = {s for s in rt.wiring.ledger.slot_ids() if any(s in p for p in problems)}
         faults = Counter(world.counts) + Counter({k: v for k, v in world.baton.counts.items() if not k.startswith("spawn.")})
         faults.update({k: v for k, v in world.chaos.counts.items() if not k.startswith("crash@")})
         line = (f"seed={seed} fires={len(world.fired)} slots={dict(sorted((str(k), v) for k, v in by_status.items()))} "

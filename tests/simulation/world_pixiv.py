@@ -252,7 +252,7 @@ class PixivWorld(World):
 
     def install(self) -> "PixivWorld":
         super().install()
-        self._watch_due_times(self.rt.engine.ledger)
+        self._watch_due_times(self.rt.wiring.ledger)
         return self
 
     def collaborators(self, transport: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ index leads the sweep to the row) replay step by step through the real services.
 
 from __future__ import annotations
 
-from pixivflow.services.engine import LEASE_TTL_MS
+from pixivflow.services.timing import LEASE_TTL_MS
 from pixivflow.services.execution import execute_cell
 from support.jobs import PLAN, TARGET, LosingChannel, cancel, jobs_runtime, post_job, task
 from support.queues import take
@@ -26,7 +26,7 @@ def closed_with_its_pending_row_in_the_due_index(rt, answers):
     due index (the sweep's way to a closed slot's row, spec §13.7) can find it. Returns the row."""
     [(status, job)] = answers
     assert (status, job["status"]) == (200, "cancelled")
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     state = ledger.load(SLOT)
     assert not state.slot.open
     [row] = state.intents
@@ -41,7 +41,7 @@ def row_landed_after_the_closers_last_read(make_runtime, monkeypatch):
     of the cancel's closing rollup, and before the slot leaves ActiveSlots. Returns the runtime, the
     channel and the cancel's answers."""
     rt, channel = job_taken_by_its_executor(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_put, real_leave = ledger.put_intent, ledger.leave_active_index
     answers, stored = [], []
 
@@ -58,6 +58,6 @@ def row_landed_after_the_closers_last_read(make_runtime, monkeypatch):
         return stored[0]
 
     monkeypatch.setattr(ledger, "put_intent", frozen_through_the_whole_cancel)
-    execute_cell(rt.engine.executions, SLOT, TARGET)
+    execute_cell(rt.wiring.executions, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
     return rt, channel, answers

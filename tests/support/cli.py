@@ -60,7 +60,7 @@ def execute_in_order(rt, slot_id: str, targets: list[str]) -> None:
 
     drop_execution_messages(rt)
     for target_id in targets:
-        rt.engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id))])
+        rt.wiring.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id))])
         assert rt.pumps["execute"].poll() == 1
     rt.pump()
 
@@ -90,9 +90,9 @@ def known_ledger(make_runtime, downstream):
     rt.fire("solo", t0)
     assert drop_execution_messages(rt) == 1  # the executor took the message ...
     rt.clock.set(t0 + 6 * SECOND)
-    pending = rt.engine.ledger.load(STALLED).cell("cats")  # admission writes the slot alone: the first claim writes the cell
-    assert rt.engine.ledger.claim_cell(STALLED, "cats", GHOST, t0 + 6 * SECOND, 180_000, unwritten=pending) is not None
-    assert rt.engine.ledger.mark_slot_running(STALLED, t0 + 6 * SECOND)  # ... and died
+    pending = rt.wiring.ledger.load(STALLED).cell("cats")  # admission writes the slot alone: the first claim writes the cell
+    assert rt.wiring.ledger.claim_cell(STALLED, "cats", GHOST, t0 + 6 * SECOND, 180_000, unwritten=pending) is not None
+    assert rt.wiring.ledger.mark_slot_running(STALLED, t0 + 6 * SECOND)  # ... and died
     rt.clock.set(t0 + 10 * MINUTE)
     return rt
 

@@ -15,7 +15,7 @@ def drive(rt, *, limit_ms: int = 48 * HOUR, max_steps: int = 500) -> int:
     message becoming visible, or an actionable row becoming re-drivable by the sweep
     (``nextAttemptAt + 120 s``, or an expired processing lease); then pump, sweep, pump.
     Returns the virtual milliseconds that passed."""
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     begin = rt.clock.now_ms()
     rt.pump()
     for _ in range(max_steps):

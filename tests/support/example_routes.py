@@ -78,7 +78,7 @@ def start(make_runtime, receiver, **kwargs):
 
 
 def state(rt, slot=SLOT):
-    return rt.engine.ledger.load(slot)
+    return rt.wiring.ledger.load(slot)
 
 
 def intents(rt, slot=SLOT, target="cats"):

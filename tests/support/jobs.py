@@ -88,7 +88,7 @@ def event_types(rt, job_id: str) -> list[str]:
 
 
 def manual_slots(rt) -> list[str]:
-    return [s for s in rt.engine.ledger.slot_ids() if "@manual-" in s]
+    return [s for s in rt.wiring.ledger.slot_ids() if "@manual-" in s]
 
 
 # -- a route that loses answers ----------------------------------------------------------------

@@ -100,7 +100,7 @@ print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in ("pixivflow",
 # Powertools' batch utility neither (issue 25): it loads asyncio and every stream's event classes for
 # what handlers/_sqs.py does in a loop.
 NEVER_AT_IMPORT = {"boto3", "botocore.client", "httpx", "yaml", "croniter", "pydantic", "pixivflow.config", "pixivflow.runtime",
-                   "pixivflow.services.engine", "aws_lambda_powertools.utilities.parser",
+                   "pixivflow.services.timing", "pixivflow.wiring", "aws_lambda_powertools.utilities.parser",
                    "aws_lambda_powertools.utilities.batch", "asyncio"}
 ONLY_FOR: dict[str, set[str]] = {
     "aws_lambda_powertools.event_handler": set(),

@@ -71,12 +71,12 @@ def test_a_scheduled_fire_makes_no_s3_client(make_runtime):
     """The trigger admits a slot (DynamoDB) and dispatches its cells (SQS): S3 is never asked."""
     rt = make_runtime("2026-11-30T23:00:00Z")
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
-    engine = rt.engine
-    assert rt.engine.ledger.load("morning-tokyo@2026-12-01T0800") is not None
-    clients = {"dynamodb": engine.ledger._client, "sqs": engine.queues._client, "s3": engine.artifacts._client}
+    wiring = rt.wiring
+    assert rt.wiring.ledger.load("morning-tokyo@2026-12-01T0800") is not None
+    clients = {"dynamodb": wiring.ledger._client, "sqs": wiring.queues._client, "s3": wiring.artifacts._client}
     assert all(isinstance(c, aws.LazyClient) for c in clients.values()), clients
     assert clients["dynamodb"].made and clients["sqs"].made and not clients["s3"].made
-    assert engine.jobs._client is clients["dynamodb"] and engine.outbox_rows._client is clients["dynamodb"]
+    assert wiring.jobs._client is clients["dynamodb"] and wiring.outbox_rows._client is clients["dynamodb"]
 
 
 def test_a_deferred_collaborator_is_built_once_on_first_use_and_looks_like_what_it_built():
@@ -118,9 +118,9 @@ def test_a_scheduled_fire_builds_no_route_channel_and_a_reset_does_not_build_one
 
     rt = make_runtime("2026-11-30T23:00:00Z")
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
-    engine = runtime.get().engine
-    assert rt.engine.ledger.load("morning-tokyo@2026-12-01T0800") is not None
-    deferred = {"channel": engine.channel, "source": engine.source, "callbacks": engine.callbacks}
+    wiring = runtime.get().wiring
+    assert rt.wiring.ledger.load("morning-tokyo@2026-12-01T0800") is not None
+    deferred = {"channel": wiring.channel, "source": wiring.source, "callbacks": wiring.callbacks}
     assert all(type(d) is Deferred and not d.built for d in deferred.values()), deferred
     runtime._close(runtime.get())
-    assert not engine.channel.built
+    assert not wiring.channel.built

@@ -173,7 +173,7 @@ def test_runtime_builds_the_pixiv_source_without_any_request(tmp_path, monkeypat
         monkeypatch.setenv("PIXIVFLOW_CONFIG", str(path))
         runtime.reset()
         try:
-            source = runtime.get().engine.source
+            source = runtime.get().wiring.source
             assert isinstance(source, PixivSource)
             assert source.client.bases.api == "http://127.0.0.1:9"
             assert source.client.bases.oauth == "https://oauth.secure.pixiv.net"

@@ -131,3 +131,30 @@ def test_the_composition_root_and_the_services_read_no_private_attribute_of_anot
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                 reads.add((path.relative_to(PACKAGE).as_posix(), ast.unparse(node)))
     assert reads == allowed
+
+
+def test_no_service_takes_an_object_holding_every_collaborator() -> None:
+    """A use case receives the dataclass of what it uses (``Executions``, ``Deliveries`` ...), built
+    by the composition root: no function of services/ takes an ``engine`` or the wiring, no service
+    imports ``pixivflow.wiring`` or the runtime, and none imports Powertools (logging and metrics
+    are the ``Log`` and ``Metrics`` ports)."""
+    import ast
+
+    found = []
+    for path in sorted((PACKAGE / "services").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in node.args.args + node.args.kwonlyargs:
+                    note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                    if arg.arg == "engine" or "Wiring" in note or "Engine" in note:
+                        found.append(f"services/{path.name}:{node.lineno} {node.name}({arg.arg}: {note})")
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                if module.lstrip(".").split(".")[0] in ("wiring", "runtime", "aws_lambda_powertools") or \
+                        module in ("..wiring", "..runtime"):
+                    found.append(f"services/{path.name}:{node.lineno} imports {module}")
+            elif isinstance(node, ast.Import):
+                found += [f"services/{path.name}:{node.lineno} imports {a.name}" for a in node.names
+                          if a.name.split(".")[0] == "aws_lambda_powertools"]
+    assert found == []

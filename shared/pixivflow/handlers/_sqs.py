@@ -61,7 +61,7 @@ def _report(record: dict[str, Any], exc: Exception) -> None:
     try:
         from .. import runtime
 
-        runtime.get().engine.log("error", "record failed; SQS hands it out again", **fields)
+        runtime.get().wiring.log("error", "record failed; SQS hands it out again", **fields)
     except Exception:  # the runtime itself cannot be built (its config, say): the failure is that
         import logging
 

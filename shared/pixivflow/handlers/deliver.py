@@ -13,7 +13,7 @@ def _deliver(body: str, remaining: Callable[[], int] | None) -> None:
     from ..services.messages import OutboxMessage
 
     message = OutboxMessage.model_validate_json(body)  # an unparsable body is a batchItemFailure
-    deliver_message(runtime.get().engine.deliveries, message.kind, message.key, time_left=remaining)
+    deliver_message(runtime.get().wiring.deliveries, message.kind, message.key, time_left=remaining)
 
 
 def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:

@@ -13,7 +13,7 @@ def _execute(body: str, remaining: Callable[[], int] | None, budget: int | None)
     from ..services.messages import ExecutionMessage
 
     message = ExecutionMessage.model_validate_json(body)  # an unparsable body is a batchItemFailure
-    execute_cell(runtime.get().engine.executions, message.slotId, message.targetId, time_left=remaining, time_budget=budget)
+    execute_cell(runtime.get().wiring.executions, message.slotId, message.targetId, time_left=remaining, time_budget=budget)
 
 
 def handle(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:

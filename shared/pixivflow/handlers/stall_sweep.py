@@ -10,4 +10,4 @@ def handle(event: Any, context: Any) -> dict[str, Any]:
     from .. import runtime
     from ..services.sweep import tick
 
-    return tick(runtime.get().engine.sweeps).as_dict()
+    return tick(runtime.get().wiring.sweeps).as_dict()

@@ -14,4 +14,4 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from .. import runtime
     from ..services.trigger import handle_scheduled_fire
 
-    return handle_scheduled_fire(runtime.get().engine.triggers, event if isinstance(event, dict) else {}).as_dict()
+    return handle_scheduled_fire(runtime.get().wiring.triggers, event if isinstance(event, dict) else {}).as_dict()

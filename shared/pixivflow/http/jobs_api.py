@@ -34,7 +34,7 @@ app = shell.app
 
 def _answer(req: Request, handler: Callable[..., jobs_routes.RouteResult], *args: Any) -> Response:
     try:
-        result = handler(runtime.get().engine, *args)
+        result = handler(runtime.get().wiring, *args)
     except ProtocolError as exc:
         raise Rejection(exc.status, exc.message, code=exc.code, detail=exc.detail, retryable=exc.retryable,
                         stage=exc.stage) from None

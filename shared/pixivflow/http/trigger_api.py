@@ -98,9 +98,9 @@ def health(req: Request) -> Response:
 @shell.route("GET", "/internal/schedules", token=TRIGGER, summary="Enabled schedules and the occurrence a trigger would run now",
              ok={200: ("enabled schedules", "ScheduleList")})
 def list_schedules(req: Request) -> Response:
-    engine = runtime.get().engine
-    config = engine.config
-    now = engine.now()
+    wiring = runtime.get().wiring
+    config = wiring.config
+    now = wiring.now()
     grace = config.schedulerRuntime.trigger.graceMinutes
     rows = []
     for schedule in config.schedules:
@@ -118,7 +118,7 @@ def list_schedules(req: Request) -> Response:
 
 def _known_schedule(req: Request, scheduleId: str) -> Response | None:
     """Unknown or disabled ids are 404 before any body rule."""
-    schedule = runtime.get().engine.config.schedule(scheduleId)
+    schedule = runtime.get().wiring.config.schedule(scheduleId)
     if schedule is None or not schedule.enabled:
         return req.refuse(404, f"unknown schedule: {scheduleId}", event="schedule.trigger_not_found")
     return None
@@ -140,7 +140,7 @@ def _known_schedule(req: Request, scheduleId: str) -> Response | None:
 def run_schedule(req: Request, scheduleId: str) -> Response:
     body: RunBody | None = req.body
     label = body.label.strip()[:MAX_LABEL] if body is not None and body.label else None
-    occ, admission = run_now(runtime.get().engine.triggers, scheduleId, label or None)
+    occ, admission = run_now(runtime.get().wiring.triggers, scheduleId, label or None)
     return _disposition_response(req, admission, occ.occurrence_iso)
 
 
@@ -172,7 +172,7 @@ def _disposition_response(req: Request, admission: Admission, occurrence_iso: st
 def drain_outbox(req: Request) -> Response:
     # The rows go to the deliver function's queue, never out of this function: the
     # trigger function reads only its config and its two bearer tokens.
-    result = queue_due(runtime.get().engine.deliveries).as_dict()
+    result = queue_due(runtime.get().wiring.deliveries).as_dict()
     return req.finish(200, {"status": "ok", "result": result}, "outbox.drained",
                       level="info" if not result["unsent"] else "warning", queued=result["queued"], unsent=result["unsent"])
 
@@ -196,7 +196,7 @@ REQUEST_ID = TextRule(max_bytes=ID.max_bytes, message="requestId must be a UUID"
 def refetch(req: Request, targetId: str) -> Response:
     body: RefetchBody = req.body
     req.annotate(request_id=body.request_id)
-    result = manual.refetch(runtime.get().engine.refetches, targetId, body.request_id, body.correlation_id)
+    result = manual.refetch(runtime.get().wiring.refetches, targetId, body.request_id, body.correlation_id)
     slot = result.slot
     occurrence_iso = manual.iso_utc(slot.occurrence_at) if slot.occurrence_at is not None else None
     return req.finish(202, {"status": "accepted", "slotId": slot.slot_id, "disposition": result.disposition},
@@ -214,12 +214,12 @@ def refetch(req: Request, targetId: str) -> Response:
 def refetch_status(req: Request, targetId: str, requestId: str) -> Response:
     if not manual.is_request_id(requestId):
         raise Rejection(400, "requestId must be a UUID")
-    engine = runtime.get().engine
-    found = manual.find_refetch(engine.refetches, targetId, requestId)
+    wiring = runtime.get().wiring
+    found = manual.find_refetch(wiring.refetches, targetId, requestId)
     if found is None:
         return req.refuse(404, "manual refetch not found", event="schedule.refetch_not_found")
     slot, cell = found
-    projection = manual.status_projection(slot, cell, engine.now())
+    projection = manual.status_projection(slot, cell, wiring.now())
     return req.finish(200, projection, "schedule.refetch_status", slot_id=slot.slot_id, state=projection["state"])
 
 

@@ -131,7 +131,7 @@ def live_session(event: Any, token: str, now_ms: int) -> int | None:
     epochs = {e for e in (session_epoch(v, token, now_ms) for v in _cookie_values(event)) if e is not None}
     if not epochs:
         return None  # no ledger read for a request without a well-signed cookie
-    current = runtime.get().engine.sessions.ui_session_epoch()
+    current = runtime.get().wiring.sessions.ui_session_epoch()
     return current if current in epochs else None
 
 
@@ -215,16 +215,16 @@ def thumbnails(view: dict[str, Any]) -> dict[str, str]:
     """``targetId`` -> a presigned URL of the small preview kept with each delivered work's stored
     files (``ArtifactStore.preview_url``, the one place that finds it); a work without one has none.
     One LIST of the work's prefix (and a HEAD per object up to its preview) a work."""
-    engine = runtime.get().engine
+    wiring = runtime.get().wiring
     slot_id = view["slot"]["slotId"]
     out: dict[str, str] = {}
     for cell in view["cells"]:
         if cell["status"] != "submitted" or not cell["workId"]:
             continue
         try:
-            url = engine.artifacts.preview_url(artifact_prefix(slot_id, cell["targetId"], cell["workId"]), PREVIEW_TTL_S)
+            url = wiring.artifacts.preview_url(artifact_prefix(slot_id, cell["targetId"], cell["workId"]), PREVIEW_TTL_S)
         except Exception as exc:  # the store did not answer: the page still renders, without this thumbnail
-            engine.log("warning", "thumbnail lookup failed", event="ui.thumbnail_error", slot_id=slot_id,
+            wiring.log("warning", "thumbnail lookup failed", event="ui.thumbnail_error", slot_id=slot_id,
                        target_id=cell["targetId"], error=repr(exc)[:200])
             continue
         if url and origin_of(url):
@@ -263,7 +263,7 @@ def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response:
 
 
 def _reads() -> Reads:
-    return Reads.of(runtime.get().engine)
+    return runtime.get().wiring.reads
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -403,7 +403,7 @@ def _guard(req: Request, event: Any) -> Response | None:
     if not token:
         return req.respond(html_response(503, page("Unavailable", f"<p>{e(DISABLED)}</p>", nav=False)),
                            "ui.disabled", reason="token_not_configured")
-    if live_session(event, token, runtime.get().engine.now()) is not None:
+    if live_session(event, token, runtime.get().wiring.now()) is not None:
         return None
     return req.respond(redirect("/ui/login"), "ui.login_required", level="info")
 
@@ -433,7 +433,7 @@ def register(shell: HttpShell) -> None:
 
     def _session_value(event: Any) -> str | None:
         """The cookie value of the request's live session (what its CSRF token is derived from)."""
-        token, now = _token(), runtime.get().engine.now()
+        token, now = _token(), runtime.get().wiring.now()
         current = live_session(event, token, now) if token else None
         if current is None or not token:
             return None
@@ -474,17 +474,17 @@ def register(shell: HttpShell) -> None:
         if check_bearer({"authorization": f"Bearer {presented}"}, token) is not None:
             return req.respond(html_response(401, login_page("That is not the trigger token.")), "ui.login_refused",
                                reason="bad_token")
-        engine = runtime.get().engine
-        session = issue_session(token, engine.sessions.ui_session_epoch(), engine.now())
+        wiring = runtime.get().wiring
+        session = issue_session(token, wiring.sessions.ui_session_epoch(), wiring.now())
         return req.respond(redirect("/ui", cookies=[_cookie(session, SESSION_MS // 1000)]), "ui.login")
 
     @route("POST", "/ui/logout")
     def ui_logout(req: Request) -> Response:
         """Ends the session server-side: the epoch its cookie named is over for every cookie."""
         token = _token()
-        engine = runtime.get().engine
-        epoch = live_session(shell.app.current_event, token, engine.now()) if token else None
-        ended = engine.sessions.end_ui_sessions(epoch, engine.now()) if epoch is not None else None
+        wiring = runtime.get().wiring
+        epoch = live_session(shell.app.current_event, token, wiring.now()) if token else None
+        ended = wiring.sessions.end_ui_sessions(epoch, wiring.now()) if epoch is not None else None
         return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout", ended=ended is not None)
 
     @route("GET", "/ui/slots")
@@ -574,7 +574,7 @@ def register(shell: HttpShell) -> None:
             body = page("Refused", '<p class="err">csrf: the form\'s token is missing or not this session\'s; '
                                    "reload the page and try again.</p>")
             return req.respond(html_response(403, body), "ui.csrf_refused", action=action)
-        result = ui_actions.perform(runtime.get().engine, _reads(), action, form)
+        result = ui_actions.perform(runtime.get().wiring, _reads(), action, form)
         level = result.fields.pop("level", None)
         return req.respond(html_response(result.status, result.html), result.event, level=level, **result.fields)
 

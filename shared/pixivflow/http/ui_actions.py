@@ -88,16 +88,16 @@ def _field(form: Mapping[str, list[str]], name: str) -> str:
     return ((form.get(name) or [""])[0]).strip()
 
 
-def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]]) -> ActionResult:
+def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]]) -> ActionResult:
     """Do one action; the answer's page says what happened (or why not, naming the field)."""
     if action == "run":
         schedule_id = _field(form, "schedule")
-        schedule = engine.config.schedule(schedule_id) if schedule_id else None
+        schedule = wiring.config.schedule(schedule_id) if schedule_id else None
         if schedule is None or not schedule.enabled:
             return _refused("Run now", 404, f"schedule: no enabled schedule {schedule_id!r}", "ui.run_refused",
                             schedule_id=schedule_id[:100])
         try:
-            _occ, admission = run_now(engine.triggers, schedule.id, None)
+            _occ, admission = run_now(wiring.triggers, schedule.id, None)
         except StatusError as exc:
             return _refused("Run now", exc.status, f"schedule {schedule.id}: {exc.message}", "ui.run_refused",
                             schedule_id=schedule.id, reason=exc.message)
@@ -109,7 +109,7 @@ def perform(engine: Any, reads: Reads, action: str, form: Mapping[str, list[str]
     if action == "refetch":
         target_id, request_id = _field(form, "target"), _field(form, "requestId")
         try:
-            result = manual.refetch(engine.refetches, target_id, request_id)
+            result = manual.refetch(wiring.refetches, target_id, request_id)
         except StatusError as exc:
             field = "requestId" if exc.status == 400 else "target"
             return _refused("Refetch", exc.status, f"{field}: {exc.message}", "ui.refetch_refused",

@@ -77,7 +77,7 @@ def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 
         config_path.write_text(yaml.safe_dump(cfg))
         with EmbeddedRuntime(config_path, clock, tokens={"trigger": "demo-trigger-token", "jobs": "demo-jobs-token"}, seed=seed,
                              overrides=overrides) as rt:
-            config = rt.engine.config
+            config = rt.wiring.config
             enabled = [s for s in config.schedules if s.enabled]
             print(f"PixivFlow demo: {days} simulated days from {_iso(start_ms)}, {len(enabled)} schedules, "
                   f"{len(config.targets)} targets, {source} source, downstream {downstream.url}", file=out)
@@ -89,7 +89,7 @@ def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 
 
             def progress(schedule_id: str, at: int, result: Any) -> None:
                 slot_id = result.get("slot_id") if isinstance(result, dict) else None
-                state = rt.engine.ledger.load(slot_id) if slot_id else None
+                state = rt.wiring.ledger.load(slot_id) if slot_id else None
                 if state is None:
                     print(f"  {_iso(at)}  {schedule_id:<16} refused: {result}", file=out)
                     return
@@ -105,7 +105,7 @@ def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 
 
 
 def _report(rt: EmbeddedRuntime, downstream: Downstream, out: TextIO) -> int:
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     states = [s for s in (ledger.load(i) for i in ledger.slot_ids()) if s is not None]
     slots = Counter(s.slot.status for s in states)
     cells = Counter(c.status for s in states for c in s.snapshot_cells())
@@ -145,7 +145,7 @@ def _row(counter: Counter) -> str:
 
 
 def _single(rt: EmbeddedRuntime, target_id: str) -> bool:
-    target = rt.engine.config.target(target_id)
+    target = rt.wiring.config.target(target_id)
     return bool(target and target.single_work)
 
 

@@ -464,7 +464,7 @@ class DevServer:
             from .dev_state import restore
 
             self.restored = restore(self.state_dir, self.rt.env)
-        self.rt.engine  # build the object graph now: a config error fails the start, not the first request
+        self.rt.wiring  # build the object graph now: a config error fails the start, not the first request
         self._routes = template_routes()
 
     def _locked(self, name: str, handler: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
@@ -569,7 +569,7 @@ class DevServer:
         from ..domain.occurrence import fires_between
 
         due: list[tuple[int, str]] = []
-        for schedule in self.rt.engine.config.schedules:
+        for schedule in self.rt.wiring.config.schedules:
             if schedule.enabled and schedule.cron:
                 due += [(at, schedule.id) for at in fires_between(schedule.cron, schedule.timezone, after, now)]
         for at, schedule_id in sorted(due):
@@ -585,7 +585,7 @@ class DevServer:
         release = self.rt.next_release()
         if release is not None:
             due.append(release)
-        for schedule in self.rt.engine.config.schedules:
+        for schedule in self.rt.wiring.config.schedules:
             if schedule.enabled and schedule.cron:
                 try:
                     due.append(next_fire(schedule.cron, schedule.timezone, now))
@@ -727,7 +727,7 @@ class DevServer:
 
         from ..domain.occurrence import previous_fire
 
-        schedule = self.rt.engine.config.schedule(unquote(match.group(1)))
+        schedule = self.rt.wiring.config.schedule(unquote(match.group(1)))
         if schedule is None or not schedule.enabled or not schedule.cron:
             return 404, json_type, json.dumps({"error": "unknown or disabled schedule"}).encode()
         at = previous_fire(schedule.cron, schedule.timezone, self.clock.now_ms() + 1)
@@ -811,7 +811,7 @@ class DevServer:
         from ..domain.occurrence import next_fire
 
         now = self.clock.now_ms()
-        for schedule in self.rt.engine.config.schedules:
+        for schedule in self.rt.wiring.config.schedules:
             if schedule.enabled and schedule.cron:
                 from ..services.inspection import iso
 

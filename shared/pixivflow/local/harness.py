@@ -200,8 +200,8 @@ class EmbeddedRuntime:
 
     # -- entry points ------------------------------------------------------------
     @property
-    def engine(self):
-        return runtime.get().engine
+    def wiring(self):
+        return runtime.get().wiring
 
     def fire(self, schedule_id: str, at_ms: int | None = None, *, iso: str | None = None, label: str | None = None) -> dict[str, Any]:
         """Invoke the trigger function with EventBridge Scheduler's input for one fire (``label``: the
@@ -288,9 +288,9 @@ class EmbeddedRuntime:
         superset of each rule's threshold: queued and stall budgets, schedule timeouts, the
         recovery delay, the outbox re-drive grace and lease TTLs), the pumps' held messages, and
         the due times of the generic outbox rows. None when nothing is time-based (then step)."""
-        from ..services.engine import HEARTBEAT_MS, LEASE_TTL_MS, OUTBOX_LEASE_MS, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+        from ..services.timing import HEARTBEAT_MS, LEASE_TTL_MS, OUTBOX_LEASE_MS, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
 
-        config = self.engine.config
+        config = self.wiring.config
         budgets = {0, MINUTE_MS, HEARTBEAT_MS, LEASE_TTL_MS, OUTBOX_LEASE_MS, REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS,
                    config.schedulerRuntime.queued_timeout_ms, config.schedulerRuntime.stall_timeout_ms}
         budgets |= {s.timeout_ms for s in config.schedules}
@@ -346,7 +346,7 @@ class EmbeddedRuntime:
 
     def run_schedules(self, until_ms: int, *, on_fire: Callable[[str, int, Any], None] | None = None) -> list[tuple[str, int, Any]]:
         """Fire every enabled schedule's occurrences up to ``until_ms`` like EventBridge Scheduler, settling in between."""
-        config = self.engine.config
+        config = self.wiring.config
         fired: list[tuple[str, int, Any]] = []
         last = {s.id: self.clock.now_ms() - 1 for s in config.schedules if s.enabled and s.cron}
         while True:

@@ -46,7 +46,7 @@ from ..ports import (ArtifactStore, Clock, DeliveryChannel, DeliveryRows, Log, M
                      TimeLeft, WorkReservations)
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .context import Measured
-from .engine import OUTBOX_LEASE_MS
+from .timing import OUTBOX_LEASE_MS
 from ..domain.assets import artifact_prefix
 from .assets import recorded_files, with_assets
 from .messages import outbox_body, send_logged

@@ -47,7 +47,7 @@ from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, Store
 from .assets import PREVIEW_ROUTES, file_records, previews_for
 from .delivery import delivery_payload
 from .context import Measured
-from .engine import HEARTBEAT_MS, LEASE_TTL_MS
+from .timing import HEARTBEAT_MS, LEASE_TTL_MS
 from .messages import execution_body, outbox_body, send_logged
 from .plans import run_blocked
 from .rollup import SlotRollup, cell_delivery_state, rollup

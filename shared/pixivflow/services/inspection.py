@@ -54,11 +54,6 @@ class Reads:
     queues: Any = None
     config: Any = None
 
-    @classmethod
-    def of(cls, engine: Any) -> "Reads":
-        return cls(ledger=engine.ledger, now_ms=engine.clock.now_ms, jobs=engine.jobs, outbox_rows=engine.outbox_rows,
-                   queues=engine.queues, config=engine.config)
-
 
 # -- formatting helpers shared by the renderers ---------------------------------------------------
 

@@ -35,7 +35,7 @@ from ..clock import Entropy
 from ..ports import Clock, Log, Metrics, OutboxRows, Queues, TimeLeft
 from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
 from .context import Measured
-from .engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
+from .timing import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
 from .messages import outbox_body
 
 RowSender = Callable[[OutboxRow, float], None]

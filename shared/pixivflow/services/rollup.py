@@ -22,7 +22,7 @@ from ..domain.outcomes import TargetOutcome
 from ..domain.reasons import reason_message, terminal_reason_for
 from ..ports import HEALTH_METRIC, CellMoves, Clock, DeliveryRows, Log, Metrics, Occurrences
 from .context import Measured
-from .engine import LEASE_TTL_MS
+from .timing import LEASE_TTL_MS
 from .job_events import JobEvents
 from .notifications import enqueue_terminal_notifications
 from .outbox import Outbox

@@ -53,7 +53,7 @@ from ..domain.sweep_state import SPARSE_INDEXES, ScheduleWatch, SparseIndex, Swe
 from ..ports import (HEALTH_METRIC, CellLeases, CellMoves, Clock, Log, Metrics, Occurrences, Queues, SchedulePauses,
                      SweepIndexes, SweepState)
 from .context import Measured
-from .engine import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
+from .timing import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
 from .job_events import JobEvents
 from .messages import execution_body, outbox_body
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked

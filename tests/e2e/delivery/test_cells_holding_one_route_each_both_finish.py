@@ -33,7 +33,7 @@ def test_two_cells_that_died_holding_one_route_each_of_one_work_both_end_submitt
     assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
     rt.clock.advance(ms(LATE_FIRE) - ms(FIRE))
     assert rt.fire("late-tokyo", iso=LATE_FIRE)["disposition"] == "accepted"
-    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     # What the two dead executors left: each cell bound to the work, each holding one route of it.
     for slot_id, route in ((SLOT, "bot1-submit"), (LATE, "qq-main")):
         claim(ledger, slot_id, "cats", f"dead-{route}", now)

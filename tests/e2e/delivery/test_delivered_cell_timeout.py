@@ -16,18 +16,18 @@ from __future__ import annotations
 from support.dying_ledger import DyingLedger
 from support.example_routes import SLOT, SUBMIT, intents, receiver, start, state  # noqa: F401 - the receiver fixture
 
-from pixivflow.services.engine import LEASE_TTL_MS, REDRIVE_GRACE_MS
+from pixivflow.services.timing import LEASE_TTL_MS, REDRIVE_GRACE_MS
 
 MINUTE_MS = 60_000
 
 
 def _run_dying(rt, pump, method):
-    real = rt.engine.ledger
-    dying = rt.engine.ledger = DyingLedger(real, method)
+    real = rt.wiring.ledger
+    dying = rt.wiring.ledger = DyingLedger(real, method)
     try:
         rt.pumps[pump].poll()
     finally:
-        rt.engine.ledger = real
+        rt.wiring.ledger = real
     assert dying.died, method
 
 
@@ -48,7 +48,7 @@ def test_a_delivered_cell_under_a_hung_executors_lease_is_submitted_not_timed_ou
     timeout_ms = state(rt).slot.timeout_ms or 1_800_000
     rt.clock.advance(cell.started_at + timeout_ms + MINUTE_MS - rt.clock.now_ms())  # past the schedule's timeout
     # a re-dispatched executor takes the cell and hangs: its lease is live when the sweep comes
-    assert rt.engine.ledger.claim_cell(SLOT, "cats", "exec-hung", rt.clock.now_ms(), LEASE_TTL_MS) is not None
+    assert rt.wiring.ledger.claim_cell(SLOT, "cats", "exec-hung", rt.clock.now_ms(), LEASE_TTL_MS) is not None
     rt.sweep()
 
     cell = state(rt).cells["cats"]

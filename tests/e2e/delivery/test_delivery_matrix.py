@@ -53,7 +53,7 @@ def start(make_runtime, **kwargs):
 
 
 def state(rt, slot_id: str = SLOT):
-    return rt.engine.ledger.load(slot_id)
+    return rt.wiring.ledger.load(slot_id)
 
 
 def cell(rt, slot_id: str = SLOT, target: str = TARGET):
@@ -284,7 +284,7 @@ def test_worker_dying_before_recording_the_ack_is_redriven_after_lease_expiry(ma
     from pixivflow.domain.errors import LedgerUnavailable
 
     rt = start(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_settle = ledger.settle_intent
     crashes = []
 
@@ -375,7 +375,7 @@ def test_slot_with_a_slow_but_successful_delivery_is_not_failed_by_the_stall_swe
     st = state(rt)
     assert st.cells[TARGET].status == "submitted"
     assert intent(rt).attempts == 7
-    outcome = rt.engine.ledger.get_event(SLOT, "execution.summary")["detail"]["outcome"]
+    outcome = rt.wiring.ledger.get_event(SLOT, "execution.summary")["detail"]["outcome"]
     assert (st.slot.status, st.slot.last_error) == ("success", None)
     assert outcome["status"] == "success" and outcome["cells"]["submitted"] == 1
 
@@ -442,7 +442,7 @@ def test_drain_endpoint_leaves_a_claimed_row_to_its_worker(make_runtime, downstr
     rt = _three_due_rows(make_runtime, downstream)
     rt.pumps["deliver"].lose_held()
     busy = state(rt).intents[0]
-    assert rt.engine.ledger.claim_intent(busy, "dlv-other-worker", rt.clock.now_ms(), 120 * SECOND) is not None
+    assert rt.wiring.ledger.claim_intent(busy, "dlv-other-worker", rt.clock.now_ms(), 120 * SECOND) is not None
     status, body = rt.http("POST", "/internal/outbox/drain", token=TRIGGER_TOKEN)
     assert (status, body["result"]["queued"], body["result"]["kinds"]["delivery"]) == (200, 2, 2)
     downstream.queue("commit", "commit")
@@ -459,9 +459,9 @@ def test_drain_service_counters_behind_the_endpoint(make_runtime, downstream):
 
     rt = _three_due_rows(make_runtime, downstream)
     downstream.queue("commit", FIVE_HUNDRED, (400, {"error": "rejected"}))
-    assert drain(rt.engine.deliveries).as_dict() == {"processed": 3, "done": 1, "retried": 1, "dead": 1}
+    assert drain(rt.wiring.deliveries).as_dict() == {"processed": 3, "done": 1, "retried": 1, "dead": 1}
     _assert_one_done_one_retried_one_dead(rt, downstream)
-    assert drain(rt.engine.deliveries).as_dict() == {"processed": 0, "done": 0, "retried": 0, "dead": 0}
+    assert drain(rt.wiring.deliveries).as_dict() == {"processed": 0, "done": 0, "retried": 0, "dead": 0}
     # the retried row's held SQS retry still delivers it later, with the same key
     drive(rt)
     assert sorted(c.status for c in state(rt).cells.values()) == ["failed", "submitted", "submitted"]
@@ -551,7 +551,7 @@ def test_a_row_of_a_cell_the_sweep_already_failed_is_dead_lettered_never_posted(
     rt.pumps["execute"].poll()  # the executor records the intent; the deliver function has not run yet
     [intent] = state(rt).intents
     assert intent.outbox_status == "pending"
-    assert rt.engine.ledger.transition_cell(SLOT, TARGET, "failed", rt.clock.now_ms(), reason_code=reason,
+    assert rt.wiring.ledger.transition_cell(SLOT, TARGET, "failed", rt.clock.now_ms(), reason_code=reason,
                                             reason_message="ended by the sweep", last_error="ended by the sweep")
     rt.settle()
     after = state(rt)

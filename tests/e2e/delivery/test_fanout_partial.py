@@ -17,13 +17,13 @@ def test_a_dead_route_of_a_fan_out_cell_leaves_the_other_route_delivering(make_r
         pass
     rows = intents(rt)
     receiver.queue(SUBMIT, (503, {"ok": False, "error": "busy"}))
-    assert deliver_intent(rt.engine.deliveries, rows["bot1-submit"]).action == "retried"
+    assert deliver_intent(rt.wiring.deliveries, rows["bot1-submit"]).action == "retried"
     receiver.queue(GATEWAY, (422, {"error": "bad"}))
-    assert deliver_intent(rt.engine.deliveries, rows["qq-main"]).action == "dead"
+    assert deliver_intent(rt.wiring.deliveries, rows["qq-main"]).action == "dead"
     cell = state(rt).cells["cats"]
     assert (cell.status, cell.terminal_reason_code) == ("failed", "delivery_abandoned")
     # the other route's retry still delivers its work (and the ledger knows it is there)
-    assert deliver_intent(rt.engine.deliveries, intents(rt)["bot1-submit"], ignore_due=True).action == "done"
+    assert deliver_intent(rt.wiring.deliveries, intents(rt)["bot1-submit"], ignore_due=True).action == "done"
     rows = intents(rt)
     assert (rows["bot1-submit"].status, rows["bot1-submit"].outbox_status) == ("delivered", "done")
     assert len(receiver.at(SUBMIT, "POST")) == 2 and len(receiver.state.records) == 1

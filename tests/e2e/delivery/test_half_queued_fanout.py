@@ -23,12 +23,12 @@ HOUR_MS = 3_600_000
 
 def test_a_fan_out_cell_whose_executor_died_between_its_rows_is_ended_by_the_sweep(make_runtime, receiver):  # noqa: F811
     rt = start(make_runtime, receiver, routes=("bot1-submit", "qq-main"))
-    real = rt.engine.ledger
-    dying = rt.engine.ledger = DyingLedger(real, "put_intent", when=lambda intent, *a, **k: intent.route == "qq-main")
+    real = rt.wiring.ledger
+    dying = rt.wiring.ledger = DyingLedger(real, "put_intent", when=lambda intent, *a, **k: intent.route == "qq-main")
     try:
         rt.pumps["execute"].poll()
     finally:
-        rt.engine.ledger = real
+        rt.wiring.ledger = real
     assert dying.died
     assert list(intents(rt)) == ["bot1-submit"]  # the qq-main row was never written
     assert state(rt).cells["cats"].status == "selected"

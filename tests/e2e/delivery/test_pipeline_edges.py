@@ -21,11 +21,11 @@ def test_download_only_target_is_submitted_without_any_delivery_and_its_files_ar
     rt = make_runtime(mutate=_one_target("cats", storageMode="persistent", delivery=None))
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     rt.settle()
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     [cell] = state.snapshot_cells()
     assert (state.slot.status, cell.status, cell.terminal_reason_code) == ("success", "submitted", None)
     assert state.intents == [] and downstream.requests == []
-    pages = rt.engine.source.get_work("illustration", cell.work_id).page_count
+    pages = rt.wiring.source.get_work("illustration", cell.work_id).page_count
     objects = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"]).get("Contents", [])
     prefix = f"{slot_id}/cats/{cell.work_id}"
     # One object per page and nothing else (issue 25: no manifest; a route-less work has no intent
@@ -46,7 +46,7 @@ def test_a_poison_execution_message_ends_in_the_dlq_after_five_receives_and_spar
     assert int(dlq[0]["Attributes"]["ApproximateReceiveCount"]) >= 5
     assert rt.pumps["execute"].stats.failed == 5  # exactly maxReceiveCount handler failures
     rt.settle()
-    assert rt.engine.ledger.load(slot_id).slot.status == "success"  # the good record was processed
+    assert rt.wiring.ledger.load(slot_id).slot.status == "success"  # the good record was processed
     assert len(downstream.requests) == 1
 
 
@@ -99,12 +99,12 @@ class _RefusingQueues:
 def test_a_retry_message_sqs_did_not_take_is_logged_and_the_cell_stays_open(make_runtime, logs):
     rt = make_runtime(mutate=_one_target("flaky"))
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
-    queues = _RefusingQueues(rt.engine.queues, "execution")
-    rt.engine.queues = queues
+    queues = _RefusingQueues(rt.wiring.queues, "execution")
+    rt.wiring.queues = queues
     rt.pumps["execute"].poll()  # the only work fails transiently: a retry is due, and its message is refused
     [warning] = logs.events("cell.retry_send_failed")
     assert (warning["slot_id"], warning["target_id"], warning["failed"]) == (slot_id, "flaky", 1)
-    [cell] = rt.engine.ledger.load(slot_id).snapshot_cells()
+    [cell] = rt.wiring.ledger.load(slot_id).snapshot_cells()
     assert cell.status in ("pending", "selected") and cell.last_error  # open, with the error, for the sweep to re-drive
 
 
@@ -112,11 +112,11 @@ def test_an_outbox_retry_message_sqs_did_not_take_is_logged_with_its_key(make_ru
     rt = make_runtime(mutate=_one_target("cats"))
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     rt.pumps["execute"].poll()
-    [intent] = rt.engine.ledger.load(slot_id).intents
+    [intent] = rt.wiring.ledger.load(slot_id).intents
     downstream.state.script.append((500, {"error": "down"}))
-    rt.engine.queues = _RefusingQueues(rt.engine.queues, "outbox")
+    rt.wiring.queues = _RefusingQueues(rt.wiring.queues, "outbox")
     rt.pumps["deliver"].poll()
     [warning] = [w for w in logs.events("outbox.send_failed") if w.get("key") == intent.idempotency_key]
     assert (warning["slot_id"], warning["failed"]) == (slot_id, 1)
-    [row] = rt.engine.ledger.load(slot_id).intents
+    [row] = rt.wiring.ledger.load(slot_id).intents
     assert row.outbox_status == "retry_wait" and len(downstream.requests) == 1

@@ -326,10 +326,10 @@ def test_fan_out_sends_each_route_once_and_submits_only_when_both_confirm(make_r
     rows = intents(rt)
     assert set(rows) == {"bot1-submit", "qq-main"}
     assert len({(r.work_id, r.work_type) for r in rows.values()}) == 1
-    assert deliver_intent(rt.engine.deliveries, rows["bot1-submit"]).action == "done"
+    assert deliver_intent(rt.wiring.deliveries, rows["bot1-submit"]).action == "done"
     assert state(rt).cells["cats"].status == "delivery_pending"  # one route confirmed is not enough
     assert bucket_files(rt, f"{SLOT}/cats/424242")  # files kept while a route is open
-    assert deliver_intent(rt.engine.deliveries, rows["qq-main"]).action == "done"
+    assert deliver_intent(rt.wiring.deliveries, rows["qq-main"]).action == "done"
     assert state(rt).cells["cats"].status == "submitted"
     rt.settle()  # the two outbox messages find settled rows
     assert len(receiver.at(SUBMIT, "POST")) == 1 and len(receiver.at(GATEWAY, "POST")) == 1
@@ -357,13 +357,13 @@ def test_schedule_summary_is_sent_once_despite_repeated_rollups_and_sweeps(make_
     # landscape has no candidate in this catalogue
     assert body["targets"][1]["status"] == "no_candidate" and body["status"] == "partial"
     for _ in range(3):
-        rollup(rt.engine.slot_rollup, SLOT)
-        close(rt.engine.slot_rollup, state(rt))
+        rollup(rt.wiring.slot_rollup, SLOT)
+        close(rt.wiring.slot_rollup, state(rt))
         rt.clock.advance(5 * 60_000)
         rt.sweep()
         rt.pump()
     assert len(receiver.at(SCHEDULE_OUTCOMES)) == 1
-    row = rt.engine.outbox_rows.get("notification", f"notification:{SLOT}:summary")
+    row = rt.wiring.outbox_rows.get("notification", f"notification:{SLOT}:summary")
     assert (row.status, row.attempts, row.target) == ("done", 1, "bot1-submit")
 
 
@@ -371,7 +371,7 @@ def test_a_crash_before_the_notification_row_is_repaired_by_the_sweep(make_runti
     from pixivflow.domain.errors import LedgerUnavailable
 
     rt = start(make_runtime, receiver)
-    rows = rt.engine.outbox_rows
+    rows = rt.wiring.outbox_rows
     real = rows.enqueue
     crashed = []
 
@@ -407,7 +407,7 @@ class Died(BaseException):
 def _die_at_the_notification(rt, where, key_prefix):
     """Kill the invocation that writes the first notification row starting with ``key_prefix``:
     right after the row's put (``row``), or at its queue send (``send``)."""
-    rows, queues = rt.engine.outbox_rows, rt.engine.queues
+    rows, queues = rt.wiring.outbox_rows, rt.wiring.queues
     real_enqueue, real_send = rows.enqueue, queues.send_outbox
     died = []
 
@@ -491,7 +491,7 @@ def test_a_lost_notification_message_is_re_driven_by_the_sweep(make_runtime, rec
     rt = start(make_runtime, receiver)
     rt.settle()
     assert len(receiver.at(SCHEDULE_OUTCOMES)) == 2  # one retry of the same row
-    row = rt.engine.outbox_rows.get("notification", f"notification:{SLOT}:summary")
+    row = rt.wiring.outbox_rows.get("notification", f"notification:{SLOT}:summary")
     assert (row.status, row.attempts) == ("done", 2)
 
 
@@ -527,7 +527,7 @@ def test_a_manual_slot_that_delivered_sends_no_verdict(make_runtime, receiver):
     (post,) = receiver.at(SUBMIT, "POST")
     assert post.fields()["refetch_request_id"] == [RID]
     assert receiver.at(REFETCH_OUTCOMES) == [] and receiver.at(SCHEDULE_OUTCOMES) == []
-    assert rt.engine.outbox_rows.due(rt.clock.now_ms() + 10**9) == []
+    assert rt.wiring.outbox_rows.due(rt.clock.now_ms() + 10**9) == []
 
 
 @pytest.mark.size("large")  # an outage lived through on the virtual clock (tests/README.md, test sizes)
@@ -556,7 +556,7 @@ def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_
                       backend="twin", ssm=True)
     aws.client("ssm").put_parameter(Name="/pixivflow/routes/TELEPOST_BOT1_SUBMIT_TOKEN", Value="from-ssm-token",
                                       Type="SecureString")
-    rows = rt.engine.outbox_rows
+    rows = rt.wiring.outbox_rows
     real_claim = rows.claim
 
     def claim(row, *args, **kwargs):  # SSM stops answering exactly while the notification is claimed, twice

@@ -45,7 +45,7 @@ def test_a_novel_with_two_inline_images_reaches_telepress_and_the_submission_car
     assets = json.loads(submission["fields"]["media_assets"][0])
     assert [a["asset_id"] for a in assets] == ["pixiv:93001:uploadedimage:5551", "pixiv:93001:pixivimage:91002"]
     assert telepost.rejections == []
-    (row,) = rt.engine.ledger.load(SLOT).intents_for("bot1-novel")
+    (row,) = rt.wiring.ledger.load(SLOT).intents_for("bot1-novel")
     assert (row.status, row.last_error) == ("delivered", None)
 
 
@@ -72,7 +72,7 @@ def test_a_preview_failure_retries_the_row_or_submits_without_the_field(world, a
     rt = factory("production.json", [novel_target(delivery)])
     drive(rt)
     (submission,) = telepost.submissions.values()
-    (row,) = rt.engine.ledger.load(SLOT).intents_for("bot1-novel")
+    (row,) = rt.wiring.ledger.load(SLOT).intents_for("bot1-novel")
     assert row.status == "delivered"
     if retried:  # the second attempt publishes the preview, then submits once
         assert len(press.requests) == 2 and row.attempts == 2
@@ -107,7 +107,7 @@ def test_telepost_accepts_the_multipart_of_each_published_route(world, config_na
     else:
         assert fields["tags"] == "cats,cute," and fields["spoiler"] == "false"
         assert fields["refetch_request_id"] == "" and fields["work_type"] == "illustration"
-    (row,) = rt.engine.ledger.load(SLOT).intents_for("bot1-illust")
+    (row,) = rt.wiring.ledger.load(SLOT).intents_for("bot1-illust")
     assert (row.status, row.max_attempts) == ("delivered", 12)  # the outbox's budget, not the route's maxAttempts 3
 
 
@@ -119,7 +119,7 @@ def test_the_shadow_config_delivers_nothing_and_records_its_choices(world, logs)
     target["noMatchPolicy"] = {"lookbackDays": 3, "notify": True}
     rt = factory("pixivflow.shadow.json", [target])
     rt.settle()
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     cell = state.cells["bot1-illust"]
     # the choice is recorded on the cell (as for any download-only target) and said in the log
     assert (cell.status, cell.work_id, cell.work_type) == ("submitted", "91001", "illustration")
@@ -129,7 +129,7 @@ def test_the_shadow_config_delivers_nothing_and_records_its_choices(world, logs)
     # no notification either, whatever noMatchPolicy.notify says: there is no route to send one to
     assert telepost.requests == [] and press.requests == []
     for key in (f"notification:{SLOT}:summary", f"notification:{SLOT}:bot1-illust:no-candidate"):
-        assert rt.engine.outbox_rows.get("notification", key) is None
+        assert rt.wiring.outbox_rows.get("notification", key) is None
     objects = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"], Prefix=f"{SLOT}/bot1-illust/91001/")
     stored = sorted(o["Key"].rsplit("/", 1)[-1] for o in objects.get("Contents", []))
     assert [n for n in stored if n.endswith(".png")] == ["91001_p0.png", "91001_p1.png", "91001_p2.png"]

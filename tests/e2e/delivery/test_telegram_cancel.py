@@ -41,13 +41,13 @@ def telegram_job(make_runtime):
     rt = jobs_runtime(make_runtime, mutate=both(single_target, telegram_config()), catalog=CATALOG)
     assert post_job(rt, task(params={"query": {"tags": ["cats"]}, "target_id": TARGET}))[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine.executions, SLOT, TARGET)
+    execute_cell(rt.wiring.executions, SLOT, TARGET)
     take(rt, "OUTBOX_QUEUE_URL")
     return rt
 
 
 def row(rt):
-    (intent,) = rt.engine.ledger.load(SLOT).intents_for(TARGET)
+    (intent,) = rt.wiring.ledger.load(SLOT).intents_for(TARGET)
     return intent
 
 
@@ -65,7 +65,7 @@ def assert_settled_uncertain(rt, telegram, cp, posted_before):
     intent = row(rt)
     assert (intent.outbox_status, intent.remote_status) == ("dead", "uncertain")
     assert intent.last_error.startswith("work cancelled by consumer")
-    cell = rt.engine.ledger.load(SLOT).cells[TARGET]
+    cell = rt.wiring.ledger.load(SLOT).cells[TARGET]
     assert (cell.status, cell.terminal_reason_code) == ("failed", "cancelled_by_consumer")
     assert [e["type"] for e in events(rt, SLOT)[1]["events"]] == ["job.accepted", "job.started", "job.cancelled"]
 
@@ -77,13 +77,13 @@ def test_a_cancel_after_a_post_that_died_unrecorded_leaves_it_to_be_recorded_unc
     rt = telegram_job(make_runtime)
     with monkeypatch.context() as patch, pytest.raises(Crash):
         die_after_the_media(patch)
-        deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
+        deliver_message(rt.wiring.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup"] and cp.reviews == {}  # in the chat, known to nobody
     assert row(rt).sending_at is not None
     if lease == "expired":
         rt.clock.advance(121_000)
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0
     assert row(rt).outbox_status == "processing"  # the route's uncertain path owns it
     drive(rt)  # the claim expires; the sweep re-drives the row
@@ -95,7 +95,7 @@ def test_a_sending_marker_set_between_the_cancels_read_and_its_commit_makes_it_d
     posts and dies): the commit is refused, and the re-decided cancel leaves the row out."""
     telegram, cp = fakes
     rt = telegram_job(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     now = rt.clock.now_ms()
     claimed = ledger.claim_intent(row(rt), "dlv-worker", now, 120_000)
     assert claimed is not None
@@ -109,7 +109,7 @@ def test_a_sending_marker_set_between_the_cancels_read_and_its_commit_makes_it_d
         return real(state, **kwargs)
 
     ledger.cancel_cells = cancel_cells
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     ledger.cancel_cells = real
     assert tries == [[claimed.idempotency_key], []]  # refused once, then decided without the row
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0

@@ -45,25 +45,25 @@ def test_a_review_recorded_before_the_cancel_keeps_its_work_from_the_next_job(ma
 
     with monkeypatch.context() as patch, pytest.raises(Crash):
         patch.setattr(adapter._Attempt, "record", record_then_die)
-        deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
+        deliver_message(rt.wiring.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"]
     ((rid, review),) = cp.reviews.items()
     assert (review["status"], review["slot_id"], review["work_id"]) == ("pending", SLOT, WORK)
 
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0  # the row is the route's to settle
     drive(rt)
     dead = row(rt)
     assert (dead.status, dead.outbox_status) == ("failed", "dead")
     assert (dead.remote_status, dead.remote_id) == ("review_exists", rid)  # where the operator finds it
     assert dead.last_error.startswith("work cancelled by consumer")
-    assert rt.engine.ledger.work_owners(ROUTE, WORK_TYPE, [WORK]) == {WORK: cell_key(SLOT, TARGET)}
+    assert rt.wiring.ledger.work_owners(ROUTE, WORK_TYPE, [WORK]) == {WORK: cell_key(SLOT, TARGET)}
 
     # The next job asks for the same works: the only match is in the review chat already.
     assert post_job(rt, task(key="job-key-2", params={"query": {"tags": ["cats"]}, "target_id": TARGET}))[0] == 202
     drive(rt)
-    state = rt.engine.ledger.load(NEXT_SLOT)
+    state = rt.wiring.ledger.load(NEXT_SLOT)
     cell = state.cells[TARGET]
     assert cell.terminal and cell.status != "submitted" and cell.work_id != WORK, (cell.status, cell.work_id)
     assert [i.work_id for i in state.intents_for(TARGET)] == []
@@ -78,13 +78,13 @@ def test_a_cancelled_review_the_control_plane_never_records_keeps_its_work_when_
     telegram, cp = fakes
     rt = telegram_job(make_runtime)
     cp.fail_records.extend([503] * 20)  # more refusals than the row has attempts
-    deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
+    deliver_message(rt.wiring.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"] and cp.reviews == {}
-    assert jobs_service.cancel(rt.engine.job_control, SLOT).rows_cancelled == 0
+    assert jobs_service.cancel(rt.wiring.job_control, SLOT).rows_cancelled == 0
     drive(rt)
     dead = row(rt)
     assert (dead.status, dead.outbox_status, dead.attempts) == ("failed", "dead", dead.max_attempts)
     assert "attempt budget exhausted" in dead.last_error and cp.reviews == {}
     assert [c.method for c in telegram.sent()] == posted  # nothing posted again
-    assert rt.engine.ledger.work_owners(ROUTE, WORK_TYPE, [WORK]) == {WORK: cell_key(SLOT, TARGET)}
+    assert rt.wiring.ledger.work_owners(ROUTE, WORK_TYPE, [WORK]) == {WORK: cell_key(SLOT, TARGET)}

@@ -66,7 +66,7 @@ def start(make_runtime, *, route=None, work=None):
 
 
 def intent(rt):
-    (row,) = rt.engine.ledger.load(SLOT).intents_for("cats")
+    (row,) = rt.wiring.ledger.load(SLOT).intents_for("cats")
     return row
 
 
@@ -108,7 +108,7 @@ def test_23_pages_go_as_10_10_3_with_the_caption_on_the_last_then_one_card_and_o
     row = intent(rt)
     assert (row.status, row.outbox_status, row.remote_id, row.remote_status, row.attempts) == (
         "delivered", "done", rid, "in_review", 1)
-    assert rt.engine.ledger.load(SLOT).cells["cats"].status == "submitted"
+    assert rt.wiring.ledger.load(SLOT).cells["cats"].status == "submitted"
 
 
 def test_11_pages_go_as_10_and_1(make_runtime, fakes):
@@ -174,7 +174,7 @@ def test_a_pre_flight_hit_posts_nothing_and_acks_idempotent_replay(make_runtime,
         return
     assert (row.status, row.outbox_status, row.remote_status, row.remote_id) == ("failed", "dead", "uncertain", review_id())
     assert "recorded uncertain" in row.last_error and "outbox redrive" in row.last_error
-    assert rt.engine.ledger.load(SLOT).cells["cats"].status == "failed"
+    assert rt.wiring.ledger.load(SLOT).cells["cats"].status == "failed"
     assert cp.reviews[review_id()]["status"] == "uncertain"  # left as the operator will find it
 
 
@@ -219,10 +219,10 @@ def test_a_crash_between_the_media_and_the_record_is_uncertain_and_never_double_
     row = intent(rt)
     assert (row.status, row.outbox_status, row.remote_status) == ("failed", "dead", "uncertain")
     assert "pixivflow outbox redrive" in row.last_error and review_id() in row.last_error
-    cell = rt.engine.ledger.load(SLOT).cells["cats"]
+    cell = rt.wiring.ledger.load(SLOT).cells["cats"]
     assert cell.status == "failed" and cell.terminal_reason_code == "delivery_abandoned"
     # maybe in the chat: the work stays reserved on the route, no later slot selects it again
-    assert rt.engine.ledger.work_owners("bot1-review", "illustration", ["777001"]) == {"777001": f"{SLOT}#cats"}
+    assert rt.wiring.ledger.work_owners("bot1-review", "illustration", ["777001"]) == {"777001": f"{SLOT}#cats"}
 
 
 def test_the_control_plane_down_after_the_posts_retries_the_record_only(make_runtime, fakes):
@@ -285,7 +285,7 @@ def test_a_redrive_re_sends_an_uncertain_review_on_purpose(make_runtime, fakes):
     row = intent(rt)
     assert (row.status, row.remote_status, row.redrive_count) == ("delivered", "in_review", 1)
     # the occurrence's outcome stays as it ended; the row records the operator's re-send
-    assert rt.engine.ledger.load(SLOT).cells["cats"].status == "failed"
+    assert rt.wiring.ledger.load(SLOT).cells["cats"].status == "failed"
 
 
 def test_a_missing_variable_is_a_configuration_error_naming_it(make_runtime, fakes, monkeypatch):

@@ -37,14 +37,14 @@ def test_a_cancel_after_posts_the_control_plane_did_not_record_leaves_them_to_be
     telegram, cp = fakes
     rt = telegram_job(make_runtime)
     cp.fail_records.append(429)  # the review is posted; its record is refused
-    deliver_message(rt.engine.deliveries, "delivery", row(rt).idempotency_key)
+    deliver_message(rt.wiring.deliveries, "delivery", row(rt).idempotency_key)
     posted = [c.method for c in telegram.sent()]
     assert posted == ["sendMediaGroup", "sendMessage"] and cp.reviews == {}  # in the chat, known to nobody
     saved = row(rt)
     assert (saved.outbox_status, saved.sending_at) == ("retry_wait", None) and saved.began_posting
     media_ids, card_id = posted_ids(saved.send_progress)
 
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 0
     assert row(rt).outbox_status == "retry_wait"  # the route records it
     drive(rt)
@@ -65,26 +65,26 @@ def test_posts_saved_between_the_cancels_read_and_its_commit_make_it_decide_agai
     telegram.script("sendMediaGroup", {"error_code": 429, "description": "Too Many Requests: retry after 1",
                                        "parameters": {"retry_after": 1}})
     key = row(rt).idempotency_key
-    deliver_message(rt.engine.deliveries, "delivery", key)
+    deliver_message(rt.wiring.deliveries, "delivery", key)
     first = row(rt)
     assert (first.outbox_status, first.began_posting, telegram.sent()) == ("retry_wait", False, [])
     rt.clock.advance(2_000)
 
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real = ledger.cancel_cells
     tries = []
 
     def cancel_cells(state, **kwargs):
         if not tries:  # the worker's whole attempt lands inside the cancel's window
             cp.fail_records.append(503)
-            deliver_message(rt.engine.deliveries, "delivery", key)
+            deliver_message(rt.wiring.deliveries, "delivery", key)
             assert row(rt).outbox_status == "retry_wait" and row(rt).began_posting
         tries.append(sorted(i.idempotency_key for i in kwargs["intents"]))
         return real(state, **kwargs)
 
     ledger.cancel_cells = cancel_cells
     try:
-        done = jobs_service.cancel(rt.engine.job_control, SLOT)
+        done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     finally:
         ledger.cancel_cells = real
     assert tries == [[key], []]  # refused once, then decided without the row

@@ -113,7 +113,7 @@ def test_the_dev_server_serves_both_functions_moto_the_clock_and_docs(tmp_path, 
         assert status == 202, body
         run = json.loads(body)
         assert (run["status"], run["schedule"]["slotId"]) == ("accepted", "morning-tokyo@2026-12-01T0800")
-        until(lambda: dev.rt.engine.ledger.get_slot("morning-tokyo@2026-12-01T0800").status == "success")
+        until(lambda: dev.rt.wiring.ledger.get_slot("morning-tokyo@2026-12-01T0800").status == "success")
         assert len(downstream.records) == 3
         assert call(f"{url}/internal/schedules/morning-tokyo/run", "POST", token="wrong")[0] == 401
 
@@ -166,7 +166,7 @@ def test_the_dev_server_serves_both_functions_moto_the_clock_and_docs(tmp_path, 
         clock.set(ms("2026-12-01T18:30:00Z"))
         dev.wake()
         until(lambda: ("evening-berlin", ms("2026-12-01T18:30:00Z")) in dev.stats.fires)
-        until(lambda: dev.rt.engine.ledger.get_slot("evening-berlin@2026-12-01T1930") is not None)
+        until(lambda: dev.rt.wiring.ledger.get_slot("evening-berlin@2026-12-01T1930") is not None)
         until(lambda: dev.stats.sweeps >= 1)
         assert dev.stats.errors == 0
         assert [s for s, _ in dev.stats.fires].count("noon-flaky") == 1  # 12:00 UTC fell inside the jump: fired once

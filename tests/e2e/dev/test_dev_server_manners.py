@@ -31,8 +31,8 @@ def test_fire_now_admits_the_most_recent_fire_past_its_grace_and_names_the_slot(
         status, _, _ = call(f"{dev.url}/dev/schedules/morning-tokyo/fire", "POST", token=TRIGGER_TOKEN)
         assert status == 202
         slot_id = "morning-tokyo@2026-12-01T0800"
-        until(lambda: (s := dev.rt.engine.ledger.get_slot(slot_id)) is not None and s.status == "success", timeout_s=20)
-        slot = dev.rt.engine.ledger.get_slot(slot_id)
+        until(lambda: (s := dev.rt.wiring.ledger.get_slot(slot_id)) is not None and s.status == "success", timeout_s=20)
+        slot = dev.rt.wiring.ledger.get_slot(slot_id)
         assert slot.slot_name == DEV_FIRE_LABEL and slot.trigger_source == "cron"
     lines = out.getvalue().splitlines()
     assert re.search(r"^  POST /internal/schedules/morning-tokyo/run 410 \d+ ms$", "\n".join(lines), re.M), lines
@@ -67,13 +67,13 @@ def test_state_dir_keeps_a_slot_and_its_files_across_a_restart(tmp_path, downstr
     with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens=tokens, state_dir=state) as dev:
         assert call(f"{dev.url}/dev/schedules/morning-tokyo/fire", "POST", token=TRIGGER_TOKEN)[0] == 202
         slot_id = "morning-tokyo@2026-12-01T0800"
-        until(lambda: (s := dev.rt.engine.ledger.get_slot(slot_id)) is not None and s.status == "success", timeout_s=20)
+        until(lambda: (s := dev.rt.wiring.ledger.get_slot(slot_id)) is not None and s.status == "success", timeout_s=20)
         first_port = dev.aws_endpoint
     assert (state / "state.json").exists()
     with DevServer(config, port=0, clock=VirtualClock(ms(T0)), tokens=tokens, state_dir=state) as again:
         assert again.aws_endpoint == first_port  # the export line of a second shell still points here
         assert again.restored["items"] >= 5
-        slot = again.rt.engine.ledger.get_slot(slot_id)
+        slot = again.rt.wiring.ledger.get_slot(slot_id)
         assert slot is not None and slot.status == "success"
         stored = aws.client("s3").list_objects_v2(Bucket=again.rt.env["ARTIFACT_BUCKET"]).get("KeyCount", 0)
         assert stored == again.restored["objects"] >= 1  # the work's files came back too

@@ -30,14 +30,14 @@ def test_the_demo_posts_a_review_through_the_fake_telegram_and_control_plane(loo
         slot_id = json.loads(body)["schedule"]["slotId"]
 
         def done() -> bool:
-            slot = dev.rt.engine.ledger.get_slot(slot_id)
+            slot = dev.rt.wiring.ledger.get_slot(slot_id)
             return slot is not None and slot.status == "success"
 
         until(done, timeout_s=10)
         methods = [c.method for c in dev.fake_telegram.sent()]
         assert methods[-1] == "sendMessage" and methods[0] in ("sendPhoto", "sendMediaGroup")
         (review,) = dev.control_plane.reviews.values()
-        (row,) = dev.rt.engine.ledger.load(slot_id).intents_for(TELEGRAM_TARGET)
+        (row,) = dev.rt.wiring.ledger.load(slot_id).intents_for(TELEGRAM_TARGET)
         assert (row.route, row.status, row.remote_id) == (TELEGRAM_ROUTE, "delivered", review["review_id"])
         assert any(line.startswith("  fake Telegram Bot API") for line in dev.banner())
 
@@ -54,6 +54,6 @@ def test_the_demo_posts_a_review_through_the_fake_telegram_and_control_plane(loo
             served = resp.read()
         preview = next((f for f in recorded_files(row) if f.role == "preview"), None)
         assert preview is not None and preview.key.startswith(artifact_prefix(slot_id, TELEGRAM_TARGET, row.work_id) + "/")
-        assert served == dev.rt.engine.artifacts.read(preview) and len(served) > 0
+        assert served == dev.rt.wiring.artifacts.read(preview) and len(served) > 0
     finally:
         dev.stop()

@@ -27,7 +27,7 @@ def invoke(rt, function: str, event: dict):
 
 
 def cells(rt) -> dict[str, tuple[str, str | None]]:
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     return {c.target_id: (c.status, c.work_id) for c in state.snapshot_cells()}
 
 
@@ -75,7 +75,7 @@ def test_scheduler_sample_admits_the_slot(make_runtime) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     result = invoke(rt, "trigger", sample("scheduler_fire.json"))
     assert result == {"status": "admitted", "slot_id": SLOT, "disposition": "accepted", "sent": 3}
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "pending"
     assert state.slot.trigger_source == "cron"
     assert state.slot.occurrence_at == ms("2026-11-30T23:00:00Z")
@@ -96,7 +96,7 @@ def test_http_sample_with_the_real_token_is_accepted(make_runtime) -> None:
         "schedule": {"scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "accepted", "status": "pending"},
         "note": "queued",
     }
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.trigger_source == "http"
     assert state.slot.slot_name == json.loads(event["body"])["label"]
 
@@ -106,7 +106,7 @@ def test_http_sample_with_the_placeholder_token_is_unauthorized(make_runtime) ->
     resp = invoke(rt, "trigger", sample("http_run.json"))
     assert resp["statusCode"] == 401
     assert json.loads(resp["body"]) == {"status": "error", "error": "unauthorized"}
-    assert rt.engine.ledger.load(SLOT) is None
+    assert rt.wiring.ledger.load(SLOT) is None
 
 
 # -- execution batch ------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def test_execution_sample_moves_the_two_cells_it_names(make_runtime) -> None:
     assert moved["cats"][0] == "delivery_pending" and moved["cats"][1]
     assert moved["landscape"][0] == "delivery_pending" and moved["landscape"][1]
     assert moved["ranking-daily"] == ("pending", None)  # not named by the sample
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "running"
     assert sorted(i.target_id for i in state.intents) == ["cats", "landscape"]
 
@@ -175,7 +175,7 @@ def test_an_event_that_is_no_sqs_batch_fails_the_invocation_and_changes_nothing(
 def test_execution_sample_for_a_slot_that_does_not_exist_is_processed(make_runtime) -> None:
     rt = make_runtime("2026-11-30T23:00:00Z")
     assert invoke(rt, "execute", sample("sqs_execution_batch.json")) == {"batchItemFailures": []}
-    assert rt.engine.ledger.load(SLOT) is None
+    assert rt.wiring.ledger.load(SLOT) is None
 
 
 # -- outbox batch ---------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_outbox_sample_before_its_intent_exists_is_a_processed_no_op(make_runtim
     result = invoke(rt, "deliver", sample("sqs_outbox_batch.json"))
     assert result == {"batchItemFailures": []}  # processed (deleted from the queue), not retried
     assert downstream.requests == []
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.intents == []
     assert cells(rt)["cats"] == ("pending", None)
 
@@ -201,14 +201,14 @@ def test_outbox_sample_delivers_once_its_intent_exists(make_runtime, downstream)
     rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
     assert invoke(rt, "execute", sample("sqs_execution_batch.json")) == {"batchItemFailures": []}
     key = outbox_key()
-    intents = {i.target_id: i for i in rt.engine.ledger.load(SLOT).intents}
+    intents = {i.target_id: i for i in rt.wiring.ledger.load(SLOT).intents}
     # the sample names exactly the intent the demo catalogue produces for cats
     assert intents["cats"].idempotency_key == key
 
     assert invoke(rt, "deliver", sample("sqs_outbox_batch.json")) == {"batchItemFailures": []}
     assert [r.headers["idempotency-key"] for r in downstream.requests] == [key]
     assert downstream.requests[0].body["target_id"] == "cats"
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     cats = next(i for i in state.intents if i.target_id == "cats")
     assert (cats.status, cats.outbox_status, cats.attempts) == ("delivered", "done", 1)
     assert state.cells["cats"].status == "submitted"
@@ -218,7 +218,7 @@ def test_outbox_sample_delivers_once_its_intent_exists(make_runtime, downstream)
     rt.settle()
     assert sum(1 for r in downstream.requests if r.headers["idempotency-key"] == key) == 1
     assert len(downstream.requests) == 3
-    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+    assert rt.wiring.ledger.load(SLOT).slot.status == "success"
 
 
 # -- sweep tick -----------------------------------------------------------------------------------------

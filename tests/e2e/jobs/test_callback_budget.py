@@ -23,7 +23,7 @@ import pytest
 from support.jobs import CALLBACK_SECRET, PLAN, Receiver, events, get_job, jobs_runtime, post_job, task
 
 from pixivflow.local.lambda_context import LocalLambdaContext
-from pixivflow.services.engine import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
+from pixivflow.services.timing import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
 from pixivflow.services.outbox import MIN_ATTEMPT_MS, SETTLE_MARGIN_MS
 
 SLOT = f"{PLAN}@manual-job-key-1"
@@ -110,7 +110,7 @@ def remaining(monkeypatch):
 
 def callback_row(rt, event_type: str):
     by_type = {e["type"]: e["event_id"] for e in events(rt, SLOT)[1]["events"]}
-    return rt.engine.outbox_rows.get(KIND, f"job-event:{SLOT}:{by_type[event_type]}")
+    return rt.wiring.outbox_rows.get(KIND, f"job-event:{SLOT}:{by_type[event_type]}")
 
 
 def wait_for(predicate, timeout_s: float = 5.0) -> None:
@@ -152,7 +152,7 @@ def test_an_attempt_is_used_by_its_claim_even_when_the_worker_dies(make_runtime,
         post_job(rt, task(callback_url=receiver.url))
         row = callback_row(rt, "job.accepted")
         # a worker claims the row and dies before sending anything
-        held = rt.engine.outbox_rows.claim(row, "worker-that-dies", rt.clock.now_ms(), OUTBOX_LEASE_MS)
+        held = rt.wiring.outbox_rows.claim(row, "worker-that-dies", rt.clock.now_ms(), OUTBOX_LEASE_MS)
         assert (held.status, held.attempts) == ("processing", 1)
         rt.pump()  # the row's message finds it held: nothing is sent for it
         assert "job.accepted" not in receiver.event_types()
@@ -167,7 +167,7 @@ def test_a_row_whose_every_attempt_died_mid_send_is_dead_without_a_ninth_send(ma
     with Receiver() as receiver:
         rt = jobs_runtime(make_runtime)
         post_job(rt, task(callback_url=receiver.url))
-        rows = rt.engine.outbox_rows
+        rows = rt.wiring.outbox_rows
         for n in range(8):  # eight workers claim it in turn and die (Lambda timeouts, say)
             row = rows.claim(callback_row(rt, "job.accepted"), f"dies-{n}", rt.clock.now_ms(), OUTBOX_LEASE_MS)
             assert row.attempts == n + 1

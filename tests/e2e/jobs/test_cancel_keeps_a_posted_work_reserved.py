@@ -21,7 +21,7 @@ from support.jobs import PLAN, TARGET, LosingChannel, cancel, jobs_runtime, post
 from support.queues import take
 
 from pixivflow.services.delivery import deliver_message
-from pixivflow.services.engine import OUTBOX_LEASE_MS
+from pixivflow.services.timing import OUTBOX_LEASE_MS
 from pixivflow.services.execution import execute_cell
 
 FIRST = f"{PLAN}@manual-job-key-1"
@@ -38,17 +38,17 @@ def test_a_cancel_after_a_lost_ack_keeps_the_work_reserved_so_no_other_slot_send
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     assert post_job(rt, task())[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine.executions, FIRST, TARGET)  # binds the newest cats work, 501, and records its delivery row
+    execute_cell(rt.wiring.executions, FIRST, TARGET)  # binds the newest cats work, 501, and records its delivery row
     [message] = take(rt, "OUTBOX_QUEUE_URL")
     body = json.loads(message)
-    deliver_message(rt.engine.deliveries, body["kind"], body["key"])  # posted; the answer is lost
-    [intent] = rt.engine.ledger.load(FIRST).intents
+    deliver_message(rt.wiring.deliveries, body["kind"], body["key"])  # posted; the answer is lost
+    [intent] = rt.wiring.ledger.load(FIRST).intents
     assert (intent.outbox_status, intent.attempts, channel.posts) == ("retry_wait", 1, [("501", FIRST)])
 
     status, job = cancel(rt, FIRST)
     assert (status, job["status"]) == (200, "cancelled")
     owner = f"{FIRST}#{TARGET}"
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": owner}  # the downstream may hold it
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": owner}  # the downstream may hold it
 
     rt.clock.set(ms(FIRE))
     assert rt.fire(PLAN, ms(FIRE))["status"] == "admitted"
@@ -83,7 +83,7 @@ def _run_job(rt, key: str, slot_id: str) -> str:
     """Admit a job, run its executor: returns the outbox message's key of its one delivery row."""
     assert post_job(rt, task(key))[0] == 202
     take(rt, "EXECUTION_QUEUE_URL")
-    execute_cell(rt.engine.executions, slot_id, TARGET)
+    execute_cell(rt.wiring.executions, slot_id, TARGET)
     [message] = take(rt, "OUTBOX_QUEUE_URL")
     return json.loads(message)["key"]
 
@@ -98,17 +98,17 @@ def test_a_cancel_after_a_deliverer_died_between_its_post_and_its_settle_keeps_t
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
     key = _run_job(rt, "job-key-1", FIRST)
     with pytest.raises(Died):
-        deliver_message(rt.engine.deliveries, "delivery", key)  # posted, then the deliverer died before settle_intent
-    [intent] = rt.engine.ledger.load(FIRST).intents
+        deliver_message(rt.wiring.deliveries, "delivery", key)  # posted, then the deliverer died before settle_intent
+    [intent] = rt.wiring.ledger.load(FIRST).intents
     assert (intent.outbox_status, intent.attempts, channel.posts) == ("processing", 0, [("501", FIRST)])
 
     rt.clock.advance(OUTBOX_LEASE_MS + 1_000)  # its claim ran out: nothing shows the post was made
     status, job = cancel(rt, FIRST)
     assert (status, job["status"]) == (200, "cancelled")
     # the downstream may hold the work (it does): no other slot may send it on this route
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{FIRST}#{TARGET}"}
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{FIRST}#{TARGET}"}
 
-    deliver_message(rt.engine.deliveries, "delivery", _run_job(rt, "job-key-2", SECOND))
+    deliver_message(rt.wiring.deliveries, "delivery", _run_job(rt, "job-key-2", SECOND))
     rt.settle()
     works = [work for work, _ in channel.posts]
     assert works.count("501") == 1, channel.posts  # never a second delivery of the work on the route

@@ -17,7 +17,7 @@ from support.jobs import TARGET, cancel
 from support.queues import take
 
 from pixivflow.services.delivery import deliver_message
-from pixivflow.services.engine import LEASE_TTL_MS
+from pixivflow.services.timing import LEASE_TTL_MS
 from pixivflow.services.execution import execute_cell
 
 
@@ -30,7 +30,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     §13.7). The refused executor now indexes and sends its rows; the deliverer dead-letters them
     unposted (no post after a committed cancel)."""
     rt, channel = job_taken_by_its_executor(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_put, real_load = ledger.put_intent, ledger.load
     answers = []
 
@@ -45,7 +45,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
         return stored
 
     monkeypatch.setattr(ledger, "put_intent", frozen_then_cancelled_around_the_write)
-    execute_cell(rt.engine.executions, SLOT, TARGET)
+    execute_cell(rt.wiring.executions, SLOT, TARGET)
     monkeypatch.setattr(ledger, "put_intent", real_put)
 
     state, row = closed_with_its_pending_row_in_the_due_index(rt, answers)
@@ -55,7 +55,7 @@ def test_a_row_written_between_a_cancels_read_and_its_commit_still_ends_unposted
     bodies = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]
     assert [b["key"] for b in bodies] == [row.idempotency_key]  # the refused executor sent it
     for b in bodies:
-        deliver_message(rt.engine.deliveries, b["kind"], b["key"])
+        deliver_message(rt.wiring.deliveries, b["kind"], b["key"])
     [row] = ledger.load(SLOT).intents
     assert row.outbox_status not in ("pending", "retry_wait", "processing"), row.outbox_status
     assert (row.outbox_status, row.attempts) == ("dead", 1)  # dead-lettered by the claiming worker

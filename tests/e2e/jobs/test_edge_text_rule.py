@@ -31,8 +31,8 @@ def bad_text(field: str) -> dict:
 
 
 def nothing_written(rt) -> None:
-    assert rt.engine.ledger.slot_ids() == []
-    assert rt.engine.ledger.get_request_key("job-key-1") is None
+    assert rt.wiring.ledger.slot_ids() == []
+    assert rt.wiring.ledger.get_request_key("job-key-1") is None
 
 
 def _with(path: str, value: str) -> dict:
@@ -82,7 +82,7 @@ def test_the_refetch_route_refuses_the_same_characters_in_its_shape(make_runtime
                   token=JOBS_TOKEN)
     assert answer.pair == (400, {"status": "error",
                                  "error": "correlationId must not contain control characters or unpaired surrogates"})
-    assert rt.engine.ledger.slot_ids() == []
+    assert rt.wiring.ledger.slot_ids() == []
 
 
 def test_a_refetch_request_id_that_breaks_the_text_rule_gets_the_spec_message(make_runtime):
@@ -166,7 +166,7 @@ def test_trigger_routes_refuse_ids_over_1024_bytes(make_runtime):
         400, {"status": "error", "error": "targetId is longer than 1024 bytes"})
     assert send(rt, "POST", f"/internal/targets/{LONG}/refetch", {"requestId": RID}, token=JOBS_TOKEN).pair == (
         400, {"status": "error", "error": "targetId is longer than 1024 bytes"})
-    assert rt.engine.ledger.slot_ids() == []
+    assert rt.wiring.ledger.slot_ids() == []
 
 
 def test_the_twin_refuses_an_oversized_key_on_a_read_as_dynamodb_does(make_runtime):
@@ -174,9 +174,9 @@ def test_the_twin_refuses_an_oversized_key_on_a_read_as_dynamodb_does(make_runti
 
     rt = jobs_runtime(make_runtime)
     with pytest.raises(LedgerUnavailable) as refused:
-        rt.engine.ledger.get_slot("s" * 2100)
+        rt.wiring.ledger.get_slot("s" * 2100)
     assert str(refused.value) == "DynamoDB get_item failed: ValidationException"
-    assert rt.engine.ledger.get_slot("s" * 2000) is None  # SLOT#<2,000 bytes> is still a key
+    assert rt.wiring.ledger.get_slot("s" * 2000) is None  # SLOT#<2,000 bytes> is still a key
 
 
 # -- item 8: SSRF by rule, through the admission route (injected resolver and transport: no traffic) -----

@@ -60,7 +60,7 @@ def runtime(make_runtime, *, wire=None, dns=None, tokens=None, mutate=None):
 
 def rows(rt, job_id=SLOT):
     keys = [f"job-event:{job_id}:{e['event_id']}" for e in events(rt, job_id)[1]["events"]]
-    return {key: rt.engine.outbox_rows.get("event_callback", key) for key in keys}
+    return {key: rt.wiring.outbox_rows.get("event_callback", key) for key in keys}
 
 
 def test_each_event_is_posted_once_signed_and_identical_to_the_page(make_runtime, downstream, logs):
@@ -158,20 +158,20 @@ def test_a_crash_before_the_terminal_event_is_repaired_by_the_sweep(make_runtime
         real = job_events.on_slot_terminal
         monkeypatch.setattr(job_events, "on_slot_terminal", lambda ctx, state: None)
         rt.pump()
-        assert [e.kind for e in rt.engine.jobs.stream(SLOT).events] == ["job.requested"]
+        assert [e.kind for e in rt.wiring.jobs.stream(SLOT).events] == ["job.requested"]
         monkeypatch.setattr(job_events, "on_slot_terminal", real)
         result = rt.sweep()
         assert result["jobsRepaired"] == 1
         rt.pump()
         assert sorted(receiver.event_types()) == ["job.accepted", "job.started", "job.succeeded"]
-        assert rt.engine.jobs.open_callbacks(50) == []  # out of the repair index once terminal
+        assert rt.wiring.jobs.open_callbacks(50) == []  # out of the repair index once terminal
         assert rt.sweep()["jobsRepaired"] == 0
 
 
 def _job_whose_callback_messages_were_lost(make_runtime, monkeypatch, receiver):
     """The event rows and their callback rows commit together; every SQS message after them is lost."""
     rt = runtime(make_runtime)
-    queues = rt.engine.queues
+    queues = rt.wiring.queues
     real_send = queues.send_outbox
     monkeypatch.setattr(queues, "send_outbox", lambda messages: [
         i for i, m in enumerate(messages) if m.body["kind"] == "event_callback"] or real_send(messages))
@@ -243,7 +243,7 @@ def test_a_callback_url_that_could_reach_inside_is_refused_at_admission(make_run
     assert status == 400
     error_body(body)
     assert (body["error"]["code"], body["error"]["detail"]) == ("invalid_params", {"field": "callback_url", "reason": reason})
-    assert rt.engine.ledger.slot_ids() == [] and rt.engine.ledger.get_request_key("job-key-1") is None
+    assert rt.wiring.ledger.slot_ids() == [] and rt.wiring.ledger.get_request_key("job-key-1") is None
     assert wire.requests == []  # refused before any connection
 
 
@@ -296,4 +296,4 @@ def test_a_replay_never_adds_a_callback_to_a_job_that_declared_none(make_runtime
         assert post_job(rt, task(callback_url=receiver.url))[0] == 200
         rt.settle()
         assert receiver.received == []
-        assert rt.engine.jobs.stream(SLOT).find("job.requested").callback_url is None
+        assert rt.wiring.jobs.stream(SLOT).find("job.requested").callback_url is None

@@ -54,7 +54,7 @@ class GatedChannel:
 
 def gated_runtime(make_runtime, channel):
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real = ledger.cancel_cells
 
     def cancel_cells(*args, **kwargs):
@@ -74,12 +74,12 @@ def drop(rt, queue="EXECUTION_QUEUE_URL"):
 def execute_only(rt, slot_id=SLOT, target=TARGET):
     """Run the cell up to delivery_pending; its outbox message is taken off the queue."""
     drop(rt)
-    execute_cell(rt.engine.executions, slot_id, target)
+    execute_cell(rt.wiring.executions, slot_id, target)
     return drop(rt, "OUTBOX_QUEUE_URL")
 
 
 def intent_of(rt, slot_id=SLOT):
-    [intent] = rt.engine.ledger.load(slot_id).intents
+    [intent] = rt.wiring.ledger.load(slot_id).intents
     return intent
 
 
@@ -96,7 +96,7 @@ def test_cancel_fails_the_open_cell_and_a_second_cancel_answers_the_same_body(ma
     assert job["updated_at"] == rt.clock.now_ms()
     rt.clock.advance(5_000)
     assert cancel(rt, SLOT) == (200, job)
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     cell = state.cells[TARGET]
     assert (cell.status, cell.terminal_reason_code, cell.terminal_reason_message, cell.last_error) == (
         "failed", "cancelled_by_consumer", "任务已被取消", "任务已被取消")
@@ -132,18 +132,18 @@ def test_cancel_cancels_the_pending_outbox_row_and_gives_the_work_back(make_runt
     post_job(rt, task())
     [message] = execute_only(rt)
     intent = intent_of(rt)
-    assert (intent.outbox_status, rt.engine.ledger.load(SLOT).cells[TARGET].status) == ("pending", "delivery_pending")
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
+    assert (intent.outbox_status, rt.wiring.ledger.load(SLOT).cells[TARGET].status) == ("pending", "delivery_pending")
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
     assert cancel(rt, SLOT)[1]["status"] == "cancelled"
     intent = intent_of(rt)
     assert (intent.outbox_status, intent.last_error) == ("cancelled", "cancelled by consumer")
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {}
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {}
     import json
 
     body = json.loads(message)
-    result = deliver_message(rt.engine.deliveries, body["kind"], body["key"])  # the message that was in flight
+    result = deliver_message(rt.wiring.deliveries, body["kind"], body["key"])  # the message that was in flight
     assert result.action == "skipped" and channel.posts == []
-    assert drain(rt.engine.deliveries).processed == 0
+    assert drain(rt.wiring.deliveries).processed == 0
 
 
 def held_post(rt, channel):
@@ -152,7 +152,7 @@ def held_post(rt, channel):
 
     [message] = execute_only(rt)
     body = json.loads(message)
-    worker = threading.Thread(target=deliver_message, args=(rt.engine.deliveries, body["kind"], body["key"]))
+    worker = threading.Thread(target=deliver_message, args=(rt.wiring.deliveries, body["kind"], body["key"]))
     worker.start()
     assert channel.entered.wait(30)  # the worker holds the row and is posting now
     return worker
@@ -172,7 +172,7 @@ def test_a_cancel_racing_a_held_post_answers_200_within_a_second_and_commits_at_
         validate("Job", job)
         assert (job["status"], job["error"]) == ("cancelled", CANCELLED_ERROR)
         assert channel.committed is True  # committed while the post was still open
-        state = rt.engine.ledger.load(SLOT)
+        state = rt.wiring.ledger.load(SLOT)
         assert (state.cells[TARGET].status, state.cells[TARGET].terminal_reason_code) == ("failed", "cancelled_by_consumer")
         assert intent_of(rt).outbox_status == "cancelled"
     finally:
@@ -186,14 +186,14 @@ def test_the_post_in_flight_settles_afterwards_unrecorded_and_keeps_its_work_res
     rt = gated_runtime(make_runtime, channel)
     post_job(rt, task())
     worker = held_post(rt, channel)
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     assert (done.cells_cancelled, done.rows_cancelled) == (1, 1)
     channel.release.set()  # the downstream answers 200 now: too late to be recorded
     worker.join()
     intent = intent_of(rt)
     assert (intent.outbox_status, intent.last_error, intent.lease_owner) == ("cancelled", "cancelled by consumer", None)
     # the downstream may hold the work: no other slot may send it again
-    assert rt.engine.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{SLOT}#{TARGET}"}
     assert [line["keys"] for line in logs.events("job.cancelled_during_post")] == [[intent.idempotency_key]]
     rt.clock.advance(3_600_000)
     rt.settle()
@@ -208,7 +208,7 @@ def test_a_post_that_failed_is_not_retried_after_the_cancel(make_runtime):
     rt = gated_runtime(make_runtime, channel)
     post_job(rt, task())
     worker = held_post(rt, channel)
-    done = jobs_service.cancel(rt.engine.job_control, SLOT)
+    done = jobs_service.cancel(rt.wiring.job_control, SLOT)
     channel.release.set()
     worker.join()
     assert done.job["status"] == "cancelled" and done.rows_cancelled == 1
@@ -225,7 +225,7 @@ def test_a_worker_that_died_mid_post_has_its_row_cancelled(make_runtime):
     execute_only(rt)
     intent = intent_of(rt)
     now = rt.clock.now_ms()
-    assert rt.engine.ledger.claim_intent(intent, "dlv-ghost", now, 120_000) is not None
+    assert rt.wiring.ledger.claim_intent(intent, "dlv-ghost", now, 120_000) is not None
     rt.clock.advance(121_000)  # its lease ran out: the post (≤ 60 s) is over, whatever it did
     assert cancel(rt, SLOT)[1]["status"] == "cancelled"
     assert intent_of(rt).outbox_status == "cancelled"
@@ -239,16 +239,16 @@ def test_an_intent_recorded_after_the_cancel_is_dead_lettered_never_posted(make_
     rt = gated_runtime(make_runtime, channel)
     post_job(rt, task())
     drop(rt)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_put = ledger.put_intent
 
     def cancel_then_put(intent):
         ledger.put_intent = real_put
-        assert jobs_service.cancel(rt.engine.job_control, SLOT).cells_cancelled == 1  # commits while the executor runs
+        assert jobs_service.cancel(rt.wiring.job_control, SLOT).cells_cancelled == 1  # commits while the executor runs
         return real_put(intent)
 
     ledger.put_intent = cancel_then_put
-    execute_cell(rt.engine.executions, SLOT, TARGET)
+    execute_cell(rt.wiring.executions, SLOT, TARGET)
     assert channel.committed
     rt.settle()
     assert channel.posts == []
@@ -262,15 +262,15 @@ def test_cancelling_an_occurrence_with_a_submitted_cell_leaves_the_slot_partial(
     rt = jobs_runtime(make_runtime, mutate=lambda cfg: None, catalog=None)
     slot_id = rt.fire(PLAN, iso="2026-11-30T23:00:00Z")["slot_id"]
     drop(rt)
-    execute_cell(rt.engine.executions, slot_id, "cats")
-    drain(rt.engine.deliveries)
-    state = rt.engine.ledger.load(slot_id)
+    execute_cell(rt.wiring.executions, slot_id, "cats")
+    drain(rt.wiring.deliveries)
+    state = rt.wiring.ledger.load(slot_id)
     # the two cells nobody claimed have no item yet: pending cells the snapshot stands for
     assert {c.target_id: (c.status, c.virtual) for c in state.snapshot_cells()} == {
         "cats": ("submitted", False), "landscape": ("pending", True), "ranking-daily": ("pending", True)}
     status, job = cancel(rt, slot_id)
     assert status == 200 and job["status"] == "succeeded"  # the job view is the first cell
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert {t: (c.status, c.terminal_reason_code) for t, c in state.cells.items()} == {
         "cats": ("submitted", None), "landscape": ("failed", "cancelled_by_consumer"),
         "ranking-daily": ("failed", "cancelled_by_consumer")}

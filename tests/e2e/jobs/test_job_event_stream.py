@@ -27,7 +27,7 @@ def page(rt, job_id=SLOT, **query):
 
 def stored_kinds(rt, job_id=SLOT):
     """What the stream holds right now, read without reconciling."""
-    return [e.kind for e in rt.engine.jobs.stream(job_id).events]
+    return [e.kind for e in rt.wiring.jobs.stream(job_id).events]
 
 
 def check_stream(body):
@@ -104,7 +104,7 @@ def test_a_terminal_event_missing_after_a_crash_is_written_by_the_next_read(make
 
     rt = jobs_runtime(make_runtime)
     post_job(rt, task())
-    monkeypatch.setattr(job_events, "on_slot_terminal", lambda engine, state: None)  # died right after the rollup
+    monkeypatch.setattr(job_events, "on_slot_terminal", lambda wiring, state: None)  # died right after the rollup
     rt.settle()
     assert stored_kinds(rt) == ["job.requested"]
     assert [e["type"] for e in page(rt)["events"]] == ["job.accepted", "job.started", "job.succeeded"]
@@ -115,7 +115,7 @@ def test_a_terminal_event_missing_after_a_crash_is_written_by_the_next_read(make
 
 def add_progress(rt, count, job_id=SLOT):
     """Append ``count`` job.progressed events through the store (no writer emits them yet)."""
-    store = rt.engine.jobs
+    store = rt.wiring.jobs
     stream = store.stream(job_id)
     for _ in range(count):
         event = StoredEvent(job_id, "job.progressed", stream.head_seq + 1, max(rt.clock.now_ms(), stream.head_ts))
@@ -240,7 +240,7 @@ def test_bad_ack_bodies_are_400_and_leave_the_cursor(make_runtime, downstream, b
     assert status == 400
     error_body(answer)
     assert answer["error"]["code"] == "invalid_params"
-    assert rt.engine.jobs.stream(SLOT).cursor == tuple(int(x) for x in first.split("-")[1:])
+    assert rt.wiring.jobs.stream(SLOT).cursor == tuple(int(x) for x in first.split("-")[1:])
     assert page(rt)["unacked"] == 2
 
 

@@ -45,7 +45,7 @@ def test_every_job_route_needs_the_jobs_token(make_runtime, method, path):
     body = {} if method == "POST" else None
     assert rt.http(method, path, body=body, function="job_events") == (401, {"status": "error", "error": "unauthorized"})
     assert rt.http(method, path, body=body, token=TRIGGER_TOKEN, function="job_events")[0] == 401
-    assert rt.engine.ledger.slot_ids() == []
+    assert rt.wiring.ledger.slot_ids() == []
 
 
 @pytest.mark.parametrize("method,path", ROUTES)

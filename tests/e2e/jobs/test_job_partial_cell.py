@@ -19,7 +19,7 @@ SLOT = f"{PLAN}@manual-job-key-1"
 def test_a_partial_cell_item_answers_the_job_and_is_completed_by_its_first_claim(make_runtime, downstream, logs):
     rt = jobs_runtime(make_runtime)
     assert post_job(rt, task())[0] == 202
-    client, table = rt.engine.ledger._client, rt.env["LEDGER_TABLE"]  # noqa: SLF001 - plant the bad item
+    client, table = rt.wiring.ledger._client, rt.env["LEDGER_TABLE"]  # noqa: SLF001 - plant the bad item
     client.put_item(TableName=table, Item={"pk": {"S": slot_pk(SLOT)}, "sk": {"S": cell_sk(TARGET)},
                                            "heartbeatAt": {"N": str(rt.clock.now_ms())}})
     status, job = get_job(rt, SLOT)
@@ -30,4 +30,4 @@ def test_a_partial_cell_item_answers_the_job_and_is_completed_by_its_first_claim
     rt.pump()
     status, job = get_job(rt, SLOT)
     assert (status, job["status"], job["result"]["candidates"][0]["work_id"]) == (200, "succeeded", "501")
-    assert rt.engine.ledger.load(SLOT).malformed == {}
+    assert rt.wiring.ledger.load(SLOT).malformed == {}

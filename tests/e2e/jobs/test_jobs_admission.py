@@ -40,8 +40,8 @@ def refused(rt, body, status=400):
 
 
 def nothing_written(rt, key="job-key-1"):
-    assert rt.engine.ledger.slot_ids() == []
-    assert rt.engine.ledger.get_request_key(key) is None
+    assert rt.wiring.ledger.slot_ids() == []
+    assert rt.wiring.ledger.get_request_key(key) is None
 
 
 def test_first_admission_is_202_and_a_replay_is_200_with_the_same_job(make_runtime, downstream):
@@ -65,7 +65,7 @@ def test_first_admission_is_202_and_a_replay_is_200_with_the_same_job(make_runti
     assert len(downstream.requests) == 1
     sent = downstream.requests[0].body
     assert (sent["slot_id"], sent["refetch_request_id"], sent["correlation_id"]) == (SLOT, "job-key-1", "review-chain:1")
-    slot = rt.engine.ledger.get_slot(SLOT)
+    slot = rt.wiring.ledger.get_slot(SLOT)
     assert (slot.trigger_source, slot.slot_name, slot.target_ids, slot.params) == (
         "manual", "审核群重抓", [TARGET], {"query": {"tags": ["cats"]}})
 
@@ -123,7 +123,7 @@ def test_exact_bodies_of_the_version_and_job_type_refusals(make_runtime):
 def test_unknown_keys_are_ignored(make_runtime):
     rt = jobs_runtime(make_runtime)
     job = admitted(rt, {**task(), "priority": "high", "params": {"query": {"tags": ["cats"], "boost": 2}, "hint": 1}})
-    assert rt.engine.ledger.get_slot(job["job_id"]).params == {"query": {"tags": ["cats"]}}
+    assert rt.wiring.ledger.get_slot(job["job_id"]).params == {"query": {"tags": ["cats"]}}
 
 
 # -- target resolution ----------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_the_target_selector_picks_one_of_several_and_query_may_be_omitted(make_
     rt = jobs_runtime(make_runtime, mutate=lambda cfg: None, catalog=None)  # the demo catalogue has landscapes
     job = admitted(rt, task(params={"target_id": "landscape"}))
     assert job["job_id"] == "morning-tokyo@manual-job-key-1"
-    slot = rt.engine.ledger.get_slot(job["job_id"])
+    slot = rt.wiring.ledger.get_slot(job["job_id"])
     assert (slot.target_ids, slot.params) == (["landscape"], {})
     rt.settle()
     assert downstream.requests[0].body["target_id"] == "landscape"
@@ -270,7 +270,7 @@ def test_a_legacy_refetch_of_another_target_with_a_job_key_is_refused(make_runti
 
 def test_eight_concurrent_admissions_of_one_key_make_one_slot_and_one_delivery(make_runtime, downstream):
     rt = jobs_runtime(make_runtime)
-    engine = rt.engine
+    wiring = rt.wiring
     barrier = threading.Barrier(8)
     results: list = []
     errors: list = []
@@ -278,7 +278,7 @@ def test_eight_concurrent_admissions_of_one_key_make_one_slot_and_one_delivery(m
     def submit():
         try:
             barrier.wait()
-            results.append(jobs_service.submit(engine, task()))
+            results.append(jobs_service.submit(wiring, task()))
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -299,7 +299,7 @@ def test_eight_concurrent_admissions_of_one_key_make_one_slot_and_one_delivery(m
 
 def test_concurrent_legacy_and_job_admissions_of_one_key_make_one_slot(make_runtime, downstream):
     rt = jobs_runtime(make_runtime)
-    engine = rt.engine
+    wiring = rt.wiring
     key = str(uuid.uuid4())
     barrier = threading.Barrier(6)
     errors: list = []
@@ -307,14 +307,14 @@ def test_concurrent_legacy_and_job_admissions_of_one_key_make_one_slot(make_runt
     def job():
         try:
             barrier.wait()
-            jobs_service.submit(engine, task(key))
+            jobs_service.submit(wiring, task(key))
         except BaseException as exc:
             errors.append(exc)
 
     def legacy():
         try:
             barrier.wait()
-            manual.refetch(engine.refetches, TARGET, key)
+            manual.refetch(wiring.refetches, TARGET, key)
         except BaseException as exc:
             errors.append(exc)
 
@@ -414,7 +414,7 @@ def test_a_resumed_job_re_applies_its_params(make_runtime, downstream):
     dropped = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert len(dropped) == 1
     sqs.delete_message(QueueUrl=url, ReceiptHandle=dropped[0]["ReceiptHandle"])
-    assert claim(rt.engine.ledger, SLOT, TARGET, "exec-ghost", rt.clock.now_ms(), 180_000) is not None
+    assert claim(rt.wiring.ledger, SLOT, TARGET, "exec-ghost", rt.clock.now_ms(), 180_000) is not None
     rt.settle()
     assert [r.body["work_id"] for r in downstream.requests] == ["502"]
     assert get_job(rt, SLOT)[1]["attempt"] == 2  # the ghost's claim and the rescue
@@ -440,7 +440,7 @@ def test_each_request_logs_one_outcome_line_with_its_status(make_runtime, logs):
 def test_an_unexpected_error_is_500_internal_error_and_leaks_nothing(make_runtime, logs, monkeypatch):
     rt = jobs_runtime(make_runtime)
 
-    def broken(engine, body):
+    def broken(wiring, body):
         raise RuntimeError("table arn:aws:dynamodb:secret-internal-detail")
 
     monkeypatch.setattr(jobs_service, "submit", broken)

@@ -57,7 +57,7 @@ def test_show_a_job_with_its_events_and_dead_callbacks(make_runtime):
         rt = jobs_runtime(make_runtime)
         assert post_job(rt, task(callback_url=receiver.url))[0] == 202
         rt.settle()
-        writes_before = rt.engine.jobs.stream(JOB)
+        writes_before = rt.wiring.jobs.stream(JOB)
         run = pixivflow("jobs", "show", JOB, now=rt.clock.now_ms())
         assert (run.code, run.err) == (0, "")
         assert run.out == JOB_TEXT
@@ -65,7 +65,7 @@ def test_show_a_job_with_its_events_and_dead_callbacks(make_runtime):
         assert view["job"] == get_job(rt, JOB)[1]  # exactly what GET /jobs/{jobId} answers
         assert "\n".join(render_job(view)) + "\n" == JOB_TEXT
         assert [e["callback"]["target"] for e in view["events"] if e.get("callback")] == [receiver.url] * 3
-        assert rt.engine.jobs.stream(JOB) == writes_before  # read-only
+        assert rt.wiring.jobs.stream(JOB) == writes_before  # read-only
 
 
 def test_a_wrong_job_id_exits_1(make_runtime):

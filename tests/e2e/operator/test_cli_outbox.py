@@ -58,7 +58,7 @@ def test_a_dead_delivery_whose_cell_ended_is_refused_and_nothing_changes(make_ru
     rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
-    before = rt.engine.ledger.load(FAN)
+    before = rt.wiring.ledger.load(FAN)
     assert before.cells["both"].status == "failed"
     run = pixivflow("outbox", "redrive", SECOND_KEY, now=rt.clock.now_ms())
     assert (run.code, run.out) == (1, "")
@@ -67,7 +67,7 @@ def test_a_dead_delivery_whose_cell_ended_is_refused_and_nothing_changes(make_ru
     assert run.err.splitlines()[-1] == f"pixivflow outbox redrive: {message}"
     audit = json.loads(run.err.splitlines()[0])
     assert (audit["event"], audit["key"], audit["reason"]) == ("outbox.redrive_refused", SECOND_KEY, message)
-    after = rt.engine.ledger.load(FAN)
+    after = rt.wiring.ledger.load(FAN)
     assert [(i.route, i.outbox_status, i.attempts) for i in after.intents] == [(i.route, i.outbox_status, i.attempts)
                                                                                for i in before.intents]
     # a row that is not dead (the delivered one) and a key nobody wrote are refused the same way
@@ -102,12 +102,12 @@ def test_redrive_rearms_a_dead_callback_once_and_the_outbox_delivers_it(make_run
         assert {k: audit[k] for k in ("event", "kind", "key", "previous_attempts", "previous_error", "sent")} == {
             "event": "outbox.redriven", "kind": "event_callback", "key": keys[0], "previous_attempts": 1,
             "previous_error": "remote_4xx: HTTP 404", "sent": True}
-        row = rt.engine.outbox_rows.get("event_callback", keys[0])
+        row = rt.wiring.outbox_rows.get("event_callback", keys[0])
         assert (row.status, row.attempts, row.next_attempt_at) == ("retry_wait", 0, now)
 
         rt.pump()  # the message the redrive sent reaches the deliver function
         assert len(receiver.received) == 4 and receiver.received[-1].body["event_id"] == keys[0].rsplit(":", 1)[1]
-        assert rt.engine.outbox_rows.get("event_callback", keys[0]).status == "done"
+        assert rt.wiring.outbox_rows.get("event_callback", keys[0]).status == "done"
         again = pixivflow("outbox", "redrive", keys[0], now=now)
         assert (again.code, again.out) == (1, "")
         assert again.err.splitlines()[-1] == f"pixivflow outbox redrive: outbox row {keys[0]} is done, not dead: nothing to redrive"
@@ -117,7 +117,7 @@ def test_redrive_rearms_a_dead_callback_once_and_the_outbox_delivers_it(make_run
 
 def test_a_dead_notification_is_rearmed_and_left_to_the_sweep_without_a_queue(make_runtime, monkeypatch):
     rt = make_runtime(T0_ISO)
-    rows = rt.engine.outbox_rows
+    rows = rt.wiring.outbox_rows
     key = "notification:morning-tokyo@2026-12-01T0800:summary"
     at = rt.clock.now_ms()
     rows.enqueue(OutboxRow(kind="notification", key=key, target="review", payload={"text": "summary"},
@@ -144,7 +144,7 @@ def test_list_shows_every_row_by_status_with_its_last_error_and_filters(make_run
     rt = make_runtime(T0_ISO, mutate=fan_out_with_a_dead_second_route(downstream))
     rt.fire("fan", ms(T0_ISO))
     rt.settle()
-    rows, at = rt.engine.outbox_rows, rt.clock.now_ms()
+    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
     key = "notification:fan@2026-12-01T0800:hostile"
     rows.enqueue(OutboxRow(kind="notification", key=key, target="review", payload={"text": "x"},
                            next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))

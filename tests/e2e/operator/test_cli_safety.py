@@ -27,7 +27,7 @@ def raw_controls(text: str) -> list[str]:
 def test_a_job_id_with_escape_sequences_is_shown_escaped_everywhere(make_runtime):
     rt = jobs_runtime(make_runtime)
     # Admitted through the service (the HTTP edge's own text rule is not what this test is about).
-    job_id = jobs_service.submit(rt.engine.job_control, task(key=HOSTILE)).job["job_id"]
+    job_id = jobs_service.submit(rt.wiring.job_control, task(key=HOSTILE)).job["job_id"]
     assert "\x1b" in job_id
     for argv in (("jobs", "show", job_id), ("slots", "show", job_id), ("slots", "list"), ("jobs", "show", job_id, "--json")):
         run = pixivflow(*argv, now=rt.clock.now_ms())
@@ -59,7 +59,7 @@ def test_a_dead_row_with_controls_in_its_key_and_error_is_shown_escaped(make_run
     from pixivflow.domain.outbox import OutboxRow
 
     rt = jobs_runtime(make_runtime)
-    rows, now = rt.engine.outbox_rows, rt.clock.now_ms()
+    rows, now = rt.wiring.outbox_rows, rt.clock.now_ms()
     row, _ = rows.enqueue(OutboxRow(kind="notification", key=f"refetch-outcome:{HOSTILE}", target="review",
                                     payload={"text": "t"}, next_attempt_at=now, created_at=now, updated_at=now))
     claimed = rows.claim(row, "w", now, 120_000)

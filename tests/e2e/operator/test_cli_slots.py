@@ -208,7 +208,7 @@ def test_json_round_trips_to_the_same_view_and_the_same_text(make_runtime, downs
     rt = known_ledger(make_runtime, downstream)
     stall(rt)
     now = rt.clock.now_ms()
-    reads = Reads(ledger=rt.engine.ledger, now_ms=lambda: now, jobs=rt.engine.jobs, outbox_rows=rt.engine.outbox_rows)
+    reads = Reads(ledger=rt.wiring.ledger, now_ms=lambda: now, jobs=rt.wiring.jobs, outbox_rows=rt.wiring.outbox_rows)
     for slot_id, text in ((SUCCESS, SUCCESS_TEXT), (PARTIAL, PARTIAL_TEXT), (STALLED, STALLED_TEXT)):
         run = pixivflow("slots", "show", slot_id, "--json", now=now)
         assert run.code == 0

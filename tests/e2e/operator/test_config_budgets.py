@@ -57,9 +57,9 @@ def test_a_bad_queued_budget_warns_and_the_30_minute_default_applies(make_runtim
         + "; the default 1800000 is used"}
     assert drop(rt) == 1  # the execution message is lost: the slot stays admitted, never claimed
     assert sweep_at(rt, 29)["queuedTooLong"] == 0
-    assert rt.engine.ledger.get_slot(SLOT).status == "pending"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "pending"
     assert sweep_at(rt, 30)["queuedTooLong"] == 1
-    assert rt.engine.ledger.get_cell(SLOT, "cats").terminal_reason_code == "queued_too_long"
+    assert rt.wiring.ledger.get_cell(SLOT, "cats").terminal_reason_code == "queued_too_long"
 
 
 @pytest.mark.parametrize("bad", ["nonsense", 59_999, [900_000]])
@@ -71,11 +71,11 @@ def test_a_bad_stall_budget_warns_and_the_15_minute_default_applies(make_runtime
     assert "the default 900000 is used" in warnings_of(logs)["schedulerRuntime.stallTimeoutMs"]
     drop(rt)
     now = rt.clock.now_ms()
-    assert claim(rt.engine.ledger, SLOT, "cats", "exec-died", now, 180_000) is not None  # claimed, then died
-    assert rt.engine.ledger.mark_slot_running(SLOT, now)
+    assert claim(rt.wiring.ledger, SLOT, "cats", "exec-died", now, 180_000) is not None  # claimed, then died
+    assert rt.wiring.ledger.mark_slot_running(SLOT, now)
     assert sweep_at(rt, 14)["stalledNoHeartbeat"] == 0
     assert sweep_at(rt, 15)["stalledNoHeartbeat"] == 1
-    assert rt.engine.ledger.get_cell(SLOT, "cats").terminal_reason_code == "stalled_no_heartbeat"
+    assert rt.wiring.ledger.get_cell(SLOT, "cats").terminal_reason_code == "stalled_no_heartbeat"
 
 
 def test_the_issues_config_runs_and_delivers(make_runtime, downstream, logs):
@@ -83,10 +83,10 @@ def test_the_issues_config_runs_and_delivers(make_runtime, downstream, logs):
     rt = make_runtime(T0, mutate=lambda cfg: schedule(cfg, queuedTimeoutMs=1000, stallTimeoutMs="nonsense"))
     assert run_http(rt)[0] == 202
     rt.settle()
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
     assert len(downstream.requests) == 1
     assert set(warnings_of(logs)) == {"schedulerRuntime.queuedTimeoutMs", "schedulerRuntime.stallTimeoutMs"}
-    assert rt.engine.config.schedulerRuntime.queued_timeout_ms == 1_800_000
+    assert rt.wiring.config.schedulerRuntime.queued_timeout_ms == 1_800_000
 
 
 def test_a_target_scan_limit_of_zero_is_clamped_to_one(make_runtime, downstream, logs):
@@ -103,7 +103,7 @@ def test_a_target_scan_limit_of_zero_is_clamped_to_one(make_runtime, downstream,
     rt = make_runtime(T0, mutate=mutate, catalog=catalog)
     rt.fire("solo", iso=T0)
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "cats")
+    cell = rt.wiring.ledger.get_cell(SLOT, "cats")
     assert cell.status == "no_candidate" and cell.candidate_report["bound"] == 1  # 1, not the default 5
     assert downstream.requests == []
     assert warnings_of(logs) == {"targets[0].candidateScanLimit": "0 is below 1; 1 is used"}
@@ -117,7 +117,7 @@ def test_a_global_scan_limit_above_100_is_clamped_to_100(make_runtime, downstrea
     rt = make_runtime(T0, mutate=mutate)
     rt.fire("solo", iso=T0)
     rt.settle()
-    assert rt.engine.ledger.get_cell(SLOT, "cats").candidate_report["bound"] == 100
+    assert rt.wiring.ledger.get_cell(SLOT, "cats").candidate_report["bound"] == 100
     assert warnings_of(logs) == {"download.candidateScanLimit": "5000 is above 100; 100 is used"}
     assert len(downstream.requests) == 1
 

@@ -83,7 +83,7 @@ def test_a_queued_too_long_occurrence_raises_health(make_runtime, downstream, lo
         drop_executions(rt)
         rt.sweep()
     values = health_values(emf)
-    assert rt.engine.ledger.get_slot("lost@2026-12-01T0800").status == "failed"
+    assert rt.wiring.ledger.get_slot("lost@2026-12-01T0800").status == "failed"
     assert max(values) >= 1.0 and logged_health(logs)[-1] == 0
     assert len(values) == sum(1 for v in logged_health(logs) if v) + 1  # + the alertable outcome's own point
 

@@ -74,7 +74,7 @@ def test_every_trigger_route_answers_its_documented_bodies(make_runtime, monkeyp
 
 def test_a_dispatch_failure_answers_the_documented_503(make_runtime, monkeypatch):
     rt = make_runtime()
-    monkeypatch.setattr(rt.engine.queues, "send_execution", lambda messages: list(range(len(messages))))
+    monkeypatch.setattr(rt.wiring.queues, "send_execution", lambda messages: list(range(len(messages))))
     assert call(rt, "POST", "/internal/schedules/morning-tokyo/run", "/internal/schedules/{scheduleId}/run",
                 token=TRIGGER_TOKEN) == 503
 

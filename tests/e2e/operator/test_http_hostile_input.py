@@ -68,7 +68,7 @@ def test_json_media_types_compare_case_insensitively_with_parameters(make_runtim
     rt = make_runtime()
     answer = run(rt, {"label": "ops"}, content_type=content_type)
     assert (answer.status, answer.body["schedule"]["slotId"]) == (202, SLOT)
-    assert rt.engine.ledger.get_slot(SLOT).slot_name == "ops"
+    assert rt.wiring.ledger.get_slot(SLOT).slot_name == "ops"
 
 
 def test_an_empty_body_needs_no_content_type(make_runtime):
@@ -136,7 +136,7 @@ def test_a_label_with_a_lone_surrogate_or_control_character_is_400_and_stores_no
         400, {"status": "error", "error": "label must not contain control characters or unpaired surrogates"})
     assert slots(rt) == [] and tally.snapshot() == (0, 0)
     assert run(rt, {"label": "clean"}).status == 202  # a retry with a clean value works
-    assert rt.engine.ledger.get_slot(SLOT).slot_name == "clean"
+    assert rt.wiring.ledger.get_slot(SLOT).slot_name == "clean"
     assert tally.writes > 0 and tally.sends == 1  # the tally sees what an admission writes and sends
 
 
@@ -148,7 +148,7 @@ def test_a_correlation_id_with_a_lone_surrogate_or_control_character_is_400(make
     assert slots(rt) == [] and tally.snapshot() == (0, 0)
     answer = refetch(rt, {"requestId": RID, "correlationId": "review-42 ✓"})
     assert answer.pair == (202, {"status": "accepted", "slotId": f"morning-tokyo@manual-{RID}", "disposition": "accepted"})
-    assert rt.engine.ledger.get_slot(f"morning-tokyo@manual-{RID}").correlation_id == "review-42 ✓"
+    assert rt.wiring.ledger.get_slot(f"morning-tokyo@manual-{RID}").correlation_id == "review-42 ✓"
 
 
 def test_a_surrogate_escaped_in_a_base64_body_is_refused_too(make_runtime):
@@ -157,7 +157,7 @@ def test_a_surrogate_escaped_in_a_base64_body_is_refused_too(make_runtime):
     assert answer.pair == (400, {"status": "error", "error": "label must not contain control characters or unpaired surrogates"})
     assert run(rt, "not base64!!", raw=True, b64_flag_only=True).pair == (400, {"status": "error", "error": "body: not valid base64"})
     assert run(rt, {"label": "from-b64"}, b64=True).status == 202
-    assert rt.engine.ledger.get_slot(SLOT).slot_name == "from-b64"
+    assert rt.wiring.ledger.get_slot(SLOT).slot_name == "from-b64"
 
 
 # -- 5. a JSON array is not an object --------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_the_run_route_refuses_a_body_that_is_not_an_object(make_runtime, tally,
 def test_a_json_null_body_is_no_body(make_runtime):
     rt = make_runtime()
     assert run(rt, None).status == 202
-    assert rt.engine.ledger.get_slot(SLOT).slot_name == "08:00"
+    assert rt.wiring.ledger.get_slot(SLOT).slot_name == "08:00"
 
 
 def test_a_body_over_64_kb_is_400(make_runtime, tally):
@@ -299,12 +299,12 @@ def test_protocol_body_refusals_name_the_problem(make_runtime):
 def test_an_unexpected_error_on_the_protocol_surface_is_500_internal_error_without_internal_text(make_runtime, logs,
                                                                                                  monkeypatch):
     rt = make_runtime()
-    engine = rt.engine
+    wiring = rt.wiring
 
     def explode():
         raise RuntimeError("ledger table pixivflow-secret-name in /var/task exploded")
 
-    monkeypatch.setattr(engine, "now", explode)
+    monkeypatch.setattr(wiring, "now", explode)
     logs()
     answer = send(rt, "GET", "/capabilities", token=JOBS_TOKEN, function="job_events")
     assert answer.pair == (500, {"error": {"code": "internal_error", "message": "internal error", "retryable": False,

@@ -54,7 +54,7 @@ def the_record(rt, logs, slot_id: str = SLOT) -> dict:
     logged = logs.outcomes(slot_id, OUTCOME_KEYS)
     assert len(logged) == 1, logged
     assert len(summary_events(rt, slot_id)) == 1
-    event = rt.engine.ledger.get_event(slot_id, "execution.summary")
+    event = rt.wiring.ledger.get_event(slot_id, "execution.summary")
     assert event["detail"]["outcome"] == logged[0]
     return logged[0]
 
@@ -76,7 +76,7 @@ def test_one_submitted_cell_gives_exactly_one_record_with_exact_counts(make_runt
     rt.clock.advance(2_000)
     rt.pump()  # the ACK arrives at T0+3s
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     cell = state.cells["cats"]
     assert state.slot.status == "success" and cell.status == "submitted"
     [request] = downstream.requests
@@ -106,7 +106,7 @@ def test_one_submitted_cell_gives_exactly_one_record_with_exact_counts(make_runt
     }
     assert cell.candidate_report["attempted"] == 1
 
-    summary = rt.engine.ledger.get_event(SLOT, "execution.summary")["detail"]["summary"]
+    summary = rt.wiring.ledger.get_event(SLOT, "execution.summary")["detail"]["summary"]
     assert summary["status"] == "completed" and summary["executionId"] == SLOT and summary["durationMs"] == 2_000
     assert summary["candidates"] == {"selected": 1, "none": []}
     assert summary["deliveries"] == [{"target": "review", "pixivId": cell.work_id, "status": "delivered", "attempts": 1,
@@ -118,7 +118,7 @@ def test_submitted_plus_no_candidate_is_partial_with_business_partial_success(ma
     rt = make_runtime(T0, mutate=config("cats", "nothing", extra_targets=[NOTHING]))
     run_to_end(rt)
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "partial"
     nothing = state.cells["nothing"]
     assert (nothing.status, nothing.terminal_reason_code, nothing.work_id) == ("no_candidate", "no_candidate", None)
@@ -134,7 +134,7 @@ def test_submitted_plus_no_candidate_is_partial_with_business_partial_success(ma
     assert targets["nothing"]["terminal_reason_code"] == "no_candidate"
     assert targets["nothing"]["terminal_reason_message"] == "没有找到合适的新作品"
 
-    summary = rt.engine.ledger.get_event(SLOT, "execution.summary")["detail"]["summary"]
+    summary = rt.wiring.ledger.get_event(SLOT, "execution.summary")["detail"]["summary"]
     assert summary["status"] == "partial"
     assert [n["target"] for n in summary["candidates"]["none"]] == ["nothing"]
     assert [w.split(":")[0] for w in summary["warnings"]] == ["no_candidate"]
@@ -160,7 +160,7 @@ def test_all_duplicates_follows_the_formula(make_runtime, downstream, logs, targ
     downstream.state.responder = lambda req: DUPLICATE_ANSWER if req.body.get("target_id") in duplicated else None
     run_to_end(rt)
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == expected["status"]
     for target in duplicated:
         assert (state.cells[target].status, state.cells[target].terminal_reason_code) == ("duplicate", "duplicate_exhausted")
@@ -185,7 +185,7 @@ def test_a_dead_delivery_counts_as_delivery_failed_not_executor_failed(make_runt
         downstream.state.responder = lambda req: (503, {"error": "try later"})
     run_to_end(rt)
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     cell = state.cells["cats"]
     assert state.slot.status == "failed"
     assert (cell.status, cell.terminal_reason_code, cell.terminal_reason_message) == (
@@ -215,18 +215,18 @@ def test_a_slot_left_with_a_delivery_pending_cell_has_no_record_until_it_settles
         rt.sweep()
         rt.pump()
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "running"
     assert state.cells["cats"].status == "submitted"
     assert state.cells["landscape"].status == "delivery_pending"
     assert logs.outcomes(SLOT, OUTCOME_KEYS) == []
     assert summary_events(rt) == []
-    assert rollup(rt.engine.slot_rollup, SLOT) == "running"  # an explicit rollup changes nothing either
+    assert rollup(rt.wiring.slot_rollup, SLOT) == "running"  # an explicit rollup changes nothing either
     assert logs.outcomes(SLOT, OUTCOME_KEYS) == [] and summary_events(rt) == []
 
     downstream.state.responder = None  # the route recovers
     rt.settle()
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
     record = the_record(rt, logs)
     assert (record["cells"]["submitted"], record["cells"]["total"], record["business_status"]) == (2, 2, "success")
 
@@ -244,23 +244,23 @@ def test_finishing_twice_still_gives_one_logged_record_and_one_event(make_runtim
         assert rt.sweep()["queuedTooLong"] == 1
         expected_status = "failed"
     first = the_record(rt, logs)
-    first_event = rt.engine.ledger.get_event(SLOT, "execution.summary")
+    first_event = rt.wiring.ledger.get_event(SLOT, "execution.summary")
     assert first["status"] == expected_status
 
     # Everything that could finish the slot again, later.
     rt.clock.advance(5 * 60_000)
-    assert rollup(rt.engine.slot_rollup, SLOT) == expected_status
-    state = rt.engine.ledger.load(SLOT)
-    finish(rt.engine.slot_rollup, state, expected_status)
-    stale = rt.engine.ledger.load(SLOT)
+    assert rollup(rt.wiring.slot_rollup, SLOT) == expected_status
+    state = rt.wiring.ledger.load(SLOT)
+    finish(rt.wiring.slot_rollup, state, expected_status)
+    stale = rt.wiring.ledger.load(SLOT)
     stale.events.pop("execution.summary", None)  # a finisher that read the slot before the record existed
     # It finds the record already durable and logged: nothing is written, nothing logged again.
-    assert record_outcome(rt.engine.slot_rollup, stale) is True
+    assert record_outcome(rt.wiring.slot_rollup, stale) is True
     rt.sweep()
     assert rt.fire("plan", iso=T0)["disposition"] in ("already_completed", "rejected")
     rt.settle()
 
     assert the_record(rt, logs) == first
-    assert rt.engine.ledger.get_event(SLOT, "execution.summary") == first_event  # not rewritten
-    assert rt.engine.ledger.get_slot(SLOT).status == expected_status
+    assert rt.wiring.ledger.get_event(SLOT, "execution.summary") == first_event  # not rewritten
+    assert rt.wiring.ledger.get_slot(SLOT).status == expected_status
     assert len(downstream.requests) == (1 if ending == "delivered" else 0)

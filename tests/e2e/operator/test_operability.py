@@ -192,8 +192,8 @@ def test_a_fire_with_no_slot_past_its_grace_is_missed_exactly_once(make_runtime,
     assert (missed["schedule_id"], missed["slot_id"]) == ("forgotten", "forgotten@2026-12-01T0800")
     assert missed["occurrence_at"] == "2026-11-30T23:00:00.000Z" and missed["grace_minutes"] == GRACE
     assert missed_items(rt) == ["forgotten@2026-12-01T0800"]
-    assert rt.engine.ledger.get_slot("forgotten@2026-12-01T0800") is None  # detection never back-fills
-    assert rt.engine.ledger.get_slot("kept@2026-12-01T0800").status == "success"
+    assert rt.wiring.ledger.get_slot("forgotten@2026-12-01T0800") is None  # detection never back-fills
+    assert rt.wiring.ledger.get_slot("kept@2026-12-01T0800").status == "success"
 
 
 def test_only_fires_after_the_sweep_first_saw_the_schedule_enabled_can_be_missed(make_runtime, downstream, logs, tmp_path):
@@ -249,7 +249,7 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
     assert drop_executions(rt) == 2  # both execution messages lost: the sweep re-dispatches them at 5 min
     rt.clock.set(T0_MS + 5 * MIN)
 
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_active_page = ledger.active_page
     inner: list[dict] = []
 
@@ -280,7 +280,7 @@ def test_two_concurrent_sweeps_only_one_does_the_work(make_runtime, downstream, 
     # The winner released its lease: the next tick, even at the same instant, runs (and finds nothing to do).
     again = rt.sweep()
     assert "skipped" not in again and again["recovered"] == 0 and again["activeSlots"] == 1
-    assert rt.engine.ledger.get_slot(slot_id).status == "pending"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "pending"
 
 
 def test_a_sweep_that_died_holding_the_lease_delays_the_next_only_until_it_expires(make_runtime, downstream, logs):
@@ -288,7 +288,7 @@ def test_a_sweep_that_died_holding_the_lease_delays_the_next_only_until_it_expir
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2
     rt.clock.set(T0_MS + 5 * MIN)
-    died = rt.engine.sweep_state.acquire_lease("sweep-that-died", rt.clock.now_ms(), SWEEP_LEASE_MS)
+    died = rt.wiring.sweep_state.acquire_lease("sweep-that-died", rt.clock.now_ms(), SWEEP_LEASE_MS)
     assert died.acquired
 
     rt.clock.advance(SWEEP_LEASE_MS - 1)

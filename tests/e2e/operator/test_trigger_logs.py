@@ -53,7 +53,7 @@ RUN = "/internal/schedules/morning-tokyo/run"
 def test_every_run_disposition_logs_one_outcome_line_with_the_status_sent(make_runtime, logs, monkeypatch):
     rt = make_runtime()
 
-    monkeypatch.setattr(rt.engine.queues, "send_execution", lambda messages: list(range(len(messages))))
+    monkeypatch.setattr(rt.wiring.queues, "send_execution", lambda messages: list(range(len(messages))))
     status, _, lines = call(rt, logs, "POST", RUN, token=TRIGGER_TOKEN)
     assert status == 503
     assert_received_first(lines, "morning-tokyo")
@@ -70,13 +70,13 @@ def test_every_run_disposition_logs_one_outcome_line_with_the_status_sent(make_r
 
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        claim(rt.engine.ledger, SLOT, target, "elsewhere", now, 180_000)
+        claim(rt.wiring.ledger, SLOT, target, "elsewhere", now, 180_000)
     status, _, lines = call(rt, logs, "POST", RUN, token=TRIGGER_TOKEN)
     assert status == 202
     assert_outcome(202, lines, "schedule.trigger_already_running", "POST", RUN, slot_id=SLOT,
                    disposition="already_running", trigger_source="http")
     for target in ("cats", "landscape", "ranking-daily"):
-        rt.engine.ledger.release_cell(SLOT, target, "elsewhere", now)
+        rt.wiring.ledger.release_cell(SLOT, target, "elsewhere", now)
 
     rt.settle()
     status, _, lines = call(rt, logs, "POST", RUN, token=TRIGGER_TOKEN)

@@ -97,18 +97,18 @@ def test_logout_ends_the_session_server_side_and_the_old_cookie_gets_the_login_p
             assert (page.status, page.headers["location"]) == (303, "/ui/login"), path
     form = get(rt, "/ui/login")
     assert form.status == 200 and "Trigger token" in form.text()
-    assert rt.engine.ledger.ui_session_epoch() == 1
+    assert rt.wiring.ledger.ui_session_epoch() == 1
     fresh = login(rt)
     assert fresh != cookie and get(rt, "/ui", cookie=fresh).status == 200
     assert get(rt, "/ui", cookie=cookie).status == 303  # a new login does not revive the old cookie
     # a logout without a live session ends nothing (a stale cookie cannot log the fresh one out)
     assert post(rt, "/ui/logout", None, cookie=cookie).status == 303
-    assert rt.engine.ledger.ui_session_epoch() == 1 and get(rt, "/ui", cookie=fresh).status == 200
+    assert rt.wiring.ledger.ui_session_epoch() == 1 and get(rt, "/ui", cookie=fresh).status == 200
 
 
 def test_two_logouts_racing_advance_the_epoch_once(make_runtime, downstream):
     rt = known_ledger(make_runtime, downstream)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     assert ledger.end_ui_sessions(0, 1) == 1
     assert ledger.end_ui_sessions(0, 2) == 1  # the loser finds the epoch already past the one it saw
     assert ledger.ui_session_epoch() == 1

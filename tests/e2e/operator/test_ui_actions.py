@@ -17,7 +17,7 @@ REQUEST_ID = "3f2b8c1e-5d4a-4b6f-9a1e-2c3d4e5f6a7b"
 
 
 def dead_notice(rt) -> None:
-    rows, at = rt.engine.outbox_rows, rt.clock.now_ms()
+    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
     rows.enqueue(OutboxRow(kind="notification", key=NOTICE, target="review", payload={"text": "summary"},
                            next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
     rows.settle(rows.claim(rows.get("notification", NOTICE), "w1", at, 120_000), "w1", at, status="dead",
@@ -37,13 +37,13 @@ def test_run_now_needs_the_sessions_csrf_token(make_runtime, logs):
                    {"schedule": "morning-tokyo", "csrf": token[:-1] + ("A" if token[-1] != "A" else "B")}):
         refused = act(rt, "run", forged, cookie)
         assert refused.status == 403 and "csrf:" in refused.text()
-    assert rt.engine.ledger.get_slot(slot_id) is None  # nothing was admitted
+    assert rt.wiring.ledger.get_slot(slot_id) is None  # nothing was admitted
     assert act(rt, "run", {"schedule": "morning-tokyo", "csrf": token}, None).status == 303  # no session: login
     assert len(audit(logs, "ui.csrf_refused")) == 3
 
     done = act(rt, "run", {"schedule": "morning-tokyo", "csrf": token}, cookie)
     assert done.status == 202 and f"occurrence {slot_id}" in done.text()
-    slot = rt.engine.ledger.get_slot(slot_id)
+    slot = rt.wiring.ledger.get_slot(slot_id)
     assert slot is not None and slot.trigger_source == "http"
     [line] = audit(logs, "ui.run_requested")
     assert (line["operator"], line["schedule_id"], line["slot_id"], line["http_status"]) == ("ui", "morning-tokyo", slot_id,
@@ -60,7 +60,7 @@ def test_another_sessions_token_is_refused(make_runtime):
     second = login(rt)
     assert second != first
     assert act(rt, "run", {"schedule": "morning-tokyo", "csrf": token}, second).status == 403
-    assert rt.engine.ledger.get_slot("morning-tokyo@2026-12-01T0800") is None
+    assert rt.wiring.ledger.get_slot("morning-tokyo@2026-12-01T0800") is None
 
 
 def test_refetch_needs_the_csrf_token_and_one_form_is_one_refetch(make_runtime, logs):
@@ -71,12 +71,12 @@ def test_refetch_needs_the_csrf_token_and_one_form_is_one_refetch(make_runtime, 
     assert "Refetch cats" in overview.text()
     slot_id = f"morning-tokyo@manual-{REQUEST_ID}"
     assert act(rt, "refetch", {"target": "cats", "requestId": REQUEST_ID}, cookie).status == 403
-    assert rt.engine.ledger.get_slot(slot_id) is None
+    assert rt.wiring.ledger.get_slot(slot_id) is None
 
     for _ in range(2):  # the same form submitted twice
         done = act(rt, "refetch", {"target": "cats", "requestId": REQUEST_ID, "csrf": token}, cookie)
         assert done.status == 202 and slot_id in done.text()
-    slot = rt.engine.ledger.get_slot(slot_id)
+    slot = rt.wiring.ledger.get_slot(slot_id)
     assert slot is not None and slot.target_ids == ["cats"] and slot.trigger_source == "manual"
     lines = audit(logs, "ui.refetch_requested")
     assert [(line["operator"], line["target_id"], line["slot_id"]) for line in lines] == [("ui", "cats", slot_id)] * 2
@@ -95,7 +95,7 @@ def test_redrive_needs_the_csrf_token_and_writes_the_clis_audit_line(make_runtim
     if with_token:
         fields["csrf"] = csrf_of(page)
     answer = act(rt, "redrive", fields, cookie)
-    row = rt.engine.outbox_rows.get("notification", NOTICE)
+    row = rt.wiring.outbox_rows.get("notification", NOTICE)
     if not with_token:
         assert answer.status == 403 and row.status == "dead" and not audit(logs, "outbox.redriven")
         return

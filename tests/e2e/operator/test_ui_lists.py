@@ -39,7 +39,7 @@ def _ledger(make_runtime, downstream, receiver):
     rt.clock.advance(60_000)
     rt.fire(PLAN, ms("2026-11-30T23:00:00Z"))
     rt.settle()
-    rows, at = rt.engine.outbox_rows, rt.clock.now_ms()
+    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
     rows.enqueue(OutboxRow(kind="notification", key=NOTICE, target="review", payload={"text": "summary"},
                            next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
     rows.settle(rows.claim(rows.get("notification", NOTICE), "w1", at, 120_000), "w1", at, status="dead",

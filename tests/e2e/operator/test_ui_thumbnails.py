@@ -75,7 +75,7 @@ def test_a_work_without_a_preview_shows_no_thumbnail_and_the_csp_allows_no_origi
     rt.fire("morning-tokyo", iso=T0_ISO)
     rt.settle()
     slot_id = "morning-tokyo@2026-12-01T0800"
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     [cell] = [c for c in state.snapshot_cells() if c.status == "submitted"][:1]
     listed = aws.client("s3").list_objects_v2(Bucket=rt.env["ARTIFACT_BUCKET"],
                                               Prefix=artifact_prefix(slot_id, cell.target_id, cell.work_id) + "/")

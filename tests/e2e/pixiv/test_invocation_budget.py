@@ -40,9 +40,9 @@ def test_the_budget_is_the_lambda_contexts_own(make_runtime, monkeypatch, budget
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle(max_ms=30 * 60_000)
 
-        cell = rt.engine.ledger.get_cell(SLOT, "manga")
+        cell = rt.wiring.ledger.get_cell(SLOT, "manga")
         assert (cell.status, cell.work_id, cell.attempt_count) == ("submitted", str(WORK), 1)
         assert len(seen) == invocations
         assert ((cell.candidate_report or {}).get("waited", {}).get("reason") == "download_incomplete") is handed_back
         assert sorted(fake.generated.served) == sorted(originals)  # each page fetched once
-        assert len(rt.engine.artifacts.partial(f"{SLOT}/manga/{WORK}")) == PAGES
+        assert len(rt.wiring.artifacts.partial(f"{SLOT}/manga/{WORK}")) == PAGES

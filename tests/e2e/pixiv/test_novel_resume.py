@@ -54,7 +54,7 @@ def test_a_handed_back_novel_resumes_on_its_stored_text_answer_and_images(make_r
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle(max_ms=30 * 60_000)
 
-        cell = rt.engine.ledger.get_cell(SLOT, "novel")
+        cell = rt.wiring.ledger.get_cell(SLOT, "novel")
         assert (cell.status, cell.work_id, cell.attempt_count) == ("submitted", str(NOVEL), 1)
         assert len(invocations) == invocations_needed
         waited = (cell.candidate_report or {}).get("waited", {}).get("reason")
@@ -63,14 +63,14 @@ def test_a_handed_back_novel_resumes_on_its_stored_text_answer_and_images(make_r
         assert fake.paths().count("/webview/v2/novel") == 1
         assert sorted(fake.generated.served) == sorted(image_path(i) for i in "123")  # each image once
         assert fake.paths().count(image_path("9")) == 1  # not there: left out, and not asked again once the Markdown is made
-        (row,) = rt.engine.ledger.load(SLOT).intents_for("novel")
+        (row,) = rt.wiring.ledger.load(SLOT).intents_for("novel")
         names = [f"{NOVEL}_uploadedimage_{i}.jpg" for i in "123"]
         assert [f.name for f in recorded_files(row)] == [f"{NOVEL}.txt", *names, f"{NOVEL}.md", f"{NOVEL}_cover.jpg"]
-        markdown = rt.engine.artifacts.read(next(f for f in recorded_files(row) if f.role == "markdown")).decode()
+        markdown = rt.wiring.artifacts.read(next(f for f in recorded_files(row) if f.role == "markdown")).decode()
         assert all(f"![](images/{n})" in markdown for n in names) and "uploadedimage:9" in markdown
         assert row.status == "delivered"
         # The bucket holds the novel's own files only: the text answer kept for the resume is gone.
-        assert sorted(rt.engine.artifacts.partial(f"{SLOT}/novel/{NOVEL}")) == sorted(
+        assert sorted(rt.wiring.artifacts.partial(f"{SLOT}/novel/{NOVEL}")) == sorted(
             [f"{NOVEL}.txt", *(n[:-4] for n in names), f"{NOVEL}.md", f"{NOVEL}_cover"])
 
 
@@ -82,7 +82,7 @@ def test_a_text_answer_past_the_bound_is_refused_with_its_reason(make_runtime, m
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle(max_ms=30 * 60_000)
 
-        cell = rt.engine.ledger.get_cell(SLOT, "novel")
+        cell = rt.wiring.ledger.get_cell(SLOT, "novel")
         assert cell.status == "failed" and cell.attempt_count == 1, (cell.status, cell.last_error)
         assert "unsupported media" in cell.last_error and f"limit {64 * 1024}" in cell.last_error, cell.last_error
-        assert fake.generated.served == [] and rt.engine.ledger.load(SLOT).intents_for("novel") == []
+        assert fake.generated.served == [] and rt.wiring.ledger.load(SLOT).intents_for("novel") == []

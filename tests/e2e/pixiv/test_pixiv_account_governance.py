@@ -71,7 +71,7 @@ def test_ten_executors_on_one_account_never_exceed_max_concurrency(start, fake, 
     # The first answers wait until the ten executors have really raced: every permit's holder has a
     # request at the fake and every other executor was refused a permit. Without the hold, a loaded
     # machine starts the threads so far apart that some never meet a holder.
-    governor = rt.engine.source.governor
+    governor = rt.wiring.source.governor
     admit, refused = governor.admit, [0]
 
     def counting_admit(holder):
@@ -96,7 +96,7 @@ def test_ten_executors_on_one_account_never_exceed_max_concurrency(start, fake, 
     # whole sweep minutes): 1,080 s -> 780 s at maxConcurrency 1, 360 s -> 180 s at 3.
     assert elapsed <= {1: 810_000, 3: 270_000}[limit], elapsed
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "success"
     cells = state.snapshot_cells()
     assert {c.status for c in cells} == {"submitted"}  # stored, persistent: the outcome "submitted"
@@ -110,7 +110,7 @@ def test_ten_executors_on_one_account_never_exceed_max_concurrency(start, fake, 
     assert all(c.candidate_report["waited"]["reason"] == "pixiv_account_busy" for c in waited)
     assert all(c.attempt_count == 1 for c in cells)
     # Every permit was given back at the end.
-    permits = rt.engine.source.governor._store.permits("main", limit)  # noqa: SLF001
+    permits = rt.wiring.source.governor._store.permits("main", limit)  # noqa: SLF001
     assert all(p.holder is None for p in permits)
 
 
@@ -120,20 +120,20 @@ def test_without_governance_the_published_default_is_one_permit(start, fake):
     run_batches_on_threads(rt)
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
-    assert rt.engine.ledger.load(SLOT).slot.status == "success"
+    assert rt.wiring.ledger.load(SLOT).slot.status == "success"
     assert fake.in_flight.peak == 1
 
 
 def test_a_waiting_cell_asks_again_sooner_and_sooner_never_past_the_holders_lease(start, fake, logs):
     rt = start(fake, max_concurrency=1, targets=[ranking_target(0)])
-    governor = rt.engine.source.governor
+    governor = rt.wiring.source.governor
     # A dead executor of another slot holds the only permit: its lease runs out in PERMIT_LEASE_MS.
     now = rt.clock.now_ms()
     assert governor.admit("exec-dead").granted
     governor._held.clear()  # noqa: SLF001 - it died: nobody will release it
     rt.fire("pixiv-morning", iso=FIRE)
     rt.pump()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily0")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily0")
     assert cell.status == "pending" and cell.attempt_count == 0
     due = cell.candidate_report["waited"]["until"]
     assert due == now + BUSY_POLL_FIRST_MS  # not the dead holder's lease end: a live one releases sooner
@@ -143,7 +143,7 @@ def test_a_waiting_cell_asks_again_sooner_and_sooner_never_past_the_holders_leas
     # exactly until the lease end; the sweep never re-dispatches the cell before its due time.
     lease_end = now + PERMIT_LEASE_MS + 1000
     while rt.clock.now_ms() < lease_end - 1000:
-        due = rt.engine.ledger.get_cell(SLOT, "daily0").candidate_report["waited"]["until"]
+        due = rt.wiring.ledger.get_cell(SLOT, "daily0").candidate_report["waited"]["until"]
         rt.clock.advance(max(0, due - rt.clock.now_ms() - 1))
         rt.sweep()
         rt.pump()
@@ -153,7 +153,7 @@ def test_a_waiting_cell_asks_again_sooner_and_sooner_never_past_the_holders_leas
     asks = [e["due_at"] - now for e in logs.events("cell.deferred")]
     assert asks[:5] == [2_000, 6_000, 14_000, 30_000, 62_000] and asks[-1] == PERMIT_LEASE_MS + 1000, asks
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily0")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily0")
     assert cell.status == "submitted" and cell.attempt_count == 1
 
 
@@ -166,7 +166,7 @@ def test_a_cooldown_blocked_cell_is_retried_once_at_the_cooldowns_end(start, fak
     fired_at = ms_now = rt.clock.now_ms()
     rt.fire("pixiv-morning", iso=FIRE)
     rt.pump()
-    cooldown_end = rt.engine.source.governor.cooldown_until()
+    cooldown_end = rt.wiring.source.governor.cooldown_until()
     assert cooldown_end >= ms_now + retry_after_s * 1000
     ranking = lambda: [r for r in fake.requests if r.path == "/v1/illust/ranking"]  # noqa: E731
     assert len(ranking()) == 1
@@ -178,7 +178,7 @@ def test_a_cooldown_blocked_cell_is_retried_once_at_the_cooldowns_end(start, fak
         rt.pump()
         assert len(ranking()) == 1, rt.clock.now_ms() - fired_at
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily0")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily0")
     assert cell.status == "submitted"
     assert len(ranking()) == 2  # retried exactly once
     assert cell.attempt_count == 2  # the failed try and the retry; an early wake-up used none

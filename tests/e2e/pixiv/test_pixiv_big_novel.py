@@ -79,7 +79,7 @@ def test_a_novel_with_30_images_of_8_mb_completes_across_invocations_and_deliver
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
 
-    cell = rt.engine.ledger.get_cell(SLOT, "novel")
+    cell = rt.wiring.ledger.get_cell(SLOT, "novel")
     assert (cell.status, cell.work_id, cell.attempt_count) == ("submitted", str(NOVEL), 1)  # hand-backs used no attempt
     assert cell.candidate_report["waited"]["reason"] == "download_incomplete"
     # 13 images fit one 60 s invocation (each starts only with 11 s left): three invocations, none past its deadline.
@@ -88,15 +88,15 @@ def test_a_novel_with_30_images_of_8_mb_completes_across_invocations_and_deliver
     assert sorted(fake.generated.served) == sorted(image_path(i) for i in ids)
     assert fake.paths().count("/webview/v2/novel") == 1 and "/v1/novel/text" not in fake.paths()
     # Bounded memory by construction: 1 MiB reads, at most one part buffered per file.
-    assert rt.engine.artifacts.peak_buffer <= PART_BYTES + STREAM_CHUNK
+    assert rt.wiring.artifacts.peak_buffer <= PART_BYTES + STREAM_CHUNK
 
     names = [f"{NOVEL}_uploadedimage_{i}.jpg" for i in ids]
-    (row,) = rt.engine.ledger.load(SLOT).intents_for("novel")
+    (row,) = rt.wiring.ledger.load(SLOT).intents_for("novel")
     assert row.status == "delivered"
     recorded = [f.name for f in recorded_files(row)]
     assert recorded == [f"{NOVEL}.txt", *names, f"{NOVEL}.md", f"{NOVEL}_cover.jpg"]
     # The stored text answer was only for resuming: gone once the novel's own files were all stored.
-    assert sorted(rt.engine.artifacts.partial(f"{SLOT}/novel/{NOVEL}")) == sorted(
+    assert sorted(rt.wiring.artifacts.partial(f"{SLOT}/novel/{NOVEL}")) == sorted(
         [f"{NOVEL}.txt", f"{NOVEL}.md", f"{NOVEL}_cover", *(n[:-4] for n in names)])
 
     # TelePress got one upload with every image once, byte for byte, each referenced by the Markdown.

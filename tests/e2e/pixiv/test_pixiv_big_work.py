@@ -104,7 +104,7 @@ def test_a_60_page_work_of_8_mb_pages_completes_across_invocations_under_a_60_s_
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
 
-    cell = rt.engine.ledger.get_cell(SLOT, "manga")
+    cell = rt.wiring.ledger.get_cell(SLOT, "manga")
     assert cell.status == "submitted" and cell.work_id == str(WORK)
     assert cell.attempt_count == 1  # the hand-backs used no attempt
     assert cell.candidate_report["waited"]["reason"] == "download_incomplete"
@@ -112,7 +112,7 @@ def test_a_60_page_work_of_8_mb_pages_completes_across_invocations_under_a_60_s_
     assert len(invocations) >= 4 and max(invocations) <= DEADLINE_MS, invocations
     assert sorted(fake.generated.served) == sorted(originals)
     # Every page in S3, whole and checksummed, under the work's prefix.
-    found = rt.engine.artifacts.partial(f"{SLOT}/manga/{WORK}")  # each object verified by its checksum
+    found = rt.wiring.artifacts.partial(f"{SLOT}/manga/{WORK}")  # each object verified by its checksum
     stored = [found[f"{WORK}_p{n}"] for n in range(PAGES)]
     assert sorted(found) == sorted(f"{WORK}_p{n}" for n in range(PAGES))
     assert [f.name for f in stored] == [f"{WORK}_p{n}.jpg" for n in range(PAGES)]
@@ -125,7 +125,7 @@ def test_a_60_page_work_of_8_mb_pages_completes_across_invocations_under_a_60_s_
         assert head["ContentLength"] == PAGE_BYTES and head["Metadata"]["sha256"] == expected.hexdigest() == stored[n].sha256
         assert (stored[n].width, stored[n].height, stored[n].content_type) == (1200, 1700, "image/jpeg")
     # Bounded memory by construction: 1 MiB reads, at most one part buffered per file.
-    assert rt.engine.artifacts.peak_buffer <= PART_BYTES + STREAM_CHUNK
+    assert rt.wiring.artifacts.peak_buffer <= PART_BYTES + STREAM_CHUNK
     total_s = (rt.clock.now_ms() - start) / 1000
     print(f"\nbig work: {PAGES} x {PAGE_BYTES} B in {len(invocations)} invocations, {total_s:.0f} s virtual "
           f"at {BANDWIDTH / 1e6:.0f} MB/s (longest invocation {max(invocations) / 1000:.1f} s)")

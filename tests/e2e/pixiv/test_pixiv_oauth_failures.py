@@ -51,11 +51,11 @@ def test_invalid_grant_and_invalid_client_are_terminal_auth_failed_with_the_caus
               times=99)
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily")
     assert cell.status == "failed"
     assert cell.last_error.startswith(f"auth_failed: Pixiv OAuth answered HTTP 400 {code}") and cause in cell.last_error
     assert cell.attempt_count == 1 and len(grants(fake)) == 1  # no retry of any kind
-    assert rt.engine.ledger.load(SLOT).slot.status == "failed"
+    assert rt.wiring.ledger.load(SLOT).slot.status == "failed"
     assert DEFAULT_REFRESH_TOKEN not in cell.last_error
     assert not any(DEFAULT_REFRESH_TOKEN in str(line) for line in logs.all())
 
@@ -85,10 +85,10 @@ def test_a_single_blip_is_retried_inside_the_invocation(rt, fake, name):
     fail_token(fake, TRANSIENT[name], times=1)
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily")
     assert (cell.status, cell.attempt_count) == ("submitted", 1)
     assert len(grants(fake)) == 2
-    assert rt.engine.source.governor.cooldown_until() == 0  # a blip that healed costs no cooldown
+    assert rt.wiring.source.governor.cooldown_until() == 0  # a blip that healed costs no cooldown
 
 
 @pytest.mark.parametrize("name", sorted(TRANSIENT))
@@ -97,13 +97,13 @@ def test_a_lasting_failure_cools_the_account_and_the_cell_retries_once_at_the_co
     start = rt.clock.now_ms()
     rt.fire("pixiv-morning", iso=FIRE)
     rt.pump()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily")
     assert cell.status != "failed" and not cell.last_error.startswith("auth_failed")
     assert "Pixiv OAuth endpoint" in cell.last_error
-    cooldown_end = rt.engine.source.governor.cooldown_until()
+    cooldown_end = rt.wiring.source.governor.cooldown_until()
     assert cooldown_end >= start + BASE_COOLDOWN_MS
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily")
     assert (cell.status, cell.attempt_count) == ("submitted", 2)
     assert len(grants(fake)) == RETRIES + 2
     retry = logs.events("cell.retry_scheduled")
@@ -115,9 +115,9 @@ def test_a_429_from_the_token_endpoint_honours_retry_after_and_is_retried_once(r
     start = rt.clock.now_ms()
     rt.fire("pixiv-morning", iso=FIRE)
     rt.pump()
-    assert rt.engine.source.governor.cooldown_until() >= start + 120_000
+    assert rt.wiring.source.governor.cooldown_until() >= start + 120_000
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "daily")
+    cell = rt.wiring.ledger.get_cell(SLOT, "daily")
     assert (cell.status, cell.attempt_count) == ("submitted", 2)
     assert len(grants(fake)) == 2  # a rate limit is not hammered with quick retries
 

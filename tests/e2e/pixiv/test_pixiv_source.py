@@ -60,7 +60,7 @@ def start(make_runtime, monkeypatch):
 
 
 def cells(rt, slot_id=SLOT):
-    return {c.target_id: c for c in rt.engine.ledger.load(slot_id).snapshot_cells()}
+    return {c.target_id: c for c in rt.wiring.ledger.load(slot_id).snapshot_cells()}
 
 
 def s3_objects(rt, prefix):
@@ -79,9 +79,9 @@ def fixture_bytes(fake, path):
 
 
 def bind_before_any_claim(rt, target_id: str, work_id: str) -> None:
-    ledger, now = rt.engine.ledger, rt.clock.now_ms()
+    ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     slot = ledger.get_slot(SLOT)
-    types = {t.id: t.type for t in rt.engine.config.targets}
+    types = {t.id: t.type for t in rt.wiring.config.targets}
     assert target_id in ledger.ensure_cells(slot, types, now)  # the cells as admission once wrote them
     assert ledger.bind_work(SLOT, target_id, work_id, "novel", now)[0]
 
@@ -100,7 +100,7 @@ def test_search_ranking_pinned_novel_and_a_multi_page_work_are_submitted_with_th
     bind_before_any_claim(rt, "pinned-novel", "93001")
     rt.settle()
 
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.status == "success"
     got = cells(rt)
     assert {t: (c.status, c.work_id) for t, c in got.items()} == {
@@ -178,7 +178,7 @@ def test_a_rate_limited_cell_keeps_its_work_and_delivers_it_once_after_the_coold
     assert f"rate_limited: Pixiv answered HTTP {status} (Rate Limit)" in first.last_error
     assert [(s["code"], s["workId"], s.get("retryable", False)) for s in first.candidate_report["skipped"]] == [
         ("unavailable", "91001", True)]  # the restricted 91000 never reaches the scan (selection rules)
-    gate = rt.engine.ledger._client.get_item(  # noqa: SLF001 - the shared gate item, read raw
+    gate = rt.wiring.ledger._client.get_item(  # noqa: SLF001 - the shared gate item, read raw
         TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": "PIXIV#main"}, "sk": {"S": "GATE"}})["Item"]
     assert int(gate["penalties"]["N"]) == 1
     cooldown_until = int(gate["cooldownUntil"]["N"])
@@ -190,8 +190,8 @@ def test_a_rate_limited_cell_keeps_its_work_and_delivers_it_once_after_the_coold
     assert [r.path for r in fake.requests if r.path == "/v1/search/illust"] == ["/v1/search/illust"]  # no second search
     p0 = [r for r in fake.requests if r.path == P0]
     assert len(p0) == 3  # two rate-limited answers, then the file
-    assert rt.engine.ledger.get_intent(SLOT, "cats", "review", "illustration", "91001").created_at >= cooldown_until
-    gate = rt.engine.ledger._client.get_item(  # noqa: SLF001
+    assert rt.wiring.ledger.get_intent(SLOT, "cats", "review", "illustration", "91001").created_at >= cooldown_until
+    gate = rt.wiring.ledger._client.get_item(  # noqa: SLF001
         TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": "PIXIV#main"}, "sk": {"S": "GATE"}})["Item"]
     assert int(gate["penalties"]["N"]) == 0  # the first success after the cooldown cleared the penalties
 
@@ -218,12 +218,12 @@ class CrashOnce:
 def test_a_crash_after_download_re_uses_the_stored_files(start, fake, downstream):
     rt = start(fake, ["cats"])
     rt.fire("pixiv-morning", iso=FIRE)
-    engine = rt.engine
-    real = engine.ledger
-    engine.ledger = CrashOnce(real)
+    wiring = rt.wiring
+    real = wiring.ledger
+    wiring.ledger = CrashOnce(real)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine.executions, SLOT, "cats")
-    engine.ledger = real
+        execute_cell(wiring.executions, SLOT, "cats")
+    wiring.ledger = real
     assert cells(rt)["cats"].work_id == "91001"
     stored = s3_objects(rt, f"{SLOT}/cats/91001/")
     assert len(stored) == 3  # the three pages (issue 25: no manifest object)
@@ -262,7 +262,7 @@ def test_a_rotated_refresh_token_is_written_back_to_ssm_once_and_used_from_then_
         [rotated] = fake.issued_refresh_tokens
         ssm = aws.client("ssm")
         assert ssm.get_parameter(Name=PARAM, WithDecryption=True)["Parameter"]["Value"] == rotated
-        item = rt.engine.ledger._client.get_item(  # noqa: SLF001
+        item = rt.wiring.ledger._client.get_item(  # noqa: SLF001
             TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": "PIXIV#main"}, "sk": {"S": "TOKEN"}})["Item"]
         assert item["fingerprint"]["S"] == fingerprint(rotated) and rotated not in json.dumps(item)
         # The old token is gone on Pixiv's side; the next grant (after the access token expired)

@@ -26,10 +26,10 @@ def test_a_novel_whose_webview_page_fails_is_read_from_the_text_endpoint(make_ru
     fake.fail("/webview/v2/novel", answer[0], answer[1], times=99)
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
-    cell = rt.engine.ledger.get_cell(SLOT, "novel")
+    cell = rt.wiring.ledger.get_cell(SLOT, "novel")
     assert cell.status == "submitted", cell.last_error
-    [text] = [f for f in rt.engine.artifacts.partial(f"{SLOT}/novel/93002").values() if f.role == "text"]
-    assert rt.engine.artifacts.read(text).decode("utf-8") == "The dragon kept accounts."
+    [text] = [f for f in rt.wiring.artifacts.partial(f"{SLOT}/novel/93002").values() if f.role == "text"]
+    assert rt.wiring.artifacts.read(text).decode("utf-8") == "The dragon kept accounts."
     assert "/v1/novel/text" in fake.paths("api")
 
 

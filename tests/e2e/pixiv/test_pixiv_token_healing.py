@@ -23,7 +23,7 @@ def ssm_value() -> str:
 
 
 def guard(rt) -> dict:
-    return rt.engine.ledger._client.get_item(  # noqa: SLF001
+    return rt.wiring.ledger._client.get_item(  # noqa: SLF001
         TableName=rt.env["LEDGER_TABLE"], Key={"pk": {"S": "PIXIV#main"}, "sk": {"S": "TOKEN"}}).get("Item") or {}
 
 

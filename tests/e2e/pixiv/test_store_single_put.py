@@ -64,7 +64,7 @@ def _objects(rt) -> dict[str, bytes]:
 
 
 def _intent(rt):
-    [intent] = rt.engine.ledger.load(SLOT).intents_for("manga")
+    [intent] = rt.wiring.ledger.load(SLOT).intents_for("manga")
     return intent
 
 
@@ -72,7 +72,7 @@ def test_a_work_costs_one_put_per_file_and_its_intent_records_them(rt, downstrea
     rt.fire("pixiv-morning", iso=FIRE)
     rt.settle()
     s3 = rt.cloud.s3
-    assert rt.engine.ledger.get_cell(SLOT, "manga").status == "submitted"
+    assert rt.wiring.ledger.get_cell(SLOT, "manga").status == "submitted"
     assert s3.calls.get("PutObject") == PAGES  # one PUT per stored file, nothing else written to S3
     assert not {"CopyObject", "CreateMultipartUpload", "ListObjectsV2", "HeadObject"} & set(s3.calls)
     objects = _objects(rt)
@@ -98,18 +98,18 @@ def test_a_work_costs_one_put_per_file_and_its_intent_records_them(rt, downstrea
 @pytest.mark.parametrize("k", [1, 3])
 def test_a_run_that_died_after_k_of_n_files_is_retried_with_a_put_for_each_missing_file_only(rt, downstream, k):
     rt.fire("pixiv-morning", iso=FIRE)
-    engine, store = rt.engine, rt.engine.artifacts
-    engine.artifacts = DiesAfter(store, k)
+    wiring, store = rt.wiring, rt.wiring.artifacts
+    wiring.artifacts = DiesAfter(store, k)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine.executions, SLOT, "manga")
-    engine.artifacts = store
-    cell = engine.ledger.get_cell(SLOT, "manga")
+        execute_cell(wiring.executions, SLOT, "manga")
+    wiring.artifacts = store
+    cell = wiring.ledger.get_cell(SLOT, "manga")
     assert (cell.status, cell.work_id) == ("selected", str(WORK))  # retryable: the binding kept, no intent
-    assert engine.ledger.load(SLOT).intents_for("manga") == []
+    assert wiring.ledger.load(SLOT).intents_for("manga") == []
     assert rt.cloud.s3.calls.get("PutObject") == k and len(_objects(rt)) == k
 
     rt.settle()  # the cell's message again: the bound work, resumed
-    assert engine.ledger.get_cell(SLOT, "manga").status == "submitted"
+    assert wiring.ledger.get_cell(SLOT, "manga").status == "submitted"
     assert rt.cloud.s3.calls.get("PutObject") == PAGES  # k before the crash, the n - k missing ones after
     images = [r.path.rsplit("/", 1)[1] for r in rt.fake.requests if r.host == "image"]
     assert sorted(set(images)) == [f"{WORK}_p{n}.png" for n in range(PAGES)]
@@ -123,11 +123,11 @@ def test_a_left_object_whose_checksum_does_not_hold_is_stored_again(rt, downstre
     """A page object at the right key that S3 holds no matching checksum for (written by something
     else, or a multipart upload whose checksum copy never ran) is not re-used."""
     rt.fire("pixiv-morning", iso=FIRE)
-    engine, store = rt.engine, rt.engine.artifacts
-    engine.artifacts = DiesAfter(store, 2)
+    wiring, store = rt.wiring, rt.wiring.artifacts
+    wiring.artifacts = DiesAfter(store, 2)
     with pytest.raises(RuntimeError, match="injected crash"):
-        execute_cell(engine.executions, SLOT, "manga")
-    engine.artifacts = store
+        execute_cell(wiring.executions, SLOT, "manga")
+    wiring.artifacts = store
     s3, bucket = aws.client("s3"), rt.env["ARTIFACT_BUCKET"]
     key = f"{PREFIX}/{WORK}_p1.png"
     head = s3.head_object(Bucket=bucket, Key=key)
@@ -136,7 +136,7 @@ def test_a_left_object_whose_checksum_does_not_hold_is_stored_again(rt, downstre
                   Metadata={**head["Metadata"], "size": str(len(b"\x89PNG-not-the-page"))})
     before = rt.cloud.s3.calls["PutObject"]
     rt.settle()
-    assert engine.ledger.get_cell(SLOT, "manga").status == "submitted"
+    assert wiring.ledger.get_cell(SLOT, "manga").status == "submitted"
     assert rt.cloud.s3.calls["PutObject"] - before == PAGES - 1  # p1 again, p2 and p3; p0 re-used
     record = next(r for r in recorded_files(_intent(rt)) if r.name == f"{WORK}_p1.png")
     assert hashlib.sha256(_objects(rt)[f"{WORK}_p1.png"]).hexdigest() == record.sha256 != hashlib.sha256(

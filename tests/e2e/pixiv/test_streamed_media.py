@@ -56,19 +56,19 @@ def test_a_ugoira_zip_is_streamed_in_bounded_parts_with_its_frame_delays_recorde
                                       "delivery": {"target": "review"}}],
                               pixiv={"accountId": "main"}, network={"requestPacingMs": 0, "retries": 0})
         rt = pixiv_runtime(make_runtime, mutate, backend="moto", virtual_sleep=False)  # multipart uploads: moto only (the S3 twin has whole-object PUTs)
-        watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
+        watched = rt.wiring.artifacts = Streams(rt.wiring.artifacts)
         rt.fire("pixiv-morning", iso=FIRE)
         rt.settle()
 
-        assert rt.engine.ledger.get_cell(SLOT, "waves").status == "submitted"
+        assert rt.wiring.ledger.get_cell(SLOT, "waves").status == "submitted"
         assert watched.streamed == [(f"{UGOIRA}_ugoira.zip", "archive")] and watched.whole == []
         assert watched.peak_buffer <= PART_BYTES + STREAM_CHUNK < ZIP_BYTES // 2  # about one part, never the whole zip
-        [intent] = rt.engine.ledger.load(SLOT).intents_for("waves")
+        [intent] = rt.wiring.ledger.load(SLOT).intents_for("waves")
         [record] = recorded_files(intent)
         expected = hashlib.sha256(b"".join(fake.generated.content(path))).hexdigest()
         assert (record.size, record.sha256, record.content_type) == (ZIP_BYTES, expected, "application/zip")
         assert record.meta["frames"] == fake.fixtures.ugoira[UGOIRA]["frames"]  # the delays, from the ledger
-        assert hashlib.sha256(rt.engine.artifacts.read(record)).hexdigest() == expected
+        assert hashlib.sha256(rt.wiring.artifacts.read(record)).hexdigest() == expected
         [request] = downstream.requests
         assert [a["bytes"] for a in request.body["assets"]] == [ZIP_BYTES]
 
@@ -87,10 +87,10 @@ class TimeLeft:
 def test_previews_are_streamed_after_the_pages_and_a_short_invocation_resumes_at_the_first_missing_one(world):  # noqa: F811
     factory, fake, telepost, _ = world
     rt = factory("production.json", [illust_target("bot1-submit")])
-    watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
+    watched = rt.wiring.artifacts = Streams(rt.wiring.artifacts)
     # One invocation with time for four files: the three pages and the first preview.
-    execute_cell(rt.engine.executions, SLOT, "bot1-illust", time_left=TimeLeft(4))
-    cell = rt.engine.ledger.get_cell(SLOT, "bot1-illust")
+    execute_cell(rt.wiring.executions, SLOT, "bot1-illust", time_left=TimeLeft(4))
+    cell = rt.wiring.ledger.get_cell(SLOT, "bot1-illust")
     assert (cell.status, cell.work_id) == ("selected", "91001")  # handed back, the binding kept
     assert cell.candidate_report["waited"]["reason"] == "download_incomplete"
     assert watched.streamed == [("91001_p0.png", "original"), ("91001_p1.png", "original"), ("91001_p2.png", "original"),
@@ -103,7 +103,7 @@ def test_previews_are_streamed_after_the_pages_and_a_short_invocation_resumes_at
     (submission,) = telepost.submissions.values()
     assert [n for n, _ in submission["files"]] == ["91001_p0.png", "91001_p1.png", "91001_p2.png"]
     assert [n for n, _ in submission["previews"]] == [f"91001_p{i}.png.preview.jpg" for i in range(3)]
-    assert rt.engine.ledger.get_cell(SLOT, "bot1-illust").status == "submitted"
+    assert rt.wiring.ledger.get_cell(SLOT, "bot1-illust").status == "submitted"
 
 
 P1_PREVIEW = "/c/600x1200_90/img-master/img/2026/11/29/21/15/00/91001_p1_master1200.jpg"
@@ -113,14 +113,14 @@ def test_a_preview_pixiv_does_not_have_drops_every_preview_and_the_work_is_deliv
     factory, fake, telepost, _ = world
     fake.fail(P1_PREVIEW, 404, "gone", times=99)
     rt = factory("production.json", [illust_target("bot1-submit")])
-    watched = rt.engine.artifacts = Streams(rt.engine.artifacts)
+    watched = rt.wiring.artifacts = Streams(rt.wiring.artifacts)
     drive(rt)
     # the first preview was stored before the second failed; all or none: it is gone again
     assert ("91001_p0.png.preview.jpg", "preview") in watched.streamed and watched.whole == []
     (submission,) = telepost.submissions.values()
     assert [n for n, _ in submission["files"]] == ["91001_p0.png", "91001_p1.png", "91001_p2.png"]
     assert submission.get("previews", []) == []
-    [intent] = rt.engine.ledger.load(SLOT).intents_for("bot1-illust")
+    [intent] = rt.wiring.ledger.load(SLOT).intents_for("bot1-illust")
     assert [f.role for f in recorded_files(intent)] == ["original"] * 3
     (dropped,) = logs.events("artifacts.no_previews")
     assert dropped["work_id"] == "91001"

@@ -29,7 +29,7 @@ def plan_only(cfg: dict) -> None:
 
 
 def slot(rt, day: int):
-    return rt.engine.ledger.get_slot(f"plan@2026-12-{day:02d}T0800")
+    return rt.wiring.ledger.get_slot(f"plan@2026-12-{day:02d}T0800")
 
 
 def sweep_at(rt, at_ms: int) -> None:
@@ -102,12 +102,12 @@ def test_run_now_is_refused_while_paused_and_the_flips_are_conditional(make_runt
     assert (again.code, again.out) == (1, "")
     assert again.err.splitlines()[-1] == "pixivflow schedules pause: schedule plan is already paused: nothing changed"
     assert json.loads(again.err.splitlines()[0])["event"] == "schedule.pause_refused"
-    assert rt.engine.ledger.schedule_pause("plan").paused_at == T0_MS  # the refused flip changed nothing
+    assert rt.wiring.ledger.schedule_pause("plan").paused_at == T0_MS  # the refused flip changed nothing
 
     unknown = pixivflow("schedules", "pause", "no-such-plan", now=T0_MS)
     assert unknown.code == 1 and unknown.err.splitlines()[-1] == (
         "pixivflow schedules pause: no schedule 'no-such-plan' in the config")
-    assert rt.engine.ledger.schedule_pause("no-such-plan") is None
+    assert rt.wiring.ledger.schedule_pause("no-such-plan") is None
 
     assert pixivflow("schedules", "resume", "plan", now=T0_MS + 2).code == 0
     twice = pixivflow("schedules", "resume", "plan", now=T0_MS + 3)
@@ -125,7 +125,7 @@ def test_pause_and_resume_from_the_page_need_the_sessions_csrf_token(make_runtim
 
     for forged in ({"schedule": "plan"}, {"schedule": "plan", "csrf": token[:-1] + ("A" if token[-1] != "A" else "B")}):
         assert act(rt, "pause", forged, cookie).status == 403
-    assert rt.engine.ledger.schedule_pause("plan") is None  # nothing was written
+    assert rt.wiring.ledger.schedule_pause("plan") is None  # nothing was written
     assert act(rt, "pause", {"schedule": "plan", "csrf": token}, None).status == 303  # no session: the login page
 
     done = act(rt, "pause", {"schedule": "plan", "csrf": token}, cookie)
@@ -140,10 +140,10 @@ def test_pause_and_resume_from_the_page_need_the_sessions_csrf_token(make_runtim
     assert act(rt, "pause", {"schedule": "plan", "csrf": token}, cookie).status == 409  # already paused
 
     assert act(rt, "resume", {"schedule": "plan"}, cookie).status == 403
-    assert rt.engine.ledger.schedule_pause("plan").paused
+    assert rt.wiring.ledger.schedule_pause("plan").paused
     resumed = act(rt, "resume", {"schedule": "plan", "csrf": token}, cookie)
     assert resumed.status == 200 and "resumed" in resumed.text()
     assert [line["schedule_id"] for line in audit(logs, "schedule.resumed")] == ["plan"]
-    assert not rt.engine.ledger.schedule_pause("plan").paused
+    assert not rt.wiring.ledger.schedule_pause("plan").paused
     unknown = act(rt, "pause", {"schedule": "<nope>", "csrf": token}, cookie)
     assert unknown.status == 404 and "schedule:" in unknown.text() and "<nope>" not in unknown.body

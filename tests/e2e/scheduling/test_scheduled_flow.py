@@ -7,7 +7,7 @@ def test_scheduled_fire_ends_success_with_one_delivery_per_cell(make_runtime, do
     result = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
     assert result == {"status": "admitted", "slot_id": "morning-tokyo@2026-12-01T0800", "disposition": "accepted", "sent": 3}
     rt.settle()
-    state = rt.engine.ledger.load("morning-tokyo@2026-12-01T0800")
+    state = rt.wiring.ledger.load("morning-tokyo@2026-12-01T0800")
     assert state.slot.status == "success"
     assert sorted(c.status for c in state.snapshot_cells()) == ["submitted"] * 3
     assert len(downstream.requests) == 3

@@ -49,7 +49,7 @@ def manual_slot_ids(rt):
 
 def fail_sends(monkeypatch, rt):
     """Every SendMessageBatch entry fails (the queue is unreachable)."""
-    monkeypatch.setattr(rt.engine.queues, "send_execution", lambda messages: list(range(len(messages))))
+    monkeypatch.setattr(rt.wiring.queues, "send_execution", lambda messages: list(range(len(messages))))
 
 
 # -- /health and auth ------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_run_accepts_the_occurrence_due_now(make_runtime):
     rt = make_runtime()
     assert run(rt) == (202, {"status": "accepted", "schedule": {
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "accepted", "status": "pending"}, "note": "queued"})
-    state = rt.engine.ledger.load(SLOT)
+    state = rt.wiring.ledger.load(SLOT)
     assert state.slot.trigger_source == "http" and state.slot.slot_name == "08:00"
     # admission writes the slot alone: its targetIds are the frozen cells; each cell's first claim writes its item
     assert [c.target_id for c in state.snapshot_cells()] == ["cats", "landscape", "ranking-daily"] and state.cells == {}
@@ -156,7 +156,7 @@ def test_run_label_names_the_slot_and_is_cut_to_80_chars(make_runtime):
     rt = make_runtime()
     status, _ = run(rt, body={"label": "  " + "早" * 100 + "  ", "extra": 1})
     assert status == 202
-    assert rt.engine.ledger.get_slot(SLOT).slot_name == "早" * 80
+    assert rt.wiring.ledger.get_slot(SLOT).slot_name == "早" * 80
 
 
 def test_unknown_or_disabled_schedule_is_404(make_runtime):
@@ -218,7 +218,7 @@ def test_a_second_trigger_while_every_cell_is_leased_is_202_running(make_runtime
     assert run(rt)[0] == 202
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        assert claim(rt.engine.ledger, SLOT, target, "worker-elsewhere", now, 180_000) is not None
+        assert claim(rt.wiring.ledger, SLOT, target, "worker-elsewhere", now, 180_000) is not None
     assert run(rt) == (202, {"status": "running", "schedule": {
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "already_running", "status": "pending"},
         "note": "already_running"})
@@ -228,7 +228,7 @@ def test_a_completed_occurrence_answers_200_with_its_cells(make_runtime, downstr
     rt = make_runtime()
     assert run(rt)[0] == 202
     rt.settle()
-    cells = rt.engine.ledger.load(SLOT).snapshot_cells()
+    cells = rt.wiring.ledger.load(SLOT).snapshot_cells()
     status, body = run(rt)
     assert status == 200
     assert body == {"status": "completed", "note": "already_completed", "schedule": {
@@ -244,10 +244,10 @@ def test_a_dispatch_failure_is_503_rejected_and_the_sweep_still_runs_the_slot(ma
     fail_sends(monkeypatch, rt)
     assert run(rt) == (503, {"status": "rejected", "schedule": {
         "scheduleId": "morning-tokyo", "slotId": SLOT, "disposition": "rejected", "status": "pending"}, "note": "rejected"})
-    assert rt.engine.ledger.load(SLOT).slot.target_ids == ["cats", "landscape", "ranking-daily"]  # durable
+    assert rt.wiring.ledger.load(SLOT).slot.target_ids == ["cats", "landscape", "ranking-daily"]  # durable
     monkeypatch.undo()
     rt.settle()
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
 
 
 def test_an_unexpected_failure_is_500_with_the_resume_hint(make_runtime, monkeypatch):
@@ -333,7 +333,7 @@ def test_refetch_opens_one_manual_slot_with_only_that_target(make_runtime, downs
     slot_id = f"morning-tokyo@manual-{RID}"
     assert refetch(rt, body={"requestId": RID, "correlationId": "review-42"}) == (
         202, {"status": "accepted", "slotId": slot_id, "disposition": "accepted"})
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     slot = state.slot
     assert (slot.schedule_id, slot.status, slot.target_ids) == ("morning-tokyo", "pending", ["cats"])
     assert (slot.trigger_source, slot.slot_name, slot.occurrence_label) == ("manual", "审核群重抓", "manual")
@@ -341,7 +341,7 @@ def test_refetch_opens_one_manual_slot_with_only_that_target(make_runtime, downs
     assert (slot.manual_request_id, slot.correlation_id) == (RID, "review-42")
     assert [c.target_id for c in state.snapshot_cells()] == ["cats"] and state.cells == {}  # written by its first claim
     rt.settle()
-    assert rt.engine.ledger.get_slot(slot_id).status == "success"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "success"
     assert len(downstream.requests) == 1
     sent = downstream.requests[0].body
     assert (sent["slot_id"], sent["target_id"]) == (slot_id, "cats")
@@ -353,7 +353,7 @@ def test_refetch_lower_cases_the_slot_id_but_keeps_the_request_id_as_sent(make_r
     slot_id = f"morning-tokyo@manual-{RID_UPPER.lower()}"
     assert refetch(rt, body={"requestId": RID_UPPER, "correlationId": "x" * 200}) == (
         202, {"status": "accepted", "slotId": slot_id, "disposition": "accepted"})
-    assert rt.engine.ledger.get_slot(slot_id).manual_request_id == RID_UPPER
+    assert rt.wiring.ledger.get_slot(slot_id).manual_request_id == RID_UPPER
     # the same UUID spelled in lower case is the same request, not a second slot
     assert refetch(rt, body={"requestId": RID_UPPER.lower()})[1]["slotId"] == slot_id
     assert manual_slot_ids(rt) == [slot_id]
@@ -376,7 +376,7 @@ def test_replaying_a_request_id_answers_the_same_slot_forever(make_runtime, down
         202, {"status": "accepted", "slotId": slot_id, "disposition": "already_completed"})
     assert manual_slot_ids(rt) == [slot_id]
     assert len(downstream.requests) == 1
-    assert rt.engine.ledger.get_slot(slot_id).correlation_id == "first"  # the first request owns the slot
+    assert rt.wiring.ledger.get_slot(slot_id).correlation_id == "first"  # the first request owns the slot
 
 
 def test_a_request_id_bound_to_one_target_cannot_be_reused_for_another(make_runtime):
@@ -388,7 +388,7 @@ def test_a_request_id_bound_to_one_target_cannot_be_reused_for_another(make_runt
 
 def test_concurrent_refetches_of_one_request_id_make_one_slot(make_runtime):
     rt = make_runtime()
-    engine = rt.engine
+    wiring = rt.wiring
     barrier = threading.Barrier(6)
     answers: list[str] = []
     errors: list[BaseException] = []
@@ -396,7 +396,7 @@ def test_concurrent_refetches_of_one_request_id_make_one_slot(make_runtime):
     def call():
         try:
             barrier.wait()
-            answers.append(manual.refetch(engine.refetches, "cats", RID, "corr").slot_id)
+            answers.append(manual.refetch(wiring.refetches, "cats", RID, "corr").slot_id)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -408,7 +408,7 @@ def test_concurrent_refetches_of_one_request_id_make_one_slot(make_runtime):
     assert errors == []
     assert answers == [f"morning-tokyo@manual-{RID}"] * 6
     assert manual_slot_ids(rt) == [f"morning-tokyo@manual-{RID}"]
-    assert engine.ledger.load(answers[0]).slot.target_ids == ["cats"]
+    assert wiring.ledger.load(answers[0]).slot.target_ids == ["cats"]
     rt.settle()
     assert refetch_status(rt, RID)[1]["state"] == "submitted"
 
@@ -418,7 +418,7 @@ def test_refetch_is_queued_when_dispatch_fails_and_the_sweep_runs_it(make_runtim
     fail_sends(monkeypatch, rt)
     slot_id = f"morning-tokyo@manual-{RID}"
     assert refetch(rt, body={"requestId": RID}) == (202, {"status": "accepted", "slotId": slot_id, "disposition": "queued"})
-    assert rt.engine.ledger.load(slot_id).slot.target_ids == ["cats"]
+    assert rt.wiring.ledger.load(slot_id).slot.target_ids == ["cats"]
     monkeypatch.undo()
     rt.settle()
     assert refetch_status(rt, RID)[1]["state"] == "submitted"
@@ -427,7 +427,7 @@ def test_refetch_is_queued_when_dispatch_fails_and_the_sweep_runs_it(make_runtim
 def test_refetch_answers_queued_while_its_cell_is_being_executed(make_runtime):
     rt = make_runtime()
     slot_id = refetch(rt, body={"requestId": RID})[1]["slotId"]
-    assert claim(rt.engine.ledger, slot_id, "cats", "worker-elsewhere", rt.clock.now_ms(), 180_000) is not None
+    assert claim(rt.wiring.ledger, slot_id, "cats", "worker-elsewhere", rt.clock.now_ms(), 180_000) is not None
     assert refetch(rt, body={"requestId": RID}) == (202, {"status": "accepted", "slotId": slot_id, "disposition": "queued"})
 
 
@@ -436,12 +436,12 @@ def test_a_crash_between_the_request_item_and_the_slot_converges_on_replay(make_
 
     rt = make_runtime()
 
-    def crash(engine, slot):
+    def crash(wiring, slot):
         raise RuntimeError("function timed out")
 
     monkeypatch.setattr(manual_service, "admit", crash)
     assert refetch(rt, body={"requestId": RID}) == (500, {"status": "error", "error": "refetch admission failed"})
-    assert rt.engine.ledger.get_request_key(RID)["slotRef"] == f"morning-tokyo@manual-{RID}"
+    assert rt.wiring.ledger.get_request_key(RID)["slotRef"] == f"morning-tokyo@manual-{RID}"
     assert slot_ids(rt) == []
     assert refetch_status(rt, RID) == (404, {"status": "error", "error": "manual refetch not found"})
     monkeypatch.undo()
@@ -454,7 +454,7 @@ def test_a_crash_right_after_the_slot_is_written_converges_on_replay(make_runtim
     """Admission's one write is the slot (its cells are written by their first claim): a process
     that dies right after it answered nothing, and the consumer's replay dispatches the cell."""
     rt = make_runtime()
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real = ledger.create_slot
 
     def crash(*args, **kwargs):
@@ -489,7 +489,7 @@ def test_refetch_status_projection_before_and_after_execution(make_runtime):
         "manualRequestId": RID, "idempotencyKey": RID, "correlationId": "review-42"})
 
     rt.settle()
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     cell = state.cells["cats"]
     assert refetch_status(rt, RID.upper()) == (200, {
         "requestId": RID, "slotId": slot_id, "state": "submitted", "slotStatus": "success",
@@ -504,7 +504,7 @@ def test_refetch_status_shows_a_live_lease_as_claimed(make_runtime):
     rt = make_runtime()
     slot_id = refetch(rt, body={"requestId": RID})[1]["slotId"]
     now = rt.clock.now_ms()
-    claim(rt.engine.ledger, slot_id, "cats", "worker-1", now, 180_000)
+    claim(rt.wiring.ledger, slot_id, "cats", "worker-1", now, 180_000)
     body = refetch_status(rt, RID)[1]
     assert (body["state"], body["slotStatus"], body["leaseActive"], body["claimed"]) == ("pending", "pending", True, True)
     assert (body["leaseExpiresAt"], body["heartbeatAt"], body["attemptCount"]) == (now + 180_000, now, 1)
@@ -540,5 +540,5 @@ def test_every_documented_route_is_served(make_runtime):
 def test_refetch_clock_is_ms_in_the_plan_zone(make_runtime):
     rt = make_runtime("2026-12-01T15:30:00Z")  # 00:30 on Dec 2 in Tokyo
     slot_id = refetch(rt, body={"requestId": RID})[1]["slotId"]
-    slot = rt.engine.ledger.get_slot(slot_id)
+    slot = rt.wiring.ledger.get_slot(slot_id)
     assert (slot.occurrence_at, slot.occurrence_date, slot.timezone) == (ms("2026-12-01T15:30:00Z"), "2026-12-02", "Asia/Tokyo")

@@ -34,7 +34,7 @@ def logs(caplog):
 
 
 def slot_state(rt, slot_id: str = SLOT):
-    return rt.engine.ledger.load(slot_id)
+    return rt.wiring.ledger.load(slot_id)
 
 
 # -- scheduled fires ----------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_scheduler_event_that_is_not_a_fire_of_the_cron_is_refused(make_runtime,
     result = rt.fire("morning-tokyo", iso="2026-11-30T23:05:00Z")  # 08:05 Tokyo: not a fire of 0 8 * * *
     assert result["status"] == "refused"
     assert "slot_id" not in result and result.get("sent", 0) == 0
-    assert rt.engine.ledger.active_slots() == []
+    assert rt.wiring.ledger.active_slots() == []
     assert slot_state(rt) is None and slot_state(rt, "morning-tokyo@2026-12-01T0805") is None
     refused = logs.events("schedule.fire_refused")
     assert len(refused) == 1 and refused[0]["schedule_id"] == "morning-tokyo"
@@ -83,7 +83,7 @@ def test_scheduler_event_for_an_unknown_schedule_is_refused(make_runtime, logs) 
     rt = make_runtime("2026-11-30T23:00:00Z")
     result = rt.fire("nope", iso="2026-11-30T23:00:00Z")
     assert result == {"status": "refused", "reason": "unknown or disabled schedule: nope", "sent": 0}
-    assert rt.engine.ledger.active_slots() == []
+    assert rt.wiring.ledger.active_slots() == []
     refused = logs.events("schedule.fire_refused")
     assert [r["schedule_id"] for r in refused] == ["nope"]
 
@@ -96,7 +96,7 @@ def test_malformed_scheduler_events_return_normally_without_a_slot(make_runtime,
 
     result = rt.handlers["trigger"](event, context_for("trigger"))
     assert result["status"] == "refused" and result["reason"]
-    assert rt.engine.ledger.active_slots() == []
+    assert rt.wiring.ledger.active_slots() == []
 
 
 # -- HTTP run route -----------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_http_run_while_every_open_cell_is_leased_is_already_running(make_runtim
     rt.http("POST", RUN, {}, token=TRIGGER_TOKEN)
     now = rt.clock.now_ms()
     for target in ("cats", "landscape", "ranking-daily"):
-        assert claim(rt.engine.ledger, SLOT, target, f"busy-{target}", now, 180_000) is not None
+        assert claim(rt.wiring.ledger, SLOT, target, f"busy-{target}", now, 180_000) is not None
     status, body = rt.http("POST", RUN, {}, token=TRIGGER_TOKEN)
     assert status == 202
     assert body == {"status": "running",
@@ -173,7 +173,7 @@ def test_three_hours_late_is_gone_and_makes_no_slot(make_runtime) -> None:
     assert status == 410
     assert body == {"status": "error", "error": f"occurrence {SLOT} has expired (grace 90m)"}
     assert slot_state(rt) is None
-    assert rt.engine.ledger.active_slots() == []
+    assert rt.wiring.ledger.active_slots() == []
 
 
 def test_inside_the_grace_window_is_still_accepted(make_runtime) -> None:
@@ -186,7 +186,7 @@ def test_unknown_schedule_is_not_found(make_runtime) -> None:
     rt = make_runtime("2026-11-30T23:00:30Z")
     status, body = rt.http("POST", "/internal/schedules/nope/run", {}, token=TRIGGER_TOKEN)
     assert (status, body) == (404, {"status": "error", "error": "unknown schedule: nope"})
-    assert rt.engine.ledger.active_slots() == []
+    assert rt.wiring.ledger.active_slots() == []
 
 
 def test_long_label_is_cut_to_80_and_stored_as_slot_name_only(make_runtime) -> None:
@@ -200,7 +200,7 @@ def test_long_label_is_cut_to_80_and_stored_as_slot_name_only(make_runtime) -> N
     assert state.slot.slot_name == label[:80]
     assert len(state.slot.slot_name) == 80
     assert state.slot.slot_id == SLOT and "Morning" not in state.slot.slot_id
-    assert [s for s, _ in rt.engine.ledger.active_slots()] == [SLOT]
+    assert [s for s, _ in rt.wiring.ledger.active_slots()] == [SLOT]
 
 
 def test_without_a_label_the_slot_name_is_the_occurrence_label(make_runtime) -> None:

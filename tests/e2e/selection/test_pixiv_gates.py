@@ -98,7 +98,7 @@ def delivered(downstream) -> list[str]:
 
 
 def report(rt, slot_id: str = SLOT) -> dict:
-    return rt.engine.ledger.get_cell(slot_id, "gate").candidate_report
+    return rt.wiring.ledger.get_cell(slot_id, "gate").candidate_report
 
 
 R18_FIRST = [work(1, 22, x_restrict=1), work(2, 21, x_restrict=2), work(3, 20)]

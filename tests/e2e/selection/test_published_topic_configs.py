@@ -92,7 +92,7 @@ def fire(rt, schedule: str, iso: str = FIRE):
     answer = rt.fire(schedule, iso=iso)
     assert answer["disposition"] == "accepted", answer
     rt.settle()
-    return rt.engine.ledger.load(answer["slot_id"])
+    return rt.wiring.ledger.load(answer["slot_id"])
 
 
 def test_production_bot1_picks_by_the_whole_japan_day_popularity_and_the_language_verdict(start, receiver, fake):
@@ -372,16 +372,16 @@ def test_standalone_with_pixivflows_scheduler_switch_stores_what_pixivflow_would
             cfg["network"].pop("proxy", None)  # its 127.0.0.1:7892 proxy is the author's machine, not this one
 
         unchanged = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="twin", ssm=True)
-        assert not unchanged.engine.config.schedule("default").enabled
+        assert not unchanged.wiring.config.schedule("default").enabled
         status, listing = unchanged.http("GET", "/internal/schedules", token=TRIGGER_TOKEN)
         assert status == 200 and listing["schedules"] == [], listing  # nothing would ever fire
         unchanged.__exit__(None, None, None)
 
         monkeypatch.setenv("PIXIV_SCHEDULER_ENABLED", "true")
         rt = make_runtime("2026-11-30T18:59:00Z", mutate=mutate, backend="twin", ssm=True)
-        plan = rt.engine.config.schedule("default")
+        plan = rt.wiring.config.schedule("default")
         assert (plan.enabled, plan.cron, plan.timezone) == (True, "0 3 * * *", "Asia/Shanghai")
-        ranking, novels = (t.id for t in rt.engine.config.targets)
+        ranking, novels = (t.id for t in rt.wiring.config.targets)
         state = fire(rt, "default", "2026-11-30T19:00:00Z")  # 03:00 on 1 Dec in Shanghai
 
         s3 = aws.client("s3")

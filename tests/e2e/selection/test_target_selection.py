@@ -81,7 +81,7 @@ def delivered(downstream) -> list[str]:
 
 
 def cell(rt, target_id="sel-target"):
-    return rt.engine.ledger.get_cell(SLOT, target_id)
+    return rt.wiring.ledger.get_cell(SLOT, target_id)
 
 
 def supply(rt, target_id="sel-target") -> dict:
@@ -99,7 +99,7 @@ def test_a_pinned_illustration_is_delivered_not_the_newest_work(select_with, dow
     assert (c.status, c.work_id) == ("submitted", "105")
     assert source.queries == [] and source.lookups == [("illustration", "105")]  # fetched by id, never searched
     assert supply(rt) == {"fetched": 1, "selected": 1, "rejected": 0, "reasons": []}
-    assert rt.engine.ledger.get_slot(SLOT).status == "success"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "success"
 
 
 def test_a_pinned_novel_is_delivered(select_with, downstream):
@@ -122,7 +122,7 @@ def test_a_pinned_work_that_is_gone_fails_and_is_never_substituted(select_with, 
     assert c.status == "failed" and c.work_id is None
     assert c.last_error.startswith("LOCKED_WORK_UNAVAILABLE: pinned work 105 is no longer fetchable: ")
     assert source.queries == []  # no search for a replacement
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
 
 
 def test_a_pinned_work_whose_download_finds_it_gone_fails_the_same_way(select_with, downstream, monkeypatch):

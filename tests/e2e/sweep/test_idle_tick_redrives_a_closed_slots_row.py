@@ -15,7 +15,7 @@ import json
 from support.cancel_races import closed_with_its_pending_row_in_the_due_index, row_landed_after_the_closers_last_read
 from support.queues import take
 
-from pixivflow.services.engine import REDRIVE_GRACE_MS
+from pixivflow.services.timing import REDRIVE_GRACE_MS
 
 
 def test_a_closed_slots_pending_row_is_re_driven_through_the_due_index_the_probe_found(make_runtime, monkeypatch):

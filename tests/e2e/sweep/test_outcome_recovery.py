@@ -31,18 +31,18 @@ def _outcome_lines(logs, slot_id):
 def _orphan(make_runtime):
     """A slot whose writer died after persisting its outcome record, before logging it."""
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
-    real = rt.engine.ledger
-    rt.engine.ledger = DiesAfterRecording(real)
+    real = rt.wiring.ledger
+    rt.wiring.ledger = DiesAfterRecording(real)
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     rt.pump()
-    assert rt.engine.ledger.tripped
-    rt.engine.ledger = real
+    assert rt.wiring.ledger.tripped
+    rt.wiring.ledger = real
     return rt, slot_id
 
 
 def test_an_orphaned_outcome_record_is_logged_once_by_the_sweep(make_runtime, downstream, logs):
     rt, slot_id = _orphan(make_runtime)
-    real = rt.engine.ledger
+    real = rt.wiring.ledger
 
     assert real.get_event(slot_id, "execution.summary") is not None
     assert real.get_slot(slot_id).status == "running"  # not closed: the record was never logged
@@ -74,10 +74,10 @@ def test_two_sweeps_that_find_one_orphaned_record_at_once_log_it_once(make_runti
 
     rt, slot_id = _orphan(make_runtime)
     rt.clock.advance(61_000)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     first, second = ledger.load(slot_id), ledger.load(slot_id)  # both read it open and orphaned
-    finish(rt.engine.slot_rollup, first, "success")  # logs the stored record and closes the slot
-    finish(rt.engine.slot_rollup, second, "success")  # read before the close: it finds the re-log taken
+    finish(rt.wiring.slot_rollup, first, "success")  # logs the stored record and closes the slot
+    finish(rt.wiring.slot_rollup, second, "success")  # read before the close: it finds the re-log taken
     assert len(_outcome_lines(logs, slot_id)) == 1
     rt.sweep()
     rt.sweep()
@@ -89,7 +89,7 @@ def test_two_sweeps_that_find_one_orphaned_record_at_once_log_it_once(make_runti
 def test_a_finder_that_died_after_claiming_the_re_log_leaves_it_to_the_next_a_minute_later(make_runtime, logs):
     rt, slot_id = _orphan(make_runtime)
     rt.clock.advance(61_000)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     assert ledger.claim_event_relog(slot_id, "execution.summary", rt.clock.now_ms(), 60_000)  # ... then it died
     rt.clock.advance(30_000)
     rt.sweep()
@@ -128,12 +128,12 @@ def test_a_slot_the_stall_made_terminal_before_the_rollup_closed_it_leaves_the_i
     is staged here directly: what this guards is ``rollup.finish``'s fallback for any close refused
     after its record, which still leaves the index and logs once."""
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
-    real = rt.engine.ledger
-    rt.engine.ledger = StallCommitsBeforeTheClose(real, rt.clock.now_ms)
+    real = rt.wiring.ledger
+    rt.wiring.ledger = StallCommitsBeforeTheClose(real, rt.clock.now_ms)
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     rt.pump()
-    assert rt.engine.ledger.stalled
-    rt.engine.ledger = real
+    assert rt.wiring.ledger.stalled
+    rt.wiring.ledger = real
     assert len(_outcome_lines(logs, slot_id)) == 1
     assert real.get_slot(slot_id).status == "failed" and real.active_slots() == []  # closed: its record is logged
     rt.clock.advance(61_000)

@@ -27,12 +27,12 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
     cell it does not fail on the status it read (spec §3.4: the cells decide the slot's outcome),
     so the stale stall is refused and the one record, its line and the slot agree."""
     rt = make_runtime(mutate=lambda cfg: cfg["schedules"][0].update(targetIds=["cats"]))
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     slot_id = rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")["slot_id"]
     [execution] = [json.loads(b) for b in take(rt, "EXECUTION_QUEUE_URL")]
-    execute_cell(rt.engine.executions, execution["slotId"], execution["targetId"])
+    execute_cell(rt.wiring.executions, execution["slotId"], execution["targetId"])
     [outbox] = [json.loads(b) for b in take(rt, "OUTBOX_QUEUE_URL")]  # the delivery message, held back
-    rt.clock.advance(rt.engine.config.schedulerRuntime.stall_timeout_ms + 60_000)  # no heartbeat since: stalled
+    rt.clock.advance(rt.wiring.config.schedulerRuntime.stall_timeout_ms + 60_000)  # no heartbeat since: stalled
 
     real_load, real_settle, real_finish = ledger.load, ledger.settle_cell_from_delivery, ledger.finish_slot
     sweep_read = []
@@ -44,13 +44,13 @@ def test_a_stall_read_before_the_outbox_settled_the_cell_cannot_fail_the_slot_it
     def stall_commits_before_the_close(*args, **kwargs):
         reads = iter(sweep_read)
         monkeypatch.setattr(ledger, "load", lambda sid: next(reads, None) or real_load(sid))
-        sweep(rt.engine.sweeps)  # ... and goes on with that read, after the rollup logged its record
+        sweep(rt.wiring.sweeps)  # ... and goes on with that read, after the rollup logged its record
         monkeypatch.setattr(ledger, "load", real_load)
         return real_finish(*args, **kwargs)
 
     monkeypatch.setattr(ledger, "settle_cell_from_delivery", settle_after_the_sweeps_read)
     monkeypatch.setattr(ledger, "finish_slot", stall_commits_before_the_close)
-    deliver_message(rt.engine.deliveries, outbox["kind"], outbox["key"])
+    deliver_message(rt.wiring.deliveries, outbox["kind"], outbox["key"])
     monkeypatch.setattr(ledger, "settle_cell_from_delivery", real_settle)
     monkeypatch.setattr(ledger, "finish_slot", real_finish)
 

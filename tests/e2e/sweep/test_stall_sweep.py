@@ -70,16 +70,16 @@ def sweep_each_minute(rt, first: int, last: int, *, lose: tuple[str, ...] = ("EX
 
 
 def cells_by_target(rt, slot_id: str) -> dict:
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     return {c.target_id: c for c in state.snapshot_cells()}
 
 
 def die_mid_run(rt, slot_id: str, target_id: str, *, ttl_ms: int = 180_000):
     """An executor claims the cell (lease + heartbeat), moves the slot to running, then dies."""
     now = rt.clock.now_ms()
-    cell = claim(rt.engine.ledger, slot_id, target_id, GHOST, now, ttl_ms)
+    cell = claim(rt.wiring.ledger, slot_id, target_id, GHOST, now, ttl_ms)
     assert cell is not None
-    assert rt.engine.ledger.mark_slot_running(slot_id, now)
+    assert rt.wiring.ledger.mark_slot_running(slot_id, now)
     return cell
 
 
@@ -89,12 +89,12 @@ def renew_lease(rt, slot_id: str, target_id: str, owner: str = GHOST) -> bool:
     ``ledger.heartbeat_cell`` is the executor's own call for this, but it is broken (see
     test_an_executor_heartbeat_renews_its_lease_and_moves_the_progress_clock), so the tests that
     only need a live, heartbeating owner use the claim path, which writes the same two fields."""
-    return claim(rt.engine.ledger, slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
+    return claim(rt.wiring.ledger, slot_id, target_id, owner, rt.clock.now_ms(), 180_000) is not None
 
 
 def execute_only(rt, slot_id: str, target_id: str) -> None:
     """Deliver exactly one execution message to the real execute handler."""
-    rt.engine.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id))])
+    rt.wiring.queues.send_execution([OutgoingMessage(execution_body(slot_id, target_id))])
     assert rt.pumps["execute"].poll() == 1
 
 
@@ -115,14 +115,14 @@ def test_admitted_but_never_claimed_slot_fails_queued_too_long_at_30_minutes(mak
     assert all(r["queuedTooLong"] == 0 for _, r, _ in history)
     rt.clock.set(T0_MS + 30 * MIN - 1)
     assert rt.sweep()["queuedTooLong"] == 0
-    assert rt.engine.ledger.get_slot(slot_id).status == "pending"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "pending"
 
     at(rt, 30)
     result = rt.sweep()
     assert result["queuedTooLong"] == 1 and result["stalledNoHeartbeat"] == 0 and result["recovered"] == 0
     assert drop(rt) == []  # a slot past its budget is not re-dispatched
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "failed"
     assert state.slot.last_error == QUEUED_MESSAGE
     for cell in state.snapshot_cells():
@@ -143,7 +143,7 @@ def test_admitted_but_never_claimed_slot_fails_queued_too_long_at_30_minutes(mak
     # A stale execution message arriving afterwards cannot resurrect the slot.
     execute_only(rt, slot_id, "cats")
     rt.pump()
-    assert rt.engine.ledger.get_slot(slot_id).status == "failed"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "failed"
     assert {c.status for c in cells_by_target(rt, slot_id).values()} == {"failed"}
     assert downstream.requests == []
 
@@ -164,7 +164,7 @@ def test_queued_budget_below_the_floor_falls_back_to_the_30_minute_default(make_
     result = rt.sweep()
     drop(rt)
     assert result["queuedTooLong"] == 0
-    assert rt.engine.ledger.get_slot(slot_id).status == "pending"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "pending"
     assert cells_by_target(rt, slot_id)["cats"].status == "pending"
     assert logs.events("sweep.stalled") == []
 
@@ -187,13 +187,13 @@ def test_running_slot_whose_executor_died_fails_stalled_no_heartbeat_after_15_mi
     assert all(r["stalledNoHeartbeat"] == 0 for _, r, _ in history)
     # lease dead after 3 min; re-dispatch (lost again) at 5 and 10 while inside the budget
     assert [m for m, r, _ in history if r["recovered"]] == [5, 10]
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"
 
     at(rt, 15)
     result = rt.sweep()
     assert result["stalledNoHeartbeat"] == 1 and result["queuedTooLong"] == 0 and result["recovered"] == 0
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "failed" and state.slot.last_error == STALLED_MESSAGE
     cell = state.cells["cats"]
     assert (cell.status, cell.terminal_reason_code, cell.terminal_reason_message) == ("failed", "stalled_no_heartbeat", STALLED_MESSAGE)
@@ -219,7 +219,7 @@ def test_a_fresh_heartbeat_protects_the_slot_and_moves_its_progress_clock(make_r
     history = sweep_each_minute(rt, 1, 24, before=heartbeat)
     # 15 min after the claim the heartbeat is only 5 min old (and the lease long dead): not stalled
     assert all(r["stalledNoHeartbeat"] == 0 for _, r, _ in history)
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"
     assert cells_by_target(rt, slot_id)["cats"].status == "pending"
 
     at(rt, 25)  # 15 min after the last heartbeat
@@ -242,7 +242,7 @@ def test_a_live_lease_protects_a_slot_whose_heartbeat_is_old(make_runtime, logs)
         result = rt.sweep()
         assert result["stalledNoHeartbeat"] == 0 and result["recovered"] == 0 and result["timedOut"] == 0
         assert drop(rt) == []  # a leased cell is never re-dispatched behind its owner's back
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"
     assert logs.events("sweep.stalled") == []
 
     at(rt, 60)  # the lease ends now: nothing protects the slot any more
@@ -263,13 +263,13 @@ def test_an_executor_heartbeat_renews_its_lease_and_moves_the_progress_clock(mak
     die_mid_run(rt, slot_id, "cats")
     at(rt, 2)
     now = rt.clock.now_ms()
-    assert rt.engine.ledger.heartbeat_cell(slot_id, "cats", GHOST, now, 180_000) is True
+    assert rt.wiring.ledger.heartbeat_cell(slot_id, "cats", GHOST, now, 180_000) is True
     cell = cells_by_target(rt, slot_id)["cats"]
     assert (cell.heartbeat_at, cell.lease_until, cell.lease_owner) == (now, now + 180_000, GHOST)
-    assert rt.engine.ledger.heartbeat_cell(slot_id, "cats", "exec-someone-else", now, 180_000) is False
+    assert rt.wiring.ledger.heartbeat_cell(slot_id, "cats", "exec-someone-else", now, 180_000) is False
     at(rt, 16)  # 15 min after the claim, 14 after the heartbeat: not stalled
     assert rt.sweep()["stalledNoHeartbeat"] == 0
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"
 
 
 class SlowSource:
@@ -307,7 +307,7 @@ def test_an_execution_longer_than_one_heartbeat_interval_completes_in_one_attemp
     rt.fire("solo", iso=T0)
     rt.pump()
     assert rt.pumps["execute"].stats.failed == 0  # no infrastructure failure, no SQS retry
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "success"
     cell = state.cells["cats"]
     assert cell.status == "submitted" and cell.attempt_count == 1
@@ -332,7 +332,7 @@ def test_delivery_pending_cells_are_untouched_by_the_stall_rules(make_runtime, d
     at(rt, 15)
     result = rt.sweep()
     assert result["stalledNoHeartbeat"] == 1
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     cats, landscape = state.cells["cats"], state.cells["landscape"]
     assert (landscape.status, landscape.terminal_reason_code) == ("failed", "stalled_no_heartbeat")
     assert cats.status == "delivery_pending"
@@ -370,7 +370,7 @@ def test_a_slot_whose_only_open_cell_waits_on_a_live_outbox_row_is_left_to_the_o
         history.append(rt.sweep())
         rt.pump()
     assert all(r["stalledNoHeartbeat"] == 0 and r["queuedTooLong"] == 0 for r in history)
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "running" and state.cells["cats"].status == "delivery_pending"
     assert state.cells["cats"].heartbeat_at == T0_MS  # nobody heartbeats: the executor is done
     failed_attempts = len(downstream.requests)
@@ -378,7 +378,7 @@ def test_a_slot_whose_only_open_cell_waits_on_a_live_outbox_row_is_left_to_the_o
 
     downstream.state.responder = None  # the route is back
     rt.settle()
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "success" and state.cells["cats"].status == "submitted"
     assert len(downstream.requests) == failed_attempts + 1
     assert len({r.headers["idempotency-key"] for r in downstream.requests}) == 1
@@ -395,14 +395,14 @@ def test_a_submitted_cell_and_a_stalled_pending_cell_end_partial(make_runtime, d
     execute_only(rt, slot_id, "cats")
     rt.pumps["deliver"].poll()  # cats delivered and acknowledged
     assert cells_by_target(rt, slot_id)["cats"].status == "submitted"
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"  # landscape is still open
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"  # landscape is still open
 
     history = sweep_each_minute(rt, 1, 14)
     assert all(r["stalledNoHeartbeat"] == 0 for _, r, _ in history)
     at(rt, 15)
     assert rt.sweep()["stalledNoHeartbeat"] == 1
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "partial"
     assert state.cells["cats"].status == "submitted" and state.cells["cats"].terminal_reason_code is None
     assert (state.cells["landscape"].status, state.cells["landscape"].terminal_reason_code) == ("failed", "stalled_no_heartbeat")
@@ -435,7 +435,7 @@ def test_a_lost_execution_message_is_redispatched_after_5_minutes_and_the_slot_s
     assert rt.pump() >= 2
     rt.settle()
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     assert state.slot.status == "success"
     assert [(c.status, c.terminal_reason_code) for c in state.snapshot_cells()] == [("submitted", None)] * 2
     assert len(downstream.requests) == 2
@@ -498,7 +498,7 @@ def test_recovery_never_duplicates_a_scheduled_retry_and_the_timeout_ends_it(mak
     assert result["timedOut"] == 1
     cell = cells_by_target(rt, slot_id)["cats"]
     assert (cell.status, cell.terminal_reason_code) == ("failed", "execution_timeout")
-    assert rt.engine.ledger.get_slot(slot_id).status == "failed"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "failed"
     rt.settle()  # the retry still in flight finds a terminal cell
     assert len(calls) == 9
     assert downstream.requests == []
@@ -523,7 +523,7 @@ def test_a_slot_past_its_budget_is_not_rescued_the_stall_rule_fires_instead(make
     rt.settle()
     cell = cells_by_target(rt, slot_id)["cats"]
     assert (cell.status, cell.terminal_reason_code) == ("failed", code)
-    assert rt.engine.ledger.get_slot(slot_id).status == "failed"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "failed"
     assert downstream.requests == []
     assert logs.events("sweep.recovered") == []
 
@@ -545,14 +545,14 @@ def test_a_cell_running_past_the_schedule_timeout_fails_execution_timeout(make_r
     history = sweep_each_minute(rt, 1, 10, before=heartbeat)
     assert all(beats)
     assert all(r["timedOut"] == 0 and r["stalledNoHeartbeat"] == 0 and r["recovered"] == 0 for _, r, _ in history)
-    assert rt.engine.ledger.get_slot(slot_id).status == "running"  # exactly 10 min is not past the timeout
+    assert rt.wiring.ledger.get_slot(slot_id).status == "running"  # exactly 10 min is not past the timeout
 
     at(rt, 11)
     assert renew_lease(rt, slot_id, "cats")  # the lease is live
     result = rt.sweep()
     assert result["timedOut"] == 1 and result["stalledNoHeartbeat"] == 0
 
-    state = rt.engine.ledger.load(slot_id)
+    state = rt.wiring.ledger.load(slot_id)
     cell = state.cells["cats"]
     assert (cell.status, cell.terminal_reason_code, cell.terminal_reason_message) == ("failed", "execution_timeout", TIMEOUT_MESSAGE)
     # The overrunning executor was alive a moment ago and may still record a delivery row: the slot
@@ -560,13 +560,13 @@ def test_a_cell_running_past_the_schedule_timeout_fails_execution_timeout(make_r
     assert state.slot.status == "running" and logs.outcomes(slot_id) == []
     rt.clock.set(cell.heartbeat_at + 180_000 + 1)
     rt.sweep()
-    assert rt.engine.ledger.get_slot(slot_id).status == "failed"
+    assert rt.wiring.ledger.get_slot(slot_id).status == "failed"
     [outcome] = logs.outcomes(slot_id)
     assert outcome["status"] == "failed" and outcome["cells"]["executor_failed"] == 1
     assert outcome["cells"]["targets"][0]["terminal_reason_code"] == "execution_timeout"
     # the executor that overran has lost its lease: it cannot heartbeat or settle the cell any more
     assert not renew_lease(rt, slot_id, "cats")
-    assert not rt.engine.ledger.transition_cell(slot_id, "cats", "delivery_pending", rt.clock.now_ms(), owner=GHOST)
+    assert not rt.wiring.ledger.transition_cell(slot_id, "cats", "delivery_pending", rt.clock.now_ms(), owner=GHOST)
     assert downstream.requests == []
 
 
@@ -623,18 +623,18 @@ def test_sweep_counters_match_what_it_did_and_it_logs_one_finished_line(make_run
     }
     [finished] = logs.events("sweep.finished")
     assert {k: finished[k] for k in result} == result
-    assert rt.engine.ledger.get_slot(queued).status == "failed"
-    assert rt.engine.ledger.get_slot(dead).status == "failed"
-    assert rt.engine.ledger.get_slot(slow).status == "running"  # its executor heartbeated at 30: open till 33
-    assert rt.engine.ledger.get_slot(fresh).status == "pending"
-    assert rt.engine.ledger.get_slot(outbox).status == "running"
+    assert rt.wiring.ledger.get_slot(queued).status == "failed"
+    assert rt.wiring.ledger.get_slot(dead).status == "failed"
+    assert rt.wiring.ledger.get_slot(slow).status == "running"  # its executor heartbeated at 30: open till 33
+    assert rt.wiring.ledger.get_slot(fresh).status == "pending"
+    assert rt.wiring.ledger.get_slot(outbox).status == "running"
     assert [b["targetId"] for b in drop(rt)] == ["dogs"]
     assert len(drop(rt, "OUTBOX_QUEUE_URL")) == 1
     assert {line["slot_id"] for line in logs.all() if line.get("message") == OUTCOME_MESSAGE} == {queued, dead}
     at(rt, 33)
     rt.clock.advance(1)
     rt.sweep()
-    assert rt.engine.ledger.get_slot(slow).status == "failed"
+    assert rt.wiring.ledger.get_slot(slow).status == "failed"
     assert {line["slot_id"] for line in logs.all() if line.get("message") == OUTCOME_MESSAGE} == {queued, dead, slow}
 
     # A second sweep a minute later has nothing left to do and says so.
@@ -654,7 +654,7 @@ def test_a_single_bad_slot_never_aborts_the_sweep(make_runtime, monkeypatch, log
     rt.fire("good", iso=T0)
     drop(rt)
 
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_load = ledger.load
 
     def flaky_load(slot_id):
@@ -696,7 +696,7 @@ def test_a_stalled_slot_stays_in_the_sweep_until_its_in_delivery_cell_settles(ma
     drop(rt)
     execute_only(rt, slot_id, "cats")
     drop(rt, "OUTBOX_QUEUE_URL")
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     [intent] = ledger.load(slot_id).intents_for("cats")
     # The route answered FAILED and the row recorded it; the deliver function died before the cell move.
     claimed = ledger.claim_intent(intent, "dlv-test", rt.clock.now_ms(), 120_000)
@@ -730,7 +730,7 @@ def test_closing_a_stalled_slot_waits_while_its_in_delivery_cell_has_a_live_row(
     drop(rt)
     execute_only(rt, slot_id, "cats")
     drop(rt, "OUTBOX_QUEUE_URL")  # the row stays pending: the outbox has not delivered it yet
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     at(rt, 15)
     state = ledger.load(slot_id)
     assert state.cells["cats"].status == "delivery_pending" and not state.cells["cats"].lease_live(rt.clock.now_ms())
@@ -738,7 +738,7 @@ def test_closing_a_stalled_slot_waits_while_its_in_delivery_cell_has_a_live_row(
                                    reason_code="stalled_no_heartbeat", reason_message=STALLED_MESSAGE, now_ms=rt.clock.now_ms())
     at(rt, 16)
 
-    assert close(rt.engine.slot_rollup, ledger.load(slot_id)) is False
+    assert close(rt.wiring.slot_rollup, ledger.load(slot_id)) is False
 
     after = ledger.load(slot_id)
     assert after.cells["cats"].status == "delivery_pending"

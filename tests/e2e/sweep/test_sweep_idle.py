@@ -46,7 +46,7 @@ def _delivered(make_runtime):
     rt = make_runtime(T0, mutate=only(schedule("kept", ["cats"])), backend="twin")
     rt.fire("kept", iso=T0)
     rt.settle()
-    assert rt.engine.ledger.get_slot("kept@2026-12-01T0800").status == "success"
+    assert rt.wiring.ledger.get_slot("kept@2026-12-01T0800").status == "success"
     return rt
 
 
@@ -87,7 +87,7 @@ def test_a_probe_that_fails_makes_the_tick_read_every_index(make_runtime, downst
 
         raise LedgerUnavailable("DynamoDB Scan failed: ThrottlingException")
 
-    monkeypatch.setattr(rt.engine.ledger, "occupied_indexes", unavailable)
+    monkeypatch.setattr(rt.wiring.ledger, "occupied_indexes", unavailable)
     result = rt.sweep()
     assert (result["recovered"], result["indexesEmpty"]) == (1, 0)
     assert {index for op, index in reads.take() if op == "query"} >= {ACTIVE_INDEX, DUE_INDEX}

@@ -39,13 +39,13 @@ def test_the_runtime_reads_the_interval_from_sweep_interval_ms_and_defaults_to_t
 def test_a_tick_that_died_holding_its_lease_never_silences_the_next_scheduled_tick(make_runtime, downstream, minutes):
     rt = make_runtime(T0, mutate=only(schedule("pair", ["cats", "landscape"])), sweep_interval_minutes=minutes)
     interval = minutes * MIN
-    assert rt.engine.sweep_interval_ms == interval  # as template.yaml sets SWEEP_INTERVAL_MS for this value
+    assert rt.wiring.sweep_interval_ms == interval  # as template.yaml sets SWEEP_INTERVAL_MS for this value
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2  # both messages lost: the first tick past 5 min re-dispatches them
     rt.clock.set(T0_MS + 5 * MIN)
-    lease_ms = sweep_lease_ms(rt.engine.sweep_interval_ms)
+    lease_ms = sweep_lease_ms(rt.wiring.sweep_interval_ms)
     assert lease_ms == SWEEP_LEASE_MS  # a live tick (at most the 60 s timeout) always holds it
-    died = rt.engine.sweep_state.acquire_lease("sweep-that-died", rt.clock.now_ms(), lease_ms)
+    died = rt.wiring.sweep_state.acquire_lease("sweep-that-died", rt.clock.now_ms(), lease_ms)
     assert died.acquired and died.until_ms <= rt.clock.now_ms() + interval
 
     rt.clock.advance(interval)  # the next scheduled tick
@@ -59,11 +59,11 @@ def test_an_interval_shorter_than_the_lease_is_refused_by_every_tick_and_takes_n
     rt.fire("pair", iso=T0)
     assert drop_executions(rt) == 2
     rt.clock.set(T0_MS + 5 * MIN)
-    rt.engine.sweep_interval_ms = 30_000  # a hand-set SWEEP_INTERVAL_MS: ticks would overlap their lease
+    rt.wiring.sweep_interval_ms = 30_000  # a hand-set SWEEP_INTERVAL_MS: ticks would overlap their lease
     with pytest.raises(ValueError, match="SWEEP_INTERVAL_MS: 30000 ms is shorter than the sweep's 60000 ms lease"):
         rt.sweep()
     assert drop_executions(rt) == 0  # the refused tick did nothing
-    rt.engine.sweep_interval_ms = 60_000
+    rt.wiring.sweep_interval_ms = 60_000
     ran = rt.sweep()  # and left no lease behind: the next good tick runs at once
     assert "skipped" not in ran and ran["recovered"] == 1
 
@@ -75,7 +75,7 @@ def test_the_embedded_runtime_settles_on_ticks_of_its_interval(make_runtime, dow
     elapsed = rt.settle()
     # the lost cells are recovered at the first 2-minute tick past their 5 minutes (a minute sweep: at 5)
     assert elapsed == 6 * MIN and rt.sweeps == 3
-    slot = rt.engine.ledger.get_slot("pair@2026-12-01T0800")
+    slot = rt.wiring.ledger.get_slot("pair@2026-12-01T0800")
     assert slot is not None and slot.status == "success"
 
 

@@ -63,8 +63,8 @@ def remove(schedule_id):
 
 def die_mid_run(rt, slot_id, target_id="cats"):
     now = rt.clock.now_ms()
-    assert claim(rt.engine.ledger, slot_id, target_id, GHOST, now, 180_000) is not None
-    assert rt.engine.ledger.mark_slot_running(slot_id, now)
+    assert claim(rt.wiring.ledger, slot_id, target_id, GHOST, now, 180_000) is not None
+    assert rt.wiring.ledger.mark_slot_running(slot_id, now)
 
 
 def sweep_minutes(rt, first, last):
@@ -97,9 +97,9 @@ def test_a_running_slot_of_a_disabled_schedule_is_not_redispatched_and_ends_stal
     at(rt, 15)
     result = rt.sweep()
     assert result["stalledNoHeartbeat"] == 1 and result["recovered"] == 0
-    cell = rt.engine.ledger.get_cell(SLOT, "cats")
+    cell = rt.wiring.ledger.get_cell(SLOT, "cats")
     assert (cell.status, cell.terminal_reason_code) == ("failed", "stalled_no_heartbeat")
-    assert rt.engine.ledger.get_slot(SLOT).status == "failed"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "failed"
     rt.settle()
     assert downstream.requests == []
 
@@ -115,7 +115,7 @@ def test_a_queued_slot_of_a_removed_schedule_is_not_redispatched_and_ends_queued
     assert {line["reason"] for line in logs.events("sweep.recovery_skipped")} == {"schedule_removed"}
     at(rt, 30)
     assert rt.sweep()["queuedTooLong"] == 1
-    cell = rt.engine.ledger.get_cell(SLOT, "cats")
+    cell = rt.wiring.ledger.get_cell(SLOT, "cats")
     assert (cell.status, cell.terminal_reason_code) == ("failed", "queued_too_long")
     rt.settle()
     assert downstream.requests == []
@@ -129,8 +129,8 @@ def test_an_execution_message_for_a_disabled_schedules_cell_is_refused(make_runt
     rt.pump()
     # not claimed: its item was never written (a cell's first claim writes it), so the stall
     # rules still see a pending cell that never started: no attempt, no heartbeat, no lease
-    assert rt.engine.ledger.get_cell(SLOT, "cats") is None
-    cell = rt.engine.ledger.load(SLOT).cell("cats")
+    assert rt.wiring.ledger.get_cell(SLOT, "cats") is None
+    cell = rt.wiring.ledger.load(SLOT).cell("cats")
     assert (cell.status, cell.attempt_count, cell.heartbeat_at, cell.lease_owner) == ("pending", 0, None, None)
     [refused] = logs.events("cell.execution_refused")
     assert (refused["slot_id"], refused["target_id"], refused["reason"]) == (SLOT, "cats", "schedule_disabled")
@@ -138,9 +138,9 @@ def test_an_execution_message_for_a_disabled_schedules_cell_is_refused(make_runt
 
     # A late redelivery of the same message, once the schedule is gone entirely, is refused too.
     reconfigure(rt, remove("solo"))
-    rt.engine.queues.send_execution([OutgoingMessage(execution_body(SLOT, "cats"))])
+    rt.wiring.queues.send_execution([OutgoingMessage(execution_body(SLOT, "cats"))])
     rt.pump()
-    assert rt.engine.ledger.load(SLOT).cell("cats").status == "pending"  # still never claimed
+    assert rt.wiring.ledger.load(SLOT).cell("cats").status == "pending"  # still never claimed
     assert [line["reason"] for line in logs.events("cell.execution_refused")] == ["schedule_disabled", "schedule_removed"]
     at(rt, 30)
     assert rt.sweep()["queuedTooLong"] == 1
@@ -157,7 +157,7 @@ def test_the_same_slot_with_its_schedule_enabled_is_recovered_and_delivered(make
     result = rt.sweep()
     assert result["recovered"] == 1 and result["unrecoverable"] == 0
     rt.pump()
-    assert rt.engine.ledger.get_cell(SLOT, "cats").status == "submitted"
+    assert rt.wiring.ledger.get_cell(SLOT, "cats").status == "submitted"
     assert len(downstream.requests) == 1
 
 
@@ -176,7 +176,7 @@ def test_a_manual_slot_whose_plan_was_removed_keeps_being_recovered(make_runtime
     result = rt.sweep()
     assert result["recovered"] == 1 and result["unrecoverable"] == 0
     rt.pump()
-    assert rt.engine.ledger.get_cell(slot_id, "cats").status == "submitted"
+    assert rt.wiring.ledger.get_cell(slot_id, "cats").status == "submitted"
     assert [r.body["slot_id"] for r in downstream.requests] == [slot_id]
 
 
@@ -228,8 +228,8 @@ def test_scanned_includes_a_row_the_sweep_then_leaves_to_the_outbox(make_runtime
     downstream.state.responder = lambda req: (503, {"error": "maintenance"})
     rt.fire("solo", iso=T0)
     rt.pump()
-    assert rt.engine.ledger.get_cell(SLOT, "cats").status == "delivery_pending"
+    assert rt.wiring.ledger.get_cell(SLOT, "cats").status == "delivery_pending"
     at(rt, 16)  # running, no lease, last heartbeat 16 min ago: a stalled_no_heartbeat row ...
     result = rt.sweep()
     assert result["scanned"] == 1 and result["stalledNoHeartbeat"] == 0  # ... that the outbox owns
-    assert rt.engine.ledger.get_slot(SLOT).status == "running"
+    assert rt.wiring.ledger.get_slot(SLOT).status == "running"

@@ -49,7 +49,7 @@ def _rescued(logs) -> list[str]:
 
 def test_a_tick_past_its_budget_leaves_the_rest_of_the_walk_to_the_next_tick(make_runtime, logs, monkeypatch):
     rt = _six_lost_slots(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_load = ledger.load
     step = SWEEP_BUDGET_MS * 2 // 5  # each slot's read takes 10 s of the tick: three fit the 25 s budget
 
@@ -73,14 +73,14 @@ def test_a_tick_past_its_budget_leaves_the_rest_of_the_walk_to_the_next_tick(mak
     assert (third["activeSlots"], third["recovered"], third["passComplete"]) == (6, 0, 1)
     assert drop_executions(rt) == 0
     [line] = [e for e in logs.events("sweep.finished")][-1:]
-    assert line["passComplete"] == 1 and line["shardsWalked"] == rt.engine.ledger.active_shards()
+    assert line["passComplete"] == 1 and line["shardsWalked"] == rt.wiring.ledger.active_shards()
 
 
 def test_a_tick_whose_budget_is_gone_before_its_first_slot_still_moves_the_walk_on(make_runtime, logs, monkeypatch):
     """A slow first index read (30 s) spends the budget before the first slot: the tick still
     takes one slot, so the walk never stands still and six ticks visit all six slots."""
     rt = _six_lost_slots(make_runtime)
-    ledger = rt.engine.ledger
+    ledger = rt.wiring.ledger
     real_page = ledger.active_page
 
     first_read = []

@@ -21,7 +21,7 @@ from typing import Callable
 from ...ports import PixivAccountStore
 from ...domain.accounts import Admission
 
-PERMIT_LEASE_MS = 90_000  # renewed every 30 s by the cell's heartbeat (services.engine.HEARTBEAT_MS)
+PERMIT_LEASE_MS = 90_000  # renewed every 30 s by the cell's heartbeat (services.timing.HEARTBEAT_MS)
 RETRY_SLACK_MS = 1_000  # ask again a moment after the holder's lease would have ended
 
 

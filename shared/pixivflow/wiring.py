@@ -1,41 +1,44 @@
-"""The object graph every service works with (built once per cold start by ``pixivflow.runtime``)."""
+"""The composition root's object graph: every adapter ``pixivflow.runtime`` builds once per cold
+start, and the collaborators of each use case, built from them on demand (``executions``,
+``deliveries``, ``sweeps`` ...). Only the composition root, the handlers, the HTTP layer and the dev
+tools see it; a service receives its use case's dataclass and nothing else.
+
+Each use case's collaborators are built at the call (a few references, no I/O), so a collaborator
+swapped here, as the dev tools and the simulation do to inject a fault, is the one the next call uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
-from ..clock import Entropy
-from ..config import PixivFlowConfig
-from ..ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel,
-                     DeliveryRows, JobStore, Log, Metrics, Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys,
-                     SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
+from .clock import Entropy
+from .config import PixivFlowConfig
+from .ports import (ArtifactStore, CallbackSender, CellLeases, CellMoves, Clock, DeliveryChannel,
+                    DeliveryRows, JobStore, Log, Metrics, Occurrences, OperatorTools, OutboxRows, Queues, RequestKeys,
+                    SchedulePauses, SweepIndexes, SweepState, TopicSpaces, UiSessions, WorkReservations, WorkSource)
+from .services.timing import DEFAULT_SWEEP_INTERVAL_MS
 
-if TYPE_CHECKING:  # the use cases' collaborators (each module imports this one)
-    from .sweep import Sweeps
-    from .execution import Executions
-    from .delivery import Deliveries
-    from .admission import Admissions
-    from .job_events import JobEvents
-    from .jobs import JobControl
-    from .manual import Refetches
-    from .outbox import Outbox
-    from .rollup import SlotRollup
-    from .trigger import Triggers
-
-LEASE_TTL_MS = 180_000  # a cell's run lease; every heartbeat renews it
-HEARTBEAT_MS = 30_000
-OUTBOX_LEASE_MS = 120_000  # an outbox row's claim: one worker talks to the route at a time
-REDISPATCH_AFTER_MS = 5 * 60_000  # the sweep re-dispatches a lease-less cell dispatched this long ago
-REDRIVE_GRACE_MS = 120_000  # the sweep re-sends rows overdue by more than this
-DEFAULT_SWEEP_INTERVAL_MS = 60_000  # template.yaml's SweepIntervalMinutes default, when SWEEP_INTERVAL_MS is unset
+if TYPE_CHECKING:
+    from .services.inspection import Reads
+    from .services.sweep import Sweeps
+    from .services.execution import Executions
+    from .services.delivery import Deliveries
+    from .services.admission import Admissions
+    from .services.job_events import JobEvents
+    from .services.jobs import JobControl
+    from .services.manual import Refetches
+    from .services.outbox import Outbox
+    from .services.rollup import SlotRollup
+    from .services.trigger import Triggers
 
 
 @dataclass
-class Engine:
+class Wiring:
+    """The adapters of one cold start, and each use case's collaborators built from them."""
+
     config: PixivFlowConfig
-    # The ledger adapter, which implements every role of ports.py on one table. Services reach it
-    # only through the role they use (the properties below); tests and tools may swap it whole.
+    # The ledger adapter, which implements every role of ports.py on one table. A use case reaches
+    # it only through the roles it names (the properties below); tests and tools may swap it whole.
     ledger: Any
     queues: Queues
     source: WorkSource
@@ -44,9 +47,9 @@ class Engine:
     clock: Clock
     entropy: Entropy
     log: Log
-    metrics: Metrics | None = None  # None: nothing is published (engines built by hand in tests)
+    metrics: Metrics | None = None  # None: nothing is published (a graph built by hand in tests)
     # The sweep's lease / missed-fire items. None: the sweep runs without a lease and
-    # without missed-fire detection (engines built by hand in tests); runtime.build() always sets it.
+    # without missed-fire detection (a graph built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
     outbox_rows: OutboxRows | None = None  # notification / event-callback rows (OUTBOX#... items)
     # Workflow Protocol v1: the job event stream, the callback sender, the resolver
@@ -114,7 +117,7 @@ class Engine:
 
     @property
     def job_events(self) -> JobEvents:
-        from .job_events import JobEvents
+        from .services.job_events import JobEvents
 
         return JobEvents(self.jobs, self.occurrences, self.request_keys, self.queues, self.clock, self.log)
 
@@ -122,9 +125,9 @@ class Engine:
     def outbox(self) -> Outbox:
         from functools import partial
 
-        from .callbacks import CALLBACK_KIND, Callbacks, send_callback
-        from .notifications import KIND as NOTIFICATION, send_notification
-        from .outbox import Outbox
+        from .services.callbacks import CALLBACK_KIND, Callbacks, send_callback
+        from .services.notifications import KIND as NOTIFICATION, send_notification
+        from .services.outbox import Outbox
 
         assert self.outbox_rows is not None, "this engine has no outbox rows"
         delivery = self.config.delivery
@@ -135,39 +138,39 @@ class Engine:
 
     @property
     def slot_rollup(self) -> SlotRollup:
-        from .rollup import SlotRollup
+        from .services.rollup import SlotRollup
 
         return SlotRollup(self.occurrences, self.cells, self.rows, self.config, self.outbox, self.job_events, self.clock,
                           self.log, self.metrics)
 
     @property
     def admissions(self) -> Admissions:
-        from .admission import Admissions
+        from .services.admission import Admissions
 
         return Admissions(self.occurrences, self.queues, self.config, self.slot_rollup, self.clock, self.log, self.metrics)
 
     @property
     def triggers(self) -> Triggers:
-        from .trigger import Triggers
+        from .services.trigger import Triggers
 
         return Triggers(self.admissions, self.pauses, self.config, self.clock, self.log)
 
     @property
     def refetches(self) -> Refetches:
-        from .manual import Refetches
+        from .services.manual import Refetches
 
         return Refetches(self.admissions, self.request_keys, self.occurrences, self.config, self.clock, self.log)
 
     @property
     def job_control(self) -> JobControl:
-        from .jobs import JobControl
+        from .services.jobs import JobControl
 
         return JobControl(self.admissions, self.request_keys, self.occurrences, self.cells, self.reservations,
                           self.resolver, self.config, self.job_events, self.slot_rollup, self.clock, self.log)
 
     @property
     def deliveries(self) -> Deliveries:
-        from .delivery import Deliveries
+        from .services.delivery import Deliveries
 
         return Deliveries(self.rows, self.occurrences, self.reservations, self.indexes, self.queues, self.channel,
                           self.artifacts, self.config, self.entropy, self.slot_rollup,
@@ -175,7 +178,7 @@ class Engine:
 
     @property
     def executions(self) -> Executions:
-        from .execution import Executions
+        from .services.execution import Executions
 
         return Executions(self.occurrences, self.leases, self.cells, self.reservations, self.rows, self.topics, self.queues,
                           self.source, self.artifacts, self.config, self.entropy, self.slot_rollup, self.clock, self.log,
@@ -183,12 +186,19 @@ class Engine:
 
     @property
     def sweeps(self) -> Sweeps:
-        from .sweep import Sweeps
+        from .services.sweep import Sweeps
 
         return Sweeps(self.occurrences, self.cells, self.leases, self.indexes, self.pauses, self.queues, self.sweep_state,
                       self.config, self.entropy, self.sweep_interval_ms, self.slot_rollup, self.deliveries,
                       self.outbox if self.outbox_rows is not None else None, self.job_events, self.clock, self.log,
                       self.metrics)
+
+    @property
+    def reads(self) -> Reads:
+        from .services.inspection import Reads
+
+        return Reads(ledger=self.ledger, now_ms=self.clock.now_ms, jobs=self.jobs, outbox_rows=self.outbox_rows,
+                     queues=self.queues, config=self.config)
 
     def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
         if self.metrics is not None:
