@@ -1,4 +1,4 @@
-"""``make mutants``: proof that the proof works (issue 20).
+"""``make mutants``: proof that the proof works.
 
 Every ``tests/mutants.d/*.toml`` lists mutants in this format::
 
@@ -15,12 +15,17 @@ Each mutant is applied to a private COPY of the tree (``shared/``, ``functions/`
 mutant), never to the working tree. The copy's ``shared/`` goes first on ``PYTHONPATH``, so it is the
 copy's package that runs even though the venv's editable install names the working tree. A mutant is
 KILLED when its listed tests fail, or else when a ``--seeds``-seed ``make sim`` (concurrent, with
-deaths) reports a violation; a mutant that does neither SURVIVED. Before any mutant runs, the
+deaths) reports a violation; a mutant that does neither SURVIVED. A mutant CRASHED, and the run fails,
+when every test that failed on it met a request refused as malformed (``validation_probe.py``: a
+``ValidationException`` from DynamoDB, moto or the twins, or botocore's ``ParamValidationError``):
+it broke the request instead of weakening the guard, and its kill proves nothing; write it as a
+valid weakened condition (an always-true clause that still uses every placeholder). Before any mutant runs, the
 UNMUTATED copy must pass every listed test and the same ``--seeds``-seed ``make sim``: a run whose
 baseline is not clean stops there, naming the failing test or seeds (a seed that fails on unmutated
 code would otherwise 'kill' every mutant the tests missed). A run that times out counts as
 killed (a mutant that hangs is noticed). The table at the end lists every mutant; the exit status is
-1 when a mutant survived that is not marked ``equivalent`` (or when the list itself is malformed).
+1 when a mutant survived that is not marked ``equivalent``, when one crashed (or when the list itself
+is malformed).
 
     python tests/mutants/run.py [--jobs 2] [--seeds 100] [--only id,id] [--list]
 """
@@ -28,6 +33,7 @@ killed (a mutant that hangs is noticed). The table at the end lists every mutant
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -42,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+PROBE = Path(__file__).resolve().parent / "validation_probe.py"
 LISTS = ROOT / "tests" / "mutants.d"
 COPIED = ("shared", "functions", "tests", "events", "template.yaml", "pyproject.toml")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -67,7 +74,7 @@ class Mutant:
 @dataclass
 class Outcome:
     mutant: Mutant
-    verdict: str  # killed-by-tests | killed-by-sim | survived | equivalent | error
+    verdict: str  # killed-by-tests | killed-by-sim | crashed | survived | equivalent | error
     seconds: float
     detail: str = ""
     notes: list[str] = field(default_factory=list)
@@ -128,7 +135,11 @@ class Sandbox:
             elif src.exists():
                 shutil.copy2(src, self.dir / name)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_ENV)}
-        self.env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "shared"), str(self.dir / "tests")])
+        # The probe plugin comes from the runner, not from the copied tree.
+        shutil.copy2(PROBE, self.dir / PROBE.name)
+        self.env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "shared"), str(self.dir / "tests"), str(self.dir)])
+        self.probe = self.dir / "probe.json"
+        self.env["PIXIVFLOW_MUTANT_PROBE"] = str(self.probe)
         self.env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant's bytecode never outlives it
         # A mutant is killed by what its tests prove, never by a test's cost (tests/README.md, sizes).
         self.env["PIXIVFLOW_SMALL_CPU_S"] = "inf"
@@ -167,10 +178,19 @@ class Sandbox:
             return None, f"timed out after {timeout} s"
         return done.returncode, (done.stdout + done.stderr)[-4000:]
 
-    def pytest(self, tests: list[str], *, workers: int = 1, timeout: int = TEST_TIMEOUT_S) -> tuple[int | None, str]:
+    def pytest(self, tests: list[str], *, workers: int = 1, timeout: int = TEST_TIMEOUT_S,
+               first_failure: bool = True) -> tuple[int | None, str]:
         spread = ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
-        return self.run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=",
-                         *spread, *tests], timeout)
+        self.probe.unlink(missing_ok=True)
+        return self.run(["-m", "pytest", "-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider",
+                         "-p", "no:randomly", "-p", PROBE.stem, "-o", "addopts=", *spread, *tests], timeout)
+
+    def failures(self) -> dict[str, bool]:
+        """The last run's failing tests, each with whether it met a request refused as malformed."""
+        try:
+            return json.loads(self.probe.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
 
     def sim(self, seeds: int, *, jobs: int = 1, stop_at_first: bool = True) -> tuple[int | None, str]:
         return self.run(["tests/simulation/sim.py", "--seeds", str(seeds), "--jobs", str(jobs),
@@ -188,12 +208,24 @@ def _failed_line(output: str) -> str:
     return output.strip().splitlines()[-1][:160] if output.strip() else ""
 
 
+def _all_malformed(failed: dict[str, bool]) -> bool:
+    return bool(failed) and all(failed.values())
+
+
 def judge(box: Sandbox, m: Mutant, seeds: int) -> Outcome:
     began = time.monotonic()
     original = box.apply(m)
     try:
         code, out = box.pytest(m.tests) if m.tests else (0, "")
         if code != 0:
+            if code is not None and _all_malformed(box.failures()):
+                # The first failure only met a malformed request: run every test, as one that fails on
+                # the weakened guard itself makes it a kill.
+                box.pytest(m.tests, first_failure=False)
+                failed = box.failures()
+                if _all_malformed(failed):
+                    return Outcome(m, "crashed", time.monotonic() - began,
+                                   f"{len(failed)} failing test(s), each on a request refused as malformed: {min(failed)}"[:160])
             return Outcome(m, "killed-by-tests", time.monotonic() - began, _failed_line(out) if code is not None else out)
         if seeds > 0:
             code, out = box.sim(seeds)
@@ -297,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
             box.close()
     print(table(outcomes))
     survivors = [o for o in outcomes if o.verdict == "survived"]
-    counts = {v: sum(o.verdict == v for o in outcomes) for v in ("killed-by-tests", "killed-by-sim", "equivalent", "survived")}
+    crashed = [o for o in outcomes if o.verdict == "crashed"]
+    counts = {v: sum(o.verdict == v for o in outcomes)
+              for v in ("killed-by-tests", "killed-by-sim", "crashed", "equivalent", "survived")}
     print(f"mutants: {len(outcomes)} run in {time.monotonic() - began:.0f} s: "
           + ", ".join(f"{k}={v}" for k, v in counts.items()))
     if outcomes:
@@ -307,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     if survivors:
         print("mutants: SURVIVED (add a test that kills it, or name it equivalent with the reason): "
               + ", ".join(o.mutant.id for o in survivors))
-    return 1 if survivors else 0
+    if crashed:
+        print("mutants: CRASHED (every failing test met a malformed request: write the mutant as a valid weakened "
+              "condition): " + ", ".join(o.mutant.id for o in crashed))
+    return 1 if survivors or crashed else 0
 
 
 if __name__ == "__main__":

@@ -56,6 +56,53 @@ def test_a_mutant_its_test_catches_is_killed_and_the_source_tree_is_never_touche
     assert (root / "shared" / "guard.py").read_text() == before
 
 
+def _ledger_tree(tmp_path: Path) -> Path:
+    """A guard whose request a mutant can break instead of weaken: ``_malformed`` raises what DynamoDB
+    answers a request whose expression is not valid (a placeholder left unused)."""
+    root = _tree(tmp_path)
+    (root / "shared" / "guard.py").write_text(textwrap.dedent("""
+        from botocore.exceptions import ClientError
+
+        def _malformed():
+            raise ClientError({"Error": {"Code": "ValidationException",
+                                         "Message": "Value provided in ExpressionAttributeValues unused in expressions: keys: {:me}"}},
+                              "UpdateItem")
+
+        def allowed(owner, me):
+            return owner is None or owner == me
+    """))
+    (root / "tests" / "test_both.py").write_text(textwrap.dedent("""
+        from guard import allowed
+
+        def test_another_owner_is_refused():
+            assert not allowed("them", "me")
+
+        def test_no_owner_is_allowed():
+            assert allowed(None, "me")
+    """))
+    return root
+
+
+@pytest.mark.size("large")  # four real pytest runs in a copy of a small tree
+def test_a_mutant_whose_every_failing_test_met_a_malformed_request_crashed_and_fails_the_run(tmp_path):
+    box = run.Sandbox(_ledger_tree(tmp_path))
+    try:
+        # every test fails, each on the ValidationException: the guard was never evaluated
+        crashed = run.judge(box, run.Mutant("guard-crash", "shared/guard.py", "owner is None or owner == me", "_malformed()",
+                                            ["tests/test_both.py"], "x.toml"), seeds=0)
+        # the same tests, a valid weakened guard: a kill
+        weakened = run.judge(box, run.Mutant("guard-always", "shared/guard.py", "owner is None or owner == me",
+                                             "owner is None or owner == me or True", ["tests/test_both.py"], "x.toml"), seeds=0)
+        # one test fails on the malformed request first, another on the guard itself: still a kill
+        mixed = run.judge(box, run.Mutant("guard-half", "shared/guard.py", "owner is None or owner == me",
+                                          "(_malformed() if owner is None else True)", ["tests/test_both.py"], "x.toml"), seeds=0)
+    finally:
+        box.close()
+    assert crashed.verdict == "crashed" and "2 failing test(s)" in crashed.detail
+    assert weakened.verdict == "killed-by-tests" and "test_another_owner_is_refused" in weakened.detail
+    assert mixed.verdict == "killed-by-tests"
+
+
 def test_a_malformed_list_is_refused(tmp_path):
     root = _tree(tmp_path)
     lists = tmp_path / "lists"
