@@ -185,12 +185,13 @@ class Sandbox:
         return self.run(["-m", "pytest", "-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider",
                          "-p", "no:randomly", "-p", PROBE.stem, "-o", "addopts=", *spread, *tests], timeout)
 
-    def failures(self) -> dict[str, bool]:
-        """The last run's failing tests, each with whether it met a request refused as malformed."""
+    def probed(self) -> tuple[list[str], dict[str, list[str]]]:
+        """The last run's failing tests, and per test the refusals of malformed requests it met."""
         try:
-            return json.loads(self.probe.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+            found = json.loads(self.probe.read_text(encoding="utf-8"))
+            return list(found["failed"]), {k: list(v) for k, v in found["met"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            return [], {}
 
     def sim(self, seeds: int, *, jobs: int = 1, stop_at_first: bool = True) -> tuple[int | None, str]:
         return self.run(["tests/simulation/sim.py", "--seeds", str(seeds), "--jobs", str(jobs),
@@ -208,8 +209,27 @@ def _failed_line(output: str) -> str:
     return output.strip().splitlines()[-1][:160] if output.strip() else ""
 
 
-def _all_malformed(failed: dict[str, bool]) -> bool:
-    return bool(failed) and all(failed.values())
+def _all_malformed(failed: list[str], met: dict[str, list[str]], clean: dict[str, list[str]] | None = None) -> bool:
+    """Every failing test met a refusal of a malformed request (one it does not meet on the unmutated
+    tree, when ``clean`` holds what each met there)."""
+    return bool(failed) and all(set(met.get(t, ())) - set((clean or {}).get(t, ())) for t in failed)
+
+
+def _crashed(box: Sandbox, m: Mutant, original: str) -> tuple[int, str] | None:
+    """After a first failure that met a malformed request: every listed test, mutated, and the ones
+    that failed, unmutated; (how many failed, the first) when each met a refusal of its own."""
+    box.pytest(m.tests, first_failure=False)
+    failed, met = box.probed()
+    if not _all_malformed(failed, met):
+        return None
+    mutated = (box.dir / m.file).read_text(encoding="utf-8")
+    box.restore(m, original)
+    try:
+        box.pytest(sorted(failed), first_failure=False)
+        _, clean = box.probed()
+    finally:
+        (box.dir / m.file).write_text(mutated, encoding="utf-8")
+    return (len(failed), min(failed)) if _all_malformed(failed, met, clean) else None
 
 
 def judge(box: Sandbox, m: Mutant, seeds: int) -> Outcome:
@@ -218,14 +238,13 @@ def judge(box: Sandbox, m: Mutant, seeds: int) -> Outcome:
     try:
         code, out = box.pytest(m.tests) if m.tests else (0, "")
         if code != 0:
-            if code is not None and _all_malformed(box.failures()):
-                # The first failure only met a malformed request: run every test, as one that fails on
-                # the weakened guard itself makes it a kill.
-                box.pytest(m.tests, first_failure=False)
-                failed = box.failures()
-                if _all_malformed(failed):
+            if code is not None and _all_malformed(*box.probed()):
+                # The first failure met a malformed request: every test decides, as one that fails on
+                # the weakened guard itself (or meets only refusals it meets unmutated) makes it a kill.
+                crash = _crashed(box, m, original)
+                if crash is not None:
                     return Outcome(m, "crashed", time.monotonic() - began,
-                                   f"{len(failed)} failing test(s), each on a request refused as malformed: {min(failed)}"[:160])
+                                   f"{crash[0]} failing test(s), each on a request refused as malformed: {crash[1]}"[:160])
             return Outcome(m, "killed-by-tests", time.monotonic() - began, _failed_line(out) if code is not None else out)
         if seeds > 0:
             code, out = box.sim(seeds)

@@ -80,12 +80,24 @@ def _ledger_tree(tmp_path: Path) -> Path:
         def test_no_owner_is_allowed():
             assert allowed(None, "me")
     """))
+    (root / "tests" / "test_refusal.py").write_text(textwrap.dedent("""
+        import pytest
+        from botocore.exceptions import ClientError
+        from guard import _malformed, allowed
+
+        def test_a_malformed_request_is_refused_and_so_is_another_owner():
+            with pytest.raises(ClientError):
+                _malformed()  # met on purpose, mutated or not (as the contract tests do)
+            assert not allowed("them", "me")
+    """))
     return root
 
 
-@pytest.mark.size("large")  # four real pytest runs in a copy of a small tree
+@pytest.mark.size("large")  # about ten real pytest runs in a copy of a small tree
 def test_a_mutant_whose_every_failing_test_met_a_malformed_request_crashed_and_fails_the_run(tmp_path):
-    box = run.Sandbox(_ledger_tree(tmp_path))
+    root = _ledger_tree(tmp_path)
+    before = (root / "shared" / "guard.py").read_text()
+    box = run.Sandbox(root)
     try:
         # every test fails, each on the ValidationException: the guard was never evaluated
         crashed = run.judge(box, run.Mutant("guard-crash", "shared/guard.py", "owner is None or owner == me", "_malformed()",
@@ -96,8 +108,14 @@ def test_a_mutant_whose_every_failing_test_met_a_malformed_request_crashed_and_f
         # one test fails on the malformed request first, another on the guard itself: still a kill
         mixed = run.judge(box, run.Mutant("guard-half", "shared/guard.py", "owner is None or owner == me",
                                           "(_malformed() if owner is None else True)", ["tests/test_both.py"], "x.toml"), seeds=0)
+        # the only failing test meets the refusal on the unmutated tree too: it failed on the guard
+        on_purpose = run.judge(box, run.Mutant("guard-always-2", "shared/guard.py", "owner is None or owner == me",
+                                               "owner is None or owner == me or True", ["tests/test_refusal.py"], "x.toml"),
+                               seeds=0)
+        assert (box.dir / "shared" / "guard.py").read_text() == before  # restored after every judgement
     finally:
         box.close()
+    assert on_purpose.verdict == "killed-by-tests"
     assert crashed.verdict == "crashed" and "2 failing test(s)" in crashed.detail
     assert weakened.verdict == "killed-by-tests" and "test_another_owner_is_refused" in weakened.detail
     assert mixed.verdict == "killed-by-tests"
