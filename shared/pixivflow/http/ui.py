@@ -345,7 +345,7 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> st
         ["name", slot["name"]], ["created", iso(slot["createdAt"])], ["started", iso(slot["startedAt"])],
         ["completed", iso(slot["completedAt"])], ["last error", slot["lastError"]],
         ["outcome", f"{outcome.get('status')} (business status {outcome.get('business_status')}"
-                    + (", alertable)" if outcome.get("alertable") else ")") if outcome else "-"],
+         + (", alertable)" if outcome.get("alertable") else ")") if outcome else "-"],
         *([["request", slot["manualRequestId"]]] if slot["manualRequestId"] else []),
         *([["correlation", slot["correlationId"]]] if slot["correlationId"] else []),
     ])
@@ -522,12 +522,12 @@ def register(shell: HttpShell) -> None:
     @route("GET", "/ui/jobs/<jobId>")
     def ui_job(req: Request, jobId: str) -> Response:
         return _one(req, "job", jobId,  # percent-decoded and text-checked by the shell
-                     inspection.show_job, ui_pages.job)
+                    inspection.show_job, ui_pages.job)
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
         return _one(req, "slot", slotId,  # percent-decoded and text-checked by the shell
-                     inspection.show_slot, occurrence, images=thumbnails)
+                    inspection.show_slot, occurrence, images=thumbnails)
 
     def _one(req: Request, noun: str, item_id: str, show, render, images=None) -> Response:
         """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""

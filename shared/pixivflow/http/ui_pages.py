@@ -184,7 +184,7 @@ def dead_letters(reads: Reads, csrf: str | None = None) -> str:
     rows = inspection.dead_letters(reads)
     return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
                                 "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
-                                + _dead_table(rows) + _redrive_forms(rows, csrf))
+                + _dead_table(rows) + _redrive_forms(rows, csrf))
 
 
 def _redrive_forms(rows: list[dict[str, Any]], csrf: str | None) -> Html:

@@ -87,7 +87,7 @@ def admit(ctx: Admissions, slot: Slot) -> Admission:
     if created:
         cells = [unwritten_cell(stored, t) for t in stored.target_ids]
         ctx.log("info", "slot admitted", event="slot.admitted", slot_id=stored.slot_id,
-                   schedule_id=stored.schedule_id, cells=len(cells), trigger_source=stored.trigger_source)
+                schedule_id=stored.schedule_id, cells=len(cells), trigger_source=stored.trigger_source)
         ctx.metric("SlotsAdmitted", trigger_source=stored.trigger_source)
         return _dispatch(ctx, Admission(stored, True, ACCEPTED, cells=cells), cells)
 
@@ -119,5 +119,5 @@ def _dispatch(ctx: Admissions, admission: Admission, cells: list[Cell]) -> Admis
         admission.disposition = REJECTED if admission.sent == 0 else ACCEPTED
         admission.reason = f"{len(failed)} of {len(messages)} execution message(s) could not be sent"
         ctx.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
-                   slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
+                slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
     return admission

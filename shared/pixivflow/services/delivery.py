@@ -209,7 +209,7 @@ def _attempt(ctx: Deliveries, claimed: Intent, owner: str, *, record_only: bool 
         if response.note:
             ack = replace(ack, note=response.note)
             ctx.log("warning", response.note, event="delivery.route_note", key=key, route=claimed.route,
-                       slot_id=claimed.slot_id, target_id=claimed.target_id)
+                    slot_id=claimed.slot_id, target_id=claimed.target_id)
     except LedgerUnavailable:
         raise
     except Exception as exc:  # transport and configuration failures are classified, never raised
@@ -283,9 +283,9 @@ def _defer(ctx: Deliveries, intent: Intent, owner: str) -> DeliveryResult:
     if ctx.rows.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
         return DeliveryResult(intent.idempotency_key, "skipped", detail="lease lost before the deferral")
     ctx.queues.send_outbox([OutgoingMessage(outbox_body("delivery", intent.idempotency_key),
-                                               delay_s=READINESS_DEFER_MS // 1000)])
+                                            delay_s=READINESS_DEFER_MS // 1000)])
     ctx.log("info", "route not ready; delivery deferred without consuming an attempt", event="outbox.deferred",
-               key=intent.idempotency_key, route=intent.route, slot_id=intent.slot_id, target_id=intent.target_id)
+            key=intent.idempotency_key, route=intent.route, slot_id=intent.slot_id, target_id=intent.target_id)
     return DeliveryResult(intent.idempotency_key, "deferred", detail="route not ready")
 
 
@@ -304,7 +304,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
             delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
         extra = {"send_progress": ack.progress, "clear_sending": True} if ack.clear_sending else {}
         settled = ctx.rows.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
-                                              error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind), **extra)
+                                         error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind), **extra)
         if settled is None:
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
@@ -312,7 +312,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
             send_logged(ctx.queues, ctx.log, "outbox", [OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)],
                         event="outbox.send_failed", key=key, slot_id=intent.slot_id, target_id=intent.target_id)
         ctx.log("warning", "delivery attempt failed; retry scheduled", event="outbox.retry_scheduled", key=key,
-                   attempt=attempt, delay_ms=delay_ms, error=ack.error, counts_as_attempt=1)
+                attempt=attempt, delay_ms=delay_ms, error=ack.error, counts_as_attempt=1)
         ctx.metric("DeliveryAcks", kind=str(ack.kind))
         return DeliveryResult(key, "retried", ack.kind, ack.error)
     if plan.outbox_status == OutboxStatus.DEAD:
@@ -327,7 +327,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
     if settled is None:
         return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the ACK")
     ctx.log("info", "delivery acknowledged", event="outbox.delivered", key=key, ack=str(ack.kind),
-               remote_id=plan.remote_id, slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
+            remote_id=plan.remote_id, slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
     ctx.metric("DeliveryAcks", kind=str(ack.kind))
     if plan.ledger_status == LedgerStatus.FAILED:
         _free_work(ctx, intent)
@@ -380,10 +380,10 @@ def _delete_delivered_files(ctx: Deliveries, intent: Intent, state: Any) -> None
         return
     except Exception as exc:
         ctx.log("warning", "stored files could not be deleted after delivery", event="artifacts.delete_failed",
-                   key=key, error=repr(exc)[:300])
+                key=key, error=repr(exc)[:300])
         return
     ctx.log("info", "stored files deleted after delivery", event="artifacts.deleted", key=key, count=count,
-               slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
+            slot_id=intent.slot_id, target_id=intent.target_id, work_id=intent.work_id)
 
 
 def _sibling_failed(ctx: Deliveries, intent: Intent) -> bool:
@@ -407,12 +407,12 @@ def _dead(ctx: Deliveries, intent: Intent, owner: str, error: str, ack: Delivery
     one delivery per work and route, so no later cell may select it again."""
     now = ctx.now()
     settled = ctx.rows.settle_intent(intent, owner, now, ledger_status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
-                                          error=error, ack_kind=str(ack.kind),
-                                          **_in_chat(ack))
+                                     error=error, ack_kind=str(ack.kind),
+                                     **_in_chat(ack))
     if settled is None:
         return DeliveryResult(intent.idempotency_key, "skipped", ack.kind, "lease lost before dead-lettering")
     ctx.log("error", "delivery dead-lettered", event="outbox.dead", key=intent.idempotency_key, error=error,
-               slot_id=intent.slot_id, target_id=intent.target_id, attempts=settled.attempts)
+            slot_id=intent.slot_id, target_id=intent.target_id, attempts=settled.attempts)
     ctx.metric("DeadLetters", route=intent.route)
     if not (hold_work or ack.remote_status in IN_CHAT):
         _free_work(ctx, intent)

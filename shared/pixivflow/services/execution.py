@@ -167,8 +167,8 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
         # A disabled (or removed) schedule's occurrences are not run, whoever asks: an
         # execution message already on its way is dropped and the stall rules end the slot.
         ctx.log("warning", "cell not run: its schedule is disabled or no longer configured",
-                   event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
-                   schedule_id=slot.schedule_id, reason=blocked)
+                event="cell.execution_refused", slot_id=slot_id, target_id=target_id,
+                schedule_id=slot.schedule_id, reason=blocked)
         return ExecutionResult(slot_id, target_id, "refused")
     if target_id not in slot.target_ids:
         # Membership is frozen at admission: a message naming another target (a
@@ -183,7 +183,7 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
         current = ctx.occurrences.get_cell(slot_id, target_id)
         action = "missing" if current is None else "claimed_by_other"
         ctx.log("info", "cell not claimed", event="cell.claim_skipped", slot_id=slot_id, target_id=target_id,
-                   cell_status=current.status if current else None)
+                cell_status=current.status if current else None)
         return ExecutionResult(slot_id, target_id, action, current.status if current else None)
     if slot.status == "pending":
         ctx.occurrences.mark_slot_running(slot_id, now)
@@ -217,8 +217,8 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
             # Not an attempt-burning failure: the next invocation resumes at the first
             # missing file, on the same binding.
             ctx.log("info", "work partly stored; the cell resumes it in the next invocation",
-                       event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
-                       work_id=run.cell.work_id, files_stored=exc.stored, files=exc.total)
+                    event="cell.download_incomplete", slot_id=slot_id, target_id=target_id,
+                    work_id=run.cell.work_id, files_stored=exc.stored, files=exc.total)
             return _defer(ctx, run.cell, owner, Admission(False, ctx.now(), "download_incomplete"),
                           progress={"files_stored": exc.stored, "files": exc.total})
         finally:
@@ -227,7 +227,7 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
         return _apply(ctx, slot, run.cell, owner, outcome, run)
     except LeaseLost as exc:
         ctx.log("warning", "lease lost mid-run; leaving the cell to its new holder", event="cell.lease_lost",
-                   slot_id=slot_id, target_id=target_id, error=str(exc))
+                slot_id=slot_id, target_id=target_id, error=str(exc))
         return ExecutionResult(slot_id, target_id, "claimed_by_other")
     except SelectionSuspended:
         # The selection's progress is on the cell (services/topic.py): give the lease back and
@@ -279,7 +279,7 @@ def _defer(ctx: Executions, cell: Cell, owner: str, admission: Admission, *,
     send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
                 event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
     ctx.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
-               reason=admission.reason, due_at=due, delay_s=delay_s)
+            reason=admission.reason, due_at=due, delay_s=delay_s)
     return ExecutionResult(slot_id, target_id, "deferred", cell.status)
 
 
@@ -294,7 +294,7 @@ def _settle_from_ledger(ctx: Executions, run: CellRun) -> ExecutionResult | None
         return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
     if verdict.state == "confirmed":
         ctx.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
-                                         work_id=verdict.work_id, work_type=verdict.work_type)
+                                     work_id=verdict.work_id, work_type=verdict.work_type)
         rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":
@@ -320,14 +320,14 @@ def _apply(ctx: Executions, slot: Slot, cell: Cell, owner: str, outcome: TargetO
             delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
         recorded = ctx.leases.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
-                                                   owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
+                                                owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
         send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
                     event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
         ctx.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
-                   slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
+                slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
     if effect.to_status is None:
         ctx.leases.release_cell(slot_id, target_id, owner, now)
@@ -349,15 +349,15 @@ def _apply(ctx: Executions, slot: Slot, cell: Cell, owner: str, outcome: TargetO
         ctx.leases.release_cell(slot_id, target_id, owner, now)
         current = ctx.occurrences.get_cell(slot_id, target_id)
         ctx.log("info", "cell transition refused", event="cell.transition_refused", slot_id=slot_id,
-                   target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
+                target_id=target_id, wanted=effect.to_status, cell_status=current.status if current else None)
         if current and current.terminal:
             if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
                 _hand_over_rows_of_ended_cell(ctx, slot_id, target_id, run.outbox_keys)
             rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "no_change", current.status if current else None, outcome.kind)
     ctx.log("info", "cell outcome applied", event="cell.outcome", slot_id=slot_id, target_id=target_id,
-               outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
-               terminal_reason_code=effect.reason_code)
+            outcome=outcome.kind, cell_status=effect.to_status, work_id=effect.work_id or cell.work_id,
+            terminal_reason_code=effect.reason_code)
     ctx.metric("ExecutionResults", outcome=outcome.kind)
     if effect.to_status == CellStatus.DELIVERY_PENDING and run is not None:
         _send_outbox(ctx, run.outbox_keys)
@@ -589,7 +589,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
             # Another executor bound a different work first: decline ours; the next run continues theirs.
             run.lost_bind = f"cell already bound to work {current}; declined candidate {work.work_id}"
             ctx.log("warning", "lost the bind race; declining candidate", event="cell.bind_lost",
-                       slot_id=run.slot.slot_id, target_id=target.id, candidate=work.work_id, bound=current)
+                    slot_id=run.slot.slot_id, target_id=target.id, candidate=work.work_id, bound=current)
             return "lost_bind"
     reserved: list[str] = []
     for route in routes:
@@ -640,8 +640,8 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     elif ctx.config.dry_run(target):
         # pixivflow.shadow.json: selected and stored, the choice recorded, nothing posted.
         ctx.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
-                   event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
-                   work_type=work.work_type, artifact_key=prefix)
+                event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
+                work_type=work.work_type, artifact_key=prefix)
     return "taken"
 
 
@@ -739,13 +739,13 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
         try:
             with _opened(planned_file, content) as (chunks, header_type):
                 stored = artifacts.put_stream(prefix, _watched(chunks, head if check else None), describe,
-                                             header_type=header_type, role=planned_file.role, meta=planned_file.meta)
+                                              header_type=header_type, role=planned_file.role, meta=planned_file.meta)
         except SourceError as exc:
             if planned_file.optional and exc.status == 404 and not exc.retryable:
                 # Pixiv no longer has it (a novel's cover or inline image): the work goes without
                 # it, the Markdown keeps its marker (as PixivFlow does). Asked again on a resume.
                 ctx.log("info", "a file the work can go without is not on Pixiv; left out", event="artifacts.file_left_out",
-                           work_id=work.work_id, target_id=target.id, file=stem, error=str(exc)[:200])
+                        work_id=work.work_id, target_id=target.id, file=stem, error=str(exc)[:200])
                 continue
             if page is None or isinstance(exc, TransientSourceError):
                 raise  # a page, or a preview the retry may get: the cell resumes here
@@ -789,7 +789,7 @@ def _drop_previews(run: CellRun, work: Work, prefix: str, out: list[StoredFile],
     if stored:
         run.ctx.artifacts.delete(prefix, stored)
     run.ctx.log("warning", "previews could not be fetched; the work is delivered without them", event="artifacts.no_previews",
-                   work_id=work.work_id, target_id=run.target.id, error=str(exc)[:300])
+                work_id=work.work_id, target_id=run.target.id, error=str(exc)[:300])
     return [f for f in out if f.role != "preview"]
 
 
@@ -924,4 +924,4 @@ def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]])
     now = run.ctx.now()
     for route, owner in taken:
         run.ctx.rows.put_intent(_row(run, work, route, now, status=LedgerStatus.DUPLICATE, outbox_status=OutboxStatus.DONE,
-                                          attempts=0, reuse_reason=f"held on route {route} by {owner}"))
+                                     attempts=0, reuse_reason=f"held on route {route} by {owner}"))

@@ -124,7 +124,7 @@ def _ensure(ctx: JobEvents, job: Mapping[str, Any], stream: EventStream, implied
                               close_callback_index=closes, now_ms=now)
         if result == AppendResult.APPENDED:
             ctx.log("info", "job event recorded", event="job.event_recorded", job_id=job_id, kind=implied.kind,
-                       event_id=event_id(ts, seq), callback=bool(row))
+                    event_id=event_id(ts, seq), callback=bool(row))
             if row is not None:
                 _send(ctx, row.key)
             return EventStream(job_id, stream.events + (event,), seq, ts, stream.cursor)
@@ -149,7 +149,7 @@ def on_slot_terminal(ctx: JobEvents, state: SlotState) -> None:
         reconcile(ctx, job)
     except Exception as exc:
         ctx.log("warning", "job event reconcile failed; the next read or the sweep completes it",
-                   event="job.reconcile_failed", job_id=state.slot.slot_id, error=repr(exc)[:300])
+                event="job.reconcile_failed", job_id=state.slot.slot_id, error=repr(exc)[:300])
 
 
 def _projected(stream: EventStream) -> list[StoredEvent]:

@@ -292,11 +292,11 @@ def cancel(ctx: JobControl, job_id: str) -> Cancellation:
     for intent in cancelled_rows:  # never posted: other slots may pick these works again
         if intent.idempotency_key not in held:
             ctx.reservations.release_work_reservation(intent.route, intent.work_type, intent.work_id,
-                                                   cell_key(intent.slot_id, intent.target_id))
+                                                      cell_key(intent.slot_id, intent.target_id))
     if in_flight:
         ctx.log("warning", "job cancelled while a delivery was being posted; its answer will not be recorded and its "
                    "work stays reserved", event="job.cancelled_during_post", job_id=job_id,
-                   keys=sorted(i.idempotency_key for i in in_flight))
+                keys=sorted(i.idempotency_key for i in in_flight))
     state = ctx.occurrences.load(job_id)
     if state is None:
         raise unknown_job(job_id)
@@ -324,7 +324,7 @@ def _cancel_in_chunks(ctx: JobControl, state: SlotState, open_cells: list[Cell],
     for n, (cell_ids, intents) in enumerate(groups):
         last = n == len(groups) - 1
         ok = ctx.cells.cancel_cells(state, cells=cell_ids, intents=intents, slot_status=slot_status if last else None,
-                                        reason_code=CANCELLED_REASON, reason_message=message, now_ms=now)
+                                    reason_code=CANCELLED_REASON, reason_message=message, now_ms=now)
         if not ok:
             return False
     return True

@@ -155,8 +155,8 @@ def refetch(ctx: Refetches, target_id: str, request_id: str, correlation_id: str
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
     disposition = _disposition(admission)
     ctx.log("info", "manual refetch admitted", event="schedule.refetch_admission", slot_id=admission.slot.slot_id,
-               target_id=target_id, disposition=disposition, reused=not created, sent=admission.sent,
-               reason=admission.reason)
+            target_id=target_id, disposition=disposition, reused=not created, sent=admission.sent,
+            reason=admission.reason)
     return RefetchResult(admission.slot, disposition, reused=not created, sent=admission.sent, reason=admission.reason)
 
 

@@ -41,5 +41,5 @@ def send_logged(queues: Queues, log: Log, queue: str, messages: Sequence[Outgoin
     failed: list[int] = send(list(messages))
     if failed:
         log("warning", f"{queue} message(s) not sent; the sweep will re-drive them", event=event,
-                   failed=len(failed), **fields)
+            failed=len(failed), **fields)
     return failed

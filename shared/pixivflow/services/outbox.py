@@ -113,10 +113,10 @@ def enqueue_row(ctx: Outbox, row: OutboxRow, *, revive: bool = False) -> bool:
         failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key))])
         if failed:
             ctx.log("warning", "outbox message not sent; the sweep will re-drive it", event="outbox.send_failed",
-                       kind=row.kind, key=row.key)
+                    kind=row.kind, key=row.key)
     if created:
         ctx.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key,
-                   target=_shown(row))
+                target=_shown(row))
     return created
 
 
@@ -143,7 +143,7 @@ def deliver_row(ctx: Outbox, row: OutboxRow, *, time_left: TimeLeft | None = Non
         timeout_s = attempt_timeout_s(kind.timeout_s, time_left)
     except NoTimeLeft as exc:  # back to the queue (a batch item failure), nothing claimed
         ctx.log("info", "too little time left to start an attempt; the record goes back to its queue",
-                   event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))
+                event="outbox.no_time_left", kind=row.kind, key=row.key, detail=str(exc))
         raise
     owner = ctx.entropy.token("obx")
     claimed = ctx.rows.claim(row, owner, ctx.now(), OUTBOX_LEASE_MS)
@@ -170,7 +170,7 @@ def deliver_row(ctx: Outbox, row: OutboxRow, *, time_left: TimeLeft | None = Non
     if ctx.rows.settle(claimed, owner, now, status="done") is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before recording the result")
     ctx.log("info", "outbox row delivered", event=f"{kind.events}.delivered", kind=row.kind, key=row.key,
-               target=kind.shown(row.target), job_id=row.slot_id, attempts=claimed.attempts)
+            target=kind.shown(row.target), job_id=row.slot_id, attempts=claimed.attempts)
     ctx.metric("OutboxResults", kind=row.kind, result="delivered")
     return RowResult(row.kind, row.key, "done")
 
@@ -181,7 +181,7 @@ def _defer(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, reason: str) 
         return RowResult(row.kind, row.key, "skipped", "lease lost before the deferral")
     ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
     ctx.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
-               kind=row.kind, key=row.key, target=kind.shown(row.target), reason=reason[:200])
+            kind=row.kind, key=row.key, target=kind.shown(row.target), reason=reason[:200])
     return RowResult(row.kind, row.key, "deferred", reason)
 
 
@@ -192,8 +192,8 @@ def _give_back(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, exc: Exce
     now = ctx.now()
     ctx.rows.release(row, owner, now, now + SECRET_RETRY_MS)
     ctx.log("warning", "secret store unavailable; row released without consuming an attempt",
-               event=f"{kind.events}.secret_unavailable", kind=row.kind, key=row.key, target=kind.shown(row.target),
-               error=type(exc).__name__)
+            event=f"{kind.events}.secret_unavailable", kind=row.kind, key=row.key, target=kind.shown(row.target),
+            error=type(exc).__name__)
 
 
 def _verdict(exc: Exception) -> tuple[ErrorClass, str]:
@@ -217,8 +217,8 @@ def _failed(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, exc: Excepti
         if delay_s <= MAX_SQS_DELAY_S:
             ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=delay_s)])
         ctx.log("warning", "outbox attempt failed; retry scheduled", event=f"{kind.events}.retry_scheduled",
-                   kind=row.kind, key=row.key, job_id=row.slot_id, target=kind.shown(row.target), attempt=attempt,
-                   delay_ms=delay_ms, error=error, counts_as_attempt=1)
+                kind=row.kind, key=row.key, job_id=row.slot_id, target=kind.shown(row.target), attempt=attempt,
+                delay_ms=delay_ms, error=error, counts_as_attempt=1)
         return RowResult(row.kind, row.key, "retried", error)
     if verdict.retryable:
         error = f"attempt budget exhausted after {attempt} attempts: {error}"
@@ -231,7 +231,7 @@ def _dead(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, error: str, at
     if ctx.rows.settle(row, owner, ctx.now(), status="dead", error=error, unsent=unsent) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before dead-lettering")
     ctx.log("error", "outbox row dead-lettered; the job is unchanged", event=f"{kind.events}.dead", kind=row.kind,
-               key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
+            key=row.key, job_id=row.slot_id, target=kind.shown(row.target), error=error, attempts=attempts)
     ctx.metric("DeadLetters", route=f"{row.kind}")
     return RowResult(row.kind, row.key, "dead", error)
 

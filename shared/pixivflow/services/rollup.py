@@ -112,10 +112,10 @@ def settle_delivered_handover(ctx: SlotRollup, state: SlotState, cell: Any, now:
     if verdict.state != "confirmed":
         return None
     ok = ctx.cells.settle_cell_from_delivery(cell.slot_id, cell.target_id, CellStatus.SUBMITTED, now,
-                                                 work_id=verdict.work_id, work_type=verdict.work_type)
+                                             work_id=verdict.work_id, work_type=verdict.work_type)
     if ok:
         ctx.log("info", "cell converged from the delivery ledger", event="cell.converged", slot_id=cell.slot_id,
-                   target_id=cell.target_id, verdict=verdict.state, under_lease=cell.lease_live(now))
+                target_id=cell.target_id, verdict=verdict.state, under_lease=cell.lease_live(now))
     return ok
 
 
@@ -149,7 +149,7 @@ def converge_deliveries(ctx: SlotRollup, state: SlotState) -> bool:
         if ok:
             moved = True
             ctx.log("info", "cell converged from the delivery ledger", event="cell.converged",
-                       slot_id=cell.slot_id, target_id=cell.target_id, verdict=verdict.state)
+                    slot_id=cell.slot_id, target_id=cell.target_id, verdict=verdict.state)
     return moved
 
 
@@ -269,7 +269,7 @@ def _notify(ctx: SlotRollup, state: SlotState) -> None:
         raise
     except Exception as exc:
         ctx.log("error", "notification rows could not be planned; slot closes without them",
-                   event="notification.enqueue_failed", slot_id=state.slot.slot_id, error=repr(exc)[:300])
+                event="notification.enqueue_failed", slot_id=state.slot.slot_id, error=repr(exc)[:300])
 
 
 def _job_terminal(ctx: SlotRollup, state: SlotState) -> None:
@@ -316,7 +316,7 @@ def record_outcome(ctx: SlotRollup, state: SlotState) -> bool:
         return False
     stored = existing.get("detail") or (ctx.occurrences.get_event(slot.slot_id, SUMMARY_EVENT) or {}).get("detail") or {}
     ctx.log("warning", "outcome record found with its slot still open; logging the stored record",
-               event="schedule.outcome_recovered", slot_id=slot.slot_id)
+            event="schedule.outcome_recovered", slot_id=slot.slot_id)
     if stored.get("outcome"):
         _log_outcome(ctx, stored["outcome"])
     return True

@@ -293,7 +293,7 @@ def _timeouts(ctx: Sweeps, state: SlotState, now: int) -> bool:
         if ok:
             moved = True
             ctx.log("warning", "cell timed out", event="cell.execution_timeout", slot_id=cell.slot_id,
-                       target_id=cell.target_id, started_at=cell.started_at, timeout_ms=timeout)
+                    target_id=cell.target_id, started_at=cell.started_at, timeout_ms=timeout)
     return moved
 
 
@@ -323,16 +323,16 @@ def _recover(ctx: Sweeps, state: SlotState, now: int, queued_ms: int, stall_ms: 
         slot = state.slot
         result.unrecoverable += 1
         ctx.log("warning", NOT_RECOVERABLE_MESSAGE, event="sweep.recovery_skipped", slot_id=slot.slot_id,
-                   schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
-                   correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
+                schedule_id=slot.schedule_id, reason=blocked, manual_request_id=slot.manual_request_id,
+                correlation_id=slot.correlation_id, targets=[c.target_id for c in due])
         return False
     claimed = [c for c in due if ctx.leases.mark_dispatched(c.slot_id, c.target_id, c.dispatched_at, now,
-                                                               unwritten=_typed(ctx, c) if c.virtual else None)]
+                                                            unwritten=_typed(ctx, c) if c.virtual else None)]
     if not claimed:
         return False
     failed = ctx.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
     ctx.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
-               targets=[c.target_id for c in claimed], failed=len(failed))
+            targets=[c.target_id for c in claimed], failed=len(failed))
     return len(failed) < len(claimed)
 
 
@@ -354,11 +354,11 @@ def _terminalise(ctx: Sweeps, state: SlotState, verdict: StallVerdict, now: int)
         status = "failed"
     message = reason_message(verdict.rule) or verdict.rule
     ok = ctx.cells.terminalise_slot(state, fail_cells=fail, guard_cells=guard, slot_status=status,
-                                        reason_code=verdict.rule, reason_message=message, now_ms=now)
+                                    reason_code=verdict.rule, reason_message=message, now_ms=now)
     if not ok:
         return False
     ctx.log("warning", "slot terminalised by the stall sweep", event="sweep.stalled", slot_id=state.slot.slot_id,
-               reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
+            reason_code=verdict.rule, cells_failed=len(fail), stalled_since=verdict.since, slot_status=status)
     refreshed = ctx.occurrences.load(state.slot.slot_id)
     if refreshed is not None:
         close(ctx.rollup, refreshed)  # the slot is terminal now: its one outcome record, then out of the index
@@ -447,7 +447,7 @@ def tick(ctx: Sweeps) -> SweepResult:
     lease = state.acquire_lease(owner, ctx.now(), lease_ms)
     if not lease.acquired:
         ctx.log("info", "another sweep holds the lease; this tick does nothing", event="sweep.skipped",
-                   lease_owner=lease.owner, lease_until=lease.until_ms)
+                lease_owner=lease.owner, lease_until=lease.until_ms)
         return SkippedSweep(leaseOwner=lease.owner, leaseUntil=lease.until_ms)
     result: SweepResult | None = None
     try:
@@ -477,11 +477,11 @@ def publish_health(ctx: Sweeps, result: SweepResult, missed: int) -> int:
     except Exception as exc:
         depth = 1
         ctx.log("warning", "dead-letter queue depth unreadable; counted as one problem", event="sweep.dlq_depth_failed",
-                   error=repr(exc)[:300])
+                error=repr(exc)[:300])
     value += depth
     # interval_ms: the span one Health value stands for (HealthAlarm's period is the same interval)
     ctx.log("info", "health", event="sweep.health", health=value, dead_letters=depth, missed_fires=missed,
-               interval_ms=ctx.interval_ms)
+            interval_ms=ctx.interval_ms)
     if value > 0:
         ctx.metric(HEALTH_METRIC, value)
     return value
@@ -513,7 +513,7 @@ def detect_missed_fires(ctx: Sweeps) -> int:
             found += _check_schedule(ctx, schedule, watches.get(schedule.id), now, grace_minutes)
         except Exception as exc:  # one schedule never stops the others
             ctx.log("error", "missed-fire check failed", event="sweep.missed_fire_error",
-                       schedule_id=schedule.id, error=repr(exc)[:300])
+                    schedule_id=schedule.id, error=repr(exc)[:300])
     return found
 
 
@@ -545,8 +545,8 @@ def _check_schedule(ctx: Sweeps, schedule: ScheduleConfig, watch: ScheduleWatch 
         if state.record_missed(occ.slot_id, schedule.id, fire, now):
             found += 1
             ctx.log("warning", "scheduled fire missed: no slot exists past its grace window",
-                       event="schedule.fire_missed", schedule_id=schedule.id, slot_id=occ.slot_id,
-                       occurrence_at=occ.occurrence_iso, grace_minutes=grace_minutes)
+                    event="schedule.fire_missed", schedule_id=schedule.id, slot_id=occ.slot_id,
+                    occurrence_at=occ.occurrence_iso, grace_minutes=grace_minutes)
             ctx.metric("MissedFires")
     state.advance_watch(watch, due[-1])
     return found

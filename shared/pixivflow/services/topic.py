@@ -92,7 +92,7 @@ class TopicRun:
         doc = {"fp": self.fingerprint, "dayIndex": index, "progress": progress.to_doc() if progress else None,
                "done": done}
         if not self.ctx.leases.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
-                                                            now, doc):
+                                                         now, doc):
             from .execution import LeaseLost  # the one exception the executor reads as "not mine any more"
 
             raise LeaseLost(f"lease on {self.run.slot.slot_id}/{self.target.id} was lost (checkpoint refused)")
@@ -104,8 +104,8 @@ class TopicRun:
         if now - self.started >= SELECTION_BUDGET_MS:
             self._save(index, progress, done)
             self.ctx.log("info", "topic selection checkpointed; the next invocation continues it",
-                            event="topic.suspended", slot_id=self.run.slot.slot_id, target_id=self.target.id,
-                            day=progress.day, next_tag=progress.next_tag)
+                         event="topic.suspended", slot_id=self.run.slot.slot_id, target_id=self.target.id,
+                         day=progress.day, next_tag=progress.next_tag)
             raise SelectionSuspended(f"{progress.day} tag {progress.next_tag}")
         if now - self.last_saved >= CHECKPOINT_EVERY_MS:
             self._save(index, progress, done)
@@ -135,8 +135,8 @@ class TopicRun:
         if cached and not self.options.refresh and int(cached.get("freshUntil") or 0) > now:
             space = space_from_doc(cached["space"])
             self.ctx.log("info", "topic tag space from cache", event="topic.space_cached", topic=self.topic,
-                            type=self.target.type, tags=len(space),
-                            age_days=round((now - int(cached.get("resolvedAt") or now)) / DAY_MS, 2))
+                         type=self.target.type, tags=len(space),
+                         age_days=round((now - int(cached.get("resolvedAt") or now)) / DAY_MS, 2))
             return space
         source = self.ctx.source
         try:
@@ -158,18 +158,18 @@ class TopicRun:
         except (SourceError, PaginationError) as exc:
             if cached:
                 self.ctx.log("warning", "topic discovery failed; using the stale cached space",
-                                event="topic.space_stale", topic=self.topic, error=str(exc)[:200])
+                             event="topic.space_stale", topic=self.topic, error=str(exc)[:200])
                 return space_from_doc(cached["space"])
             self.ctx.log("warning", "topic discovery failed with no cache; searching the seed alone",
-                            event="topic.space_seed_only", topic=self.topic, error=str(exc)[:200])
+                         event="topic.space_seed_only", topic=self.topic, error=str(exc)[:200])
             return tag_space(self.topic, [])
         space = tag_space(self.topic, score_tags(self.topic, suggestions, seed, background),
                           max_tags=self.options.maxTags, min_score=self.options.minScore)
         self.ctx.topics.put_topic_space(key, self.topic, self.target.type, space_to_doc(space), now,
-                                           now + self.options.cacheDays * DAY_MS)
+                                        now + self.options.cacheDays * DAY_MS)
         self.ctx.log("info", "topic tag space resolved", event="topic.space_resolved", topic=self.topic,
-                        type=self.target.type, tags=[s.tag for s in space], suggestions=len(suggestions),
-                        sampled=len(seed), background=len(background))
+                     type=self.target.type, tags=[s.tag for s in space], suggestions=len(suggestions),
+                     sampled=len(seed), background=len(background))
         return space
 
     def _day_search(self, tag: str, day: str) -> list[Work]:
@@ -206,7 +206,7 @@ class TopicRun:
             except SourceError as exc:
                 works = []  # a failing tag counts as empty (TopicCollector)
                 self.ctx.log("warning", "topic day search failed; the tag counts as empty", event="topic.tag_failed",
-                                tag=tag, day=progress.day, error=str(exc)[:200])
+                             tag=tag, day=progress.day, error=str(exc)[:200])
             progress.raw += len(works)
             day_works = [w for w in works if on_day(w, progress.day)]
             progress.off_day += len(works) - len(day_works)
@@ -224,9 +224,9 @@ class TopicRun:
             progress.next_tag += 1
             self._step_done(index, progress, done)
         self.ctx.log("info", "topic day collected", event="topic.collected", topic=self.topic, day=progress.day,
-                        tags=tags[: progress.next_tag], raw=progress.raw, deduped=len(progress.entries),
-                        ai_excluded=progress.rejected.get(AI_GENERATED, 0), off_day=progress.off_day,
-                        rejected=progress.rejected)
+                     tags=tags[: progress.next_tag], raw=progress.raw, deduped=len(progress.entries),
+                     ai_excluded=progress.rejected.get(AI_GENERATED, 0), off_day=progress.off_day,
+                     rejected=progress.rejected)
 
     def _candidates(self, progress: DayProgress) -> Selection:
         limit = max(1, self.target.effective_limit)
@@ -245,7 +245,7 @@ class TopicRun:
         works = []
         for entry in chosen:
             work = self.works.get(entry.work_id) or Work(work_id=entry.work_id, work_type=self.target.type,
-                                                          create_date=entry.created, raw={LIGHT: True})
+                                                         create_date=entry.created, raw={LIGHT: True})
             raw = dict(work.raw or {})
             raw.update({"ranking_date": progress.day, "topic_day": progress.day})
             works.append(replace(work, raw=raw))
@@ -268,7 +268,7 @@ class TopicRun:
             if index > start or restored is None:
                 if index > 0:
                     self.ctx.log("info", "no matching work yet; checking fallback day", event="topic.lookback",
-                                    target_id=self.target.id, day=day)
+                                 target_id=self.target.id, day=day)
             self._collect(index, progress, {"checked": checked})
             outcome = self.select_fn(self.run, self._candidates(progress))
             scan = outcome.scan
@@ -282,8 +282,8 @@ class TopicRun:
                 # Novels ask the next day for the remaining count, as PixivFlow does; the works
                 # handed to delivery so far are the cell's held intents, which the next scan counts.
                 self.ctx.log("info", "fewer novels than the limit; checking fallback day for the rest",
-                                event="topic.lookback_remaining", target_id=self.target.id,
-                                delivered=len(outcome.work_ids), limit=self.target.effective_limit)
+                             event="topic.lookback_remaining", target_id=self.target.id,
+                             delivered=len(outcome.work_ids), limit=self.target.effective_limit)
             if index + 1 < len(self.days):
                 self._save(index + 1, None, {"checked": checked})
         scan = total or CandidateScan(supply=CandidateSupply())

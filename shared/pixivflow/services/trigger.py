@@ -70,15 +70,15 @@ def handle_scheduled_fire(ctx: Triggers, event: dict[str, Any]) -> FireResult:
         # An operator paused it (domain.pause.SchedulePause): the fire is dropped, not deferred --
         # resume starts with the next fire -- and the sweep does not count it missed (services/sweep.py).
         ctx.log("warning", "scheduled fire refused: the schedule is paused", event="schedule.fire_refused",
-                   schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,
-                   paused_at=pause.paused_at, paused_by=pause.by)
+                schedule_id=schedule.id, reason=PAUSED, slot_id=occ.slot_id, occurrence_at=occ.occurrence_iso,
+                paused_at=pause.paused_at, paused_by=pause.by)
         return FireResult("refused", reason=PAUSED)
     label = event.get("label")  # only the dev server's fire-now sends one (a display name, never identity)
     label = label.strip()[:80] if isinstance(label, str) and label.strip() else None
     admission = admit(ctx.admissions, new_slot(ctx.admissions, schedule, occ, trigger_source="cron", label=label))
     ctx.log("info", "scheduled fire admitted", event="schedule.fire_admitted", schedule_id=schedule.id,
-               slot_id=admission.slot.slot_id, disposition=admission.disposition, occurrence_at=occ.occurrence_iso,
-               created=admission.created, sent=admission.sent)
+            slot_id=admission.slot.slot_id, disposition=admission.disposition, occurrence_at=occ.occurrence_iso,
+            created=admission.created, sent=admission.sent)
     return FireResult("admitted", admission.slot.slot_id, admission.disposition, admission.reason, admission.sent)
 
 
