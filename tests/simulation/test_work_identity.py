@@ -161,6 +161,26 @@ class _Barrier:
         return wrapped
 
 
+class _Answers:
+    """Forward to ``inner``; keep every answer of ``method`` with its arguments."""
+
+    def __init__(self, inner, method):
+        self._inner, self._method = inner, method
+        self.calls: list[tuple[tuple, object]] = []
+
+    def __getattr__(self, name):
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        def wrapped(*args, **kwargs):
+            answer = attr(*args, **kwargs)
+            self.calls.append((args, answer))
+            return answer
+
+        return wrapped
+
+
 def _run_threads(n, fn):
     results, errors = [None] * n, []
 
@@ -312,15 +332,22 @@ def test_two_slots_one_after_the_other_never_deliver_the_same_work_twice(make_ru
 
 def test_two_slots_racing_for_the_same_candidate_deliver_it_once(make_runtime, downstream):
     """Both executors read the route's owners before either reserved: both bind 501 in their own
-    cell; the route reservation lets one through, the other releases its binding and moves on."""
+    cell; the route reservation lets one through, the other is refused, releases its binding and
+    moves on."""
     rt, _ = _two_slots(make_runtime)
     serialize_ledger_requests(rt.wiring)
     ledger = rt.wiring.ledger
-    rt.wiring.ledger = _Barrier(ledger, "work_owners", 2)
+    # Both read the route's owners before either reserved, and both reach their first reservation
+    # before either makes it: the executors cannot learn of each other but through the refusal.
+    answers = _Answers(ledger, "reserve_work")
+    rt.wiring.ledger = _Barrier(_Barrier(answers, "reserve_work", 2), "work_owners", 2)
     try:
         _run_threads(2, lambda i: execute_cell(rt.wiring.executions, (SLOT_A, SLOT_B)[i], TARGET))
     finally:
         rt.wiring.ledger = ledger
+    # the race reached the reservation: one executor's conditional write was refused, naming the other
+    refused = [(args, answer) for args, answer in answers.calls if args[2] == "501" and not answer[0]]
+    assert len(refused) == 1, answers.calls
     rt.settle()
     works = _by_slot(downstream)
     assert len(downstream.requests) == 2
