@@ -8,7 +8,7 @@ swapped here, as the dev tools and the simulation do to inject a fault, is the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from .clock import Entropy
@@ -51,7 +51,7 @@ class Wiring:
     # The sweep's lease / missed-fire items. None: the sweep runs without a lease and
     # without missed-fire detection (a graph built by hand in tests); runtime.build() always sets it.
     sweep_state: SweepState | None = None
-    outbox_rows: OutboxRows | None = None  # notification / event-callback rows (OUTBOX#... items)
+    outbox_rows: OutboxRows = field(kw_only=True)  # notification / event-callback rows (OUTBOX#... items)
     # Workflow Protocol v1: the job event stream, the callback sender, the resolver
     # callback URLs are vetted with, and the callback signing secret.
     jobs: JobStore | None = None
@@ -113,7 +113,7 @@ class Wiring:
     def topics(self) -> TopicSpaces:
         return cast(TopicSpaces, self.ledger)
 
-    # -- the use cases' collaborators, each built from what the engine holds now ------------------
+    # -- the use cases' collaborators, each built from what the wiring holds now ------------------
 
     @property
     def job_events(self) -> JobEvents:
@@ -129,7 +129,6 @@ class Wiring:
         from .services.notifications import KIND as NOTIFICATION, send_notification
         from .services.outbox import Outbox
 
-        assert self.outbox_rows is not None, "this engine has no outbox rows"
         delivery = self.config.delivery
         return Outbox(self.outbox_rows, self.queues, self.clock, self.entropy, self.log, self.metrics,
                       delivery.outboxRetryBaseMs, delivery.outboxRetryMaxMs,
@@ -173,8 +172,8 @@ class Wiring:
         from .services.delivery import Deliveries
 
         return Deliveries(self.rows, self.occurrences, self.reservations, self.indexes, self.queues, self.channel,
-                          self.artifacts, self.config, self.entropy, self.slot_rollup,
-                          self.outbox if self.outbox_rows is not None else None, self.clock, self.log, self.metrics)
+                          self.artifacts, self.config, self.entropy, self.slot_rollup, self.outbox, self.clock, self.log,
+                          self.metrics)
 
     @property
     def executions(self) -> Executions:
@@ -189,9 +188,8 @@ class Wiring:
         from .services.sweep import Sweeps
 
         return Sweeps(self.occurrences, self.cells, self.leases, self.indexes, self.pauses, self.queues, self.sweep_state,
-                      self.config, self.entropy, self.sweep_interval_ms, self.slot_rollup, self.deliveries,
-                      self.outbox if self.outbox_rows is not None else None, self.job_events, self.clock, self.log,
-                      self.metrics)
+                      self.config, self.entropy, self.sweep_interval_ms, self.slot_rollup, self.deliveries, self.outbox,
+                      self.job_events, self.clock, self.log, self.metrics)
 
     @property
     def reads(self) -> Reads:
@@ -199,7 +197,3 @@ class Wiring:
 
         return Reads(ledger=self.ledger, now_ms=self.clock.now_ms, jobs=self.jobs, outbox_rows=self.outbox_rows,
                      queues=self.queues, config=self.config)
-
-    def metric(self, name: str, value: float = 1, **dimensions: str) -> None:
-        if self.metrics is not None:
-            self.metrics.count(name, value, **dimensions)

@@ -62,8 +62,8 @@ class Deliveries(Measured):
     cross-slot work reservations a failed delivery frees, the open slots (the drain finds their
     rows through them), the outbox queue, the routes (the delivery channel), the stored files,
     the config (a target's routes, asset URL lifetime, deleteAfterDelivery, the retry backoff),
-    entropy (claim owners, jitter), the slot rollup, the generic rows' worker (None: this
-    deployment has no generic rows), the clock, log and metrics."""
+    entropy (claim owners, jitter), the slot rollup, the generic rows' worker, the clock, log and
+    metrics."""
 
     rows: DeliveryRows
     occurrences: Occurrences
@@ -75,7 +75,7 @@ class Deliveries(Measured):
     config: PixivFlowConfig
     entropy: Entropy
     rollup: SlotRollup
-    outbox: Outbox | None
+    outbox: Outbox
     clock: Clock
     log: Log
     metrics: Metrics | None
@@ -117,8 +117,6 @@ def deliver_message(ctx: Deliveries, kind: str, key: str, *, time_left: TimeLeft
     event callbacks, notifications) to the generic rows' worker (``services.outbox``), whose
     attempts end before the invocation does (``time_left``)."""
     if kind != "delivery":
-        if ctx.outbox is None:
-            return DeliveryResult(key, "skipped", detail="no outbox rows store")
         row = deliver_row_message(ctx.outbox, kind, key, time_left=time_left)
         return DeliveryResult(key, row.action, detail=row.detail)
     try:
@@ -463,7 +461,7 @@ def drain(ctx: Deliveries, max_rounds: int = 50, batch: int = 25) -> DrainResult
                 deferred = True
                 break
             progressed = progressed or outcome.action != "skipped"
-        if ctx.outbox is not None and not deferred:
+        if not deferred:
             for generic in drain_rows(ctx.outbox, limit_per_shard=batch):
                 result.add(DeliveryResult(generic.key, generic.action, detail=generic.detail))
                 progressed = progressed or generic.action not in ("skipped", "deferred")
@@ -528,7 +526,7 @@ def queue_due(ctx: Deliveries, *, limit_per_shard: int = 100) -> Queued:
     now = ctx.now()
     deliveries = due_delivery_keys(ctx, now, 0, [i.idempotency_key for i in _open_rows(ctx, now)],
                                    limit_per_shard=limit_per_shard)
-    rows = due_row_keys(ctx.outbox, now, 0, limit_per_shard=limit_per_shard) if ctx.outbox is not None else []
+    rows = due_row_keys(ctx.outbox, now, 0, limit_per_shard=limit_per_shard)
     named = [("delivery", key) for key in deliveries] + rows
     kinds = dict.fromkeys(["delivery", *sorted(ROW_KINDS)], 0)
     if not named:

@@ -72,8 +72,8 @@ class Sweeps(Measured):
     """What a sweep tick takes: the slots and their cells (reads, leases, moves), the sparse
     indexes it walks, the schedules' pauses, the execution and outbox queues, its own lease and
     the schedules' watches (None: no lease, no missed-fire detection), the config, entropy, how
-    often it is scheduled, the slot rollup, the delivery re-drive, the generic rows' worker
-    (None: none), the job event stream's repair, the clock, log and metrics."""
+    often it is scheduled, the slot rollup, the delivery re-drive, the generic rows' worker,
+    the job event stream's repair, the clock, log and metrics."""
 
     occurrences: Occurrences
     cells: CellMoves
@@ -87,7 +87,7 @@ class Sweeps(Measured):
     interval_ms: int
     rollup: SlotRollup
     deliveries: Deliveries
-    outbox: Outbox | None
+    outbox: Outbox
     job_events: JobEvents
     clock: Clock
     log: Log
@@ -556,8 +556,6 @@ def _repair_outbox_rows(ctx: Sweeps, result: SweepResult) -> None:
     """Notification and event-callback rows whose message was lost or whose worker died are
     re-driven like intents. A slot that turned terminal without its notification
     rows is still open, and this tick's rollup/close of it above wrote them (services.notifications)."""
-    if ctx.outbox is None:
-        return
     try:
         result.redriven += redrive_rows(ctx.outbox, limit_per_shard=BATCH_LIMIT)
     except Exception as exc:  # never aborts the sweep
