@@ -682,16 +682,17 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     ctx, target = run.ctx, run.target
     previews = any(getattr(ctx.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
     artifacts = ctx.artifacts
-    listing: list[dict[str, StoredFile]] = []  # what an earlier run stored: listed once, for a planned work only
+    have: dict[str, StoredFile] | None = None  # what an earlier run stored: listed once, for a planned work only
 
     def stored_files() -> dict[str, StoredFile]:
-        if not listing:
-            listing.append(artifacts.partial(prefix) if resumed else {})
-        return listing[0]
+        nonlocal have
+        if have is None:
+            have = artifacts.partial(prefix) if resumed else {}
+        return have
 
     def stored_bytes(stem: str) -> bytes | None:  # a resumed novel's text answer, read back, not asked again
-        have = stored_files()
-        return artifacts.read(have[stem]) if stem in have else None
+        stored = stored_files()
+        return artifacts.read(stored[stem]) if stem in stored else None
 
     planned = ctx.source.plan(work, previews=previews, stored=stored_bytes)
     if planned is None:
