@@ -1,8 +1,21 @@
-"""Builds the object graph from env + config once per cold start.
+"""The composition root: builds the object graph from env + config once per cold start.
 
 Importing this module creates no AWS client and reads no config; ``get()`` does, once, and
 ``reset()`` drops the cache (tests, the embedded runtime). ``override()`` injects a clock,
 entropy, a work source, a delivery channel or the Pixiv source's ``sleep`` for the next ``get()``.
+
+Every function's cold start loads the config and makes the ledger, queue and outbox-row adapters
+and the ``Wiring`` (references only: an AWS client is made on its first call). Everything heavier
+is built when a use case first touches it, so each function builds what it uses and nothing else:
+
+- trigger: DynamoDB and SQS clients; no work source, artifact store, route channel or callback sender;
+- execute: adds the work source (the Pixiv client and its account store) and the artifact store (S3);
+- deliver: the route channel (its HTTP pools) and the artifact store, the callback sender when it
+  sends a job's callback; no work source;
+- stall sweep: DynamoDB and SQS (a re-driven delivery is a message to the deliver function);
+- job events: DynamoDB (the job store).
+
+``tests/unit/test_lazy_clients.py`` holds each function to this list.
 """
 
 from __future__ import annotations
@@ -132,9 +145,10 @@ def build() -> Runtime:
     dynamodb = aws.lazy_client("dynamodb")
     log = StructuredLog(logger)
     # A cell item the ledger cannot read is one logged error, never a failed read.
-    ledger = DynamoLedger(dynamodb, _env("LEDGER_TABLE"), retention_days=retention, log=log)
-    sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
-    outbox_rows = DynamoOutboxRows(dynamodb, _env("LEDGER_TABLE"), retention_days=retention)
+    table = _env("LEDGER_TABLE")
+    ledger = DynamoLedger(dynamodb, table, retention_days=retention, log=log)
+    sweep_state = _overrides.get("sweep_state") or DynamoSweepState(dynamodb, table, retention_days=retention)
+    outbox_rows = DynamoOutboxRows(dynamodb, table, retention_days=retention)
     queues = SqsQueues(
         aws.lazy_client("sqs"),
         _env("EXECUTION_QUEUE_URL"),
@@ -153,10 +167,19 @@ def build() -> Runtime:
     channel = _overrides.get("channel") or Deferred(lambda: _build_channel(config, secrets, artifacts, clock, transport))
     metrics_on = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() not in ("1", "true", "yes")
     source = _overrides.get("source") or Deferred(lambda: _build_source(config, clock, entropy, log, dynamodb, sleep))
+    # Workflow Protocol v1: the event stream on the ledger table, and signed callbacks to URLs vetted
+    # with ``resolver`` (overrides: ``job_store``, ``resolver`` (callback host -> addresses),
+    # ``callback_transport`` (an httpx transport)). The store and the sender are built on first use.
+    resolver = _overrides.get("resolver") or _system_resolver
+    callback_transport = _overrides.get("callback_transport")
     wiring = Wiring(config, ledger, queues, source, artifacts, channel, clock, entropy, log,
                     EmfMetrics() if metrics_on else None, sweep_state=sweep_state, outbox_rows=outbox_rows,
+                    jobs=_overrides.get("job_store") or Deferred(lambda: _job_store(dynamodb, table, retention)),
+                    callbacks=Deferred(lambda: _callback_sender(lambda: config.jobs.callbackAllowHosts, resolver,
+                                                                callback_transport)),
+                    resolver=resolver,
+                    callback_secret=secrets.callback_secret,  # raises SecretStoreUnavailable: never "no secret"
                     sweep_interval_ms=_sweep_interval_ms())
-    _wire_jobs(wiring, dynamodb, _env("LEDGER_TABLE"), retention, secrets)
     return Runtime(wiring=wiring, secrets=secrets)
 
 
@@ -172,19 +195,6 @@ def _build_channel(config: PixivFlowConfig, secrets: Any, artifacts: Any, clock:
 
     return RouteChannel(config.route, lookup=secrets.lookup, route_token=secrets.route_token, artifacts=artifacts,
                         now_ms=clock.now_ms, transport=transport)
-
-
-def _wire_jobs(wiring: Wiring, client: Any, table: str, retention: int, secrets: Any) -> None:
-    """Workflow Protocol v1: the event stream on the ledger table and signed, vetted callbacks.
-    Overrides: ``job_store``, ``resolver`` (callback host -> addresses), ``callback_transport``
-    (an httpx transport factory). The store and the sender are built on first use."""
-    config = wiring.config
-    resolver = _overrides.get("resolver") or _system_resolver
-    transport = _overrides.get("callback_transport")
-    wiring.jobs = _overrides.get("job_store") or Deferred(lambda: _job_store(client, table, retention))
-    wiring.resolver = resolver
-    wiring.callbacks = Deferred(lambda: _callback_sender(lambda: config.jobs.callbackAllowHosts, resolver, transport))
-    wiring.callback_secret = secrets.callback_secret  # raises SecretStoreUnavailable: never "no secret"
 
 
 def _job_store(client: Any, table: str, retention: int) -> Any:
@@ -243,6 +253,15 @@ def get() -> Runtime:
         return _runtime
 
 
+def cold_start() -> None:
+    """Drop the built graph and keep the overrides: the next ``get()`` builds what a new container of
+    the same deployment would (the tests of what each function's first invocation builds)."""
+    global _runtime
+    with _lock:
+        dropped, _runtime = _runtime, None
+    _close(dropped)
+
+
 def reset() -> None:
     """Drop the cached graph (and any overrides)."""
     global _runtime
@@ -252,19 +271,19 @@ def reset() -> None:
     _close(dropped)
 
 
-def _close(dropped: Any) -> None:
+def _close(dropped: Runtime | None) -> None:
     """The routes' pooled connections go with the graph that used them: a torn-down runtime (the dev
     server's stop, a test's teardown) leaves no kept-alive connection, and so no request thread of
     a downstream, behind it."""
-    channel = getattr(getattr(dropped, "wiring", None), "channel", None)
-    if isinstance(channel, Deferred) and not channel.built:
+    if dropped is None:
+        return
+    channel = dropped.wiring.channel
+    if type(channel) is Deferred and not channel.built:
         return  # never built: nothing to close (and nothing to build just to close it)
-    close = getattr(channel, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:  # closing is best effort: the process may be going away anyway
-            pass
+    try:
+        channel.close()
+    except Exception:  # closing is best effort: the process may be going away anyway
+        pass
 
 
 def override(**values: Any) -> None:

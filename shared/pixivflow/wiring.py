@@ -48,18 +48,16 @@ class Wiring:
     entropy: Entropy
     log: Log
     metrics: Metrics | None = None  # None: nothing is published (a graph built by hand in tests)
-    # The sweep's lease / missed-fire items. None: the sweep runs without a lease and
-    # without missed-fire detection (a graph built by hand in tests); runtime.build() always sets it.
-    sweep_state: SweepState | None = None
+    sweep_state: SweepState = field(kw_only=True)  # the sweep's lease and missed-fire watches
     outbox_rows: OutboxRows = field(kw_only=True)  # notification / event-callback rows (OUTBOX#... items)
     # Workflow Protocol v1: the job event stream, the callback sender, the resolver
     # callback URLs are vetted with, and the callback signing secret.
-    jobs: JobStore | None = None
-    callbacks: CallbackSender | None = None
-    resolver: Callable[[str, int], Sequence[str]] | None = None
+    jobs: JobStore = field(kw_only=True)
+    callbacks: CallbackSender = field(kw_only=True)
+    resolver: Callable[[str, int], Sequence[str]] = field(kw_only=True)
     # The callback signing secret: None when it does not exist; SecretStoreUnavailable when the
     # store did not answer (never cached as "no secret").
-    callback_secret: Callable[[], str | None] | None = None
+    callback_secret: Callable[[], str | None] = field(kw_only=True)
     # How often the stall sweep is scheduled (SWEEP_INTERVAL_MS, from SweepIntervalMinutes): the
     # sweep checks its lease against it (services.sweep.sweep_lease_ms) and reports it.
     sweep_interval_ms: int = DEFAULT_SWEEP_INTERVAL_MS

@@ -115,6 +115,9 @@ class LosingChannel:
     def deliver(self, request):
         return self.send(request.route, request.body, request.idempotency_key)
 
+    def close(self):
+        pass  # holds no connection
+
 
 # -- a loopback callback receiver --------------------------------------------------------------
 

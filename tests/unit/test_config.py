@@ -147,7 +147,7 @@ def test_cache_mode_without_a_route_is_a_dry_run(cfg: dict) -> None:
     # pixivflow.shadow.json (issue 23): accepted, and the load says what it means.
     del cfg["targets"][2]["delivery"]
     config = parse_config(cfg)
-    assert config.targets[2].routes() == [] and config.dry_run(config.targets[2])
+    assert config.targets[2].routes() == [] and config.targets[2].dry_run
     assert [w for w in config.warnings if "DRY RUN" in w] == [
         "targets[2].delivery: storageMode cache with no delivery route: DRY RUN (selects and stores each work and "
         "records what it would deliver; posts nothing, sends no notification)"]

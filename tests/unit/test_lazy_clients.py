@@ -1,5 +1,5 @@
-"""Issue 25 (cold start): AWS clients are made on first use, by the factory in force when the
-runtime was built, and only the ones an invocation touches."""
+"""Cold start: AWS clients are made on first use, by the factory in force when the runtime was
+built, and each function builds only the collaborators its invocation touches (``pixivflow.runtime``)."""
 
 from __future__ import annotations
 
@@ -124,3 +124,36 @@ def test_a_scheduled_fire_builds_no_route_channel_and_a_reset_does_not_build_one
     assert all(type(d) is Deferred and not d.built for d in deferred.values()), deferred
     runtime._close(runtime.get())
     assert not wiring.channel.built
+
+
+def test_each_function_builds_only_what_its_first_invocation_uses(make_runtime):
+    """One cold start per function, in the order a slot meets them: the trigger admits and
+    dispatches (no source, store, route channel or callback sender); the execute function reads a
+    work and stores it (no route channel); the deliver function posts it (no work source); the
+    stall sweep and the job events function on a settled ledger build neither."""
+    from pixivflow import runtime
+    from conftest import JOBS_TOKEN
+
+    def built() -> set[str]:
+        wiring = runtime.get().wiring
+        parts = {"source": wiring.source, "artifacts": wiring.artifacts, "channel": wiring.channel,
+                 "callbacks": wiring.callbacks, "jobs": wiring.jobs}
+        return {name for name, part in parts.items() if part.built}
+
+    rt = make_runtime("2026-11-30T23:00:00Z")
+    runtime.cold_start()
+    rt.fire("morning-tokyo", iso="2026-11-30T23:00:00Z")
+    assert built() == set()
+    runtime.cold_start()
+    assert rt.pumps["execute"].poll() > 0
+    assert built() == {"source", "artifacts"}
+    runtime.cold_start()
+    assert rt.pumps["deliver"].poll() > 0
+    assert "source" not in built() and "channel" in built()
+    rt.settle()
+    runtime.cold_start()
+    rt.sweep()
+    assert built() == set()
+    runtime.cold_start()
+    status, _ = rt.http("GET", "/jobs/job-unknown/events", token=JOBS_TOKEN, function="job_events")
+    assert status == 404 and built() == set()  # an unknown job: one read of its slot

@@ -5,6 +5,7 @@ the signatures the role declares, and the services reach the ledger through a ro
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 from typing import Protocol
@@ -158,3 +159,42 @@ def test_no_service_takes_an_object_holding_every_collaborator() -> None:
                 found += [f"services/{path.name}:{node.lineno} imports {a.name}" for a in node.names
                           if a.name.split(".")[0] == "aws_lambda_powertools"]
     assert found == []
+
+
+def test_no_service_imports_the_configuration_model() -> None:
+    """The services read the deployment's configuration through the ``Settings`` ports: the
+    pydantic models of ``pixivflow.config`` (PixivFlow's file format) stay outside, so a renamed
+    key or a new validation rule touches config/ and the port, not a use case."""
+    pattern = re.compile(r"^\s*(from\s+(\.\.|pixivflow\.)config\b|import\s+pixivflow\.config\b)")
+    found = [f"services/{path.name}:{n}" for path in sorted((PACKAGE / "services").glob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert found == []
+
+
+def _settings_members(port: type) -> dict[str, object]:
+    return {n: v for n, v in vars(port).items()
+            if not n.startswith("_") and (isinstance(v, property) or inspect.isfunction(v))}
+
+
+def test_the_configuration_models_provide_every_setting_the_services_read() -> None:
+    """mypy checks the models against the ``Settings`` ports where the composition root hands them
+    over; this walks the same ports over a loaded published config, so a member a model lost is
+    found by ``make test`` too, with its path."""
+    from pixivflow.config import parse_config
+
+    published = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs" / "pixivflow.production.json"
+    config = parse_config(json.loads(published.read_text(encoding="utf-8")), base_dir=published.parent)
+    target = next(t for t in config.targets if t.delivery is not None)
+    schedule = config.schedules[0]
+    route = config.route(target.routes()[0])
+    instances = [(ports.Settings, config), (ports.ScheduleSettings, schedule), (ports.TargetSettings, target),
+                 (ports.TargetDeliverySettings, target.delivery), (ports.NoMatchSettings, target.noMatchPolicy),
+                 (ports.RouteSettings, route), (ports.SchedulerRuntimeSettings, config.schedulerRuntime),
+                 (ports.TriggerSettings, config.schedulerRuntime.trigger), (ports.DeliverySettings, config.delivery),
+                 (ports.DownloadSettings, config.download), (ports.SourceSettings, config.source),
+                 (ports.JobsSettings, config.jobs), (ports.PixivSettings, config.pixiv)]
+    settings_ports = {name for name, p in _protocols().items() if name.endswith("Settings")}
+    assert {p.__name__ for p, _ in instances} == settings_ports
+    missing = [f"{port.__name__}.{name}" for port, obj in instances for name in _settings_members(port)
+               if not hasattr(obj, name)]
+    assert missing == []

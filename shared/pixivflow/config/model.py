@@ -12,6 +12,7 @@ from .plans import ScheduleConfig
 from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, TelegramRoute, WebhookRoute
 from .runtime import JobsConfig, SchedulerRuntimeConfig, StorageConfig
 from .targets import TargetConfig
+from ..ports import ScheduleSettings
 
 class PixivFlowConfig(_Model):
     _warnings: tuple[str, ...] = PrivateAttr(default=())
@@ -68,7 +69,7 @@ class PixivFlowConfig(_Model):
     def target(self, target_id: str) -> TargetConfig | None:
         return next((t for t in self.targets if t.id == target_id), None)
 
-    def targets_for(self, schedule: ScheduleConfig) -> list[TargetConfig]:
+    def targets_for(self, schedule: ScheduleSettings) -> list[TargetConfig]:
         if schedule.targetIds:
             return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
         return list(self.targets)
@@ -87,7 +88,7 @@ class PixivFlowConfig(_Model):
                            f"(the outbox's own budget applies: {route.attempt_budget} attempts, backoff from "
                            f"outboxRetryBaseMs {base} ms up to outboxRetryMaxMs {top} ms)")
         for i, target in enumerate(self.targets):
-            if target.storageMode == "cache" and not target.routes():
+            if target.dry_run:
                 # PixivFlow's pixivflow.shadow.json: its control-plane runner executes it in
                 # shadow mode; here a route-less cache target is that dry run.
                 out.append(f"targets[{i}].delivery: storageMode cache with no delivery route: DRY RUN "
@@ -101,10 +102,6 @@ class PixivFlowConfig(_Model):
                            f"{PREVIEW_MAX_TIMEOUT_MS}; {PREVIEW_MAX_TIMEOUT_MS} is used (the preview shares the "
                            "delivery attempt's time)")
         return out
-
-    def dry_run(self, target: Any) -> bool:
-        """A cache-mode target with no route: it selects and stores, never delivers."""
-        return target.storageMode == "cache" and not target.routes()
 
 
 def _unique_targets(targets: list[TargetConfig]) -> list[str]:

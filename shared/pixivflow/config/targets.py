@@ -225,6 +225,11 @@ class TargetConfig(_Model):
         return self.delivery.routes()
 
     @property
+    def dry_run(self) -> bool:
+        """A cache-mode target with no route: it selects and stores, never delivers."""
+        return self.storageMode == "cache" and not self.routes()
+
+    @property
     def pinned_id(self) -> str | None:
         """The pinned work: novelId for a novel, illustId otherwise."""
         value = self.novelId if self.type == "novel" else self.illustId

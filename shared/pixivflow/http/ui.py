@@ -280,9 +280,9 @@ def _slot_table(rows: list[dict[str, Any]]) -> Html:
 
 def _schedules_table(reads: Reads) -> Html:
     config = reads.config
-    fires = inspection.next_fires(config, reads.now_ms(), 3)
+    fires = inspection.next_fires(config, reads.now_ms(), 3) if config is not None else []
     rows = []
-    for schedule in config.schedules:
+    for schedule in config.schedules if config is not None else []:
         mine = [f for f in fires if f["scheduleId"] == schedule.id]
         items = []
         for f in mine:

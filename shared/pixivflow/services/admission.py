@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.outbox import OutgoingMessage
-from ..config import PixivFlowConfig, ScheduleConfig
+from ..ports import Settings, ScheduleSettings
 from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot, unwritten_cell
 from ..domain.occurrence import Occurrence
@@ -37,7 +37,7 @@ class Admissions(Measured):
 
     occurrences: Occurrences
     queues: Queues
-    config: PixivFlowConfig
+    config: Settings
     rollup: SlotRollup
     clock: Clock
     log: Log
@@ -54,7 +54,7 @@ class Admission:
     reason: str | None = None
 
 
-def new_slot(ctx: Admissions, schedule: ScheduleConfig, occ: Occurrence, *, trigger_source: str, label: str | None = None,
+def new_slot(ctx: Admissions, schedule: ScheduleSettings, occ: Occurrence, *, trigger_source: str, label: str | None = None,
              slot_id: str | None = None, manual_request_id: str | None = None, correlation_id: str | None = None,
              params: dict[str, Any] | None = None, target_ids: list[str] | None = None) -> Slot:
     """The slot an admission writes; ``target_ids`` narrows the plan's targets (a manual job has one)."""

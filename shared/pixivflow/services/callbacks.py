@@ -34,12 +34,12 @@ CALLBACK_TIMEOUT_S = 30.0  # one attempt, end to end
 
 @dataclass(frozen=True)
 class Callbacks:
-    """What sending a callback takes: the vetting HTTP sender and the signing secret (None: the
-    deployment has no callbacks; the secret callable raises SecretStoreUnavailable when the
-    store did not answer, and answers None when the secret does not exist), and the clock."""
+    """What sending a callback takes: the vetting HTTP sender, the signing secret (the callable
+    raises SecretStoreUnavailable when the store did not answer, and answers None when the secret
+    does not exist) and the clock."""
 
-    sender: CallbackSender | None
-    secret: Callable[[], str | None] | None
+    sender: CallbackSender
+    secret: Callable[[], str | None]
     clock: Clock
 
 
@@ -66,9 +66,6 @@ def callback_headers(secret: str, key: str, body: bytes, now_ms: int) -> dict[st
 
 def send_callback(ctx: Callbacks, row: OutboxRow, timeout_s: float) -> None:
     """One attempt of an ``event_callback`` row within ``timeout_s`` (the outbox worker's deadline)."""
-    if ctx.sender is None or ctx.secret is None:
-        raise OutboxAttemptError("no callback sender or signing secret is configured", code="configuration_error",
-                                 retryable=False)
     secret = ctx.secret()  # SecretStoreUnavailable propagates: released, retried, never dead
     if not secret:
         raise OutboxAttemptError("the callback signing secret does not exist", code="configuration_error",

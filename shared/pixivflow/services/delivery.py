@@ -41,7 +41,7 @@ from ..domain.review import IN_CHAT, UNCERTAIN, parse_review_ack
 from ..domain.route_io import DeliveryRequest, DeliveryResponse, SendGuard
 from ..domain.work import Work
 from ..clock import Entropy
-from ..config import PixivFlowConfig
+from ..ports import RouteSettings, Settings, TargetSettings
 from ..ports import (ArtifactStore, Clock, DeliveryChannel, DeliveryRows, Log, Metrics, Occurrences, Queues, SweepIndexes,
                      TimeLeft, WorkReservations)
 from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
@@ -72,7 +72,7 @@ class Deliveries(Measured):
     queues: Queues
     channel: DeliveryChannel
     artifacts: ArtifactStore
-    config: PixivFlowConfig
+    config: Settings
     entropy: Entropy
     rollup: SlotRollup
     outbox: Outbox
@@ -200,7 +200,7 @@ def _attempt(ctx: Deliveries, claimed: Intent, owner: str, *, record_only: bool 
         if not ctx.channel.ready(claimed.route):
             return _defer(ctx, claimed, owner)
         request = _request(ctx, claimed)
-        if getattr(route, "route_type", None) == "telegram":
+        if route is not None and route.route_type == "telegram":
             request = replace(request, guard=_send_guard(ctx, claimed, owner, record_only=record_only))
         response = ctx.channel.deliver(request)
         ack = parse_route_ack(route, response)
@@ -226,7 +226,7 @@ def _resend_on_purpose(intent: Intent) -> bool:
     return intent.redrive_count > 0 and intent.remote_status == UNCERTAIN
 
 
-def parse_route_ack(route: Any, response: DeliveryResponse) -> DeliveryAck:
+def parse_route_ack(route: RouteSettings | None, response: DeliveryResponse) -> DeliveryAck:
     """The ACK of one answer, by the rules of the route's family: PixivFlow's gateway
     (``type: webhook``) has its own status words; every other route speaks the TelePost ACK
     envelope with the route's ``ack`` hints."""
@@ -247,7 +247,7 @@ def _send_guard(ctx: Deliveries, intent: Intent, owner: str, *, record_only: boo
 def _request(ctx: Deliveries, intent: Intent) -> DeliveryRequest:
     # The JSON body carries the stored files as protocol Assets, signed for this attempt.
     target = ctx.config.target(intent.target_id) if intent.work_type == "novel" else None
-    preview = getattr(getattr(target, "delivery", None), "richNovelPreview", None)
+    preview = target.delivery.richNovelPreview if target is not None and target.delivery is not None else None
     body = with_assets(ctx.artifacts, intent, _payload(intent), url_ttl_s=ctx.config.download.assetUrlTtlSeconds,
                        origin="pixiv" if ctx.config.source.kind == "pixiv" else "generated")
     return DeliveryRequest(route=intent.route, idempotency_key=intent.idempotency_key, body=body, payload=intent.payload or {},
@@ -353,7 +353,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
 def _routes_carry_files(ctx: Deliveries, routes: list[str]) -> bool:
     """Only PixivFlow's routes upload or link the stored files; a cell delivered through this
     project's ``kind: webhook`` route keeps them in the bucket."""
-    return any(getattr(ctx.config.route(r), "route_type", "kind:webhook") != "kind:webhook" for r in routes)
+    return any(route.route_type != "kind:webhook" for route in map(ctx.config.route, routes) if route is not None)
 
 
 def _delete_delivered_files(ctx: Deliveries, intent: Intent, state: Any) -> None:
@@ -543,7 +543,7 @@ def queue_due(ctx: Deliveries, *, limit_per_shard: int = 100) -> Queued:
 # -- the frozen payload of an intent ---------------------------------------------------------------
 
 
-def delivery_payload(slot: Slot, target: Any, work: Work, route: Any) -> dict[str, Any]:
+def delivery_payload(slot: Slot, target: TargetSettings, work: Work, route: RouteSettings | None) -> dict[str, Any]:
     """What an intent freezes for its route at enqueue time. The ``kind: webhook`` route keeps
     exactly today's payload. A PixivFlow route also freezes its template context
     (the work, the target, the slot) and the target's ``fields`` override, so every
@@ -553,29 +553,28 @@ def delivery_payload(slot: Slot, target: Any, work: Work, route: Any) -> dict[st
         payload["refetch_request_id"] = slot.manual_request_id
         if slot.correlation_id:
             payload["correlation_id"] = slot.correlation_id
-    if getattr(route, "route_type", "kind:webhook") == "kind:webhook":
+    if route is None or route.route_type == "kind:webhook":
         return payload
     payload["context"] = template_context(slot, target, work)
-    overrides = getattr(getattr(target, "delivery", None), "fields", None)
+    overrides = target.delivery.fields if target.delivery is not None else None
     if overrides:
         payload["fields"] = dict(overrides)
     return payload
 
 
-def _ranking_date(raw: Any, target: Any, slot: Slot) -> str | None:
+def _ranking_date(raw: Any, target: TargetSettings, slot: Slot) -> str | None:
     """``{{rankingDate}}`` (domain.templates.ranking_date): the inputs as the work and target carry them.
     The topic pipeline leaves the day a work was found on in its raw record (``topic_day``)."""
     listed = raw.get("ranking_date") if isinstance(raw, dict) else None
     topic_day = raw.get("topic_day") if isinstance(raw, dict) else None
-    day = ranking_date(getattr(target, "mode", None), occurrence_at_ms=slot.occurrence_at,
+    day = ranking_date(target.mode, occurrence_at_ms=slot.occurrence_at,
                        topic_day=topic_day if isinstance(topic_day, str) else None,
-                       target_date=getattr(target, "date", None),
-                       target_ranking_date=getattr(target, "rankingDate", None),
+                       target_date=target.date, target_ranking_date=target.rankingDate,
                        listed_date=listed if isinstance(listed, str) else None)
     return day if day and re.match(r"^\d{4}-\d{2}-\d{2}$", day) else None
 
 
-def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
+def template_context(slot: Slot, target: TargetSettings, work: Work) -> dict[str, Any]:
     raw = dict(work.raw or {})
     restrict = raw.get("x_restrict")
     if not isinstance(restrict, int) or isinstance(restrict, bool):
@@ -588,9 +587,9 @@ def template_context(slot: Slot, target: Any, work: Work) -> dict[str, Any]:
         "pixivId": work.work_id,
         "type": work.work_type,
         # An id-less target renders "" as in PixivFlow (its ledger id is derived; config.targets).
-        "targetId": getattr(target, "configured_id", getattr(target, "id", None)),
-        "tag": getattr(target, "filterTag", None) or getattr(target, "tag", None),
-        "topic": (getattr(target, "topic", None) or "").strip() or None,  # PixivFlow trims it
+        "targetId": target.configured_id,
+        "tag": target.filterTag or target.tag,
+        "topic": (target.topic or "").strip() or None,  # PixivFlow trims it
         "workTags": list(work.tags),
         "author": work.user_name or None,
         "spoiler": (restrict or 0) > 0,

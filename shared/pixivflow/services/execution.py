@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager
 
 from ..domain.outbox import OutgoingMessage
 from ..clock import Entropy
-from ..config import PixivFlowConfig, TargetConfig
+from ..ports import Settings, TargetSettings
 from ..domain.ack import idempotency_key
 from ..domain.apply import decide, retry_delay_s
 from ..domain.assets import artifact_prefix
@@ -90,7 +90,7 @@ class Executions(Measured):
     queues: Queues
     source: WorkSource
     artifacts: ArtifactStore
-    config: PixivFlowConfig
+    config: Settings
     entropy: Entropy
     rollup: SlotRollup
     clock: Clock
@@ -105,7 +105,7 @@ class CellRun:
     ctx: Executions
     slot: Slot
     cell: Cell
-    target: TargetConfig
+    target: TargetSettings
     owner: str
     last_beat: int = 0
     outbox_keys: list[str] = field(default_factory=list)
@@ -637,7 +637,7 @@ def _try_candidate(run: CellRun, work: Work, routes: list[str], scan: CandidateS
     run.heartbeat()
     if routes:
         _enqueue(run, work, routes, files)
-    elif ctx.config.dry_run(target):
+    elif target.dry_run:
         # pixivflow.shadow.json: selected and stored, the choice recorded, nothing posted.
         ctx.log("info", "dry run: the work is stored and would be delivered; no route, nothing sent",
                 event="delivery.dry_run", slot_id=run.slot.slot_id, target_id=target.id, work_id=work.work_id,
@@ -680,7 +680,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     streamed one at a time, a resumed work starting at its first missing file; each starts only
     when the invocation's time left covers its worst case. Other sources hand over the whole work."""
     ctx, target = run.ctx, run.target
-    previews = any(getattr(ctx.config.route(name), "route_type", None) in PREVIEW_ROUTES for name in target.routes())
+    previews = any(route.route_type in PREVIEW_ROUTES for route in map(ctx.config.route, target.routes()) if route is not None)
     artifacts = ctx.artifacts
     have: dict[str, StoredFile] | None = None  # what an earlier run stored: listed once, for a planned work only
 

@@ -26,6 +26,7 @@ from ..domain.outbox import OutgoingMessage
 from .job_events import callback_key
 from .messages import outbox_body
 from .notifications import KIND as NOTIFICATION, refetch_key, summary_key
+from ..ports import ScheduleSettings, Settings
 
 DELIVERY = "delivery"
 EVENT_CALLBACK = "event_callback"
@@ -52,7 +53,7 @@ class Reads:
     jobs: Any = None
     outbox_rows: Any = None
     queues: Any = None
-    config: Any = None
+    config: Settings | None = None
 
 
 # -- formatting helpers shared by the renderers ---------------------------------------------------
@@ -507,22 +508,25 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             "sent": sent, "redrivenAt": now}
 
 
-def schedule_history(reads: Reads, schedule: Any, count: int = 30) -> list[dict[str, Any]]:
+def schedule_history(reads: Reads, schedule: ScheduleSettings, count: int = 30) -> list[dict[str, Any]]:
     """The schedule's last ``count`` fires, oldest first, each with its slot's status, or
     ``missed`` when the fire made no slot (``paused`` when the operator's pause covers it; item
     reads only: one GetItem a fire)."""
+    cron = schedule.cron
+    if not cron:
+        return []  # a schedule without a cron never fires
     fires: list[int] = []
     before = reads.now_ms() + 1
     for _ in range(count):
         try:
-            before = previous_fire(schedule.cron, schedule.timezone, before)
+            before = previous_fire(cron, schedule.timezone, before)
         except ValueError:
             break
         fires.append(before)
     out = []
     pause = reads.ledger.schedule_pause(schedule.id)
     for fire in reversed(fires):
-        slot_id = occurrence_for_fire(schedule.id, schedule.cron, schedule.timezone, fire).slot_id
+        slot_id = occurrence_for_fire(schedule.id, cron, schedule.timezone, fire).slot_id
         slot = reads.ledger.get_slot(slot_id)
         # a fire the operator's pause covers made no slot on purpose: "paused", not "missed"
         empty = "paused" if pause is not None and pause.covers(fire) else "missed"
@@ -572,7 +576,7 @@ def set_paused(reads: Reads, schedule_id: str, paused: bool, *, by: str | None) 
     return pause_view(schedule.id, flipped)
 
 
-def next_fires(config: Any, now_ms: int, count: int = 3) -> list[dict[str, Any]]:
+def next_fires(config: Settings, now_ms: int, count: int = 3) -> list[dict[str, Any]]:
     """The next ``count`` fires of every enabled schedule, in its zone and in UTC, with the local
     times DST skips (no fire) and repeats (one fire, at the first instant) marked."""
     out = []

@@ -38,11 +38,10 @@ APPEND_RETRIES = 25
 
 @dataclass(frozen=True)
 class JobEvents(Clocked):
-    """What the event stream's use cases take: the job store (None: the deployment has no
-    Workflow Protocol surface), the slot a job is, the request key that declared its callback,
+    """What the event stream's use cases take: the job store, the slot a job is, the request key that declared its callback,
     the outbox queue a callback's message goes to, the clock and the log."""
 
-    jobs: JobStore | None
+    jobs: JobStore
     occurrences: Occurrences
     request_keys: RequestKeys
     queues: Queues
@@ -70,8 +69,6 @@ def reconcile(ctx: JobEvents, job: Mapping[str, Any], *, stream: EventStream | N
     """Materialise every event ``job`` implies. ``fresh`` means the caller just created the job (no
     read needed: the head condition catches a concurrent writer). ``callback_url`` (None: none was
     declared) is recorded on ``job.requested`` only if this call creates that event."""
-    if ctx.jobs is None:
-        raise LedgerUnavailable("the job event store is not configured")
     job_id = job["job_id"]
     if stream is None:
         stream = EventStream(job_id) if fresh else ctx.jobs.stream(job_id)
@@ -142,7 +139,7 @@ def on_slot_terminal(ctx: JobEvents, state: SlotState) -> None:
     """The rollup or the sweep just made a job's slot terminal: write its terminal event (and owe
     its callback) now instead of at the next read. Never raises: the next read, or the repair
     pass for a job with a callback, completes what this could not."""
-    if ctx.jobs is None or not state.slot.manual_request_id:
+    if not state.slot.manual_request_id:
         return
     try:
         job = project_job(state.slot, state.first_cell(), state.intents, ctx.now())
@@ -191,7 +188,6 @@ def ack(ctx: JobEvents, job_id: str, payload: Any) -> dict[str, Any]:
     cursor = stream.cursor
     position = _resolve(events, ack_through)
     if position is not None and (cursor is None or position > cursor):
-        assert ctx.jobs is not None
         cursor = ctx.jobs.advance_cursor(job_id, position, ctx.now())
     unacked = count_after((e.position for e in events), cursor)
     return {"job_id": job_id, "acked": len(events) - unacked, "unacked": unacked, "server_time": ctx.now()}
@@ -200,8 +196,6 @@ def ack(ctx: JobEvents, job_id: str, payload: Any) -> dict[str, Any]:
 def reconcile_outstanding(ctx: JobEvents, limit: int = REPAIR_LIMIT) -> tuple[int, int]:
     """The sweep's repair pass: jobs that declared a callback and have no terminal event yet
     (sparse index, newest first). Returns (examined, errors); one bad job never stops it."""
-    if ctx.jobs is None:
-        return 0, 0
     examined = errors = 0
     for job_id in ctx.jobs.open_callbacks(max(1, min(500, limit))):
         examined += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..config import PixivFlowConfig, ScheduleConfig, TargetConfig
+from ..ports import Settings, ScheduleSettings, TargetSettings
 from ..domain.callbacks import CallbackRefused, CallbackUnresolvable, vet_callback_url
 from ..domain.cells import CellStatus
 from ..domain.errors import LedgerUnavailable
@@ -40,7 +40,7 @@ MAX_TRANSACTION_ITEMS = 99  # DynamoDB allows 100 items per transaction
 class JobControl(Clocked):
     """What submitting, reading and cancelling a job take: admission, the request keys that name a
     job's slot forever, the slot and its cells, the work reservations a cancel releases, the
-    resolver a callback URL is vetted with (None: the system's), the config, the event stream,
+    resolver a callback URL is vetted with, the config, the event stream,
     the rollup that closes a cancelled slot, clock and log."""
 
     admissions: Admissions
@@ -48,29 +48,18 @@ class JobControl(Clocked):
     occurrences: Occurrences
     cells: CellMoves
     reservations: WorkReservations
-    resolver: Callable[[str, int], Sequence[str]] | None
-    config: PixivFlowConfig
+    resolver: Callable[[str, int], Sequence[str]]
+    config: Settings
     job_events: JobEvents
     rollup: SlotRollup
     clock: Clock
     log: Log
 
 
-def _resolver(ctx: JobControl) -> Callable[[str, int], Sequence[str]]:
-    if ctx.resolver is not None:
-        return ctx.resolver
-    import socket
-
-    def resolve(host: str, port: int) -> list[str]:
-        return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
-
-    return resolve
-
-
 # -- target resolution -------------------------------------------------------------------------
 
 
-def carries_refetch_correlation(config: PixivFlowConfig, target: TargetConfig) -> bool:
+def carries_refetch_correlation(config: Settings, target: TargetSettings) -> bool:
     """Can a manual job's outcome be correlated downstream? The primary route must carry the
     request id: a ``kind: webhook`` route always does (it adds ``refetch_request_id``)."""
     routes = target.routes()
@@ -86,11 +75,11 @@ def carries_refetch_correlation(config: PixivFlowConfig, target: TargetConfig) -
         fields.get("refetch_request_id") == "{{refetchRequestId}}"
 
 
-def _plans_selecting(config: PixivFlowConfig, target_id: str) -> list[ScheduleConfig]:
+def _plans_selecting(config: Settings, target_id: str) -> list[ScheduleSettings]:
     return [s for s in config.schedules if s.enabled and any(t.id == target_id for t in config.targets_for(s))]
 
 
-def resolve_target(config: PixivFlowConfig, target_id: str | None) -> tuple[ScheduleConfig, TargetConfig]:
+def resolve_target(config: Settings, target_id: str | None) -> tuple[ScheduleSettings, TargetSettings]:
     if target_id is not None:
         target = config.target(target_id)
         plans = _plans_selecting(config, target_id) if target else []
@@ -111,13 +100,12 @@ def resolve_target(config: PixivFlowConfig, target_id: str | None) -> tuple[Sche
     return pairs[0]
 
 
-def _configured_account(config: PixivFlowConfig) -> str | None:
-    pixiv = getattr(config, "pixiv", None)
-    value = pixiv.get("accountId") if isinstance(pixiv, dict) else getattr(pixiv, "accountId", None)
-    return value.strip() if isinstance(value, str) and value.strip() else None
+def _configured_account(config: Settings) -> str | None:
+    value = config.pixiv.accountId.strip() if config.pixiv is not None else ""
+    return value or None
 
 
-def _check_account(config: PixivFlowConfig, account: str | None) -> None:
+def _check_account(config: Settings, account: str | None) -> None:
     if account is None:
         return
     configured = _configured_account(config)
@@ -131,7 +119,7 @@ def _check_callback(ctx: JobControl, url: str | None) -> None:
     if url is None:
         return
     try:
-        vet_callback_url(url, ctx.config.jobs.callbackAllowHosts, _resolver(ctx))
+        vet_callback_url(url, ctx.config.jobs.callbackAllowHosts, ctx.resolver)
     except CallbackRefused as exc:
         raise invalid(exc.message, field="callback_url", reason=exc.reason, stage="callback_url") from None
     except CallbackUnresolvable:

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeGuard
 from zoneinfo import ZoneInfo
 
-from ..config import PixivFlowConfig, ScheduleConfig
+from ..ports import Settings, ScheduleSettings
 from ..domain.errors import StatusError
 from ..domain.model import Cell, Slot
 from ..domain.occurrence import Occurrence
@@ -63,7 +63,7 @@ class Refetches(Clocked):
     admissions: Admissions
     request_keys: RequestKeys
     occurrences: Occurrences
-    config: PixivFlowConfig
+    config: Settings
     clock: Clock
     log: Log
 
@@ -89,7 +89,7 @@ def manual_slot_id(plan_id: str, key: str) -> str:
     return f"{plan_id}@manual-{key.strip().lower()}"
 
 
-def plan_for_target(config: PixivFlowConfig, target_id: str) -> ScheduleConfig:
+def plan_for_target(config: Settings, target_id: str) -> ScheduleSettings:
     """The one enabled plan that selects ``target_id`` (the refetch route's resolution)."""
     plans = [s for s in config.schedules if s.enabled and any(t.id == target_id for t in config.targets_for(s))]
     if not plans:
@@ -103,7 +103,7 @@ def iso_utc(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def _manual_occurrence(plan: ScheduleConfig, slot_id: str, now_ms: int) -> Occurrence:
+def _manual_occurrence(plan: ScheduleSettings, slot_id: str, now_ms: int) -> Occurrence:
     tz = plan.timezone or "UTC"
     local = datetime.fromtimestamp(now_ms / 1000, tz=ZoneInfo(tz))
     return Occurrence(
@@ -117,7 +117,7 @@ def _manual_occurrence(plan: ScheduleConfig, slot_id: str, now_ms: int) -> Occur
     )
 
 
-def manual_slot(ctx: Admissions, plan: ScheduleConfig, target_id: str, key: str, correlation_id: str | None,
+def manual_slot(ctx: Admissions, plan: ScheduleSettings, target_id: str, key: str, correlation_id: str | None,
                 params: dict[str, Any] | None = None) -> Slot:
     """The slot a refetch (or a protocol job) opens: the plan's fields, but ONLY the requested
     target's cell. ``params`` are a job's stored retrieval params."""

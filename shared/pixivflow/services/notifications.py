@@ -34,7 +34,7 @@ from ..domain.model import Cell, Slot
 from ..domain.outcome_record import ordered_cells
 from ..domain.reasons import reason_policy
 from ..domain.outbox import OutboxRow
-from ..ports import DeliveryChannel
+from ..ports import DeliveryChannel, RouteSettings, Settings
 from .outbox import Outbox, enqueue_row, register_row_kind
 
 KIND = "notification"
@@ -50,7 +50,7 @@ def refetch_key(slot_id: str, target_id: str) -> str:
     return f"refetch-outcome:{slot_id}:{target_id}"
 
 
-def _primary_route(config: Any, target_id: str) -> tuple[str | None, Any]:
+def _primary_route(config: Settings, target_id: str) -> tuple[str | None, Any]:
     target = config.target(target_id)
     routes = target.routes() if target else []
     if not routes:
@@ -58,7 +58,7 @@ def _primary_route(config: Any, target_id: str) -> tuple[str | None, Any]:
     return routes[0], config.route(routes[0])
 
 
-def _url(route: Any, field: str) -> bool:
+def _url(route: RouteSettings | None, field: str) -> bool:
     return getattr(route, "route_type", None) == "httpMultipart" and bool(getattr(route, field, None))
 
 
@@ -73,7 +73,7 @@ def summary_status(cells: list[Cell]) -> str:
     return "partial" if submitted else "failed"
 
 
-def _target_entry(config: Any, cell: Cell) -> dict[str, Any]:
+def _target_entry(config: Settings, cell: Cell) -> dict[str, Any]:
     policy = reason_policy(cell.terminal_reason_code)
     target = config.target(cell.target_id)
     return {
@@ -91,7 +91,7 @@ def _target_entry(config: Any, cell: Cell) -> dict[str, Any]:
     }
 
 
-def schedule_outcome(config: Any, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
+def schedule_outcome(config: Settings, slot: Slot, cells: list[Cell]) -> dict[str, Any]:
     """The schedule summary body TelePost takes."""
     return {
         "schedule_id": slot.schedule_id,
@@ -140,7 +140,7 @@ def refetch_outcome(slot: Slot, cell: Cell) -> dict[str, Any] | None:
     return body
 
 
-def planned_notifications(config: Any, slot: Slot, cells: list[Cell], now: int) -> list[OutboxRow]:
+def planned_notifications(config: Settings, slot: Slot, cells: list[Cell], now: int) -> list[OutboxRow]:
     """Every notification row a terminal slot owes, by its config right now (pure of I/O)."""
     cells = ordered_cells(slot, cells)
     rows: list[OutboxRow] = []
@@ -188,7 +188,7 @@ def planned_notifications(config: Any, slot: Slot, cells: list[Cell], now: int) 
     return rows
 
 
-def enqueue_terminal_notifications(outbox: Outbox, config: Any, slot: Slot, cells: list[Cell]) -> int:
+def enqueue_terminal_notifications(outbox: Outbox, config: Settings, slot: Slot, cells: list[Cell]) -> int:
     """Insert (if absent) and wake every notification row of a terminal slot. Returns how many
     were created by this call. Safe to repeat; a ledger outage raises (the slot then stays
     open and the sweep repeats this)."""

@@ -15,14 +15,14 @@ in the config at all was an explicit request, not an occurrence of that plan; it
 
 from __future__ import annotations
 
-from ..config import PixivFlowConfig
+from ..ports import Settings
 from ..domain.model import Slot
 
 MANUAL_SOURCE = "manual"
 NOT_RECOVERABLE_MESSAGE = "Cannot recover slot: no enabled schedule (or occurrence) for it"
 
 
-def run_blocked(config: PixivFlowConfig, slot: Slot) -> str | None:
+def run_blocked(config: Settings, slot: Slot) -> str | None:
     """Why this slot's cells may not run any more (``schedule_disabled``, ``schedule_removed``,
     ``no_occurrence``), or None when they may."""
     schedule = config.schedule(slot.schedule_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import PixivFlowConfig
+from ..ports import Settings
 from ..domain.model import SlotState
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.delivery_state import DeliveryState, delivery_state, in_flight
@@ -40,7 +40,7 @@ class SlotRollup(Measured):
     occurrences: Occurrences
     cells: CellMoves
     rows: DeliveryRows
-    config: PixivFlowConfig
+    config: Settings
     outbox: Outbox
     job_events: JobEvents
     clock: Clock

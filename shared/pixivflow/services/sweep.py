@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ..clock import Entropy
-from ..config import PixivFlowConfig, ScheduleConfig
+from ..ports import Settings, ScheduleSettings
 from ..domain.model import Cell, SlotState, row_overdue
 from ..domain.outbox import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
@@ -81,8 +81,8 @@ class Sweeps(Measured):
     indexes: SweepIndexes
     pauses: SchedulePauses
     queues: Queues
-    sweep_state: SweepState | None
-    config: PixivFlowConfig
+    sweep_state: SweepState
+    config: Settings
     entropy: Entropy
     interval_ms: int
     rollup: SlotRollup
@@ -436,12 +436,10 @@ class SkippedSweep(SweepResult):
 def tick(ctx: Sweeps) -> SweepResult:
     """Take the lease, sweep, check for missed fires, release the lease.
 
-    Without a ``sweep_state`` (collaborators built by hand) it is just ``sweep``. A tick that dies
+    A tick that dies
     keeps the lease until it expires, before the next scheduled tick (``sweep_lease_ms``), which then
     takes it over."""
     state = ctx.sweep_state
-    if state is None:
-        return sweep(ctx)
     lease_ms = sweep_lease_ms(ctx.interval_ms)
     owner = ctx.entropy.token("sweep")
     lease = state.acquire_lease(owner, ctx.now(), lease_ms)
@@ -501,8 +499,6 @@ def detect_missed_fires(ctx: Sweeps) -> int:
     insert-if-absent, so a crash between the two re-checks the fire without counting it twice.
     Slot ids are deterministic, so "no slot" is one strongly consistent read."""
     state = ctx.sweep_state
-    if state is None:
-        return 0
     now = ctx.now()
     grace_minutes = ctx.config.schedulerRuntime.trigger.graceMinutes
     schedules = [s for s in ctx.config.schedules if s.cron and s.cron.strip()]
@@ -517,9 +513,8 @@ def detect_missed_fires(ctx: Sweeps) -> int:
     return found
 
 
-def _check_schedule(ctx: Sweeps, schedule: ScheduleConfig, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
+def _check_schedule(ctx: Sweeps, schedule: ScheduleSettings, watch: ScheduleWatch | None, now: int, grace_minutes: int) -> int:
     state = ctx.sweep_state
-    assert state is not None
     assert schedule.cron is not None  # the caller checks only schedules with a cron
     if not schedule.enabled:
         if watch is not None and not watch.paused:

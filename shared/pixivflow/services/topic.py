@@ -34,6 +34,7 @@ from ..domain.topic import (BACKGROUND_SAMPLE, BACKGROUND_WORD, BELOW_METADATA_S
                             pool_size, popularity, rank, score_tags, space_from_doc, space_to_doc,
                             tag_space, topic_day)
 from ..domain.work import SearchRequest, Work
+from ..ports import TargetSettings
 
 DAY_MS = 86_400_000
 # The executor's Lambda timeout is 60 s (template.yaml). Selection hands over after 30 s, leaving
@@ -53,7 +54,7 @@ def occurrence_ms(run: Any) -> int:
     return int(slot.occurrence_at or slot.created_at or run.ctx.now())
 
 
-def topic_days(target: Any, now_ms: int) -> list[str]:
+def topic_days(target: TargetSettings, now_ms: int) -> list[str]:
     base = topic_day(target.date, now_ms)
     lookback = target.noMatchPolicy.lookbackDays
     if target.type == "novel" and not target.languageFilter:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..domain.errors import StatusError
 from ..domain.occurrence import Occurrence, OccurrenceError, check_window, occurrence_for_fire, resolve_occurrence
-from ..config import PixivFlowConfig
+from ..ports import Settings
 from ..ports import Clock, Log, SchedulePauses
 from .context import Clocked
 from .admission import Admission, Admissions, admit, new_slot
@@ -26,7 +26,7 @@ class Triggers(Clocked):
 
     admissions: Admissions
     pauses: SchedulePauses
-    config: PixivFlowConfig
+    config: Settings
     clock: Clock
     log: Log
 

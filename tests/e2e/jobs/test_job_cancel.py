@@ -51,6 +51,9 @@ class GatedChannel:
     def deliver(self, request):
         return self.send(request.route, request.body, request.idempotency_key)
 
+    def close(self):
+        pass  # holds no connection
+
 
 def gated_runtime(make_runtime, channel):
     rt = jobs_runtime(make_runtime, overrides={"channel": channel})
