@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .domain.model import Cell, Intent, Slot, SlotState
 from .domain.work import Work, SearchRequest, Page, ArtifactFile, FileDownload, StoredFile
@@ -13,6 +13,9 @@ from .domain.pause import SchedulePause
 from .domain.event_stream import StoredEvent, EventStream
 from .domain.sweep_state import SweepCursor, SweepLease, SparseIndex, ActiveRow, ScheduleWatch
 from .domain.selection import Criteria
+
+if TYPE_CHECKING:  # domain.ack holds a pydantic model: a handler's import never loads pydantic
+    from .domain.ack import DeliveryAck
 
 
 class Clock(Protocol):
@@ -187,10 +190,6 @@ class PixivAccountStore(Protocol):
 
 
 class DeliveryChannel(Protocol):
-    def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
-        """POST one ``kind: webhook`` delivery. Transport failures raise; any HTTP answer is returned."""
-        ...
-
     def ready(self, route: str) -> bool:
         """The route's readiness probe (``readinessUrl``); True for a route without one."""
         ...
@@ -724,10 +723,22 @@ class TargetSettings(Protocol):
 
 
 class RouteSettings(Protocol):
-    @property
-    def route_type(self) -> str: ...
+    """A route as the services see it: what it can do, never which kind it is (the kinds are
+    declared in ``pixivflow.route_kinds``)."""
+
     @property
     def attempt_budget(self) -> int: ...
+    @property
+    def carries_files(self) -> bool: ...
+    @property
+    def takes_previews(self) -> bool: ...
+    @property
+    def renders_templates(self) -> bool: ...
+    @property
+    def guarded_send(self) -> bool: ...
+    def parse_ack(self, response: DeliveryResponse) -> DeliveryAck: ...
+    def notice_url(self, field: str) -> str | None: ...
+    def carries_refetch_id(self, target_fields: Mapping[str, Any]) -> bool: ...
 
 
 class TriggerSettings(Protocol):

@@ -7,13 +7,15 @@ No network: httpx.MockTransport stands in for the downstream.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
-from pixivflow.adapters.webhook import WebhookChannel
-from pixivflow.config import WebhookRoute
+from pixivflow.adapters.routes import RouteChannel
 from pixivflow.domain.ack import classify_outbox_error, idempotency_key
+from pixivflow.domain.route_io import DeliveryRequest
+from pixivflow.route_kinds.json_webhook import WebhookRoute
 
 KEY = idempotency_key("review", "illustration", "110023", "morning-tokyo@2026-12-01T0800", "cats")
 PAYLOAD = {
@@ -24,9 +26,21 @@ PAYLOAD = {
 }
 
 
-def channel(route: WebhookRoute | None, handler) -> WebhookChannel:
-    return WebhookChannel(lambda name: route if name == "review" else None, lambda cfg: cfg.token,
-                          transport=httpx.MockTransport(handler))
+class _Channel:
+    """The production channel with one ``kind: webhook`` route named ``review``."""
+
+    def __init__(self, route: WebhookRoute | None, handler) -> None:
+        self.channel = RouteChannel(lambda name: route if name == "review" else None, lookup=lambda name: None,
+                                    route_token=lambda cfg: cfg.token, artifacts=SimpleNamespace(), now_ms=lambda: 0,
+                                    transport=httpx.MockTransport(handler))
+
+    def send(self, name: str, payload, key: str):
+        return self.channel.deliver(DeliveryRequest(route=name, idempotency_key=key, body=payload, payload={},
+                                                    artifact_key=""))
+
+
+def channel(route: WebhookRoute | None, handler) -> _Channel:
+    return _Channel(route, handler)
 
 
 def capture(answer=(200, {"data": {"review_id": "r-1", "status": "pending_review"}})):

@@ -22,6 +22,9 @@ import pytest
 
 from pixivflow.adapters.callback_http import HttpCallbackSender
 from pixivflow.adapters.routes import RouteChannel
+from pixivflow.domain.route_io import DeliveryRequest
+from pixivflow.route_kinds.http_multipart import HttpMultipartRoute
+from pixivflow.route_kinds.json_webhook import WebhookRoute
 
 
 class CountingServer(ThreadingHTTPServer):
@@ -78,20 +81,25 @@ def server() -> Iterator[CountingServer]:
 def _channel(port: int) -> RouteChannel:
     """Two operator routes on one host: a ``kind: webhook`` route and a PixivFlow route's notice URL."""
     routes = {
-        "review": SimpleNamespace(route_type="kind:webhook", url=f"http://127.0.0.1:{port}/deliveries", timeoutMs=5_000),
-        "gateway": SimpleNamespace(route_type="webhook", url=f"http://127.0.0.1:{port}/gateway", timeoutMs=5_000,
-                                   headers={}, notificationUrl=f"http://127.0.0.1:{port}/notices"),
+        "review": WebhookRoute(url=f"http://127.0.0.1:{port}/deliveries", timeoutMs=5_000),
+        "gateway": HttpMultipartRoute(type="httpMultipart", url=f"http://127.0.0.1:{port}/submissions", timeoutMs=5_000,
+                                      notificationUrl=f"http://127.0.0.1:{port}/notices"),
     }
     return RouteChannel(routes.get, lookup=lambda name: None, route_token=lambda route: None,
                         artifacts=SimpleNamespace(), now_ms=lambda: 0)
 
 
+def _send(channel: RouteChannel, n: int):
+    return channel.deliver(DeliveryRequest(route="review", idempotency_key=f"key-{n}", body={"n": n}, payload={},
+                                           artifact_key=""))
+
+
 def test_two_operator_routes_on_one_host_share_one_kept_alive_connection(server: CountingServer) -> None:
     channel = _channel(server.port)
     try:
-        assert channel.send("review", {"n": 1}, "key-1").status == 200
+        assert _send(channel, 1).status == 200
         assert channel.post_json("gateway", "notificationUrl", {"n": 2}, "key-2").status == 200
-        assert channel.send("review", {"n": 3}, "key-3").status == 200
+        assert _send(channel, 3).status == 200
         assert channel.post_json("gateway", "notificationUrl", {"n": 4}, "key-4").status == 200
         assert [path for _host, path in server.requests] == ["/deliveries", "/notices", "/deliveries", "/notices"]
         assert server.connections == 1  # both route families, one pool, one connection
@@ -100,7 +108,7 @@ def test_two_operator_routes_on_one_host_share_one_kept_alive_connection(server:
     # a closed channel kept nothing alive: a new channel (the next graph) connects afresh
     again = _channel(server.port)
     try:
-        again.send("review", {"n": 5}, "key-5")
+        _send(again, 5)
         assert server.connections == 2
     finally:
         again.close()
@@ -108,7 +116,7 @@ def test_two_operator_routes_on_one_host_share_one_kept_alive_connection(server:
 
 def test_a_closed_channel_drops_its_connections(server: CountingServer) -> None:
     channel = _channel(server.port)
-    channel.send("review", {"n": 1}, "key-1")
+    _send(channel, 1)
     channel.close()
     channel.post_json("gateway", "notificationUrl", {"n": 2}, "key-2")  # a fresh client, a fresh connection
     channel.close()

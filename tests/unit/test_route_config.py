@@ -14,7 +14,10 @@ import pytest
 import yaml
 
 from pixivflow.cli import main
-from pixivflow.config import GatewayWebhookRoute, HttpMultipartRoute, WebhookRoute, parse_config
+from pixivflow.config import parse_config
+from pixivflow.route_kinds.gateway_webhook import GatewayWebhookRoute
+from pixivflow.route_kinds.http_multipart import HttpMultipartRoute
+from pixivflow.route_kinds.json_webhook import WebhookRoute
 from pixivflow.domain.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pixivflow.config import RichNovelPreview, TelegramRoute, parse_config
+from pixivflow.config import RichNovelPreview, parse_config
+from pixivflow.route_kinds.telegram import TelegramRoute
 from pixivflow.domain.errors import ConfigError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "pixivflow_configs"

@@ -1,11 +1,11 @@
-"""The webhook delivery route: POST JSON with an Idempotency-Key header."""
+"""The sender of the ``kind: webhook`` route: POST JSON with an Idempotency-Key header."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..domain.route_io import DeliveryResponse
+from ..domain.route_io import DeliveryRequest, DeliveryResponse
 from .http_pools import OperatorPool
 
 if TYPE_CHECKING:  # imported by the first request: a faster cold start
@@ -13,20 +13,19 @@ if TYPE_CHECKING:  # imported by the first request: a faster cold start
 
 
 class WebhookChannel:
-    """Sends deliveries to the routes of ``delivery.targets``. Transport errors raise httpx errors.
-    Its connections come from the operator-routes pool (``adapters.http_pools``), shared with the
+    """Sends deliveries to ``kind: webhook`` routes. Transport errors raise httpx errors. Its
+    connections come from the operator-routes pool (``adapters.http_pools``), shared with the
     PixivFlow routes of the same channel; without one it makes its own."""
 
-    def __init__(self, routes: Callable[[str], Any], token_for: Callable[[Any], str | None], *,
+    def __init__(self, token_for: Callable[[Any], str | None], *,
                  transport: httpx.BaseTransport | None = None, pool: OperatorPool | None = None) -> None:
-        self._routes = routes
         self._token_for = token_for
         self._pool = pool if pool is not None else OperatorPool(transport)
 
-    def send(self, route: str, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
-        config = self._routes(route)
-        if config is None:
-            raise LookupError(f"unsupported delivery target {route!r}: the config does not configure it")
+    def deliver(self, request: DeliveryRequest, config: Any) -> DeliveryResponse:
+        return self.send(config, request.body, request.idempotency_key)
+
+    def send(self, config: Any, payload: Mapping[str, Any], idempotency_key: str) -> DeliveryResponse:
         headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
         token = self._token_for(config)
         if token:

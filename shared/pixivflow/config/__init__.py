@@ -33,18 +33,7 @@ from .loader import load_config, parse_config, parse_text, strip_comments
 from .model import PixivFlowConfig
 from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, ProxyConfig, SourceBaseUrls, SourceConfig
 from .plans import ScheduleConfig
-from .routes import (
-    DEPRECATED_ROUTE_KEYS,
-    ROUTE_TYPES,
-    DeliveryConfig,
-    FieldValue,
-    GatewayWebhookRoute,
-    HttpMultipartRoute,
-    RichNovelPreview,
-    Route,
-    TelegramRoute,
-    WebhookRoute,
-)
+from .routes import DEPRECATED_ROUTE_KEYS, DeliveryConfig, FieldValue, RichNovelPreview, RouteModel
 from .runtime import JobsConfig, SchedulerRuntimeConfig, TriggerConfig
 from .targets import TargetConfig, TargetDelivery
 from .warnings import IGNORED_TARGET_KEYS, LIMIT_WARN_ABOVE
@@ -52,8 +41,7 @@ from .warnings import IGNORED_TARGET_KEYS, LIMIT_WARN_ABOVE
 __all__ = [
     "DEFAULT_QUEUED_TIMEOUT_MS", "DEFAULT_SCHEDULE_TIMEOUT_MS", "DEFAULT_STALL_TIMEOUT_MS", "DEPRECATED_ROUTE_KEYS",
     "ID_PATTERN", "IGNORED_TARGET_KEYS", "LIMIT_WARN_ABOVE", "MAX_ROUTES_PER_TARGET", "MAX_TARGETS_PER_SCHEDULE",
-    "ROUTE_TYPES", "STALL_MIN_TIMEOUT_MS", "DeliveryConfig", "DownloadConfig", "FieldValue", "GatewayWebhookRoute",
-    "HttpMultipartRoute", "JobsConfig", "NetworkConfig", "PixivConfig", "PixivFlowConfig", "ProxyConfig", "Route",
-    "RichNovelPreview", "ScheduleConfig", "SchedulerRuntimeConfig", "SourceBaseUrls", "SourceConfig", "TargetConfig", "TargetDelivery",
-    "TelegramRoute", "TriggerConfig", "WebhookRoute", "load_config", "parse_config", "parse_text", "strip_comments",
+    "STALL_MIN_TIMEOUT_MS", "DeliveryConfig", "DownloadConfig", "FieldValue", "JobsConfig", "NetworkConfig",
+    "PixivConfig", "PixivFlowConfig", "ProxyConfig", "RichNovelPreview", "RouteModel", "ScheduleConfig",
+    "SchedulerRuntimeConfig", "SourceBaseUrls", "SourceConfig", "TargetConfig", "TargetDelivery", "TriggerConfig", "load_config", "parse_config", "parse_text", "strip_comments",
 ]

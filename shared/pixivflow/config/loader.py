@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from ..domain.errors import ConfigError
 from .model import PixivFlowConfig, ReferenceErrors
-from .routes import _ROUTE_TAGS
 from .warnings import _key_warnings, _semantic_warnings, _soften
 
 def _format_error(exc: ValidationError) -> str:
@@ -28,8 +27,6 @@ def _error_lines(exc: ValidationError) -> list[str]:
             continue
         path = ""
         loc = tuple(err.get("loc", ()))
-        if len(loc) > 3 and loc[:2] == ("delivery", "targets") and loc[3] in _ROUTE_TAGS:
-            loc = loc[:3] + loc[4:]  # the union member's tag is not a field of the document
         for part in loc:
             if isinstance(part, int):
                 path += f"[{part}]"

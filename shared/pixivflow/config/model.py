@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from .base import MAX_ROUTES_PER_TARGET, MAX_TARGETS_PER_SCHEDULE, _Model
 from .pixiv import DownloadConfig, NetworkConfig, PixivConfig, SourceConfig
 from .plans import ScheduleConfig
-from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, GatewayWebhookRoute, HttpMultipartRoute, TelegramRoute, WebhookRoute
+from .routes import PREVIEW_MAX_TIMEOUT_MS, DeliveryConfig, RouteModel
 from .runtime import JobsConfig, SchedulerRuntimeConfig, StorageConfig
 from .targets import TargetConfig
 from ..ports import ScheduleSettings
@@ -74,7 +74,7 @@ class PixivFlowConfig(_Model):
             return [t for t in (self.target(i) for i in schedule.targetIds) if t is not None]
         return list(self.targets)
 
-    def route(self, name: str) -> WebhookRoute | HttpMultipartRoute | GatewayWebhookRoute | TelegramRoute | None:
+    def route(self, name: str) -> RouteModel | None:
         return self.delivery.targets.get(name)
 
     def _ignored_keys(self) -> list[str]:
@@ -83,7 +83,7 @@ class PixivFlowConfig(_Model):
         out = []
         base, top = self.delivery.outboxRetryBaseMs, self.delivery.outboxRetryMaxMs
         for name, route in self.delivery.targets.items():
-            for key in getattr(route, "deprecated_keys", lambda: [])():
+            for key in route.deprecated_keys():
                 out.append(f"delivery.targets.{name}.{key}: deprecated by PixivFlow; accepted and ignored "
                            f"(the outbox's own budget applies: {route.attempt_budget} attempts, backoff from "
                            f"outboxRetryBaseMs {base} ms up to outboxRetryMaxMs {top} ms)")

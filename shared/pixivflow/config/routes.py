@@ -1,24 +1,29 @@
-"""Delivery routes: the ``delivery`` block (``docs/explanation/delivery.md``)."""
+"""Delivery routes: the ``delivery`` block (``docs/explanation/delivery.md``).
+
+Each route under ``delivery.targets`` is validated by the model of its kind, and the kinds are
+declared in ``pixivflow.route_kinds``; this module holds what the kinds' models share and the
+block around them."""
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from pydantic import BaseModel, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
-from ..domain.ack import AckHints
-from .base import _ID_RE, _SECRET_REF, ID_PATTERN, _http_url, _Model
+from .base import _ID_RE, ID_PATTERN, _http_url, _Model
 
-# -- delivery routes ------------------------------------------------------------------------------
-#
+if TYPE_CHECKING:
+    from ..domain.ack import DeliveryAck
+    from ..domain.route_io import DeliveryResponse
+    from ..route_kinds import RouteKind
+
 # Two families share ``delivery.targets``: the project's own JSON route keyed ``kind: webhook``
 # and PixivFlow's routes keyed ``type`` (``httpMultipart``, ``webhook``, ``telegram``), so an
 # existing PixivFlow config loads as it is. A route declares one key or the other. Secrets
 # are ``${VAR}`` references resolved at send time, so a URL holding one is checked after
 # expansion, not here.
 
-ROUTE_TYPES = ("httpMultipart", "webhook", "telegram")
 # Keys PixivFlow still parses but no longer evaluates: accepted, warned about once.
 # On httpMultipart and telegram routes ``maxAttempts`` is one of them: PixivFlow's outbox owns the
 # retries (12 attempts, outboxRetryBaseMs/outboxRetryMaxMs), and honouring a published config's
@@ -27,41 +32,74 @@ ROUTE_TYPES = ("httpMultipart", "webhook", "telegram")
 DEPRECATED_ROUTE_KEYS = ("success", "maxAttempts", "retryDelayMs")
 PREVIEW_MAX_TIMEOUT_MS = 30_000
 OUTBOX_ATTEMPTS = 12  # PixivFlow's outbox budget: every PixivFlow route's rows get it
-_BOT_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")  # PixivFlow's validator
 
 
-class WebhookRoute(_Model):
-    """Our own JSON route (``kind: webhook``): POST JSON + ``Idempotency-Key``."""
+class RouteModel(_Model):
+    """What every route is asked, whatever its kind (``ports.RouteSettings``): what it can do comes
+    from its kind, narrowed by the route's own ``capabilities`` block where it has one."""
 
-    kind: Literal["webhook"] = "webhook"
-    url: str
-    token: str | None = None  # local runs only; deployed routes use tokenParameter
-    tokenParameter: str | None = None
-    ack: AckHints | None = None
-    # Below the deliver function's 60 s timeout and the 120 s outbox lease, so one row can never
-    # be sent by two workers at once because a request outlived its claim.
-    timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
-    maxAttempts: int = Field(default=12, ge=1, le=100)
+    @property
+    def route_kind(self) -> RouteKind:
+        from ..route_kinds import kind_of
+
+        return kind_of(self)
 
     @property
     def route_type(self) -> str:
-        return "kind:webhook"
+        return self.route_kind.name
 
     @property
     def attempt_budget(self) -> int:
-        """The outbox row's attempts: this route's own ``maxAttempts``."""
-        return self.maxAttempts
+        return OUTBOX_ATTEMPTS
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return _http_url(value, allow_refs=False)
+    def capable(self, name: str) -> bool:
+        """False only where the route's ``capabilities`` block says ``name: false``: a route may
+        narrow what its kind can do, never widen it."""
+        return True
+
+    @property
+    def carries_files(self) -> bool:
+        return self.route_kind.carries_files and self.capable("file")
+
+    @property
+    def takes_previews(self) -> bool:
+        return self.route_kind.takes_previews and self.capable("image")
+
+    @property
+    def renders_templates(self) -> bool:
+        return self.route_kind.renders_templates
+
+    @property
+    def guarded_send(self) -> bool:
+        return self.route_kind.review
+
+    def parse_ack(self, response: DeliveryResponse) -> DeliveryAck:
+        return self.route_kind.parse_ack(self, response)
+
+    @property
+    def readiness_url(self) -> str | None:
+        """The URL whose 2xx says the route is ready (none: always ready)."""
+        return None
+
+    def notice_url(self, field: str) -> str | None:
+        """The JSON endpoint named ``field`` (notificationUrl, refetchOutcomeUrl, scheduleOutcomeUrl)."""
+        return None
+
+    def carries_refetch_id(self, target_fields: Mapping[str, Any]) -> bool:
+        """Does a manual job's submission reach the consumer with its request id, so its outcome can
+        be correlated downstream?"""
+        return False
+
+    def deprecated_keys(self) -> list[str]:
+        return []
 
 
 FieldValue = str | int | float | bool | list[str | int | float | bool]
 
 
-class _PixivFlowBase(_Model):
+class PixivFlowRouteBase(RouteModel):
+    """What PixivFlow's route types share."""
+
     headers: dict[str, str] = Field(default_factory=dict)
     # PixivFlow's fixed 5-minute abort would outlive the 120 s outbox claim: cap it at 60 s.
     timeoutMs: int = Field(default=30_000, ge=100, le=60_000)
@@ -81,105 +119,19 @@ class _PixivFlowBase(_Model):
     def deprecated_keys(self) -> list[str]:
         return [k for k in DEPRECATED_ROUTE_KEYS if k in self.model_fields_set and k in self.IGNORED_KEYS]
 
+    def capable(self, name: str) -> bool:
+        return (self.capabilities or {}).get(name) is not False
 
-class _PixivFlowRoute(_PixivFlowBase):
+
+class PixivFlowUrlRoute(PixivFlowRouteBase):
+    """A PixivFlow route posting to one ``url`` (``${VAR}`` references allowed)."""
+
     url: str
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         return _http_url(value, allow_refs=True)
-
-
-class HttpMultipartRoute(_PixivFlowRoute):
-    """PixivFlow's submission route: multipart files + templated form fields."""
-
-    type: Literal["httpMultipart"]
-    method: Literal["POST", "PUT"] = "POST"
-    fileField: str = Field(default="files", min_length=1)
-    previewFileField: str = Field(default="previews", min_length=1)
-    fields: dict[str, FieldValue] = Field(default_factory=dict)
-    arrayFormat: Literal["comma", "repeat", "json"] = "comma"
-    autoIdempotencyKey: bool = True
-    notificationUrl: str | None = None
-    refetchOutcomeUrl: str | None = None
-    scheduleOutcomeUrl: str | None = None
-    readinessUrl: str | None = None
-    ack: AckHints | None = None
-
-    @property
-    def route_type(self) -> str:
-        return "httpMultipart"
-
-    @field_validator("notificationUrl", "refetchOutcomeUrl", "scheduleOutcomeUrl", "readinessUrl")
-    @classmethod
-    def _optional_url(cls, value: str | None) -> str | None:
-        return None if value is None or not value.strip() else _http_url(value.strip(), allow_refs=True)
-
-
-class GatewayWebhookRoute(_PixivFlowRoute):
-    """PixivFlow's generic messaging-gateway route (``type: webhook``)."""
-
-    type: Literal["webhook"]
-    token: str | None = None
-    signingSecret: str | None = None
-    mediaTransport: Literal["reference", "base64"] = "reference"
-    maxInlineBytes: int | None = Field(default=None, ge=1)
-    pairingUrl: str | None = None
-    pairingAllowRedirects: bool = False
-
-    # The gateway route has no maxAttempts of its own in PixivFlow; ours is its budget.
-    IGNORED_KEYS: ClassVar[tuple[str, ...]] = ("success", "retryDelayMs")
-
-    @property
-    def route_type(self) -> str:
-        return "webhook"
-
-
-class TelegramRoute(_PixivFlowBase):
-    """PixivFlow's Telegram review route (``type: telegram``).
-
-    Posts each work to a review chat through the Bot API, with an approve/reject control card,
-    and records the review at a control plane, which publishes on approval. ``botToken``,
-    ``controlPlaneUrl`` and ``controlPlaneToken`` may hold ``${VAR}`` references, expanded at
-    send time; a literal bot token must look like one (PixivFlow's rule)."""
-
-    type: Literal["telegram"]
-    botId: str = Field(min_length=1)
-    botToken: str = Field(min_length=1)
-    chatId: str | int
-    publishChatId: str | int
-    publishThreadId: int | None = Field(default=None, ge=0)
-    controlPlaneUrl: str
-    controlPlaneToken: str = Field(min_length=1)
-    caption: str | None = None
-    reviewIdPrefix: str = Field(default="rv", pattern=r"^[A-Za-z0-9_-]{1,16}$")
-    album: bool = True  # the oldest layout's switch; the block layout always groups
-
-    @property
-    def route_type(self) -> str:
-        return "telegram"
-
-    @field_validator("botToken")
-    @classmethod
-    def _token(cls, value: str) -> str:
-        if _SECRET_REF.search(value) or _BOT_TOKEN.match(value):
-            return value
-        # Never echo the value: it may be a real token with a typo.
-        raise ValueError("must be a Telegram bot token (<digits>:<20+ characters>) or contain a ${VAR} reference")
-
-    @field_validator("chatId", "publishChatId")
-    @classmethod
-    def _chat(cls, value: str | int) -> str:
-        text = str(value).strip()
-        if isinstance(value, bool) or not text:
-            raise ValueError("must be a chat id (a number or @channelname)")
-        return text
-
-    @field_validator("controlPlaneUrl")
-    @classmethod
-    def _control_plane(cls, value: str) -> str:
-        return _http_url(value.rstrip("/"), allow_refs=True)
 
 
 class RichNovelPreview(_Model):
@@ -203,28 +155,8 @@ class RichNovelPreview(_Model):
         return _http_url(value, allow_refs=False)  # PixivFlow: no ${VAR} exemption for this URL
 
 
-def _route_tag(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return "type:" + value["type"] if "type" in value else "kind"
-    if isinstance(value, BaseModel):
-        return "type:" + value.type if hasattr(value, "type") else "kind"
-    return None
-
-
-Route = Annotated[
-    Union[
-        Annotated[WebhookRoute, Tag("kind")],
-        Annotated[HttpMultipartRoute, Tag("type:httpMultipart")],
-        Annotated[GatewayWebhookRoute, Tag("type:webhook")],
-        Annotated[TelegramRoute, Tag("type:telegram")],
-    ],
-    Discriminator(_route_tag),
-]
-_ROUTE_TAGS = frozenset({"kind", "type:httpMultipart", "type:webhook", "type:telegram"})
-
-
 class DeliveryConfig(_Model):
-    targets: dict[str, Route] = Field(default_factory=dict)
+    targets: dict[str, SerializeAsAny[RouteModel]] = Field(default_factory=dict)
     deleteAfterDelivery: bool = True
     outboxRetryBaseMs: int = Field(default=30_000, ge=0)
     outboxRetryMaxMs: int = Field(default=21_600_000, ge=0)
@@ -242,10 +174,28 @@ class DeliveryConfig(_Model):
             if "type" in route and "kind" in route:
                 raise ValueError(f"targets.{name}: declares both type ({route['type']!r}) and kind "
                                  f"({route['kind']!r}); a route is either PixivFlow's (type) or this project's (kind)")
-            if "type" in route and route["type"] not in ROUTE_TYPES:
+            types = route_kinds().values_of("type")
+            if "type" in route and route["type"] not in types:
                 raise ValueError(f"targets.{name}.type: unsupported route type {route['type']!r}; "
-                                 f"expected one of {', '.join(ROUTE_TYPES)}")
+                                 f"expected one of {', '.join(types)}")
         return data
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _by_kind(cls, value: Any) -> Any:
+        """Each route by its kind's model; every route's findings at once, under its name."""
+        if not isinstance(value, dict):
+            return value
+        routes, found = {}, []
+        for name, block in value.items():
+            try:
+                routes[name] = route_kinds().validate(block)
+            except ValidationError as exc:
+                found += [InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx") or {})
+                          for e in exc.errors(include_url=False)]
+        if found:
+            raise ValidationError.from_exception_data(cls.__name__, found)
+        return routes
 
     @field_validator("targets")
     @classmethod
@@ -260,3 +210,10 @@ class DeliveryConfig(_Model):
         if self.outboxRetryMaxMs < self.outboxRetryBaseMs:
             raise ValueError("outboxRetryMaxMs: must be >= outboxRetryBaseMs")
         return self
+
+
+def route_kinds() -> Any:
+    """The kinds' registry, imported when a route is first validated (it imports this module)."""
+    from .. import route_kinds as registry
+
+    return registry

@@ -22,7 +22,6 @@ from ..ports import ArtifactStore, Log, WorkSource
 
 # The route families that upload previews beside the originals: httpMultipart sends them under
 # previewFileField, the Telegram review route sends a page over sendPhoto's limits as its preview.
-PREVIEW_ROUTES = ("httpMultipart", "telegram")
 
 
 # A record's attributes are one letter each (n name, t type, z size, h SHA-256 in base64, r role
@@ -73,7 +72,7 @@ def previews_for(source: WorkSource, log: Log, work: Work, files: list[ArtifactF
                  target_id: str) -> list[ArtifactFile]:
     """Pixiv's ``large`` image of every page, stored with the originals (PixivFlow's
     ``previewFileField``), when the work is an illustration; the caller asks only when one of the
-    target's routes sends previews (``PREVIEW_ROUTES``). All or none: a receiver refuses previews
+    target's routes takes previews (``RouteSettings.takes_previews``). All or none: a receiver refuses previews
     that do not pair one-to-one with the files, so a failed preview leaves the work without
     previews (logged)."""
     if work.work_type != "illustration" or not files:

@@ -27,7 +27,6 @@ from ..domain.ack import (
     DeliveryAck,
     classify_outbox_error,
     parse_delivery_ack,
-    parse_gateway_ack,
     parse_idempotency_key,
     retry_delay_ms,
     settlement_for,
@@ -37,7 +36,7 @@ from ..domain.errors import ConfigError, LedgerUnavailable
 from ..domain.model import Intent, LedgerStatus, OutboxStatus, Slot, cell_key, row_overdue
 from ..domain.outcome_record import iso_utc_ms
 from ..domain.templates import ranking_date
-from ..domain.review import IN_CHAT, UNCERTAIN, parse_review_ack
+from ..domain.review import IN_CHAT, UNCERTAIN
 from ..domain.route_io import DeliveryRequest, DeliveryResponse, SendGuard
 from ..domain.work import Work
 from ..clock import Entropy
@@ -200,7 +199,7 @@ def _attempt(ctx: Deliveries, claimed: Intent, owner: str, *, record_only: bool 
         if not ctx.channel.ready(claimed.route):
             return _defer(ctx, claimed, owner)
         request = _request(ctx, claimed)
-        if route is not None and route.route_type == "telegram":
+        if route is not None and route.guarded_send:
             request = replace(request, guard=_send_guard(ctx, claimed, owner, record_only=record_only))
         response = ctx.channel.deliver(request)
         ack = parse_route_ack(route, response)
@@ -227,14 +226,9 @@ def _resend_on_purpose(intent: Intent) -> bool:
 
 
 def parse_route_ack(route: RouteSettings | None, response: DeliveryResponse) -> DeliveryAck:
-    """The ACK of one answer, by the rules of the route's family: PixivFlow's gateway
-    (``type: webhook``) has its own status words; every other route speaks the TelePost ACK
-    envelope with the route's ``ack`` hints."""
-    if getattr(route, "route_type", None) == "webhook":
-        return parse_gateway_ack(response.status, response.body)
-    if getattr(route, "route_type", None) == "telegram":
-        return parse_review_ack(response.body)
-    return parse_delivery_ack(response.status, response.body, getattr(route, "ack", None))
+    """The ACK of one answer, by the rules of the route's kind; a route the config no longer
+    declares is read as the TelePost ACK envelope."""
+    return route.parse_ack(response) if route is not None else parse_delivery_ack(response.status, response.body)
 
 
 def _send_guard(ctx: Deliveries, intent: Intent, owner: str, *, record_only: bool = False) -> SendGuard:
@@ -353,7 +347,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
 def _routes_carry_files(ctx: Deliveries, routes: list[str]) -> bool:
     """Only PixivFlow's routes upload or link the stored files; a cell delivered through this
     project's ``kind: webhook`` route keeps them in the bucket."""
-    return any(route.route_type != "kind:webhook" for route in map(ctx.config.route, routes) if route is not None)
+    return any(route.carries_files for route in map(ctx.config.route, routes) if route is not None)
 
 
 def _delete_delivered_files(ctx: Deliveries, intent: Intent, state: Any) -> None:
@@ -553,7 +547,7 @@ def delivery_payload(slot: Slot, target: TargetSettings, work: Work, route: Rout
         payload["refetch_request_id"] = slot.manual_request_id
         if slot.correlation_id:
             payload["correlation_id"] = slot.correlation_id
-    if route is None or route.route_type == "kind:webhook":
+    if route is None or not route.renders_templates:
         return payload
     payload["context"] = template_context(slot, target, work)
     overrides = target.delivery.fields if target.delivery is not None else None

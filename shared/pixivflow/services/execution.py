@@ -44,7 +44,7 @@ from ..ports import (ArtifactStore, CellLeases, CellMoves, Clock, DeliveryRows, 
                      SourceGovernor, TimeLeft, TopicSpaces, WorkReservations, WorkSource)
 from ..domain.accounts import Admission
 from ..domain.work import ArtifactFile, FileDownload, Page, SearchRequest, StoredFile, Work
-from .assets import PREVIEW_ROUTES, file_records, previews_for
+from .assets import file_records, previews_for
 from .delivery import delivery_payload
 from .context import Measured
 from .timing import HEARTBEAT_MS, LEASE_TTL_MS
@@ -680,7 +680,7 @@ def _store_work(run: CellRun, work: Work, prefix: str, *, resumed: bool, filters
     streamed one at a time, a resumed work starting at its first missing file; each starts only
     when the invocation's time left covers its worst case. Other sources hand over the whole work."""
     ctx, target = run.ctx, run.target
-    previews = any(route.route_type in PREVIEW_ROUTES for route in map(ctx.config.route, target.routes()) if route is not None)
+    previews = any(route.takes_previews for route in map(ctx.config.route, target.routes()) if route is not None)
     artifacts = ctx.artifacts
     have: dict[str, StoredFile] | None = None  # what an earlier run stored: listed once, for a planned work only
 

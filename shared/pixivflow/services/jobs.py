@@ -64,15 +64,8 @@ def carries_refetch_correlation(config: Settings, target: TargetSettings) -> boo
     request id: a ``kind: webhook`` route always does (it adds ``refetch_request_id``)."""
     routes = target.routes()
     route = config.route(routes[0]) if routes else None
-    if route is None:
-        return False
-    if getattr(route, "kind", None) == "webhook":
-        return True
-    # A PixivFlow httpMultipart route: a refetch outcome URL and the request id mapped into a field.
-    fields = dict(getattr(route, "fields", None) or {})
-    fields.update((target.delivery.fields if target.delivery else None) or {})
-    return bool(str(getattr(route, "refetchOutcomeUrl", "") or "").strip()) and \
-        fields.get("refetch_request_id") == "{{refetchRequestId}}"
+    overrides = (target.delivery.fields if target.delivery else None) or {}
+    return route is not None and route.carries_refetch_id(overrides)
 
 
 def _plans_selecting(config: Settings, target_id: str) -> list[ScheduleSettings]:

@@ -50,7 +50,7 @@ def refetch_key(slot_id: str, target_id: str) -> str:
     return f"refetch-outcome:{slot_id}:{target_id}"
 
 
-def _primary_route(config: Settings, target_id: str) -> tuple[str | None, Any]:
+def _primary_route(config: Settings, target_id: str) -> tuple[str | None, RouteSettings | None]:
     target = config.target(target_id)
     routes = target.routes() if target else []
     if not routes:
@@ -59,7 +59,7 @@ def _primary_route(config: Settings, target_id: str) -> tuple[str | None, Any]:
 
 
 def _url(route: RouteSettings | None, field: str) -> bool:
-    return getattr(route, "route_type", None) == "httpMultipart" and bool(getattr(route, field, None))
+    return route is not None and bool(route.notice_url(field))
 
 
 def is_manual(slot: Slot) -> bool:

@@ -18,11 +18,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any, Callable, Mapping, Sequence
+import json
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ...domain.route_io import DeliveryRequest, DeliveryResponse
 from ...domain.templates import pixiv_link
 from ...domain.work import StoredFile
+from ..secret_refs import Expander
+from .http import checked_url, expanded_headers
 from .multipart import split_files
+
+if TYPE_CHECKING:
+    from ...route_kinds import SenderTools
 
 SCHEMA_VERSION = 1
 IMAGE_EXT = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".avif", ".tif", ".tiff")
@@ -115,3 +122,32 @@ def message_document(*, route: str, key: str, context: Mapping[str, Any], work: 
             "triggerSource": context.get("triggerSource"),
         },
     }
+
+
+class GatewaySender:
+    """One attempt of a ``type: webhook`` route: the message document, signed when the route has a
+    ``signingSecret``."""
+
+    def __init__(self, tools: SenderTools) -> None:
+        self._tools = tools
+
+    def deliver(self, request: DeliveryRequest, config: Any) -> DeliveryResponse:
+        expand = Expander(self._tools.lookup, where=f"route {request.route}")
+        url = checked_url(expand(config.url), "url", request.route)
+        document = message_document(
+            route=request.route, key=request.idempotency_key, context=request.payload.get("context") or {},
+            work=request.payload.get("work") or {}, files=self._tools.stored(request), transport=config.mediaTransport,
+            read=self._tools.artifacts.read, link=lambda f: self._tools.artifacts.url(f, REFERENCE_TTL_S),
+            max_inline_bytes=config.maxInlineBytes,
+        )
+        raw = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        headers = {"Content-Type": "application/json", "X-PixivFlow-Delivery": request.route,
+                   "X-Idempotency-Key": request.idempotency_key, **expanded_headers(config.headers, expand)}
+        if config.token:
+            headers["Authorization"] = f"Bearer {expand(config.token)}"
+        if config.signingSecret:
+            timestamp = self._tools.now_ms() // 1000
+            headers["X-Webhook-Timestamp"] = str(timestamp)
+            headers["X-Webhook-Signature"] = signature(expand(config.signingSecret), timestamp, raw)
+        return self._tools.http.exchange("POST", url, headers=headers, content=raw, timeout_ms=config.timeoutMs,
+                                   scrub=expand.scrub)

@@ -20,6 +20,10 @@ MAX_RESPONSE_BYTES = 64 * 1024  # an ACK is small; a huge answer is cut, never b
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
+class MissingArtifacts(RuntimeError):
+    """The bound work has no stored file to send: a retry would find none either."""
+
+
 class RouteTransportError(RuntimeError):
     """A transport failure, its text scrubbed of secrets. The message starts with the httpx
     exception's class name (``ReadTimeout: ...``), which is what the outbox classifies on.

@@ -10,11 +10,21 @@ rather than send a body whose length lies.
 
 from __future__ import annotations
 
+import json
 import uuid
-from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+from ...domain.assets import media_assets
+from ...domain.route_io import DeliveryRequest, DeliveryResponse
+from ...domain.templates import form_fields, template_variables
 from ...domain.work import StoredFile
+from ..secret_refs import Expander
+from . import telepress
+from .http import MissingArtifacts, checked_url, expanded_headers
+
+if TYPE_CHECKING:
+    from ...route_kinds import SenderTools
 
 FILE_ROLES = ("original", "text", "archive")  # what a submission uploads; previews ride separately
 PREVIEW_ROLE = "preview"
@@ -89,3 +99,43 @@ def build(files: Sequence[tuple], fields: Sequence[tuple[str, str]],
         yield closing
 
     return MultipartBody(boundary, length, chunks)
+
+
+class MultipartSender:
+    """One attempt of an ``httpMultipart`` route: its form fields rendered from the frozen template
+    context, the stored files streamed as parts, a novel's TelePress preview published first."""
+
+    def __init__(self, tools: SenderTools) -> None:
+        self._tools = tools
+
+    def deliver(self, request: DeliveryRequest, config: Any) -> DeliveryResponse:
+        expand = Expander(self._tools.lookup, where=f"route {request.route}")
+        url = checked_url(expand(config.url), "url", request.route)
+        headers = expanded_headers(config.headers, expand)
+        context = {**dict(request.payload.get("context") or {}), "idempotencyKey": request.idempotency_key}
+        fields = form_fields(config.fields, request.payload.get("fields"), template_variables(context),
+                             array_format=config.arrayFormat, auto_idempotency_key=config.autoIdempotencyKey)
+        stored = self._tools.stored(request)
+        files, previews = split_files(stored)
+        if not config.takes_previews:
+            previews = []
+        if not files:
+            raise MissingArtifacts(f"no deliverable file under {request.artifact_key} (invalid payload)")
+        assets = media_assets(str(context.get("pixivId") or ""), stored)
+        if assets:
+            fields.append(("media_assets", json.dumps(assets, ensure_ascii=False, separators=(",", ":"))))
+        note = None
+        if request.preview is not None and context.get("type") == "novel":
+            preview = telepress.publish(self._tools.http, self._tools.lookup, request.preview, stored, self._tools.open, where=f"route {request.route}")
+            if preview.retry:
+                # The submission waits for its preview: the row is retried (5xx, 408, 429, network, timeout).
+                return DeliveryResponse(status=503, body={"error": preview.retry}, text=preview.retry)
+            if preview.url:
+                fields = [(n, v) for n, v in fields if n != request.preview.field] + [(request.preview.field, preview.url)]
+            note = preview.note
+        parts = [(config.fileField, f) for f in files] + [(config.previewFileField, f) for f in previews]
+        body = build(parts, fields, self._tools.open)
+        headers = {**headers, "Content-Type": body.content_type, "Content-Length": str(body.length)}
+        answer = self._tools.http.exchange(config.method, url, headers=headers, content=body.chunks(), timeout_ms=config.timeoutMs,
+                                     scrub=expand.scrub)
+        return replace(answer, note=note) if note else answer
