@@ -78,3 +78,20 @@ def test_every_built_in_kind_is_registered_once_with_its_own_model() -> None:
 def test_a_routes_capabilities_narrow_its_kind_and_never_widen_it(block: dict, previews: bool, files: bool) -> None:
     route = route_kinds.validate(block)
     assert (route.takes_previews, route.carries_files) == (previews, files)
+
+
+def test_every_route_is_judged_by_its_own_kind_and_all_findings_are_listed() -> None:
+    from pixivflow.config import parse_config
+    from pixivflow.domain.errors import ConfigError
+
+    doc = {"source": {"kind": "catalog", "path": "catalog.json"}, "delivery": {"targets": {
+        "json": {"kind": "webhook", "url": "ftp://nowhere"},
+        "bot": {"type": "telegram", "botId": "b", "botToken": "nope", "chatId": "1", "publishChatId": "2",
+                "controlPlaneUrl": "https://cp.example", "controlPlaneToken": "t"},
+        "submit": {"type": "httpMultipart", "url": "https://x.example/s", "arrayFormat": "csv"}}}}
+    with pytest.raises(ConfigError) as raised:
+        parse_config(doc)
+    text = str(raised.value)
+    assert "delivery.targets.json.url: must be an http(s) URL" in text
+    assert "delivery.targets.bot.botToken: must be a Telegram bot token" in text
+    assert "delivery.targets.submit.arrayFormat: Input should be 'comma', 'repeat' or 'json'" in text
