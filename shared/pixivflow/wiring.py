@@ -121,17 +121,16 @@ class Wiring:
 
     @property
     def outbox(self) -> Outbox:
-        from functools import partial
-
-        from .services.callbacks import CALLBACK_KIND, Callbacks, send_callback
-        from .services.notifications import KIND as NOTIFICATION, send_notification
+        from .services.callbacks import CALLBACK_KIND, Callbacks, callback_row_kind
+        from .services.notifications import KIND as NOTIFICATION, notification_row_kind
         from .services.outbox import Outbox
 
         delivery = self.config.delivery
+        # The kinds of row the outbox serves besides delivery intents, each with its sender.
+        kinds = {NOTIFICATION: notification_row_kind(self.channel),
+                 CALLBACK_KIND: callback_row_kind(Callbacks(self.callbacks, self.callback_secret, self.clock))}
         return Outbox(self.outbox_rows, self.queues, self.clock, self.entropy, self.log, self.metrics,
-                      delivery.outboxRetryBaseMs, delivery.outboxRetryMaxMs,
-                      {NOTIFICATION: partial(send_notification, self.channel),
-                       CALLBACK_KIND: partial(send_callback, Callbacks(self.callbacks, self.callback_secret, self.clock))})
+                      delivery.outboxRetryBaseMs, delivery.outboxRetryMaxMs, kinds)
 
     @property
     def slot_rollup(self) -> SlotRollup:
@@ -194,4 +193,4 @@ class Wiring:
         from .services.inspection import Reads
 
         return Reads(ledger=self.ledger, now_ms=self.clock.now_ms, jobs=self.jobs, outbox_rows=self.outbox_rows,
-                     queues=self.queues, config=self.config)
+                     queues=self.queues, config=self.config, log=self.log)

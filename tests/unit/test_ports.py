@@ -198,3 +198,11 @@ def test_the_configuration_models_provide_every_setting_the_services_read() -> N
     missing = [f"{port.__name__}.{name}" for port, obj in instances for name in _settings_members(port)
                if not hasattr(obj, name)]
     assert missing == []
+
+
+def test_every_wake_up_message_is_sent_by_one_function_that_logs_a_refusal() -> None:
+    """A message SQS did not take is logged wherever it was sent: the use cases wake the execute and
+    deliver functions through ``services.messages`` (``wake_cells``, ``wake_outbox``), never by
+    calling the queues themselves."""
+    sending = [line for line in _lines_matching(r"\.send_(outbox|execution)\(") if not line.startswith("services/messages.py")]
+    assert sending == []

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -39,6 +39,33 @@ class OutboxRow:
 
 
 MAX_SQS_DELAY_S = 900  # SQS DelaySeconds ceiling; longer backoffs are left to the sweep
+
+
+@dataclass(frozen=True)
+class AfterFailure:
+    """What a failed attempt leaves: the row is dead, or due again in ``delay_ms``."""
+
+    dead: bool
+    error: str
+    delay_ms: int = 0
+
+
+def after_failed_attempt(attempt: int, max_attempts: int, *, retryable: bool, error: str, uniform: Callable[[], float],
+                         base_ms: int, max_ms: int, retry_after_ms: int | None = None) -> AfterFailure:
+    """The outbox's one retry rule, for every kind of row (delivery intents, notifications, event
+    callbacks). ``attempt`` is the number of the attempt that just failed (1 for the first):
+    ``max_attempts`` N means at most N sends of a row, then dead. A failure that cannot be
+    retried is dead at once. The wait grows exponentially with jitter (``retry_delay_ms``; the
+    jitter is drawn only for a retry), unless the route said when (``retry_after_ms``, Telegram's
+    ``retry_after``): no sooner, no later."""
+    if not retryable:
+        return AfterFailure(True, error)
+    if attempt >= max_attempts:
+        return AfterFailure(True, f"attempt budget exhausted after {attempt} attempts: {error}")
+    from .ack import retry_delay_ms  # (domain.ack loads pydantic: a handler importing this module does not)
+
+    delay_ms = retry_delay_ms(attempt, uniform(), base_ms, max_ms)
+    return AfterFailure(False, error, retry_after_ms if retry_after_ms is not None else delay_ms)
 
 
 SQS_BATCH = 10  # SendMessageBatch takes at most ten entries

@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain.outbox import OutgoingMessage
 from ..ports import Settings, ScheduleSettings
 from ..domain.cells import COMPLETED_SLOT_STATES
 from ..domain.model import Cell, Slot, unwritten_cell
 from ..domain.occurrence import Occurrence
 from ..ports import Clock, Log, Metrics, Occurrences, Queues
 from .context import Measured
-from .messages import execution_body
+from .messages import wake_cells
 from .rollup import SlotRollup, rollup
 
 ACCEPTED = "accepted"
@@ -111,13 +110,11 @@ def admit(ctx: Admissions, slot: Slot) -> Admission:
 
 
 def _dispatch(ctx: Admissions, admission: Admission, cells: list[Cell]) -> Admission:
-    messages = [OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in cells]
-    failed = ctx.queues.send_execution(messages)
-    admission.sent = len(messages) - len(failed)
+    failed = wake_cells(ctx.queues, ctx.log, [(c.slot_id, c.target_id) for c in cells], event="slot.dispatch_failed",
+                        slot_id=admission.slot.slot_id)
+    admission.sent = len(cells) - len(failed)
     if failed:
         # The slot stays durable; the sweep re-dispatches what was not sent.
         admission.disposition = REJECTED if admission.sent == 0 else ACCEPTED
-        admission.reason = f"{len(failed)} of {len(messages)} execution message(s) could not be sent"
-        ctx.log("warning", "execution dispatch failed", event="slot.dispatch_failed",
-                slot_id=admission.slot.slot_id, failed=len(failed), sent=admission.sent)
+        admission.reason = f"{len(failed)} of {len(cells)} execution message(s) could not be sent"
     return admission

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -26,7 +27,7 @@ from ..domain.callbacks import CallbackRefused, header_value, sign
 from ..domain.errors import LedgerUnavailable, OutboxAttemptError, SecretStoreUnavailable
 from ..domain.outbox import OutboxRow
 from ..ports import CallbackSender, Clock
-from .outbox import register_row_kind
+from .outbox import RowKind
 
 CALLBACK_KIND = "event_callback"
 CALLBACK_TIMEOUT_S = 30.0  # one attempt, end to end
@@ -89,6 +90,9 @@ def send_callback(ctx: Callbacks, row: OutboxRow, timeout_s: float) -> None:
     raise OutboxAttemptError(f"HTTP {status}", status=status, code="remote_http", retryable=False)  # 1xx/3xx: never followed
 
 
-register_row_kind(CALLBACK_KIND, timeout_s=CALLBACK_TIMEOUT_S, events="callback", shown=callback_host)
+def callback_row_kind(ctx: Callbacks) -> RowKind:
+    """The ``event_callback`` rows: sent with ``ctx``, shown and logged by the callback URL's host only."""
+    return RowKind(partial(send_callback, ctx), CALLBACK_TIMEOUT_S, events="callback", shown=callback_host)
 
-__all__ = ["CALLBACK_KIND", "CALLBACK_TIMEOUT_S", "Callbacks", "callback_headers", "callback_host", "send_callback"]
+__all__ = ["CALLBACK_KIND", "CALLBACK_TIMEOUT_S", "Callbacks", "callback_headers", "callback_host", "callback_row_kind",
+           "send_callback"]

@@ -21,14 +21,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from ..domain.outbox import MAX_SQS_DELAY_S, OutgoingMessage
+from ..domain.outbox import MAX_SQS_DELAY_S, after_failed_attempt
 from ..domain.ack import (
     AckKind,
     DeliveryAck,
     classify_outbox_error,
     parse_delivery_ack,
     parse_idempotency_key,
-    retry_delay_ms,
     settlement_for,
 )
 from ..domain.cells import CellStatus
@@ -43,13 +42,12 @@ from ..clock import Entropy
 from ..ports import RouteSettings, Settings, TargetSettings
 from ..ports import (ArtifactStore, Clock, DeliveryChannel, DeliveryRows, Log, Metrics, Occurrences, Queues, SweepIndexes,
                      TimeLeft, WorkReservations)
-from . import callbacks, notifications  # noqa: F401  (register the ``event_callback`` and ``notification`` row kinds)
 from .context import Measured
 from .timing import OUTBOX_LEASE_MS
 from ..domain.assets import artifact_prefix
 from .assets import recorded_files, with_assets
-from .messages import outbox_body, send_logged
-from .outbox import READINESS_DEFER_MS, ROW_KINDS, Outbox, deliver_row_message, drain_rows, due_row_keys
+from .messages import wake_outbox
+from .outbox import READINESS_DEFER_MS, Outbox, deliver_row_message, drain_rows, due_row_keys
 from .rollup import SlotRollup, cell_delivery_state, routes_of, rollup, settle_delivery_terminal
 
 CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
@@ -274,8 +272,8 @@ def _defer(ctx: Deliveries, intent: Intent, owner: str) -> DeliveryResult:
     now = ctx.now()
     if ctx.rows.release_intent(intent, owner, now, now + READINESS_DEFER_MS) is None:
         return DeliveryResult(intent.idempotency_key, "skipped", detail="lease lost before the deferral")
-    ctx.queues.send_outbox([OutgoingMessage(outbox_body("delivery", intent.idempotency_key),
-                                            delay_s=READINESS_DEFER_MS // 1000)])
+    wake_outbox(ctx.queues, ctx.log, [("delivery", intent.idempotency_key)], delay_s=READINESS_DEFER_MS // 1000,
+                event="outbox.send_failed", key=intent.idempotency_key)
     ctx.log("info", "route not ready; delivery deferred without consuming an attempt", event="outbox.deferred",
             key=intent.idempotency_key, route=intent.route, slot_id=intent.slot_id, target_id=intent.target_id)
     return DeliveryResult(intent.idempotency_key, "deferred", detail="route not ready")
@@ -287,13 +285,13 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
     now = ctx.now()
     key = intent.idempotency_key
     if plan.outbox_status == OutboxStatus.RETRY_WAIT:
-        attempt = intent.attempts + 1
-        if attempt >= intent.max_attempts:
-            error = f"attempt budget exhausted after {attempt} attempts: {ack.error or ack.kind}"
-            return _dead(ctx, intent, owner, error, ack, cancelled=cancelled, hold_work=hold_work)
-        delay_ms = retry_delay_ms(attempt, ctx.entropy.uniform(), ctx.config.delivery.outboxRetryBaseMs, ctx.config.delivery.outboxRetryMaxMs)
-        if ack.retry_after_ms is not None:
-            delay_ms = ack.retry_after_ms  # the route said when (Telegram's retry_after): no sooner, no later
+        attempt = intent.attempts + 1  # a delivery row counts the attempt when it settles it
+        then = after_failed_attempt(attempt, intent.max_attempts, retryable=True, error=str(ack.error or ack.kind),
+                                    uniform=ctx.entropy.uniform, base_ms=ctx.config.delivery.outboxRetryBaseMs,
+                                    max_ms=ctx.config.delivery.outboxRetryMaxMs, retry_after_ms=ack.retry_after_ms)
+        if then.dead:
+            return _dead(ctx, intent, owner, then.error, ack, cancelled=cancelled, hold_work=hold_work)
+        delay_ms = then.delay_ms
         extra = {"send_progress": ack.progress, "clear_sending": True} if ack.clear_sending else {}
         settled = ctx.rows.settle_intent(intent, owner, now, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
                                          error=ack.error, next_attempt_at=now + delay_ms, ack_kind=str(ack.kind), **extra)
@@ -301,8 +299,8 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
             return DeliveryResult(key, "skipped", ack.kind, "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
-            send_logged(ctx.queues, ctx.log, "outbox", [OutgoingMessage(outbox_body("delivery", key), delay_s=delay_s)],
-                        event="outbox.send_failed", key=key, slot_id=intent.slot_id, target_id=intent.target_id)
+            wake_outbox(ctx.queues, ctx.log, [("delivery", key)], delay_s=delay_s, event="outbox.send_failed", key=key,
+                        slot_id=intent.slot_id, target_id=intent.target_id)
         ctx.log("warning", "delivery attempt failed; retry scheduled", event="outbox.retry_scheduled", key=key,
                 attempt=attempt, delay_ms=delay_ms, error=ack.error, counts_as_attempt=1)
         ctx.metric("DeliveryAcks", kind=str(ack.kind))
@@ -522,11 +520,10 @@ def queue_due(ctx: Deliveries, *, limit_per_shard: int = 100) -> Queued:
                                    limit_per_shard=limit_per_shard)
     rows = due_row_keys(ctx.outbox, now, 0, limit_per_shard=limit_per_shard)
     named = [("delivery", key) for key in deliveries] + rows
-    kinds = dict.fromkeys(["delivery", *sorted(ROW_KINDS)], 0)
+    kinds = dict.fromkeys(["delivery", *sorted(ctx.outbox.kinds)], 0)
     if not named:
         return Queued(kinds)
-    failed = set(send_logged(ctx.queues, ctx.log, "outbox", [OutgoingMessage(outbox_body(k, key)) for k, key in named],
-                             event="outbox.send_failed"))
+    failed = set(wake_outbox(ctx.queues, ctx.log, named, event="outbox.send_failed"))
     for index, (kind, _key) in enumerate(named):
         if index not in failed:
             kinds[kind] = kinds.get(kind, 0) + 1

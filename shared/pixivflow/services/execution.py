@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, ContextManager
 
-from ..domain.outbox import OutgoingMessage
 from ..clock import Entropy
 from ..ports import Settings, TargetSettings
 from ..domain.ack import idempotency_key
@@ -48,7 +47,7 @@ from .assets import file_records, previews_for
 from .delivery import delivery_payload
 from .context import Measured
 from .timing import HEARTBEAT_MS, LEASE_TTL_MS
-from .messages import execution_body, outbox_body, send_logged
+from .messages import wake_cells, wake_outbox
 from .plans import run_blocked
 from .rollup import SlotRollup, cell_delivery_state, rollup
 from .topic import LIGHT, SelectionSuspended, run_topic
@@ -234,8 +233,8 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
         # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
         # the sweep re-dispatches; the checkpoint is read again either way.
         ctx.leases.release_cell(slot_id, target_id, owner, ctx.now())
-        send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id))],
-                    event="cell.continue_send_failed", slot_id=slot_id, target_id=target_id)
+        wake_cells(ctx.queues, ctx.log, [(slot_id, target_id)], event="cell.continue_send_failed", slot_id=slot_id,
+                   target_id=target_id)
         return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
     except BaseException:
         # Infrastructure failure: give the lease back so the SQS retry can claim at once.
@@ -276,8 +275,8 @@ def _defer(ctx: Executions, cell: Cell, owner: str, admission: Admission, *,
     slot_id, target_id = cell.slot_id, cell.target_id
     if not ctx.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
-    send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s)],
-                event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
+    wake_cells(ctx.queues, ctx.log, [(slot_id, target_id)], delay_s=delay_s, event="cell.retry_send_failed",
+               slot_id=slot_id, target_id=target_id)
     ctx.log("info", "cell waits for its source account", event="cell.deferred", slot_id=slot_id, target_id=target_id,
             reason=admission.reason, due_at=due, delay_s=delay_s)
     return ExecutionResult(slot_id, target_id, "deferred", cell.status)
@@ -324,8 +323,8 @@ def _apply(ctx: Executions, slot: Slot, cell: Cell, owner: str, outcome: TargetO
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")
-        send_logged(ctx.queues, ctx.log, "execution", [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay)],
-                    event="cell.retry_send_failed", slot_id=slot_id, target_id=target_id)
+        wake_cells(ctx.queues, ctx.log, [(slot_id, target_id)], delay_s=delay, event="cell.retry_send_failed",
+                   slot_id=slot_id, target_id=target_id)
         ctx.log("warning", "cell failed, will retry the same work", event="cell.retry_scheduled",
                 slot_id=slot_id, target_id=target_id, work_id=cell.work_id, delay_s=delay, error=effect.last_error)
         return ExecutionResult(slot_id, target_id, "applied", cell.status, "failed_retryable")
@@ -389,8 +388,7 @@ def _hand_over_rows_of_ended_cell(ctx: Executions, slot_id: str, target_id: str,
 def _send_outbox(ctx: Executions, keys: list[str]) -> None:
     if not keys:
         return
-    # The rows are durable and due now: a message SQS did not take is re-driven by the sweep.
-    send_logged(ctx.queues, ctx.log, "outbox", [OutgoingMessage(outbox_body("delivery", k)) for k in keys], event="outbox.send_failed")
+    wake_outbox(ctx.queues, ctx.log, [("delivery", k) for k in keys], event="outbox.send_failed")
 
 
 # -- the target handler ----------------------------------------------------------------------

@@ -22,11 +22,10 @@ from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
-from ..domain.outbox import OutgoingMessage
 from .job_events import callback_key
-from .messages import outbox_body
+from .messages import wake_outbox
 from .notifications import KIND as NOTIFICATION, refetch_key, summary_key
-from ..ports import ScheduleSettings, Settings
+from ..ports import Log, ScheduleSettings, Settings
 
 DELIVERY = "delivery"
 EVENT_CALLBACK = "event_callback"
@@ -54,6 +53,7 @@ class Reads:
     outbox_rows: Any = None
     queues: Any = None
     config: Settings | None = None
+    log: Log | None = None
 
 
 # -- formatting helpers shared by the renderers ---------------------------------------------------
@@ -503,7 +503,8 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
         raise InspectionError("refused", f"outbox row {key} changed while it was being re-armed: not dead any more")
     sent = False
     if reads.queues is not None:
-        sent = not reads.queues.send_outbox([OutgoingMessage(outbox_body(kind, key))])
+        log = reads.log or (lambda *args, **fields: None)
+        sent = not wake_outbox(reads.queues, log, [(kind, key)], event="outbox.send_failed", kind=kind, key=key)
     return {"kind": kind, "key": key, "previousAttempts": before[0], "previousError": before[1], "row": after,
             "sent": sent, "redrivenAt": now}
 

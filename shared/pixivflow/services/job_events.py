@@ -25,10 +25,10 @@ from ..domain.protocol import (
     project_job, unknown_job,
 )
 from ..domain.event_stream import AppendResult, EventStream, StoredEvent
-from ..domain.outbox import OutboxRow, OutgoingMessage
+from ..domain.outbox import OutboxRow
 from ..ports import Clock, JobStore, Log, Occurrences, Queues, RequestKeys
 from .context import Clocked
-from .messages import outbox_body
+from .messages import wake_outbox
 
 CALLBACK_KIND = "event_callback"
 CALLBACK_MAX_ATTEMPTS = 8  # a flaky consumer URL must converge, not retry forever
@@ -130,9 +130,7 @@ def _ensure(ctx: JobEvents, job: Mapping[str, Any], stream: EventStream, implied
 
 
 def _send(ctx: JobEvents, key: str) -> None:
-    failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(CALLBACK_KIND, key))])
-    if failed:  # the row is durable and due now: the sweep re-drives it
-        ctx.log("warning", "callback message not sent; the sweep will re-drive it", event="callback.send_failed", key=key)
+    wake_outbox(ctx.queues, ctx.log, [(CALLBACK_KIND, key)], event="callback.send_failed", key=key)
 
 
 def on_slot_terminal(ctx: JobEvents, state: SlotState) -> None:

@@ -1,8 +1,9 @@
-"""Queue message bodies, validated by pydantic."""
+"""Queue messages: their bodies (validated by pydantic when received) and the one way every use
+case sends them, which logs what SQS did not take."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,3 +44,19 @@ def send_logged(queues: Queues, log: Log, queue: str, messages: Sequence[Outgoin
         log("warning", f"{queue} message(s) not sent; the sweep will re-drive them", event=event,
             failed=len(failed), **fields)
     return failed
+
+
+def wake_outbox(queues: Queues, log: Log, rows: Iterable[tuple[str, str]], *, event: str, delay_s: int = 0,
+                **fields: Any) -> list[int]:
+    """Wake the deliver function for each outbox row ``(kind, key)``, after ``delay_s``. A message is
+    only a wake-up: the row is durable, and one that was not sent is re-driven by the sweep."""
+    messages = [OutgoingMessage(outbox_body(kind, key), delay_s=delay_s) for kind, key in rows]
+    return send_logged(queues, log, "outbox", messages, event=event, **fields) if messages else []
+
+
+def wake_cells(queues: Queues, log: Log, cells: Iterable[tuple[str, str]], *, event: str, delay_s: int = 0,
+               **fields: Any) -> list[int]:
+    """Wake the execute function for each cell ``(slot id, target id)``, after ``delay_s``; a cell
+    whose message was not sent keeps its ``dispatchedAt``, and the sweep dispatches it again."""
+    messages = [OutgoingMessage(execution_body(slot_id, target_id), delay_s=delay_s) for slot_id, target_id in cells]
+    return send_logged(queues, log, "execution", messages, event=event, **fields) if messages else []

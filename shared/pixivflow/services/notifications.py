@@ -26,6 +26,7 @@ summary, else text), so a row never dead-letters for lack of an unrelated URL.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ..domain.cells import CellStatus
@@ -35,7 +36,7 @@ from ..domain.outcome_record import ordered_cells
 from ..domain.reasons import reason_policy
 from ..domain.outbox import OutboxRow
 from ..ports import DeliveryChannel, RouteSettings, Settings
-from .outbox import Outbox, enqueue_row, register_row_kind
+from .outbox import Outbox, RowKind, enqueue_row
 
 KIND = "notification"
 MANUAL_SOURCE = "manual"
@@ -216,6 +217,8 @@ def send_notification(channel: DeliveryChannel, row: OutboxRow, timeout_s: float
         raise OutboxAttemptError(f"notification endpoint returned HTTP {answer.status}", status=answer.status)
 
 
-# 30 s: the routes' default timeoutMs (config.routes); a record with less time left than that
-# plus the settle margin goes back to its queue unclaimed.
-register_row_kind(KIND, timeout_s=30.0)
+def notification_row_kind(channel: DeliveryChannel) -> RowKind:
+    """The ``notification`` rows, sent through the route channel. 30 s: the routes' default
+    ``timeoutMs``; a record with less time left than that plus the settle margin goes back to its
+    queue unclaimed."""
+    return RowKind(partial(send_notification, channel), 30.0)

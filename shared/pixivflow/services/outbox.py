@@ -14,13 +14,14 @@ record that cannot get :data:`MIN_ATTEMPT_MS` is handed back to its queue BEFORE
 attempt, a worker that dies or hangs mid-send has used it; a claim that finds the budget already
 spent that way dead-letters the row without sending again.
 
-A sender is ``sender(row, timeout_s) -> None``, bound by the composition root to what it
-uses (:attr:`Outbox.senders`): returning is success; raising ``NotReady``
+Each kind of row is a :class:`RowKind`, which the composition root builds with its sender bound
+to what that sender uses (:attr:`Outbox.kinds`). A sender is ``send(row, timeout_s) -> None``:
+returning is success; raising ``NotReady``
 releases the row without consuming an attempt; a :class:`SecretStoreUnavailable` (the secret
 store did not answer: never "no secret") releases it too and fails the record so SQS retries it;
 any other exception is classified (an ``OutboxAttemptError`` carries the endpoint's
-status, or its own verdict) into retry with backoff or dead. Register a kind's timeout and
-how it is shown with :func:`register_row_kind`.
+status, or its own verdict) into retry with backoff or dead, by the outbox's one retry rule
+(``domain.outbox.after_failed_attempt``), which the delivery rows follow too.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..domain.ack import ErrorClass, classify_outbox_error, retry_delay_ms
+from ..domain.ack import ErrorClass, classify_outbox_error
 from ..domain.errors import ConfigError, LedgerUnavailable, NotReady, NoTimeLeft, OutboxAttemptError, SecretStoreUnavailable
 from ..clock import Entropy
 from ..ports import Clock, Log, Metrics, OutboxRows, Queues, TimeLeft
-from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, OutgoingMessage
+from ..domain.outbox import MAX_SQS_DELAY_S, OutboxRow, after_failed_attempt
 from .context import Measured
 from .timing import OUTBOX_LEASE_MS, REDRIVE_GRACE_MS
-from .messages import outbox_body
+from .messages import wake_outbox
 
 RowSender = Callable[[OutboxRow, float], None]
 READINESS_DEFER_MS = 60_000  # a deferred row is offered again after a minute (one `outbox.deferred` per minute)
@@ -47,25 +48,23 @@ MIN_ATTEMPT_MS = 200  # an attempt with less than this is not started at all (No
 
 @dataclass(frozen=True)
 class RowKind:
-    """How one kind of row is attempted and shown. ``timeout_s`` bounds one attempt end to end;
-    ``shown`` is what of the target a log line or a view may carry (a callback URL's path and
-    query may hold a consumer's secret: only its host is shown); ``events`` prefixes the log
-    events (``<events>.delivered`` / ``.retry_scheduled`` / ``.dead``)."""
+    """How one kind of row is attempted and shown. ``send`` makes one attempt; ``timeout_s`` bounds
+    it end to end; ``shown`` is what of the target a log line or a view may carry (a callback
+    URL's path and query may hold a consumer's secret: only its host is shown); ``events``
+    prefixes the log events (``<events>.delivered`` / ``.retry_scheduled`` / ``.dead``)."""
 
+    send: RowSender
     timeout_s: float
     events: str = "outbox"
     shown: Callable[[str], str] = str
-
-
-ROW_KINDS: dict[str, RowKind] = {}
 
 
 @dataclass(frozen=True)
 class Outbox(Measured):
     """What the generic rows' worker takes: the rows and the outbox queue, the clock, entropy
     (claim owners, retry jitter), the log and metrics, the retry backoff (the config's
-    ``delivery.outboxRetryBaseMs`` / ``outboxRetryMaxMs``) and each kind's sender, bound to
-    what that sender uses."""
+    ``delivery.outboxRetryBaseMs`` / ``outboxRetryMaxMs``) and the kinds of row it serves, each
+    with its sender bound to what that sender uses."""
 
     rows: OutboxRows
     queues: Queues
@@ -75,11 +74,7 @@ class Outbox(Measured):
     metrics: Metrics | None
     retry_base_ms: int
     retry_max_ms: int
-    senders: Mapping[str, RowSender]
-
-
-def register_row_kind(kind: str, *, timeout_s: float, events: str = "outbox", shown: Callable[[str], str] = str) -> None:
-    ROW_KINDS[kind] = RowKind(timeout_s, events, shown)
+    kinds: Mapping[str, RowKind]
 
 
 def attempt_timeout_s(own_timeout_s: float, time_left: TimeLeft | None) -> float:
@@ -110,23 +105,20 @@ def enqueue_row(ctx: Outbox, row: OutboxRow, *, revive: bool = False) -> bool:
     sweep re-drives the durable row (:func:`redrive_rows`)."""
     stored, created = ctx.rows.enqueue(row, revive=revive)
     if stored.actionable:
-        failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key))])
-        if failed:
-            ctx.log("warning", "outbox message not sent; the sweep will re-drive it", event="outbox.send_failed",
-                    kind=row.kind, key=row.key)
+        wake_outbox(ctx.queues, ctx.log, [(row.kind, row.key)], event="outbox.send_failed", kind=row.kind, key=row.key)
     if created:
         ctx.log("info", "outbox row enqueued", event="outbox.enqueued", kind=row.kind, key=row.key,
-                target=_shown(row))
+                target=_shown(ctx, row))
     return created
 
 
-def _shown(row: OutboxRow) -> str:
-    kind = ROW_KINDS.get(row.kind)
+def _shown(ctx: Outbox, row: OutboxRow) -> str:
+    kind = ctx.kinds.get(row.kind)
     return kind.shown(row.target) if kind is not None else "?"
 
 
 def deliver_row_message(ctx: Outbox, kind: str, key: str, *, time_left: TimeLeft | None = None) -> RowResult:
-    if kind not in ROW_KINDS:
+    if kind not in ctx.kinds:
         ctx.log("warning", "outbox message of an unknown kind ignored", event="outbox.unknown_kind", kind=kind, key=key)
         return RowResult(kind, key, "skipped", f"unknown kind {kind}")
     row = ctx.rows.get(kind, key)
@@ -136,8 +128,8 @@ def deliver_row_message(ctx: Outbox, kind: str, key: str, *, time_left: TimeLeft
 
 
 def deliver_row(ctx: Outbox, row: OutboxRow, *, time_left: TimeLeft | None = None) -> RowResult:
-    kind, sender = ROW_KINDS.get(row.kind), ctx.senders.get(row.kind)
-    if kind is None or sender is None or not row.actionable:
+    kind = ctx.kinds.get(row.kind)
+    if kind is None or not row.actionable:
         return RowResult(row.kind, row.key, "skipped", f"row is {row.status}")
     try:
         timeout_s = attempt_timeout_s(kind.timeout_s, time_left)
@@ -156,7 +148,7 @@ def deliver_row(ctx: Outbox, row: OutboxRow, *, time_left: TimeLeft | None = Non
         return _dead(ctx, kind, claimed, owner, f"attempt budget exhausted after {claimed.max_attempts} attempts: "
                                                    "the last attempt never reported back", claimed.max_attempts, unsent=True)
     try:
-        sender(claimed, timeout_s)
+        kind.send(claimed, timeout_s)
     except LedgerUnavailable:
         raise
     except NotReady as exc:
@@ -179,7 +171,8 @@ def _defer(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, reason: str) 
     now = ctx.now()
     if ctx.rows.release(row, owner, now, now + READINESS_DEFER_MS) is None:
         return RowResult(row.kind, row.key, "skipped", "lease lost before the deferral")
-    ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=READINESS_DEFER_MS // 1000)])
+    wake_outbox(ctx.queues, ctx.log, [(row.kind, row.key)], delay_s=READINESS_DEFER_MS // 1000, event="outbox.send_failed",
+                kind=row.kind, key=row.key)
     ctx.log("info", "destination not ready; row deferred without consuming an attempt", event="outbox.deferred",
             kind=row.kind, key=row.key, target=kind.shown(row.target), reason=reason[:200])
     return RowResult(row.kind, row.key, "deferred", reason)
@@ -209,20 +202,21 @@ def _failed(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, exc: Excepti
     verdict, text = _verdict(exc)
     error = f"{verdict.code}: {text}"[:1000]
     attempt = row.attempts  # counted by the claim
-    if verdict.retryable and attempt < row.max_attempts:
-        delay_ms = retry_delay_ms(attempt, ctx.entropy.uniform(), ctx.retry_base_ms, ctx.retry_max_ms)
+    then = after_failed_attempt(attempt, row.max_attempts, retryable=verdict.retryable, error=error,
+                                uniform=ctx.entropy.uniform, base_ms=ctx.retry_base_ms, max_ms=ctx.retry_max_ms)
+    if not then.dead:
+        delay_ms = then.delay_ms
         if ctx.rows.settle(row, owner, now, status="retry_wait", error=error, next_attempt_at=now + delay_ms) is None:
             return RowResult(row.kind, row.key, "skipped", "lease lost before recording the retry")
         delay_s = math.ceil(delay_ms / 1000)
         if delay_s <= MAX_SQS_DELAY_S:
-            ctx.queues.send_outbox([OutgoingMessage(outbox_body(row.kind, row.key), delay_s=delay_s)])
+            wake_outbox(ctx.queues, ctx.log, [(row.kind, row.key)], delay_s=delay_s, event="outbox.send_failed",
+                        kind=row.kind, key=row.key)
         ctx.log("warning", "outbox attempt failed; retry scheduled", event=f"{kind.events}.retry_scheduled",
                 kind=row.kind, key=row.key, job_id=row.slot_id, target=kind.shown(row.target), attempt=attempt,
                 delay_ms=delay_ms, error=error, counts_as_attempt=1)
         return RowResult(row.kind, row.key, "retried", error)
-    if verdict.retryable:
-        error = f"attempt budget exhausted after {attempt} attempts: {error}"
-    return _dead(ctx, kind, row, owner, error, attempt)
+    return _dead(ctx, kind, row, owner, then.error, attempt)
 
 
 def _dead(ctx: Outbox, kind: RowKind, row: OutboxRow, owner: str, error: str, attempts: int, *,
@@ -242,7 +236,7 @@ def redrive_rows(ctx: Outbox, *, limit_per_shard: int = 100) -> int:
     send = due_row_keys(ctx, ctx.now(), REDRIVE_GRACE_MS, limit_per_shard=limit_per_shard)
     if not send:
         return 0
-    failed = ctx.queues.send_outbox([OutgoingMessage(outbox_body(k, key)) for k, key in send])
+    failed = wake_outbox(ctx.queues, ctx.log, send, event="sweep.redrive_send_failed")
     sent = len(send) - len(failed)
     ctx.log("warning", "outbox rows re-driven", event="sweep.outbox_rows_redriven", count=sent)
     return sent
@@ -271,7 +265,7 @@ def drain_rows(ctx: Outbox, *, limit_per_shard: int = 25) -> list[RowResult]:
     results = []
     for kind, key in ctx.rows.due(ctx.now(), limit_per_shard=limit_per_shard):
         row = ctx.rows.get(kind, key)
-        if row is not None and row.actionable and kind in ROW_KINDS:
+        if row is not None and row.actionable and kind in ctx.kinds:
             try:
                 results.append(deliver_row(ctx, row))
             except (NoTimeLeft, SecretStoreUnavailable) as exc:  # the row stays due: a later drain or the sweep

@@ -44,7 +44,6 @@ from typing import Any, Iterator
 from ..clock import Entropy
 from ..ports import Settings, ScheduleSettings
 from ..domain.model import Cell, SlotState, row_overdue
-from ..domain.outbox import OutgoingMessage
 from ..domain.cells import CellStatus, derive_slot_status, is_terminal_slot
 from ..domain.occurrence import fires_between, occurrence_for_fire
 from ..domain.reasons import reason_message
@@ -55,7 +54,7 @@ from ..ports import (HEALTH_METRIC, CellLeases, CellMoves, Clock, Log, Metrics, 
 from .context import Measured
 from .timing import REDISPATCH_AFTER_MS, REDRIVE_GRACE_MS
 from .job_events import JobEvents
-from .messages import execution_body, outbox_body
+from .messages import wake_cells, wake_outbox
 from .plans import NOT_RECOVERABLE_MESSAGE, run_blocked
 from .delivery import Deliveries, due_delivery_keys
 from .outbox import Outbox, redrive_rows
@@ -330,7 +329,8 @@ def _recover(ctx: Sweeps, state: SlotState, now: int, queued_ms: int, stall_ms: 
                                                             unwritten=_typed(ctx, c) if c.virtual else None)]
     if not claimed:
         return False
-    failed = ctx.queues.send_execution([OutgoingMessage(execution_body(c.slot_id, c.target_id)) for c in claimed])
+    failed = wake_cells(ctx.queues, ctx.log, [(c.slot_id, c.target_id) for c in claimed], event="sweep.dispatch_failed",
+                        slot_id=state.slot.slot_id)
     ctx.log("warning", "cells re-dispatched", event="sweep.recovered", slot_id=state.slot.slot_id,
             targets=[c.target_id for c in claimed], failed=len(failed))
     return len(failed) < len(claimed)
@@ -374,11 +374,10 @@ def _redrive_outbox(ctx: Sweeps, result: SweepResult, overdue: list[str], *, ind
 
     send = due_delivery_keys(ctx.deliveries, ctx.now(), REDRIVE_GRACE_MS, overdue, limit_per_shard=BATCH_LIMIT, on_error=unreadable,
                              indexed=indexed)
-    messages = [OutgoingMessage(outbox_body("delivery", k)) for k in send]
-    if messages:
-        failed = ctx.queues.send_outbox(messages)
-        result.redriven += len(messages) - len(failed)
-        ctx.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(messages) - len(failed))
+    if send:
+        failed = wake_outbox(ctx.queues, ctx.log, [("delivery", k) for k in send], event="sweep.redrive_send_failed")
+        result.redriven += len(send) - len(failed)
+        ctx.log("warning", "outbox rows re-driven", event="sweep.outbox_redriven", count=len(send) - len(failed))
 
 
 def _repair_job_events(ctx: Sweeps, result: SweepResult) -> None:
