@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .model import LedgerStatus, OutboxStatus
+from .reasons import remote_failed_reason
 
 # ---------------------------------------------------------------------------------------------
 # ACK parsing
@@ -286,13 +287,15 @@ class Settlement:
     ``outbox_status`` ``retry_wait`` is the intent only: the worker's ``markRetry``
     still turns it into ``dead`` once the attempt budget is spent.
     ``ledger_error`` is the ``last_error`` recorded on the intent; ``cell_error`` the
-    reason handed to the cell. Failed cells from an ACK are never retryable.
+    reason handed to the cell, and ``cell_reason`` the terminal reason code it ends with.
+    Failed cells from an ACK are never retryable.
     """
 
     ledger_status: str | None
     cell_outcome: str | None
     outbox_status: str
     cell_error: str | None = None
+    cell_reason: str | None = None
     remote_id: str | None = None
     remote_status: str | None = None
     reuse_reason: str | None = None
@@ -334,6 +337,7 @@ def settlement_for(ack: DeliveryAck) -> Settlement:
                 f"downstream reported terminal status {ack.remote_status} "
                 f"(review {ack.remote_id or 'unknown'})"
             ),
+            cell_reason=remote_failed_reason(ack.remote_status),
             remote_id=ack.remote_id,
             remote_status=ack.remote_status,
             ledger_error=ack.error,

@@ -121,6 +121,9 @@ class TargetOutcome:
     reason: str | None = None  # no_candidate / duplicate
     error: str | None = None  # failed
     retryable: bool = False  # failed only
+    # failed: the terminal reason the failure stands for, given where it was raised; None only when
+    # the failure is known by text from outside (a source's or a route's message), then classified
+    reason_code: str | None = None
     scan: CandidateScan | None = None
     work_ids: tuple[str, ...] = ()  # every work a multi-work cell handed to delivery
 
@@ -149,8 +152,9 @@ class TargetOutcome:
         return TargetOutcome("duplicate", work_id=work_id, reason=reason, scan=scan)
 
     @staticmethod
-    def failed(error: str, retryable: bool, scan: CandidateScan | None = None) -> "TargetOutcome":
-        return TargetOutcome("failed", error=error, retryable=retryable, scan=scan)
+    def failed(error: str, retryable: bool, scan: CandidateScan | None = None, *,
+               reason_code: str | None = None) -> "TargetOutcome":
+        return TargetOutcome("failed", error=error, retryable=retryable, scan=scan, reason_code=reason_code)
 
     @property
     def is_terminal(self) -> bool:

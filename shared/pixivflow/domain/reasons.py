@@ -125,7 +125,10 @@ _CONFIG_GENERIC = _rx(r"config|missing|invalid")
 
 
 def classify_error_text(text: str) -> str:
-    """Map a non-retryable failure's error text onto a terminal reason (always returns a code)."""
+    """Map the text of a failure from OUTSIDE (a source's or a route's error message) onto a
+    terminal reason (always returns a code). Our own failures carry their code from where they
+    are raised (``TargetOutcome.reason_code``, ``SourceError.reason``): rewording one of our
+    messages never changes a code a consumer sees."""
     head = (text or "")[:ERROR_TEXT_SCAN_CHARS]
     if _RATE_LIMITED.search(head):
         return "rate_limited"
@@ -196,8 +199,23 @@ def terminal_reason_for(outcome: TargetOutcome) -> str | None:
             mapped = OUTAGE_REASONS.get(str(outage))
             if mapped:
                 return mapped
-        return classify_error_text(outcome.error or "")
+        return outcome.reason_code or classify_error_text(outcome.error or "")
     return None
+
+
+def reason_of(reason: str | None, outside_text: str) -> str:
+    """A failure that wraps an error from outside: the code its raiser gave it, else what the
+    outside text says (``classify_error_text``); never the words we wrapped it in."""
+    return reason or classify_error_text(outside_text)
+
+
+def remote_failed_reason(remote_status: str | None) -> str:
+    """The reason a downstream's terminal record status (``remote_failed``) leaves on its cell.
+    PixivFlow classifies its own message "downstream reported terminal status <s>" by its words,
+    which makes ``invalid`` a configuration error and every other status an internal error; the
+    codes are kept (an outcome record reads the same as PixivFlow's), decided here from the
+    status rather than from our wording."""
+    return "configuration_error" if (remote_status or "").strip().lower() == "invalid" else "internal_error"
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,6 +312,8 @@ __all__ = [
     "protocol_code_for",
     "protocol_error",
     "reason_message",
+    "reason_of",
+    "remote_failed_reason",
     "reason_policy",
     "terminal_reason_for",
 ]

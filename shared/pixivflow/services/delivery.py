@@ -337,7 +337,7 @@ def _handle(ctx: Deliveries, intent: Intent, owner: str, ack: DeliveryAck, *, ca
         delivered = any(i.status == LedgerStatus.DELIVERED for i in state.intents_for(intent.target_id))
         outcome = "submitted" if delivered else "duplicate"
     if outcome:
-        settle_delivery_terminal(ctx.rollup, intent, outcome, plan.cell_error)
+        settle_delivery_terminal(ctx.rollup, intent, outcome, plan.cell_error, reason_code=plan.cell_reason)
         rollup(ctx.rollup, intent.slot_id)
     return DeliveryResult(key, "done", ack.kind)
 

@@ -27,6 +27,7 @@ from ..domain.errors import (FatalSourceError, LedgerUnavailable, PaginationErro
 from ..domain.language import verdict as language_verdict
 from ..domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot, cell_key, unwritten_cell
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
+from ..domain.reasons import reason_of
 from ..domain.selection import (
     RESTRICTED,
     Plan,
@@ -195,7 +196,8 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
                   time_budget=time_budget) if target else None
     try:
         if run is None:
-            outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False)
+            outcome = TargetOutcome.failed(f"target {target_id} is not configured (configuration error)", retryable=False,
+                                           reason_code="configuration_error")
             return _apply(ctx, slot, cell, owner, outcome, None)
         if cell.status == CellStatus.DELIVERY_PENDING and run.target.single_work:
             settled = _settle_from_ledger(ctx, run)
@@ -297,7 +299,8 @@ def _settle_from_ledger(ctx: Executions, run: CellRun) -> ExecutionResult | None
         rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":
-        return _apply(ctx, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False), run)
+        return _apply(ctx, run.slot, run.cell, run.owner, TargetOutcome.failed(LOST_REASON, retryable=False,
+                                                                                   reason_code="delivery_failed"), run)
     return None
 
 
@@ -402,14 +405,12 @@ def run_target(run: CellRun) -> TargetOutcome:
 
 
 def _fatal(exc: FatalSourceError) -> TargetOutcome:
-    """A source that cannot work until an operator acts ends the cell at once.
-
-    Explicit mapping: ``AuthenticationError`` -> scan outage ``pixiv_auth_failure`` -> terminal
-    ``auth_failed`` (not retryable); any other -> its own ``reason`` as the
-    head of the error text (e.g. ``configuration_error``)."""
+    """A source that cannot work until an operator acts ends the cell at once, with the reason the
+    error carries (``auth_failed`` also as the scan's ``pixiv_auth_failure`` outage); the
+    reason heads the error text an operator reads."""
     outages = [JobLevelOutage.PIXIV_AUTH_FAILURE.value] if exc.reason == "auth_failed" else []
     text = str(exc) if str(exc).startswith(f"{exc.reason}:") else f"{exc.reason}: {exc}"
-    return TargetOutcome.failed(text, retryable=False, scan=CandidateScan(outages=outages))
+    return TargetOutcome.failed(text, retryable=False, scan=CandidateScan(outages=outages), reason_code=exc.reason)
 
 
 def _run_target(run: CellRun) -> TargetOutcome:
@@ -429,14 +430,15 @@ def _run_target(run: CellRun) -> TargetOutcome:
     except PaginationError as exc:
         # Never downgraded to "no results". A pager that does not advance is a
         # deterministic fault: retrying would only spin until the timeout, so fail plainly.
-        return TargetOutcome.failed(f"{PaginationError.code}: {exc}", retryable=False)
+        return TargetOutcome.failed(f"{PaginationError.code}: {exc}", retryable=False, reason_code="internal_error")
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
         return TargetOutcome.failed(f"search failed: {exc}", retryable=True)
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
-        return TargetOutcome.failed(f"search failed: {exc}", retryable=bool(verdict.retryable or verdict.outage))
+        return TargetOutcome.failed(f"search failed: {exc}", retryable=bool(verdict.retryable or verdict.outage),
+                                    reason_code=reason_of(exc.reason, str(exc)))
     return _select(run, selection)
 
 
@@ -459,19 +461,16 @@ def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
     try:
         run.heartbeat()
         work = run.ctx.source.get_work(target.type, work_id)
-    except TransientSourceError as exc:
-        return TargetOutcome.failed(f"pinned work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
+    except FatalSourceError:
+        raise
     except SourceError as exc:
-        verdict = classify_candidate_failure(exc, exc.status)
-        if verdict.outage or (verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
-            return TargetOutcome.failed(f"pinned work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
-        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is no longer fetchable: {exc}", retryable=False)
+        return _fetch_failed("pinned", work_id, exc)
     selection = select_pinned(plan, work)
     if selection.supply.reasons.get(RESTRICTED):
         # A placeholder (private, deleted or hidden by Pixiv) is not the work: never deliver it.
         return TargetOutcome.failed(
             f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is restricted (Pixiv answers a placeholder)",
-            retryable=False, scan=CandidateScan(supply=selection.supply),
+            retryable=False, scan=CandidateScan(supply=selection.supply), reason_code="internal_error",
         )
     outcome = _select(run, selection)
     if outcome.kind == "no_candidate" and outcome.scan is not None:
@@ -481,7 +480,7 @@ def _run_pinned(run: CellRun, plan: Plan) -> TargetOutcome:
         if gone:
             return TargetOutcome.failed(
                 f"LOCKED_WORK_UNAVAILABLE: pinned work {work_id} is no longer fetchable: {gone[0].reason}",
-                retryable=False, scan=outcome.scan,
+                retryable=False, scan=outcome.scan, reason_code=reason_of(None, gone[0].reason),
             )
     return outcome
 
@@ -874,26 +873,35 @@ def _row(run: CellRun, work: Work, route: str, now: int, **fields: Any) -> Inten
                   created_at=now, updated_at=now, **fields)
 
 
+def _fetch_failed(which: str, work_id: str, exc: SourceError) -> TargetOutcome:
+    """The one verdict on a failed fetch of a cell's one work (``pinned`` by the target, or
+    ``locked`` by an earlier run): the SAME work is tried again later when the source is down or
+    says the work is unavailable for now; otherwise the work is gone and the cell fails with the
+    reason the source's error carries. (A fatal source error ends the cell before this.)"""
+    verdict = classify_candidate_failure(exc, exc.status)
+    if verdict.outage or (verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
+        return TargetOutcome.failed(f"{which} work {work_id} could not be fetched (will retry the SAME work): {exc}",
+                                    retryable=True)
+    return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: {which} work {work_id} is no longer fetchable: {exc}",
+                                retryable=False, reason_code=reason_of(exc.reason, str(exc)))
+
+
 def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     """Recovery: process only the bound work; never search, never substitute."""
     ctx, target = run.ctx, run.target
     work_type = run.cell.work_type or target.type
     if not work_id.isdigit():
         kind = "novel" if work_type == "novel" else "illustration"
-        return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False)
+        return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False,
+                                    reason_code="internal_error")
     prefix = artifact_prefix(run.slot.slot_id, target.id, work_id)
     try:
         work = ctx.source.get_work(work_type, work_id)
         work, files = _store_work(run, work, prefix, resumed=True)
     except FatalSourceError:
         raise
-    except TransientSourceError as exc:
-        return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
     except SourceError as exc:
-        verdict = classify_candidate_failure(exc, exc.status)
-        if verdict.outage or (verdict.retryable and verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
-            return TargetOutcome.failed(f"locked work {work_id} could not be fetched (will retry the SAME work): {exc}", retryable=True)
-        return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: locked work {work_id} is no longer fetchable: {exc}", retryable=False)
+        return _fetch_failed("locked", work_id, exc)
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)

@@ -18,8 +18,7 @@ from ..domain.delivery_state import DeliveryState, delivery_state, in_flight
 from ..domain.errors import LedgerUnavailable
 from ..domain.model import Intent
 from ..domain.outcome_record import build_outcome, build_summary
-from ..domain.outcomes import TargetOutcome
-from ..domain.reasons import reason_message, terminal_reason_for
+from ..domain.reasons import reason_message, reason_of
 from ..ports import HEALTH_METRIC, CellMoves, Clock, DeliveryRows, Log, Metrics, Occurrences
 from .context import Measured
 from .timing import LEASE_TTL_MS
@@ -344,7 +343,7 @@ def settle_delivery_terminal(ctx: SlotRollup, intent: Intent, cell_outcome: str,
         message = reason_message(code)
     else:
         to = CellStatus.FAILED
-        code = reason_code or terminal_reason_for(TargetOutcome.failed(error or "delivery failed", retryable=False))
+        code = reason_of(reason_code, error or "delivery failed")  # without a code: an answer's own text
         message = reason_message(code) if code else None
     return ctx.cells.settle_cell_from_delivery(
         intent.slot_id, intent.target_id, to, now,
