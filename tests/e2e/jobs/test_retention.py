@@ -10,7 +10,7 @@ from __future__ import annotations
 from support.jobs import Receiver, ack, events, jobs_runtime, post_job, task
 
 from pixivflow import aws
-from pixivflow.adapters.dynamo_ledger.ledger import INTENT_RETRY_HORIZON_S
+from pixivflow.adapters.dynamo_ledger.items import INTENT_RETRY_HORIZON_S
 
 DAY_S = 86_400
 # Kept by purpose, and bounded: one watch per schedule, one sweep lease, one item per Pixiv

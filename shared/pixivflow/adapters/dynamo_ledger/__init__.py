@@ -25,7 +25,9 @@ and the upserts and the stall's Put of an unwritten cell accept it and complete 
 re-read before use.
 
 The package: ``keys`` (item and index keys), ``codec`` (dataclasses <-> items), ``expressions``
-(conditional update builder) and ``ledger`` (the port's methods).
+(conditional update builder), and the port's methods in parts that build on each other:
+``items`` (client, low-level writes) <- ``slots`` <- ``cells`` <- ``deliveries`` <- ``operator`` <-
+``ledger`` (``DynamoLedger``, with the multi-item steps).
 """
 
 from __future__ import annotations

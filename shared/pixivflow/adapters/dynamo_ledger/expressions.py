@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from .codec import _JSON_ATTRS, _to_ddb
 
+
 class _Update:
     """Builds one UpdateExpression with named placeholders."""
 

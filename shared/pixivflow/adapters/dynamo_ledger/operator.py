@@ -1,0 +1,181 @@
+"""The operator's reads and redrive, the request keys, the page's session epoch and the schedule pauses (``OperatorTools``, ``RequestKeys``, ``UiSessions``, ``SchedulePauses``)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from botocore.exceptions import ClientError
+
+from ...domain.model import Intent, LedgerStatus, OutboxStatus, Slot
+from ...domain.pause import SchedulePause
+from ..dynamodb_base import is_conditional_failure
+from .codec import (
+    _from_ddb,
+    _to_ddb,
+    intent_from_item,
+    slot_from_item,
+)
+from .deliveries import DeliveryItems
+from .expressions import _Update
+from .items import INTENT_RETRY_HORIZON_S
+from .keys import _ms13, shard_of, slot_pk
+
+
+class OperatorItems(DeliveryItems):
+    """The operator's scans and redrive; ``REQUEST#``, ``UI#sessions`` and ``SCHEDULE#.../PAUSE`` items."""
+
+    # -- operator reads and the operator's redrive (`pixivflow slots|outbox`, /ui) ----------------
+    # Scans read the whole table: they serve an operator's command or page, never a hot path
+    # (the ledger is bounded by RetentionDays, so a scan stays a few pages).
+    def _scan(self, filter_expression: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"TableName": self._table, "FilterExpression": filter_expression, "ConsistentRead": True,
+                                  "ExpressionAttributeValues": {k: self._ser.serialize(v) for k, v in values.items()}}
+        if names:
+            kwargs["ExpressionAttributeNames"] = dict(names)
+        items: list[dict[str, Any]] = []
+        while True:
+            resp = self._call("scan", **kwargs)
+            items.extend(self._unmarshal(i) for i in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def find_slots(self, *, schedule_id: str | None = None, status: str | None = None,
+                   since_ms: int | None = None) -> list[Slot]:
+        """Slots matching every given filter, newest first (``createdAt`` descending, then id)."""
+        expr = ["sk = :meta", "begins_with(pk, :slot)"]
+        values: dict[str, Any] = {":meta": "META", ":slot": "SLOT#"}
+        names: dict[str, str] = {}
+        if schedule_id is not None:
+            expr.append("scheduleId = :sid")
+            values[":sid"] = schedule_id
+        if status is not None:
+            expr.append("#status = :st")
+            names["#status"] = "status"
+            values[":st"] = status
+        if since_ms is not None:
+            expr.append("createdAt >= :since")
+            values[":since"] = int(since_ms)
+        slots = [slot_from_item(i) for i in self._scan(" AND ".join(expr), values, names)]
+        slots.sort(key=lambda s: (-int(s.created_at or 0), s.slot_id))
+        return slots
+
+    def dead_intents(self) -> list[Intent]:
+        """Delivery intents whose outbox row is ``dead`` (out of the due index: found by a scan)."""
+        return self.find_intents(OutboxStatus.DEAD)
+
+    def find_intents(self, outbox_status: str | None = None) -> list[Intent]:
+        """Every delivery intent, or those whose outbox row is in ``outbox_status``, newest first (a scan)."""
+        if outbox_status is None:
+            items = self._scan("entity = :intent", {":intent": "intent"})
+        else:
+            items = self._scan("entity = :intent AND outboxStatus = :status", {":intent": "intent", ":status": outbox_status})
+        intents = [intent_from_item(i) for i in items]
+        intents.sort(key=lambda i: (-int(i.updated_at or 0), i.idempotency_key))
+        return intents
+
+    def redrive_intent(self, intent: Intent, now_ms: int) -> Intent | None:
+        """The operator's re-arm of a ``dead`` row (a requeue): ``retry_wait`` with a
+        fresh attempt budget, due now and back in the due index, ledger status ``pending`` again.
+        Conditional on the row still being ``dead``, so a row that is not dead (or a second
+        redrive racing this one) is refused (None). ``redrivenAt``/``redriveCount`` keep the trail."""
+        upd = _Update().set("outboxStatus", OutboxStatus.RETRY_WAIT).set("status", LedgerStatus.PENDING)
+        upd.set("attempts", 0).set("nextAttemptAt", now_ms).set("updatedAt", now_ms).set("redrivenAt", now_ms)
+        upd.set("duePk", f"DUE#{shard_of(intent.idempotency_key):02d}")
+        upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
+        # A redrive re-sends on purpose: the Telegram route's sending marker and saved
+        # progress go, so the operator's choice posts the work again from the start.
+        upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress").add("redriveCount", 1)
+        upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
+        item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
+        return intent_from_item(item) if item else None
+
+
+    # -- manual requests (refetch) --
+    # One item per idempotency key (``REQUEST#<key lower-cased>`` / ``META``), created with
+    # attribute_not_exists: the first writer fixes which slot the key names, forever. It is
+    # written BEFORE the slot; a crash between the two leaves a request item whose slot the
+    # next replay (same key, same derived slot id) creates. The key is lower-cased like the
+    # derived slot id, so two spellings of one UUID can never name two slots.
+    def claim_request_key(self, key: str, record: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Insert the request item if absent. Returns (created, the stored record)."""
+        item = {"pk": f"REQUEST#{key.lower()}", "sk": "META", "entity": "request",
+                **{k: _to_ddb(v) for k, v in record.items() if v is not None}}
+        if isinstance(record.get("createdAt"), int):  # the identity lives as long as the slot it names can
+            item["expiresAt"] = _to_ddb(self._expires(record["createdAt"]) + INTENT_RETRY_HORIZON_S)
+        created, existing = self._put_new(item)
+        if created:
+            return True, {k: _from_ddb(v) for k, v in item.items()}
+        if existing is None:
+            existing = self._get(f"REQUEST#{key.lower()}", "META")
+        return False, {k: _from_ddb(v) for k, v in (existing or item).items()}
+
+    def get_request_key(self, key: str) -> dict[str, Any] | None:
+        item = self._get(f"REQUEST#{key.lower()}", "META")
+        return {k: _from_ddb(v) for k, v in item.items()} if item else None
+
+    # -- the operator page's session epoch (http/ui.py) --
+    # One item, ``UI#sessions`` / ``META``, holding ``epoch``. A logout moves it from the epoch its
+    # cookie named to the next one, conditionally: a lost race is a logout someone else already did
+    # (the seen epoch is over either way), never a second increment that a fresh login would lose.
+    _UI_SESSIONS = ("UI#sessions", "META")
+
+    def ui_session_epoch(self) -> int:
+        item = self._get(*self._UI_SESSIONS)
+        return int(item.get("epoch") or 0) if item else 0
+
+    def end_ui_sessions(self, seen_epoch: int, now_ms: int) -> int:
+        try:
+            self._call("update_item", TableName=self._table, Key=self._key(*self._UI_SESSIONS),
+                       UpdateExpression="SET epoch = :next, entity = :entity, updatedAt = :now",
+                       ConditionExpression="attribute_not_exists(pk) AND :seen = :zero OR epoch = :seen",
+                       ExpressionAttributeValues={k: self._ser.serialize(v) for k, v in {
+                           ":next": int(seen_epoch) + 1, ":seen": int(seen_epoch), ":zero": 0,
+                           ":entity": "ui_sessions", ":now": int(now_ms)}.items()})
+            return int(seen_epoch) + 1
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return self.ui_session_epoch()
+
+    # -- an operator's pause of a schedule (domain.pause.SchedulePause) --
+    # One item per schedule, ``SCHEDULE#<scheduleId>`` / ``PAUSE`` (beside the sweep's ``WATCH``),
+    # with no TTL and no index key: a pause lasts until someone resumes, across deploys. Each flip
+    # is conditioned on the state the operator saw (not paused / paused), so two operators racing
+    # flip it once and the second is told it was already done.
+    def schedule_pause(self, schedule_id: str) -> SchedulePause | None:
+        item = self._get(f"SCHEDULE#{schedule_id}", "PAUSE")
+        return _pause_from_item(schedule_id, item) if item else None
+
+    def pause_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        return self._flip_pause(schedule_id, by, now_ms, paused=True,
+                                condition="attribute_not_exists(pk) OR paused = :no", stamp="pausedAt")
+
+    def resume_schedule(self, schedule_id: str, by: str | None, now_ms: int) -> SchedulePause | None:
+        return self._flip_pause(schedule_id, by, now_ms, paused=False, condition="paused = :yes", stamp="resumedAt")
+
+    def _flip_pause(self, schedule_id: str, by: str | None, now_ms: int, *, paused: bool, condition: str,
+                    stamp: str) -> SchedulePause | None:
+        values: dict[str, Any] = {":to": paused, ":now": int(now_ms), ":entity": "schedule_pause", ":id": schedule_id,
+                                  ":by": by or "-"}
+        values[":no" if ":no" in condition else ":yes"] = not paused
+        try:
+            resp = self._call("update_item", TableName=self._table, Key=self._key(f"SCHEDULE#{schedule_id}", "PAUSE"),
+                              UpdateExpression=f"SET paused = :to, {stamp} = :now, changedBy = :by, entity = :entity, "
+                                               "scheduleId = :id, updatedAt = :now",
+                              ConditionExpression=condition, ReturnValues="ALL_NEW",
+                              ExpressionAttributeValues={k: self._ser.serialize(v) for k, v in values.items()})
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return None
+        return _pause_from_item(schedule_id, self._unmarshal(resp.get("Attributes", {})))
+
+
+def _pause_from_item(schedule_id: str, item: Mapping[str, Any]) -> SchedulePause:
+    def ms(name: str) -> int | None:
+        return int(item[name]) if item.get(name) is not None else None
+
+    by = item.get("changedBy")
+    return SchedulePause(schedule_id, bool(item.get("paused")), ms("pausedAt"), ms("resumedAt"),
+                         None if by in (None, "-") else str(by))
