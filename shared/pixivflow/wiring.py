@@ -21,7 +21,7 @@ from .services.timing import DEFAULT_SWEEP_INTERVAL_MS
 if TYPE_CHECKING:
     from .services.inspection import Reads
     from .services.sweep import Sweeps
-    from .services.execution import Executions
+    from .services.cell_run import Executions
     from .services.delivery import Deliveries
     from .services.admission import Admissions
     from .services.job_events import JobEvents
@@ -37,7 +37,7 @@ class Wiring:
     """The adapters of one cold start, and each use case's collaborators built from them."""
 
     config: PixivFlowConfig
-    # The ledger adapter, which implements every role of ports.py on one table. A use case reaches
+    # The ledger adapter, which implements every role of ports.ledger on one table. A use case reaches
     # it only through the roles it names (the properties below); tests and tools may swap it whole.
     ledger: Any
     queues: Queues
@@ -65,7 +65,7 @@ class Wiring:
     def now(self) -> int:
         return self.clock.now_ms()
 
-    # -- the ledger's roles (ports.py), each a view of the one adapter --------------------------
+    # -- the ledger's roles (ports.ledger), each a view of the one adapter --------------------------
 
     @property
     def occurrences(self) -> Occurrences:
@@ -174,7 +174,7 @@ class Wiring:
 
     @property
     def executions(self) -> Executions:
-        from .services.execution import Executions
+        from .services.cell_run import Executions
 
         return Executions(self.occurrences, self.leases, self.cells, self.reservations, self.rows, self.topics, self.queues,
                           self.source, self.artifacts, self.config, self.entropy, self.slot_rollup, self.clock, self.log,

@@ -2,7 +2,7 @@
 against the in-memory twins (``pixivflow.local.twins``) by the very same tests (DESIGN §10).
 
 If a twin drifts from the service (as moto models it), one of these fails on one backend only. The
-ledger adapter itself runs on both backends in tests/integration/ledger/ (one file per role of ports.py).
+ledger adapter itself runs on both backends in tests/integration/ledger/ (one file per role of ports.ledger).
 """
 
 from __future__ import annotations

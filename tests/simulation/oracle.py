@@ -102,7 +102,7 @@ def check_invariants(rt, downstream, chaos) -> tuple[list[str], Counter, list[st
                                     parse_idempotency_key(key)[0] == route and str(r.get("work_id")) == str(cell.work_id)
                                     for key, r in records.items())):
                             # never sent: the route got the work from the cell that held it first
-                            # (execution._record_taken), under that cell's key, or may have (its
+                            # (binding._record_taken), under that cell's key, or may have (its
                             # review recorded uncertain: sending it again could post it twice)
                             continue
                         if rec is None or str(rec.get("work_id")) != str(cell.work_id):

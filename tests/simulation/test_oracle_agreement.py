@@ -77,7 +77,7 @@ def test_a_logged_outcome_line_that_names_another_status_than_the_slot_is_a_viol
 
 # -- [3] and the never-sent duplicate (make sim seeds 3574, 8143, 8761) ---------------------------------
 # A recovering cell records a route another cell holds its work on as a duplicate it never sent
-# (execution._record_taken). The oracle takes such a row only where the route really has the work
+# (binding._record_taken). The oracle takes such a row only where the route really has the work
 # (under the holder's key) or may have it (a review recorded uncertain); anywhere else it is a
 # submitted cell whose work never reached that route.
 

@@ -8,7 +8,7 @@ from pixivflow.domain.errors import (AuthenticationError, RateLimitedError, Sour
                                      WorkRestrictedError)
 from pixivflow.domain.reasons import classify_error_text
 from pixivflow.domain.scan import classify_candidate_failure
-from pixivflow.services.execution import _fatal
+from pixivflow.services.binding import _fatal
 
 
 def test_a_rejected_token_ends_the_cell_auth_failed_and_is_never_retried():

@@ -1,5 +1,5 @@
 """Every placeholder of the real-configs note's §8 table, rendered from what a delivery freezes
-(``services.delivery.template_context``) through ``domain.templates.template_variables``, for
+(``services.payload.template_context``) through ``domain.templates.template_variables``, for
 targets written like the published configs' (issue 22)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pixivflow.config import parse_config
 from pixivflow.domain.model import Slot
 from pixivflow.domain.templates import japan_day, ranking_date, template_variables
 from pixivflow.domain.work import Work
-from pixivflow.services.delivery import template_context
+from pixivflow.services.payload import template_context
 
 OCCURRENCE = "2026-12-01T02:00:00Z"  # 10:00 in Shanghai, 11:00 in Tokyo on 2026-12-01
 SLOT = Slot(slot_id="bot1-daily@2026-12-01T1000", schedule_id="bot1-daily", status="running",

@@ -282,7 +282,7 @@ def test_the_built_layer_is_production_code_that_imports_without_the_workshop(tm
                            f"LAMBDA_PYTHON={version}", f"REQUIREMENTS={empty}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     package = out / "python" / "pixivflow"
-    assert not (package / "local").exists() and not (package / "cli.py").exists()
+    assert not (package / "local").exists() and not (package / "cli").exists()
     assert (package / "handlers").is_dir() and (package / "domain").is_dir()
 
     code = _IMPORT_EVERY_MODULE.format(layer=str(out / "python"), libraries=sysconfig.get_paths()["purelib"],

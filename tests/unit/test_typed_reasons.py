@@ -16,9 +16,9 @@ from pixivflow.domain.ack import AckKind, DeliveryAck, settlement_for
 from pixivflow.domain.apply import decide
 from pixivflow.domain.outcomes import TargetOutcome
 from pixivflow.domain.reasons import INTERNAL_TO_PROTOCOL, classify_error_text, protocol_error, terminal_reason_for
-from pixivflow.services import execution
+from pixivflow.services import binding
 
-SERVICES = Path(execution.__file__).resolve().parent
+SERVICES = Path(binding.__file__).resolve().parent
 # Words the text classifier would read as another reason (a timeout, a rate limit, a 401, Telegram,
 # a configuration problem): a reworded message made of them must not move any code.
 MISLEADING = "timed out after 429 rate limit: 401 unauthorized, telegram config invalid, download failed (HTTP 503)"
@@ -51,7 +51,7 @@ def test_a_named_reason_outranks_any_wording(code: str) -> None:
 
 @pytest.mark.parametrize("error_class", _fatal_errors())
 def test_a_fatal_source_error_ends_the_cell_with_its_own_reason_whatever_its_message(error_class) -> None:
-    plain, reworded = execution._fatal(error_class("the source gave up")), execution._fatal(error_class(MISLEADING))
+    plain, reworded = binding._fatal(error_class("the source gave up")), binding._fatal(error_class(MISLEADING))
     assert decide(plain, None).reason_code == decide(reworded, None).reason_code == error_class.reason
 
 
@@ -59,7 +59,7 @@ def test_a_fatal_source_error_ends_the_cell_with_its_own_reason_whatever_its_mes
                                    errors.SourceError("download_failed: page 0 answered HTTP 410", status=410,
                                                       reason="download_failed")])
 def test_a_gone_work_is_judged_by_the_sources_words_not_ours(error) -> None:
-    pinned, locked = execution._fetch_failed("pinned", "5", error), execution._fetch_failed("locked", "5", error)
+    pinned, locked = binding._fetch_failed("pinned", "5", error), binding._fetch_failed("locked", "5", error)
     assert not pinned.retryable and not locked.retryable
     expected = error.reason or classify_error_text(str(error))
     assert terminal_reason_for(pinned) == terminal_reason_for(locked) == expected
@@ -70,8 +70,8 @@ def test_a_gone_work_is_judged_by_the_sources_words_not_ours(error) -> None:
                                    errors.SourceOutage("Pixiv answered HTTP 503", status=503),
                                    errors.RateLimitedError("Rate Limit", status=429)])
 def test_the_pinned_and_the_locked_paths_retry_the_same_work_on_the_same_failures(error) -> None:
-    assert execution._fetch_failed("pinned", "5", error).retryable
-    assert execution._fetch_failed("locked", "5", error).retryable
+    assert binding._fetch_failed("pinned", "5", error).retryable
+    assert binding._fetch_failed("locked", "5", error).retryable
 
 
 @pytest.mark.parametrize("remote_id", ["r4", "rv-401", "timeout-429"])
@@ -93,4 +93,4 @@ def test_a_pinned_work_whose_source_cannot_work_at_all_ends_the_cell_at_once_lik
     run = SimpleNamespace(target=SimpleNamespace(type="illustration"), heartbeat=lambda: None,
                           ctx=SimpleNamespace(source=SimpleNamespace(get_work=refuse)))
     with pytest.raises(errors.AuthenticationError):
-        execution._run_pinned(run, SimpleNamespace(pinned_id="5"))
+        binding._run_pinned(run, SimpleNamespace(pinned_id="5"))

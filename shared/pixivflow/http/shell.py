@@ -305,6 +305,19 @@ def describe_validation_error(exc: ValidationError) -> str:
 # -- the shell ---------------------------------------------------------------------------------------
 
 
+
+# A path parameter (``<jobId>``) matches what the router matches it with: RFC 3986's unreserved and
+# sub-delimiter characters, the ones a client may send unencoded all the same, and word characters,
+# never "/". The rule's literal text is used as written, as the router uses it, so both always
+# agree on which route a path names (tests/unit/test_http_shell_routes.py).
+_PARAM_TEXT = r"[-._~()'!*:@,;=+&$%<> \[\]{}|^\w]+"
+
+
+def route_regex(rule: str) -> re.Pattern[str]:
+    """The pattern of a route rule such as ``/jobs/<jobId>/events``, naming each parameter."""
+    return re.compile("^" + _PARAM.sub(lambda name: f"(?P<{name.group(1)}>{_PARAM_TEXT})", rule) + "$")
+
+
 class HttpShell:
     """One Powertools resolver with the pipeline and the exception mapping above."""
 
@@ -356,7 +369,7 @@ class HttpShell:
                              refusal_fields=dict(refusal_fields or {}),
                              failure=failure or (PROTOCOL_FAILURE if surface.protocol else Failure()),
                              stage=stage, params=dict(params or {}),
-                             regex=APIGatewayHttpResolver._compile_regex(rule), in_schema=in_schema,
+                             regex=route_regex(rule), in_schema=in_schema,
                              text=TextRules(dict(text or {})), query={k: r for k, (r, _) in (query or {}).items()},
                              path_rules=dict(path_rules or {}), query_docs={k: d for k, (_, d) in (query or {}).items()})
             self.routes.append(spec)

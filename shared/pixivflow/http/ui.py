@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import html
 import re
 from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qs, quote, urlsplit
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from .. import runtime
 from ..domain.assets import artifact_prefix
@@ -44,13 +43,11 @@ from .auth import TRIGGER, check_bearer
 from .bodies import BodyProblem, decode_text
 from .common import header
 from .shell import HttpShell, Request
+from .ui_session import COOKIE, SESSION_MS, cookie_values, issue_session, live_session, session_cookie, session_epoch
 
-COOKIE = "pixivflow_ui"
-SESSION_MS = 8 * 3_600_000
 MAX_FORM_BYTES = 4096
 LATEST_PER_SCHEDULE = 5
 _SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_KEY_CONTEXT = b"pixivflow-ui-session-key:v1"
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -86,72 +83,6 @@ HEADERS = {
 }
 _STATUSES = {"missed", "paused", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
-
-
-# -- the session ------------------------------------------------------------------------------------
-
-
-def _session_key(token: str) -> bytes:
-    return hmac.new(token.encode("utf-8", "surrogatepass"), _KEY_CONTEXT, hashlib.sha256).digest()
-
-
-def _signature(token: str, epoch: int, expiry_s: int) -> str:
-    mac = hmac.new(_session_key(token), f"v2.{epoch}.{expiry_s}".encode("ascii"), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")
-
-
-def issue_session(token: str, epoch: int, now_ms: int) -> str:
-    """``v2.<epoch>.<expiry epoch s>.<base64url HMAC>``: what the cookie carries (never the token)."""
-    expiry = (now_ms + SESSION_MS) // 1000
-    return f"v2.{epoch}.{expiry}.{_signature(token, epoch, expiry)}"
-
-
-def session_epoch(value: str | None, token: str, now_ms: int) -> int | None:
-    """The epoch a cookie value was issued under, when it is ours, signed under ``token`` and
-    unexpired; else None. Whether that epoch is still current is the caller's ledger read."""
-    if not isinstance(value, str) or len(value) > 200:
-        return None
-    parts = value.split(".")
-    if len(parts) != 4 or parts[0] != "v2":
-        return None
-    _, epoch_text, expiry_text, signature = parts
-    if not (epoch_text.isascii() and epoch_text.isdigit() and len(epoch_text) <= 12
-            and expiry_text.isascii() and expiry_text.isdigit() and len(expiry_text) <= 12):
-        return None
-    epoch, expiry = int(epoch_text), int(expiry_text)
-    if expiry * 1000 <= now_ms:
-        return None
-    if not hmac.compare_digest(signature.encode("ascii", "replace"), _signature(token, epoch, expiry).encode("ascii")):
-        return None
-    return epoch
-
-
-def live_session(event: Any, token: str, now_ms: int) -> int | None:
-    """The epoch of the request's live session (a valid cookie naming the CURRENT epoch), or None."""
-    epochs = {e for e in (session_epoch(v, token, now_ms) for v in _cookie_values(event)) if e is not None}
-    if not epochs:
-        return None  # no ledger read for a request without a well-signed cookie
-    current = runtime.get().wiring.sessions.ui_session_epoch()
-    return current if current in epochs else None
-
-
-def _cookie_values(event: Any) -> list[str]:
-    """Every ``pixivflow_ui`` value the request carries: API Gateway v2 moves cookies to ``cookies``."""
-    raw: list[str] = [c for c in (event.get("cookies") or []) if isinstance(c, str)]
-    joined = header(event.get("headers") or {}, "cookie", first_value=False)
-    if joined:
-        raw += joined.split(";")
-    values = []
-    for piece in raw:
-        for part in piece.split(";"):
-            name, sep, value = part.strip().partition("=")
-            if sep and name == COOKIE:
-                values.append(value.strip())
-    return values
-
-
-def _cookie(value: str, max_age: int) -> Cookie:
-    return Cookie(COOKIE, value, path="/ui", secure=True, http_only=True, max_age=max_age, same_site=SameSite.STRICT_MODE)
 
 
 # -- HTML ------------------------------------------------------------------------------------------------
@@ -429,23 +360,17 @@ def _form(event: Any) -> dict[str, list[str]]:
 
 def register(shell: HttpShell) -> None:
     """Add the /ui routes to the trigger function's shell (left out of the OpenAPI document)."""
-    from . import ui_actions, ui_pages  # render with this module's helpers, so imported once both exist
 
-    def _session_value(event: Any) -> str | None:
-        """The cookie value of the request's live session (what its CSRF token is derived from)."""
-        token, now = _token(), runtime.get().wiring.now()
-        current = live_session(event, token, now) if token else None
-        if current is None or not token:
-            return None
-        return next((v for v in _cookie_values(event) if session_epoch(v, token, now) == current), None)
-
-    def _csrf(event: Any) -> str | None:
-        session, token = _session_value(event), _token()
-        return ui_actions.csrf_token(session, token) if session and token else None
-
-    def route(method: str, rule: str):
+    def route(method: str, rule: str) -> Any:
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
 
+    _session_routes(shell, route)
+    _page_routes(shell, route)
+    _action_routes(shell, route)
+
+
+def _session_routes(shell: HttpShell, route: Any) -> None:
+    """Logging in and out: the session cookie, its epoch, and the overview a session opens on."""
     @route("GET", "/ui")
     def ui_overview(req: Request) -> Response:
         event = shell.app.current_event
@@ -476,7 +401,7 @@ def register(shell: HttpShell) -> None:
                                reason="bad_token")
         wiring = runtime.get().wiring
         session = issue_session(token, wiring.sessions.ui_session_epoch(), wiring.now())
-        return req.respond(redirect("/ui", cookies=[_cookie(session, SESSION_MS // 1000)]), "ui.login")
+        return req.respond(redirect("/ui", cookies=[session_cookie(session, SESSION_MS // 1000)]), "ui.login")
 
     @route("POST", "/ui/logout")
     def ui_logout(req: Request) -> Response:
@@ -485,7 +410,12 @@ def register(shell: HttpShell) -> None:
         wiring = runtime.get().wiring
         epoch = live_session(shell.app.current_event, token, wiring.now()) if token else None
         ended = wiring.sessions.end_ui_sessions(epoch, wiring.now()) if epoch is not None else None
-        return req.respond(redirect("/ui/login", cookies=[_cookie("", 0)]), "ui.logout", ended=ended is not None)
+        return req.respond(redirect("/ui/login", cookies=[session_cookie("", 0)]), "ui.logout", ended=ended is not None)
+
+
+def _page_routes(shell: HttpShell, route: Any) -> None:
+    """The pages that read: occurrences, jobs, one slot, one job, the dead letters."""
+    from . import ui_pages  # renders with this module's helpers: imported once both exist
 
     @route("GET", "/ui/slots")
     def ui_slots(req: Request) -> Response:
@@ -521,30 +451,13 @@ def register(shell: HttpShell) -> None:
 
     @route("GET", "/ui/jobs/<jobId>")
     def ui_job(req: Request, jobId: str) -> Response:
-        return _one(req, "job", jobId,  # percent-decoded and text-checked by the shell
+        return _one(shell, req, "job", jobId,  # percent-decoded and text-checked by the shell
                     inspection.show_job, ui_pages.job)
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
-        return _one(req, "slot", slotId,  # percent-decoded and text-checked by the shell
+        return _one(shell, req, "slot", slotId,  # percent-decoded and text-checked by the shell
                     inspection.show_slot, occurrence, images=thumbnails)
-
-    def _one(req: Request, noun: str, item_id: str, show, render, images=None) -> Response:
-        """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
-        denied = _guard(req, shell.app.current_event)
-        if denied is not None:
-            return denied
-        try:
-            view = show(_reads(), item_id)
-        except InspectionError:
-            body = page("Not found", f"<p>There is no {noun} <code>{e(item_id)}</code> in the ledger.</p>")
-            return req.respond(html_response(404, body), "ui.not_found", **{f"{noun}_id": item_id[:300]})
-        page_name = "occurrence" if noun == "slot" else noun
-        if images is None:
-            return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
-        thumbs = images(view)
-        return req.respond(html_response(200, render(view, thumbs), img_origins=[o for o in map(origin_of, thumbs.values()) if o]),
-                           "ui.page", page=page_name, thumbnails=len(thumbs), **{f"{noun}_id": item_id})
 
     @route("GET", "/ui/dead")
     def ui_dead(req: Request) -> Response:
@@ -553,6 +466,11 @@ def register(shell: HttpShell) -> None:
         if denied is not None:
             return denied
         return req.respond(html_response(200, ui_pages.dead_letters(_reads(), _csrf(event))), "ui.page", page="dead")
+
+
+def _action_routes(shell: HttpShell, route: Any) -> None:
+    """The operator's actions (``http/ui_actions.py``)."""
+    from . import ui_actions  # renders with this module's helpers: imported once both exist
 
     @route("POST", "/ui/act/<action>")
     def ui_act(req: Request, action: str) -> Response:
@@ -577,6 +495,40 @@ def register(shell: HttpShell) -> None:
         result = ui_actions.perform(runtime.get().wiring, _reads(), action, form)
         level = result.fields.pop("level", None)
         return req.respond(html_response(result.status, result.html), result.event, level=level, **result.fields)
+
+
+def _session_value(event: Any) -> str | None:
+    """The cookie value of the request's live session (what its CSRF token is derived from)."""
+    token, now = _token(), runtime.get().wiring.now()
+    current = live_session(event, token, now) if token else None
+    if current is None or not token:
+        return None
+    return next((v for v in cookie_values(event) if session_epoch(v, token, now) == current), None)
+
+
+def _csrf(event: Any) -> str | None:
+    from . import ui_actions
+
+    session, token = _session_value(event), _token()
+    return ui_actions.csrf_token(session, token) if session and token else None
+
+
+def _one(shell: HttpShell, req: Request, noun: str, item_id: str, show, render, images=None) -> Response:
+    """One slot's or one job's page: 404 naming the (escaped) id when the ledger has none."""
+    denied = _guard(req, shell.app.current_event)
+    if denied is not None:
+        return denied
+    try:
+        view = show(_reads(), item_id)
+    except InspectionError:
+        body = page("Not found", f"<p>There is no {noun} <code>{e(item_id)}</code> in the ledger.</p>")
+        return req.respond(html_response(404, body), "ui.not_found", **{f"{noun}_id": item_id[:300]})
+    page_name = "occurrence" if noun == "slot" else noun
+    if images is None:
+        return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
+    thumbs = images(view)
+    return req.respond(html_response(200, render(view, thumbs), img_origins=[o for o in map(origin_of, thumbs.values()) if o]),
+                       "ui.page", page=page_name, thumbnails=len(thumbs), **{f"{noun}_id": item_id})
 
 
 

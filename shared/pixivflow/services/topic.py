@@ -94,7 +94,7 @@ class TopicRun:
                "done": done}
         if not self.ctx.leases.save_selection_checkpoint(self.run.slot.slot_id, self.target.id, self.run.owner,
                                                          now, doc):
-            from .execution import LeaseLost  # the one exception the executor reads as "not mine any more"
+            from .cell_run import LeaseLost  # the one exception the executor reads as "not mine any more"
 
             raise LeaseLost(f"lease on {self.run.slot.slot_id}/{self.target.id} was lost (checkpoint refused)")
         self.run.cell.selection_checkpoint = doc

@@ -33,14 +33,14 @@ ROLE_FILES = {
 
 def _methods(role: type) -> list[str]:
     """The role's methods, its own and those of the ports it extends."""
-    return sorted({name for base in role.__mro__ if base.__module__ == ports.__name__
+    return sorted({name for base in role.__mro__ if base.__module__.startswith(ports.__name__)
                    for name, value in vars(base).items() if inspect.isfunction(value) and not name.startswith("_")})
 
 
 def _ledger_roles() -> set[str]:
     """The Protocols of ``pixivflow.ports`` whose every method the ledger adapter has."""
     return {name for name, obj in vars(ports).items()
-            if inspect.isclass(obj) and obj.__module__ == ports.__name__ and Protocol in obj.__mro__[1:]
+            if inspect.isclass(obj) and obj.__module__.startswith(ports.__name__) and Protocol in obj.__mro__[1:]
             and _methods(obj) and all(callable(getattr(DynamoLedger, m, None)) for m in _methods(obj))}
 
 

@@ -17,7 +17,10 @@ import re
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
+
+from .views import (emit, iso_text, json_text, render_dead, render_fires, render_job, render_outbox, render_pause,
+                    render_redrive, render_slot, render_slot_list, shown)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -25,7 +28,7 @@ def _demo(args: argparse.Namespace) -> int:
         # The demo prints its own progress; keep handler logs and EMF blobs out of the way.
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from .local.demo import run_demo
+    from ..local.demo import run_demo
 
     return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
 
@@ -34,7 +37,7 @@ def _dev(args: argparse.Namespace) -> int:
     if not args.verbose:
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from .local.devserver import run_dev
+    from ..local.devserver import run_dev
 
     return run_dev(config=args.config, port=args.port, speed=args.speed, demo=args.demo, source=args.source,
                    moto_port=args.moto_port, env_file=args.env_file or None, state_dir=args.state_dir,
@@ -42,9 +45,9 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from . import aws
-    from .adapters.scheduler_sync import DesiredSchedule, SyncTarget, apply_sync, plan_sync, read_existing
-    from .config import load_config
+    from .. import aws
+    from ..adapters.scheduler_sync import DesiredSchedule, SyncTarget, apply_sync, plan_sync, read_existing
+    from ..config import load_config
 
     config = load_config(args.config)
     desired = [DesiredSchedule(s.id, s.cron or "", s.timezone, s.enabled) for s in config.schedules if s.cron]
@@ -73,8 +76,8 @@ def _check(args: argparse.Namespace) -> int:
 
     stdout gets one JSON summary (``ok``, ``warnings``, ``errors``, and the ids when valid);
     stderr gets one ``warning: ...`` / ``error: ...`` line each. Exit 1 on any error."""
-    from .config import load_config
-    from .domain.errors import ConfigError
+    from ..config import load_config
+    from ..domain.errors import ConfigError
 
     try:
         config = load_config(args.config)
@@ -87,8 +90,8 @@ def _check(args: argparse.Namespace) -> int:
             print(f"error: {line}", file=sys.stderr)
         print(json.dumps({"ok": False, "warnings": warnings, "errors": errors}))
         return 1
-    from .adapters.pixiv.secrets import SECRETS_PATH_ENV
-    from .config.pixiv import credential_check_warnings
+    from ..adapters.pixiv.secrets import SECRETS_PATH_ENV
+    from ..config.pixiv import credential_check_warnings
 
     # What only this environment can say (a ${VAR} unset here may still be in SSM): check-time only.
     warnings = list(config.warnings) + credential_check_warnings(config.pixiv, os.environ,
@@ -115,7 +118,7 @@ _now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000  # noqa: E731  
 def _stack_outputs(args: argparse.Namespace) -> dict[str, str]:
     if not args.stack:
         return {}
-    from . import aws
+    from .. import aws
 
     stacks = aws.client("cloudformation", **_client_kwargs(args)).describe_stacks(StackName=args.stack)["Stacks"]
     return {o["OutputKey"]: o["OutputValue"] for o in (stacks[0].get("Outputs") or [])} if stacks else {}
@@ -126,11 +129,11 @@ def _client_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _reads(args: argparse.Namespace, *, need_config: bool = False):
-    from . import aws
-    from .adapters.dynamo_ledger import DynamoLedger
-    from .adapters.job_store import DynamoJobStore
-    from .adapters.outbox_rows import DynamoOutboxRows
-    from .services.inspection import Reads
+    from .. import aws
+    from ..adapters.dynamo_ledger import DynamoLedger
+    from ..adapters.job_store import DynamoJobStore
+    from ..adapters.outbox_rows import DynamoOutboxRows
+    from ..services.inspection import Reads
 
     outputs = _stack_outputs(args)
     table = args.table or os.environ.get("LEDGER_TABLE") or outputs.get("LedgerTableName")
@@ -141,7 +144,7 @@ def _reads(args: argparse.Namespace, *, need_config: bool = False):
                   outbox_rows=DynamoOutboxRows(dynamodb, table))
     outbox = getattr(args, "outbox_queue", None) or os.environ.get("OUTBOX_QUEUE_URL") or outputs.get("OutboxQueueUrl")
     if outbox:
-        from .adapters.sqs_queues import SqsQueues
+        from ..adapters.sqs_queues import SqsQueues
 
         execution = os.environ.get("EXECUTION_QUEUE_URL") or outputs.get("ExecutionQueueUrl") or ""
         reads.queues = SqsQueues(aws.client("sqs", **_client_kwargs(args)), execution, outbox, now_ms=_now_ms)
@@ -151,7 +154,7 @@ def _reads(args: argparse.Namespace, *, need_config: bool = False):
 
 
 def _config(args: argparse.Namespace, *, required: bool):
-    from .config import load_config
+    from ..config import load_config
 
     location = args.config or os.environ.get("PIXIVFLOW_CONFIG")
     if not location:
@@ -160,7 +163,7 @@ def _config(args: argparse.Namespace, *, required: bool):
         return None
 
     def ssm(name: str) -> str:
-        from . import aws
+        from .. import aws
 
         return aws.client("ssm", **_client_kwargs(args)).get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
 
@@ -192,269 +195,8 @@ def parse_instant(text: str, now_ms: int) -> int:
     return int(dt.timestamp() * 1000)
 
 
-# Characters a terminal may act on, never printed raw: C0 and C1 controls (ESC,
-# BEL, CSI U+009B, NEL U+0085, ...), DEL, lone surrogates (which would also crash the print), the
-# line and paragraph separators, and the bidirectional overrides that reorder what is shown. Ids,
-# keys, URLs and error texts come from consumers and remote servers: they are shown escaped.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _unsafe(ch: str) -> bool:
-    code = ord(ch)
-    return code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF or ch in "\u2028\u2029" or ch in _BIDI
-
-
-def shown(value: Any) -> str:
-    """``value`` as text a terminal shows literally: every unsafe character as ``\\xNN`` / ``\\uNNNN``."""
-    text = str(value)
-    if not any(_unsafe(ch) for ch in text):
-        return text
-    return "".join((f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}") if _unsafe(ch) else ch
-                   for ch in text)
-
-
-def json_text(view: Any, indent: int | None = 2) -> str:
-    """JSON output: readable UTF-8, with every unsafe character as a JSON ``\\uNNNN`` escape."""
-    text = json.dumps(view, indent=indent, ensure_ascii=False, sort_keys=True)
-    return "".join(f"\\u{ord(ch):04x}" if _unsafe(ch) and ch != "\n" else ch for ch in text)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
-    """Left-aligned columns, two spaces apart, no trailing blanks; every cell :func:`shown`."""
-    cells = [[shown(h) for h in headers]] + [["-" if v in (None, "") else shown(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return [(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths))).rstrip() for r in cells]
-
-
-def _emit(args: argparse.Namespace, view: Any, render: Callable[[Any], list[str]]) -> int:
-    if args.json:
-        print(json_text(view))
-    else:
-        for line in render(view):
-            print(shown(line))  # table cells are shown already; this catches the free-text lines
-    return 0
-
-
-# -- renderers (each takes the JSON view, so --json output renders to the same text) ------------------
-
-
-def _iso(ms: Any) -> str:
-    from .services.inspection import iso
-
-    return iso(ms)
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {status}" for status, n in counts.items()) or "-"
-
-
-def render_slot_list(rows: list[dict[str, Any]]) -> list[str]:
-    if not rows:
-        return ["no slots match"]
-    return table(["SLOT", "STATUS", "TRIGGER", "OCCURRENCE (UTC)", "CELLS", "REASONS", "LAST ERROR"],
-                 [[r["slotId"], r["status"], r["triggerSource"], _iso(r["occurrenceAt"]), _counts(r["cells"]),
-                   ", ".join(r["reasons"]), _short(r["lastError"])] for r in rows])
-
-
-def _short(text: Any, limit: int = 80) -> str | None:
-    if not text:
-        return None
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _lease_text(lease: dict[str, Any] | None) -> str | None:
-    if not lease:
-        return None
-    state = "live" if lease["live"] else "expired"
-    return f"{lease['owner'] or '?'} until {_iso(lease['until'])} ({state})"
-
-
-def _report_text(report: dict[str, Any]) -> str:
-    parts = []
-    if "bound" in report or "attempted" in report:
-        parts.append(f"bound {report.get('bound', '-')}, attempted {report.get('attempted', '-')}")
-    supply = report.get("supply")
-    if isinstance(supply, dict):
-        reasons = supply.get("reasons") or []
-        parts.append("supply " + ", ".join(f"{k} {supply[k]}" for k in ("fetched", "selected", "rejected") if k in supply)
-                     + (f" ({', '.join(json.dumps(r, ensure_ascii=False) if not isinstance(r, str) else r for r in reasons)})"
-                        if reasons else ""))
-    for name in ("skipped", "outages"):
-        entries = report.get(name) or []
-        if entries:
-            parts.append(f"{name} " + "; ".join(
-                " ".join(str(e.get(k)) for k in ("code", "workId") if e.get(k)) + (f" ({e['reason']})" if e.get("reason") else "")
-                if isinstance(e, dict) else str(e) for e in entries))
-    rest = {k: v for k, v in report.items() if k not in ("bound", "attempted", "supply", "skipped", "outages")}
-    if rest:
-        parts.append(json.dumps(rest, ensure_ascii=False, sort_keys=True))
-    return "; ".join(parts) or "-"
-
-
-def _work(kind: Any, work_id: Any) -> str | None:
-    return f"{kind} {work_id}" if work_id else None
-
-
-def render_slot(view: dict[str, Any]) -> list[str]:
-    slot = view["slot"]
-    from .services.inspection import local
-
-    lines = [f"slot {slot['slotId']}"]
-    occurrence = f"{local(slot['occurrenceAt'], slot['timezone'])} = {_iso(slot['occurrenceAt'])}" if slot["occurrenceAt"] else "-"
-    facts = [("status", slot["status"] + ("" if not slot["open"] else " (open)")),
-             ("schedule", f"{slot['scheduleId']} ({slot['triggerSource']})"),
-             ("occurrence", occurrence), ("name", slot["name"]), ("created", _iso(slot["createdAt"])),
-             ("started", _iso(slot["startedAt"])), ("completed", _iso(slot["completedAt"])),
-             ("last error", slot["lastError"])]
-    outcome = view.get("outcome")
-    if outcome:
-        facts.append(("outcome", f"{outcome.get('status')} (business status {outcome.get('business_status')}"
-                                 + (", alertable)" if outcome.get("alertable") else ")")))
-    if slot["manualRequestId"]:
-        facts.append(("request", slot["manualRequestId"]))
-    if slot["correlationId"]:
-        facts.append(("correlation", slot["correlationId"]))
-    lines += [f"  {k:<11} {v if v not in (None, '') else '-'}" for k, v in facts]
-    lines += ["", "cells"]
-    lines += table(["TARGET", "STATUS", "WORK", "ATTEMPTS", "LEASE", "REASON"],
-                   [[c["targetId"], c["status"], _work(c["workType"], c["workId"]), c["attempts"], _lease_text(c["lease"]),
-                     (f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonMessage"]
-                      else c["terminalReasonCode"])] for c in view["cells"]], indent="  ")
-    errors = [c for c in view["cells"] if c["lastError"] and c["lastError"] != c["terminalReasonMessage"]]
-    for c in errors:
-        lines.append(f"  last error of {c['targetId']}: {c['lastError']}")
-    reports = [c for c in view["cells"] if c["candidateReport"]]
-    if reports:
-        lines.append("  candidate reports")
-        lines += [f"    {c['targetId']}: {_report_text(c['candidateReport'])}" for c in reports]
-    lines += ["", "deliveries"]
-    if view["deliveries"]:
-        lines += table(["TARGET", "ROUTE", "WORK", "LEDGER", "OUTBOX", "ATTEMPTS", "ACK", "REMOTE", "NEXT ATTEMPT", "ERROR"],
-                       [[d["targetId"], d["route"], d["workId"], d["ledgerStatus"], d["outboxStatus"],
-                         f"{d['attempts']}/{d['maxAttempts']}", d["ack"],
-                         " ".join(x for x in (d["remoteId"], d["remoteStatus"]) if x) or None,
-                         _iso(d["nextAttemptAt"]) if d["nextAttemptAt"] is not None else None, _short(d["lastError"], 60)]
-                        for d in view["deliveries"]], indent="  ")
-        lines.append("  idempotency keys")
-        lines += [f"    {d['targetId']} -> {d['route']}: {d['key']}" for d in view["deliveries"]]
-    else:
-        lines.append("  (none)")
-    if view["notifications"]:
-        lines += ["", "notifications"]
-        lines += table(["KEY", "ROUTE", "STATUS", "ATTEMPTS", "ERROR"],
-                       [[n["key"], n["target"], n["status"], f"{n['attempts']}/{n['maxAttempts']}", _short(n["lastError"], 60)]
-                        for n in view["notifications"]], indent="  ")
-    lines += ["", "events"]
-    if view["events"]:
-        lines += table(["AT", "KIND", "TYPE", "EVENT ID", "CALLBACK"],
-                       [[_iso(e["at"]), e["kind"], e["type"], e.get("eventId"),
-                         (f"{e['callback']['status']} {e['callback']['attempts']}/{e['callback']['maxAttempts']}"
-                          if e.get("callback") else None)] for e in view["events"]], indent="  ")
-    else:
-        lines.append("  (none)")
-    lines += ["", "timeline"]
-    lines += table(["AT", "WHAT", ""], [[_iso(t["at"]), t["subject"], t["what"]] for t in view["timeline"]],
-                   indent="  ")[1:]
-    return lines
-
-
-def render_job(view: dict[str, Any]) -> list[str]:
-    job = view["job"]
-    lines = [f"job {job['job_id']}"]
-    facts = [("status", job["status"]), ("type", job["job_type"]), ("key", job.get("idempotency_key")),
-             ("correlation", job.get("correlation_id")), ("created", _iso(job["created_at"])),
-             ("started", _iso(job["started_at"])), ("updated", _iso(job["updated_at"])),
-             ("heartbeat", _iso(job["heartbeat_at"])), ("deadline", _iso(job["deadline_at"])),
-             ("attempt", job["attempt"]), ("lease", f"{'live' if job['lease_active'] else 'none'}"
-                                           + (f" until {_iso(job['lease_expires_at'])}" if job["lease_expires_at"] else "")),
-             ("progress", (job.get("progress") or {}).get("stage"))]
-    lines += [f"  {k:<11} {v if v not in (None, '') else '-'}" for k, v in facts]
-    result, error = job.get("result"), job.get("error")
-    if result:
-        candidates = result.get("candidates") or []
-        lines.append(f"  {'result':<11} {len(candidates)} candidate(s): "
-                     + (", ".join(f"{c.get('work_type')} {c.get('work_id')}" for c in candidates) or "-")
-                     + (f"; scanned {result['scanned']}" if "scanned" in result else ""))
-    if error:
-        detail = error.get("detail") or {}
-        lines.append(f"  {'error':<11} {error.get('code')}: {error.get('message')}"
-                     + (f" ({detail['internal_code']})" if detail.get("internal_code") else ""))
-    lines += ["", "events"]
-    projected = [e for e in view["events"] if e.get("eventId")]
-    if projected:
-        lines += table(["AT", "TYPE", "EVENT ID", "CALLBACK"],
-                       [[_iso(e["at"]), e["type"], e["eventId"],
-                         (f"{e['callback']['status']} {e['callback']['attempts']}/{e['callback']['maxAttempts']}"
-                          + (f" {e['callback']['lastError']}" if e["callback"]["lastError"] else "") if e.get("callback") else None)]
-                        for e in projected], indent="  ")
-    else:
-        lines.append("  (none)")
-    lines += ["", "timeline"]
-    lines += table(["AT", "WHAT", ""], [[_iso(t["at"]), t["subject"], t["what"]] for t in view["timeline"]],
-                   indent="  ")[1:]
-    return lines
-
-
-_NOTES = {"dst_gap": "DST gap: this local time does not exist that day; no fire, no slot",
-          "dst_repeat": "DST repeat: this local time happens twice; it fires once, at the first"}
-
-
-def render_fires(rows: list[dict[str, Any]]) -> list[str]:
-    if not rows:
-        return ["no enabled schedule with a cron"]
-    from .services.inspection import local
-
-    def local_text(r: dict[str, Any]) -> str:
-        return local(r["at"], r["timezone"]) if r["at"] is not None else f"{r['local']} (skipped)"
-
-    return table(["SCHEDULE", "ZONE", "LOCAL", "UTC", "SLOT", "NOTE"],
-                 [[r["scheduleId"], r["timezone"], local_text(r), _iso(r["at"]) if r["at"] is not None else None,
-                   r["slotId"], _NOTES.get(r["note"])] for r in rows])
-
-
-def render_dead(rows: list[dict[str, Any]]) -> list[str]:
-    if not rows:
-        return ["no dead outbox rows"]
-    return table(["KIND", "KEY", "TARGET", "ATTEMPTS", "DIED AT", "ERROR"],
-                 [[r["kind"], r["key"], r["target"], f"{r['attempts']}/{r['maxAttempts']}", _iso(r["updatedAt"]),
-                   _short(r["lastError"], 70)] for r in rows])
-
-
-# Rows that need the operator first, then those still moving, then the finished ones.
-_OUTBOX_ORDER = ("dead", "retry_wait", "processing", "pending", "cancelled", "done")
-
-
-def render_outbox(rows: list[dict[str, Any]]) -> list[str]:
-    """``outbox list``: every row grouped by status (dead first), each with its last error, and a count line."""
-    if not rows:
-        return ["no outbox rows"]
-    rank = {s: n for n, s in enumerate(_OUTBOX_ORDER)}
-    ordered = sorted(rows, key=lambda r: rank.get(r["status"], len(rank)))  # stable: newest first within a status
-    counts: dict[str, int] = {}
-    for r in ordered:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    lines = table(["STATUS", "KIND", "KEY", "TARGET", "ATTEMPTS", "UPDATED AT", "NEXT ATTEMPT", "ERROR"],
-                  [[r["status"], r["kind"], r["key"], r["target"], f"{r['attempts']}/{r['maxAttempts']}", _iso(r["updatedAt"]),
-                    _iso(r["nextAttemptAt"]) if r["nextAttemptAt"] is not None else None, _short(r["lastError"], 70)]
-                   for r in ordered])
-    return lines + ["", f"{len(rows)} row(s): {_counts(counts)}"]
-
-
-def render_redrive(result: dict[str, Any]) -> list[str]:
-    row = result["row"]
-    was = f"was {result['previousAttempts']} attempt(s)" + (f", last error: {result['previousError']}" if result["previousError"] else "")
-    then = "sent to the outbox queue now" if result["sent"] else \
-        "the sweep re-drives it within 2 minutes plus one sweep interval (3 minutes with SweepIntervalMinutes=1)"
-    return [f"re-armed {result['kind']} row {result['key']}: {row['outboxStatus'] if 'outboxStatus' in row else row['status']}, "
-            f"attempts {row['attempts']}/{row['maxAttempts']} ({was}); {then}"]
-
-
-# -- command bodies ----------------------------------------------------------------------------------------
-
-
 def _run(name: str, body: Callable[[], int]) -> int:
-    from .services.inspection import InspectionError
+    from ..services.inspection import InspectionError
 
     try:
         return body()
@@ -483,7 +225,7 @@ def _waiting(args: argparse.Namespace, read: Callable[[], Any], still_open: Call
         _sleep(0.5)
         view = read()
     if getattr(args, "wait", 0) and still_open(view):
-        _emit(args, view, args.render)
+        emit(args, view, args.render)
         raise _StillOpen(f"still open after {args.wait:g} s")
     return view
 
@@ -493,7 +235,7 @@ class _StillOpen(Exception):
 
 
 def _slots_list(args: argparse.Namespace) -> int:
-    from .services.inspection import list_slots
+    from ..services.inspection import list_slots
 
     def body() -> int:
         reads = _reads(args)
@@ -501,39 +243,39 @@ def _slots_list(args: argparse.Namespace) -> int:
         rows = _waiting(args, lambda: list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since,
                                                  limit=args.limit),
                         lambda rows: not rows or any(r["status"] in _OPEN_SLOT for r in rows))
-        return _emit(args, rows, render_slot_list)
+        return emit(args, rows, render_slot_list)
 
     args.render = render_slot_list
     return _run("slots list", body)
 
 
 def _slots_show(args: argparse.Namespace) -> int:
-    from .services.inspection import show_slot
+    from ..services.inspection import show_slot
 
-    return _run("slots show", lambda: _emit(args, show_slot(_reads(args), args.slot_id), render_slot))
+    return _run("slots show", lambda: emit(args, show_slot(_reads(args), args.slot_id), render_slot))
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
-    from .services.inspection import show_job
+    from ..services.inspection import show_job
 
     def body() -> int:
         reads = _reads(args)
         view = _waiting(args, lambda: show_job(reads, args.job_id), lambda v: v["job"]["status"] in _OPEN_JOB)
-        return _emit(args, view, render_job)
+        return emit(args, view, render_job)
 
     args.render = render_job
     return _run("jobs show", body)
 
 
 def _schedules_next(args: argparse.Namespace) -> int:
-    from .services.inspection import next_fires
+    from ..services.inspection import next_fires
 
     def body() -> int:
         config = _config(args, required=True)
         at = parse_instant(args.at, _now_ms()) if args.at else _now_ms()
         if args.count < 1 or args.count > 100:
             raise UsageError("--count must be between 1 and 100")
-        return _emit(args, next_fires(config, at, args.count), render_fires)
+        return emit(args, next_fires(config, at, args.count), render_fires)
 
     return _run("schedules next", body)
 
@@ -542,7 +284,7 @@ def _schedules_pause(args: argparse.Namespace) -> int:
     """``schedules pause|resume <id>``: flip the schedule's pause item (``domain.pause.SchedulePause``),
     conditionally; the operator's audit line either way. Needs the config: only a schedule it
     names can be paused (a typo never leaves an item behind)."""
-    from .services.inspection import InspectionError, set_paused
+    from ..services.inspection import InspectionError, set_paused
 
     pause = args.action == "pause"
     verb = "paused" if pause else "resumed"
@@ -556,30 +298,23 @@ def _schedules_pause(args: argparse.Namespace) -> int:
             raise
         _audit(f"schedule.{verb}", schedule_id=view["scheduleId"], paused_at=view["pausedAt"],
                resumed_at=view["resumedAt"])
-        return _emit(args, view, render_pause)
+        return emit(args, view, render_pause)
 
     return _run(f"schedules {args.action}", body)
-
-
-def render_pause(view: dict[str, Any]) -> list[str]:
-    if view["paused"]:
-        return [f"schedule {view['scheduleId']} paused at {_iso(view['pausedAt'])}: its fires are refused and not "
-                "counted as missed until it is resumed"]
-    return [f"schedule {view['scheduleId']} resumed at {_iso(view['resumedAt'])}: it runs again from its next fire"]
 
 
 def _outbox_list(args: argparse.Namespace) -> int:
     """``outbox list``: every row by status; ``--dead`` the dead ones (the table the alarms'
     runbook names); ``--status X`` one status."""
-    from .services.inspection import dead_letters, outbox_list
+    from ..services.inspection import dead_letters, outbox_list
 
     if args.dead:
-        return _run("outbox list", lambda: _emit(args, dead_letters(_reads(args)), render_dead))
-    return _run("outbox list", lambda: _emit(args, outbox_list(_reads(args), args.status), render_outbox))
+        return _run("outbox list", lambda: emit(args, dead_letters(_reads(args)), render_dead))
+    return _run("outbox list", lambda: emit(args, outbox_list(_reads(args), args.status), render_outbox))
 
 
 def _outbox_redrive(args: argparse.Namespace) -> int:
-    from .services.inspection import InspectionError, redrive
+    from ..services.inspection import InspectionError, redrive
 
     def body() -> int:
         try:
@@ -589,7 +324,7 @@ def _outbox_redrive(args: argparse.Namespace) -> int:
             raise
         _audit("outbox.redriven", kind=result["kind"], key=result["key"], previous_attempts=result["previousAttempts"],
                previous_error=result["previousError"], sent=result["sent"])
-        return _emit(args, result, render_redrive)
+        return emit(args, result, render_redrive)
 
     return _run("outbox redrive", body)
 
@@ -603,7 +338,7 @@ def _operator() -> str | None:
 
 def _audit(event: str, **fields: Any) -> None:
     """The operator's action as one JSON log line on stderr (stdout stays the command's output)."""
-    line = {"level": "INFO" if event in _DONE_EVENTS else "WARNING", "event": event, "timestamp": _iso(_now_ms()),
+    line = {"level": "INFO" if event in _DONE_EVENTS else "WARNING", "event": event, "timestamp": iso_text(_now_ms()),
             "operator": _operator(), **{k: v for k, v in fields.items() if v is not None}}
     print(json_text(line, indent=None), file=sys.stderr)
 
@@ -627,13 +362,24 @@ def main(argv: list[str] | None = None, *, now_ms: Callable[[], int] | None = No
         _now_ms = previous
 
 
-def _main(argv: list[str] | None) -> int:
-    from . import __version__
-    from .domain.model import OutboxStatus  # pure: the one list of outbox statuses
+def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
 
     parser = argparse.ArgumentParser(prog="pixivflow", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"pixivflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_dev(sub)
+    _add_schedules(sub)
+    _add_slots(sub)
+    _add_outbox(sub)
+    _add_jobs(sub)
+    _add_config(sub)
+    return parser
+
+
+def _add_demo(sub: Any) -> None:
+    """`pixivflow demo`: the demo: several simulated days on the embedded runtime."""
     demo = sub.add_parser("demo", help="simulate several days of the demo schedules on the embedded runtime")
     demo.add_argument("--days", type=int, default=3)
     demo.add_argument("--start", default="2026-12-01T00:00:00Z")
@@ -644,6 +390,9 @@ def _main(argv: list[str] | None) -> int:
                       help="the offline catalogue, or the real Pixiv client against a loopback fake Pixiv")
     demo.set_defaults(func=_demo)
 
+
+def _add_dev(sub: Any) -> None:
+    """`pixivflow dev`: the local dev server."""
     dev = sub.add_parser("dev", help="the local dev server: both HTTP functions, moto, queue pumps, schedules, /docs, /ui")
     dev.add_argument("--port", type=int, default=8000, help="the HTTP port on 127.0.0.1 (default 8000)")
     dev.add_argument("--config", default=None, help="the config (default: PIXIVFLOW_CONFIG; --demo brings its own)")
@@ -664,6 +413,9 @@ def _main(argv: list[str] | None) -> int:
                      help="let the server connect beyond loopback (default: 127.0.0.0/8 and ::1 only)")
     dev.set_defaults(func=_dev)
 
+
+def _add_schedules(sub: Any) -> None:
+    """`pixivflow schedules`: schedule sync, the next fires, pause and resume."""
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")
     ssub = schedules.add_subparsers(dest="action", required=True)
     sync = ssub.add_parser("sync", help="make the scheduler group match the config")
@@ -689,6 +441,9 @@ def _main(argv: list[str] | None) -> int:
         flip.add_argument("schedule_id", help="a schedule of the config")
         flip.set_defaults(func=_schedules_pause)
 
+
+def _add_slots(sub: Any) -> None:
+    """`pixivflow slots`: the ledger's slots."""
     slots = sub.add_parser("slots", help="occurrences in the ledger")
     slsub = slots.add_subparsers(dest="action", required=True)
     sl = slsub.add_parser("list", help="the newest slots, filtered")
@@ -705,6 +460,11 @@ def _main(argv: list[str] | None) -> int:
     _ledger_options(ss)
     ss.add_argument("slot_id")
     ss.set_defaults(func=_slots_show)
+
+
+def _add_outbox(sub: Any) -> None:
+    """`pixivflow outbox`: the outbox rows and their redrive."""
+    from ..domain.model import OutboxStatus  # pure: the one list of outbox statuses
 
     outbox = sub.add_parser("outbox", help="outbox rows")
     osub = outbox.add_subparsers(dest="action", required=True)
@@ -723,6 +483,9 @@ def _main(argv: list[str] | None) -> int:
     orv.add_argument("--outbox-queue", default=None, help="send the row at once (default: OUTBOX_QUEUE_URL, the --stack output)")
     orv.set_defaults(func=_outbox_redrive)
 
+
+def _add_jobs(sub: Any) -> None:
+    """`pixivflow jobs`: Workflow Protocol v1 jobs."""
     jobs = sub.add_parser("jobs", help="Workflow Protocol v1 jobs")
     jsub = jobs.add_subparsers(dest="action", required=True)
     js = jsub.add_parser("show", help="one job: its projection, events and callbacks")
@@ -732,12 +495,18 @@ def _main(argv: list[str] | None) -> int:
                     help="wait up to this long until the job is succeeded, failed or cancelled (exit 1 if not)")
     js.set_defaults(func=_jobs_show)
 
+
+def _add_config(sub: Any) -> None:
+    """`pixivflow config`: config check."""
     config = sub.add_parser("config", help="configuration")
     csub = config.add_subparsers(dest="action", required=True)
     check = csub.add_parser("check", help="validate a config file")
     check.add_argument("--config", default=None)
     check.set_defaults(func=_check)
 
+
+def _main(argv: list[str] | None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     name = " ".join(str(v) for v in (args.command, getattr(args, "action", None)) if v)
     try:
@@ -766,7 +535,7 @@ def user_failure(exc: BaseException, args: argparse.Namespace) -> tuple[int, lis
     """The exit code and the lines for a mistake of the operator's or of their environment, or None
     for a bug of ours (which keeps its traceback). botocore is imported lazily: ``config check``
     and ``--help`` never load it."""
-    from .domain.errors import ConfigError
+    from ..domain.errors import ConfigError
 
     cause = exc.__cause__
     while cause is not None:  # the adapters wrap AWS's answer (LedgerUnavailable from ClientError): use the answer
@@ -796,7 +565,3 @@ def user_failure(exc: BaseException, args: argparse.Namespace) -> tuple[int, lis
             return 1, [f"not found: {message or code} (is --table / LEDGER_TABLE right for this endpoint?)"]
         return 1, [f"AWS answered {code}: {message}".rstrip(": ")]
     return None
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
