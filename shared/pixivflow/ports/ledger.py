@@ -201,6 +201,9 @@ class WorkReservations(Protocol):
     def reserve_work(self, route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, *,
                      executor: str | None = None) -> tuple[bool, str | None]: ...
 
+    def take_over_work(self, route: str, work_type: str, work_id: str, holder_key: str, owner_key: str, now_ms: int, *,
+                       executor: str | None = None) -> bool: ...
+
     def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *,
                                  executor: str | None = None) -> bool: ...
 

@@ -14,6 +14,7 @@ from ..domain.errors import FatalSourceError, PaginationError, SourceError, Sour
 from ..domain.model import Intent, LedgerStatus, OutboxStatus
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.reasons import reason_of
+from ..domain.reservation import HOLDS, ORPHANED, PENDING, holder_of, holder_verdict
 from ..domain.scan import classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..domain.selection import (
     RESTRICTED,
@@ -345,24 +346,58 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     routes = target.routes()
     if not routes:
         return TargetOutcome.stored(work.work_id, work.work_type)
-    held: list[tuple[str, str | None]] = []
-    taken: list[tuple[str, str | None]] = []
+    held: list[str] = []
+    trusted: list[tuple[str, str | None]] = []  # held by a cell that has, or will have, delivered it
+    waiting: list[tuple[str, str | None]] = []  # held by a running cell that has not recorded its row yet
     for route in routes:
         ok, owner = ctx.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, ctx.now(), executor=run.owner)
-        (held if ok else taken).append((route, owner))
-    if not held:
-        # Another slot took this work on every route while we were down (it was bound, never
-        # reserved): it is delivered or pending there. Never deliver it twice, never substitute.
-        where = ", ".join(f"{r} by {o}" for r, o in taken)
+        if ok:
+            held.append(route)
+            continue
+        # Refused: another cell holds it (or a refusal that did not say who: decide again later).
+        verdict = PENDING if owner is None else _holder(run, work, route, owner)
+        if verdict == HOLDS:
+            trusted.append((route, owner))
+        elif verdict == ORPHANED and owner is not None and _take_over(run, work, route, owner):
+            held.append(route)
+        else:  # a holder still running, or one that moved while we judged it
+            waiting.append((route, owner))
+    if not held and not waiting:
+        # Other cells hold this work on every route, each with a row that delivers it (or did).
+        # Never deliver it twice, never substitute.
+        where = ", ".join(f"{r} by {o}" for r, o in trusted)
         return TargetOutcome.duplicate(work.work_id, f"locked work {work.work_id} is already delivered or pending on {where}")
-    # Some routes only: the others went to another slot's cell bound to the same work. Each such
-    # route is recorded on this cell as a duplicate BEFORE the held routes are queued, so that the
-    # cell's delivery verdict (every configured route confirmed) can complete. Without it two
-    # recovering cells that split a work's routes between them would wait forever, each for the
-    # route the other holds.
-    _record_taken(run, work, taken)
-    _enqueue(run, work, [r for r, _ in held], files)
+    # A route another cell holds and delivers is recorded on this cell as a duplicate BEFORE the
+    # held routes are queued, so that the cell's delivery verdict (every configured route
+    # confirmed) can complete when their ACKs come. The held routes are queued before this cell
+    # waits for any holder: two recovering cells that split a work's routes each queue theirs
+    # first, so each finds the other's row on its next run and neither waits on the other forever.
+    _record_taken(run, work, trusted)
+    _enqueue(run, work, held, files)
+    if waiting:
+        where = ", ".join(f"{r} by {o}" for r, o in waiting)
+        return TargetOutcome.failed(f"locked work {work.work_id}: waiting for the cell holding it on {where} to record "
+                                    "its delivery", retryable=True)
     return TargetOutcome.delivery_pending(work.work_id, work.work_type)
+
+
+def _holder(run: CellRun, work: Work, route: str, owner: str) -> str:
+    """What the cell holding ``work`` on ``route`` will do with it (``domain.reservation``)."""
+    slot_id, target_id = holder_of(owner)
+    row = run.ctx.rows.get_intent(slot_id, target_id, route, work.work_type, work.work_id)
+    cell = run.ctx.occurrences.get_cell(slot_id, target_id) if row is None else None
+    return holder_verdict(cell, row)
+
+
+def _take_over(run: CellRun, work: Work, route: str, holder: str) -> bool:
+    """Take the route over from a holder that can never deliver it; refused if the holder moved."""
+    taken = run.ctx.reservations.take_over_work(route, work.work_type, work.work_id, holder, run.owner_key, run.ctx.now(),
+                                                executor=run.owner)
+    if taken:
+        run.ctx.log("warning", "a work reserved by a cell that can never deliver it was taken over",
+                    event="reservation.taken_over", slot_id=run.slot.slot_id, target_id=run.target.id, route=route,
+                    work_id=work.work_id, holder=holder)
+    return taken
 
 
 def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]]) -> None:

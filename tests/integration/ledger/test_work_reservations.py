@@ -46,3 +46,21 @@ def test_work_owners_reads_the_holder_of_each_reserved_work_and_leaves_free_ones
     assert ledger.work_owners(route, kind, ids, consistent=False) == held
     assert ledger.release_work_reservation(route, kind, "500", held["500"]) is True
     assert ledger.work_owners(route, kind, ["500", "502", "501"]) == {"502": held["502"]}
+
+
+def test_a_work_is_taken_over_only_from_the_holder_named_and_then_the_taker_holds_it(env: Env) -> None:
+    """take_over_work: one conditional write naming the holder whose cell can never deliver the work
+    (``domain.reservation``). Refused when the work is free or another cell holds it by then; once
+    taken, the old holder can neither release it nor take it back, and the new one holds it."""
+    ledger, route, kind = env.ledger, "review", "illustration"
+    orphan, taker, other = "a@2026-12-01T0800#cats", "b@2026-12-01T0805#cats", "c@2026-12-01T0810#cats"
+    assert ledger.take_over_work(route, kind, "501", orphan, taker, 1_000) is False  # nobody holds it: nothing to take
+    assert ledger.work_owners(route, kind, ["501"]) == {}
+    assert ledger.reserve_work(route, kind, "501", orphan, 1_000, executor="exe-a") == (True, orphan)
+    assert ledger.take_over_work(route, kind, "501", other, taker, 2_000) is False  # not the holder named
+    assert ledger.take_over_work(route, kind, "501", orphan, taker, 2_000, executor="exe-b") is True
+    assert ledger.work_owners(route, kind, ["501"]) == {"501": taker}
+    assert ledger.take_over_work(route, kind, "501", orphan, other, 3_000) is False  # the holder moved: refused
+    assert ledger.release_work_reservation(route, kind, "501", orphan) is False
+    assert ledger.reserve_work(route, kind, "501", orphan, 3_000) == (False, taker)
+    assert ledger.reserve_work(route, kind, "501", taker, 3_000, executor="exe-b2") == (True, taker)  # its own re-run

@@ -8,6 +8,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.model import ACTIONABLE_OUTBOX, Intent, LedgerStatus, OutboxStatus
 from ..dynamodb_base import refused_item
+from ..dynamodb_base import is_conditional_failure
 from .cells import CellItems
 from .codec import (
     _INTENT_FIELDS,
@@ -54,6 +55,24 @@ class DeliveryItems(CellItems):
             old = refused_item(exc)
             owner = self._unmarshal(old).get("ownerKey") if old else None
             return False, owner
+
+    def take_over_work(self, route: str, work_type: str, work_id: str, holder_key: str, owner_key: str, now_ms: int, *,
+                       executor: str | None = None) -> bool:
+        """Take a work on a route over from ``holder_key``, whose cell can never deliver it
+        (``domain.reservation``): one conditional write, refused unless the holder still holds it."""
+        item = {"pk": work_pk(route, work_type, work_id), "sk": "OWNER", "entity": "work", "route": route,
+                "workType": work_type, "workId": work_id, "ownerKey": owner_key, "createdAt": now_ms,
+                "takenOverFrom": holder_key}
+        if executor:
+            item["executor"] = executor
+        try:
+            self._call("put_item", TableName=self._table, Item=self._marshal(item), ConditionExpression="ownerKey = :holder",
+                       ExpressionAttributeValues={":holder": {"S": holder_key}})
+            return True
+        except ClientError as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise
 
     def release_work_reservation(self, route: str, work_type: str, work_id: str, owner_key: str, *, executor: str | None = None) -> bool:
         """Free a work on a route. With ``executor``, only while that executor still holds it."""

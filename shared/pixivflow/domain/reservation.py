@@ -1,0 +1,44 @@
+"""Who may deliver a work on a route that another cell holds (docs/explanation/reservations.md).
+
+A cell that re-runs its bound work and finds one of its routes held by another cell decides, from
+the holder's cell and the holder's own row of that work on that route, which of three things is
+true:
+
+* ``HOLDS``: the holder's row is confirmed (delivered, or a duplicate the downstream attested), in
+  flight (the outbox still owns it), or may already be downstream (an attempt was recorded, or a
+  worker claimed it and never settled). The route has the work, or will, from the holder: this cell
+  records the route as a duplicate and never sends it.
+* ``ORPHANED``: nothing of the holder can ever deliver it: its row failed or was cancelled before
+  any send, or it has no row and its cell has ended (or is gone). The reservation is taken over
+  with a conditional write naming the holder, and this cell delivers the route itself.
+* ``PENDING``: the holder's cell is running and has not written its row yet: it may still
+  deliver, so this cell waits and decides again on its next run.
+"""
+
+from __future__ import annotations
+
+from .model import CONFIRMED_LEDGER, Cell, Intent
+
+HOLDS = "holds"
+ORPHANED = "orphaned"
+PENDING = "pending"
+
+
+def holder_verdict(holder_cell: Cell | None, holder_row: Intent | None) -> str:
+    """``HOLDS``, ``ORPHANED`` or ``PENDING`` for the cell holding a work on a route (module doc)."""
+    if holder_row is not None:
+        if holder_row.status in CONFIRMED_LEDGER or holder_row.actionable or holder_row.may_be_downstream:
+            return HOLDS
+        return ORPHANED  # failed or cancelled before any send: it will never be sent
+    if holder_cell is None or holder_cell.terminal:
+        return ORPHANED
+    return PENDING
+
+
+def holder_of(owner_key: str) -> tuple[str, str]:
+    """The (slot id, target id) of the cell an owner key names (``model.cell_key``)."""
+    slot_id, _, target_id = owner_key.rpartition("#")
+    return slot_id, target_id
+
+
+__all__ = ["HOLDS", "ORPHANED", "PENDING", "holder_of", "holder_verdict"]
