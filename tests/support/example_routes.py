@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ms
 from pixivflow import aws
 from support.route_receiver import Receiver
 
@@ -74,6 +75,26 @@ def start(make_runtime, receiver, **kwargs):
     catalog = kwargs.pop("catalog", CATALOG)
     rt = make_runtime(FIRE, mutate=routes_config(receiver, **kwargs), catalog=catalog, overrides=overrides)
     assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
+    return rt
+
+
+LATE = "late-tokyo@2026-12-01T0805"  # a second occurrence, five minutes after SLOT
+LATE_FIRE = "2026-11-30T23:05:00Z"
+
+
+def two_occurrences(make_runtime, receiver, *, routes=("bot1-submit", "qq-main")):  # noqa: F811
+    """Two slots fired (SLOT and LATE), each with one ``cats`` cell on ``routes``: the setting of a
+    work two occurrences' cells compete for."""
+    base = routes_config(receiver, routes=routes)
+
+    def mutate(cfg):
+        base(cfg)
+        cfg["schedules"].append({"id": "late-tokyo", "cron": "5 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["cats"]})
+
+    rt = make_runtime(FIRE, mutate=mutate, catalog=CATALOG)
+    assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
+    rt.clock.advance(ms(LATE_FIRE) - ms(FIRE))
+    assert rt.fire("late-tokyo", iso=LATE_FIRE)["disposition"] == "accepted"
     return rt
 
 

@@ -12,33 +12,17 @@ route gets the work from the cell that reports it."""
 
 from __future__ import annotations
 
-from support.example_routes import CATALOG, FIRE, GATEWAY, SLOT, SUBMIT, receiver, routes_config, state  # noqa: F401
+from support.example_routes import GATEWAY, LATE, SLOT, SUBMIT, receiver, state, two_occurrences  # noqa: F401
 
-from conftest import claim, ms
+from conftest import claim
 from pixivflow.domain.model import cell_key
 
-LATE = "late-tokyo@2026-12-01T0805"
-LATE_FIRE = "2026-11-30T23:05:00Z"
 WORK = "424242"
-
-
-def _two_occurrences(make_runtime, receiver):  # noqa: F811
-    base = routes_config(receiver, routes=("bot1-submit", "qq-main"))
-
-    def mutate(cfg):
-        base(cfg)
-        cfg["schedules"].append({"id": "late-tokyo", "cron": "5 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["cats"]})
-
-    rt = make_runtime(FIRE, mutate=mutate, catalog=CATALOG)
-    assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
-    rt.clock.advance(ms(LATE_FIRE) - ms(FIRE))
-    assert rt.fire("late-tokyo", iso=LATE_FIRE)["disposition"] == "accepted"
-    return rt
 
 
 def test_a_route_reserved_by_a_cell_that_ended_without_sending_is_taken_over_and_delivered(make_runtime, receiver,  # noqa: F811
                                                                                             logs):
-    rt = _two_occurrences(make_runtime, receiver)
+    rt = two_occurrences(make_runtime, receiver)
     ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     # The holder: bound to the work, holding bot1-submit, then ended (cancelled) with nothing sent.
     claim(ledger, SLOT, "cats", "dead-holder", now)
@@ -72,7 +56,7 @@ def test_a_route_held_by_a_running_cell_without_its_row_yet_is_waited_for_never_
     holder; once the holder runs again each cell delivers the route it holds and records the other."""
     from pixivflow.services.execution import execute_cell
 
-    rt = _two_occurrences(make_runtime, receiver)
+    rt = two_occurrences(make_runtime, receiver)
     ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     claim(ledger, SLOT, "cats", "dead-holder", now)
     assert ledger.bind_work(SLOT, "cats", WORK, "illustration", now)[0]
@@ -99,7 +83,7 @@ def test_a_refused_take_over_is_decided_again_never_delivered_on_a_hunch(make_ru
     write is refused and the cell sends nothing on that route; it decides again on its next run."""
     from pixivflow.services.execution import execute_cell
 
-    rt = _two_occurrences(make_runtime, receiver)
+    rt = two_occurrences(make_runtime, receiver)
     ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     claim(ledger, SLOT, "cats", "dead-holder", now)
     assert ledger.bind_work(SLOT, "cats", WORK, "illustration", now)[0]

@@ -12,27 +12,16 @@ the work once, from one of the two cells, and both cells end submitted."""
 
 from __future__ import annotations
 
-from support.example_routes import CATALOG, FIRE, GATEWAY, SLOT, SUBMIT, receiver, routes_config, state  # noqa: F401
+from support.example_routes import GATEWAY, LATE, SLOT, SUBMIT, receiver, state, two_occurrences  # noqa: F401
 
-from conftest import claim, ms
+from conftest import claim
 from pixivflow.domain.model import cell_key
 
-LATE = "late-tokyo@2026-12-01T0805"
-LATE_FIRE = "2026-11-30T23:05:00Z"
 WORK = "424242"
 
 
 def test_two_cells_that_died_holding_one_route_each_of_one_work_both_end_submitted(make_runtime, receiver):  # noqa: F811
-    base = routes_config(receiver, routes=("bot1-submit", "qq-main"))
-
-    def mutate(cfg):
-        base(cfg)
-        cfg["schedules"].append({"id": "late-tokyo", "cron": "5 8 * * *", "timezone": "Asia/Tokyo", "targetIds": ["cats"]})
-
-    rt = make_runtime(FIRE, mutate=mutate, catalog=CATALOG)
-    assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
-    rt.clock.advance(ms(LATE_FIRE) - ms(FIRE))
-    assert rt.fire("late-tokyo", iso=LATE_FIRE)["disposition"] == "accepted"
+    rt = two_occurrences(make_runtime, receiver)
     ledger, now = rt.wiring.ledger, rt.clock.now_ms()
     # What the two dead executors left: each cell bound to the work, each holding one route of it.
     for slot_id, route in ((SLOT, "bot1-submit"), (LATE, "qq-main")):
