@@ -94,3 +94,17 @@ def test_a_document_is_checked_at_every_depth_and_names_the_field():
         rules.check_document({"labels": {"bad\x1bkey": "v"}})
     assert refused.value.message == "labels (an object key) must not contain control characters or unpaired surrogates"
     rules.check_document({"params": {"query": {"tags": ["早上好", "😀"]}}, "n": 1, "b": None})
+
+
+@pytest.mark.parametrize("text", ["[" * 65, "[" * 100 + "x", '{"a":' * 65, "[" * 1000])
+def test_a_body_nested_past_the_limit_is_too_deep_whole_or_cut_short(text: str) -> None:
+    """Decided on the text before it is parsed: the same answer on every Python, whether the body
+    ends or not (the C parser of 3.11 and of 3.13 give up at different depths)."""
+    with pytest.raises(BodyProblem) as raised:
+        parse_json(text)
+    assert raised.value.reason == "body_too_deep"
+
+
+def test_brackets_inside_strings_do_not_count_toward_the_depth() -> None:
+    deep_text = '{"a": "' + "[" * 200 + '\\" [[[", "b": [[1]]}'
+    assert parse_json(deep_text)["b"] == [[1]]

@@ -16,7 +16,7 @@ import base64
 import binascii
 import json
 import math
-from typing import Any, Iterable
+from typing import Any
 
 
 MAX_BODY_BYTES = 64 * 1024
@@ -86,20 +86,27 @@ def _byte_length(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _too_deep(value: Any) -> bool:
-    """True when arrays/objects nest deeper than MAX_DEPTH (an explicit stack: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+def _too_deep(text: str) -> bool:
+    """True when arrays/objects nest deeper than MAX_DEPTH anywhere in ``text``, read as JSON's
+    brackets outside strings: decided before parsing, so the answer is the same for a complete and
+    an unterminated body, whatever the interpreter's parser does near its recursion limit."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
     return False
 
 
@@ -129,16 +136,14 @@ def parse_json(text: str) -> Any:
     """Parse ``text`` within the limits above; raises ``BodyProblem`` for anything else."""
     if len(text) > MAX_BODY_BYTES or _byte_length(text) > MAX_BODY_BYTES:
         raise too_large()
+    if _too_deep(text):
+        raise too_deep()
     try:
         value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
     except _Refused as refused:
         raise refused.problem from None
-    except RecursionError:  # the C parser gives up near the interpreter's recursion limit
-        raise too_deep() from None
     except ValueError:  # JSONDecodeError, or an unparsable number
         raise BodyProblem(400, "invalid_json", f"body: {NOT_JSON}") from None
-    if _too_deep(value):
-        raise too_deep()
     return value
 
 
