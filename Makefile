@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test test-3.13 layer layer-check test-size ui-check lint bench load fuzz sim mutants clean
+.PHONY: run dev test test-3.13 layer layer-check check-protocol test-size ui-check lint bench load fuzz sim mutants clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ layer: $(STAMP313)
 
 layer-check: $(STAMP)
 	$(PY) tests/layer/check_layer.py $(LAYER_HOST)/python $(abspath $(VENV313))/bin/python
+
+# The reservation protocol (docs/explanation/reservations.md) explored state by state
+# (tests/protocol/check_protocol.py), then the rule it replaced, which it must find wrong.
+check-protocol: $(STAMP)
+	$(PY) tests/protocol/check_protocol.py
+	$(PY) tests/protocol/check_protocol.py --old-rule > /dev/null && echo "check-protocol: the old rule is found wrong, as it must be"
 
 # The same run, then the CPU of every large test and of every test near a small test's budget.
 test-size: $(STAMP)

@@ -1,6 +1,6 @@
 """The rule a recovering cell applies to a route another cell holds (``domain.reservation``): trust
-the holder only when its row is confirmed, in flight or possibly downstream; take the route over
-only when nothing of the holder can ever send it; otherwise wait."""
+the holder only when its row is confirmed or possibly downstream; take the route over only when
+nothing of the holder can ever send it; otherwise (a queued row, a running holder) wait."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _cell(status: str) -> Cell:
 @pytest.mark.parametrize(("row", "verdict"), [
     (_row(LedgerStatus.DELIVERED, OutboxStatus.DONE, 1), HOLDS),  # confirmed
     (_row(LedgerStatus.DUPLICATE, OutboxStatus.DONE, 1), HOLDS),  # the downstream attested it
-    (_row(LedgerStatus.PENDING, OutboxStatus.PENDING), HOLDS),  # in flight, never attempted yet
+    (_row(LedgerStatus.PENDING, OutboxStatus.PENDING), PENDING),  # queued, never claimed: may yet be cancelled
     (_row(LedgerStatus.PENDING, OutboxStatus.RETRY_WAIT, 2), HOLDS),  # in flight, retrying
     (_row(LedgerStatus.PENDING, OutboxStatus.PROCESSING), HOLDS),  # a worker may be posting it now
     (_row(LedgerStatus.FAILED, OutboxStatus.DEAD, 3), HOLDS),  # sent, answer lost or failed: may be downstream

@@ -4,15 +4,17 @@ A cell that re-runs its bound work and finds one of its routes held by another c
 the holder's cell and the holder's own row of that work on that route, which of three things is
 true:
 
-* ``HOLDS``: the holder's row is confirmed (delivered, or a duplicate the downstream attested), in
-  flight (the outbox still owns it), or may already be downstream (an attempt was recorded, or a
-  worker claimed it and never settled). The route has the work, or will, from the holder: this cell
-  records the route as a duplicate and never sends it.
+* ``HOLDS``: the holder's row is confirmed (delivered, or a duplicate the downstream attested), or
+  may already be downstream (an attempt was recorded, or a worker claimed it). The route has the
+  work, or may, from the holder: this cell records the route as a duplicate and never sends it.
 * ``ORPHANED``: nothing of the holder can ever deliver it: its row failed or was cancelled before
   any send, or it has no row and its cell has ended (or is gone). The reservation is taken over
   with a conditional write naming the holder, and this cell delivers the route itself.
-* ``PENDING``: the holder's cell is running and has not written its row yet: it may still
-  deliver, so this cell waits and decides again on its next run.
+* ``PENDING``: the holder's row is queued and no worker has claimed it yet, or the holder's cell is
+  running and has not written its row: it may still deliver, or be cancelled before it sends, so
+  this cell waits and decides again on its next run. (Trusting a queued row was found wrong by
+  ``make check-protocol``: a job's cancel can still cancel it, and the truster would report a
+  delivery nobody made.)
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ PENDING = "pending"
 def holder_verdict(holder_cell: Cell | None, holder_row: Intent | None) -> str:
     """``HOLDS``, ``ORPHANED`` or ``PENDING`` for the cell holding a work on a route (module doc)."""
     if holder_row is not None:
-        if holder_row.status in CONFIRMED_LEDGER or holder_row.actionable or holder_row.may_be_downstream:
+        if holder_row.status in CONFIRMED_LEDGER or holder_row.may_be_downstream:
             return HOLDS
+        if holder_row.actionable:
+            return PENDING  # queued, never claimed: it may still be sent, or cancelled first
         return ORPHANED  # failed or cancelled before any send: it will never be sent
     if holder_cell is None or holder_cell.terminal:
         return ORPHANED
