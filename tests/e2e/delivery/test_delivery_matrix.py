@@ -561,3 +561,27 @@ def test_a_row_of_a_cell_the_sweep_already_failed_is_dead_lettered_never_posted(
     assert (cell.status, cell.terminal_reason_code) == ("failed", reason)  # the cell keeps how it ended
     assert (row.status, row.outbox_status) == ("failed", "dead")
     assert row.last_error.startswith(f"cell already ended failed ({reason})")
+
+
+def test_an_answer_whose_settle_is_refused_moves_nothing_else(make_runtime, downstream):
+    """A worker whose lease moved on to another worker gets its answer back (a downstream's terminal
+    status): its conditional settle is refused, and then it records nothing - not the cell, not the
+    slot, not the work's reservation. The row's new holder owns all three."""
+    from pixivflow.domain.ack import AckKind, DeliveryAck
+    from pixivflow.domain.model import cell_key
+    from pixivflow.services.delivery import _handle
+
+    rt = start(make_runtime)
+    rt.pumps["execute"].poll()
+    row = intent(rt)
+    now = rt.clock.now_ms()
+    assert rt.wiring.ledger.claim_intent(row, "the-new-holder", now, 120_000) is not None
+    before = cell(rt)
+    answer = DeliveryAck(AckKind.REMOTE_FAILED, 200, remote_id="r-9", remote_status="rejected")
+    result = _handle(rt.wiring.deliveries, row, "the-zombie", answer)
+    assert result.action == "skipped"
+    after = cell(rt)
+    assert (after.status, after.terminal_reason_code) == (before.status, before.terminal_reason_code)
+    assert state(rt).slot.status == "running"
+    assert (intent(rt).outbox_status, intent(rt).lease_owner) == ("processing", "the-new-holder")
+    assert rt.wiring.ledger.work_owners(row.route, row.work_type, [row.work_id]) == {row.work_id: cell_key(SLOT, TARGET)}
