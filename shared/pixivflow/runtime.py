@@ -264,11 +264,9 @@ def cold_start() -> None:
 
 def reset() -> None:
     """Drop the cached graph (and any overrides)."""
-    global _runtime
     with _lock:
-        dropped, _runtime = _runtime, None
         _overrides.clear()
-    _close(dropped)
+    cold_start()
 
 
 def _close(dropped: Runtime | None) -> None:

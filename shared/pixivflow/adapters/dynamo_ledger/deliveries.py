@@ -7,8 +7,7 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from ...domain.model import ACTIONABLE_OUTBOX, Intent, LedgerStatus, OutboxStatus
-from ..dynamodb_base import refused_item
-from ..dynamodb_base import is_conditional_failure
+from ..dynamodb_base import is_conditional_failure, refused_item
 from .cells import CellItems
 from .codec import (
     _INTENT_FIELDS,
@@ -29,18 +28,7 @@ class DeliveryItems(CellItems):
 
         The cell that owns it may re-claim it; doing so records the executor now holding it, so a
         zombie executor of the same cell can no longer release it (see ``release_work_reservation``)."""
-        item = {
-            "pk": work_pk(route, work_type, work_id),
-            "sk": "OWNER",
-            "entity": "work",
-            "route": route,
-            "workType": work_type,
-            "workId": work_id,
-            "ownerKey": owner_key,
-            "createdAt": now_ms,
-        }
-        if executor:
-            item["executor"] = executor
+        item = _owner_item(route, work_type, work_id, owner_key, now_ms, executor)
         try:
             self._call(
                 "put_item",
@@ -60,11 +48,7 @@ class DeliveryItems(CellItems):
                        executor: str | None = None) -> bool:
         """Take a work on a route over from ``holder_key``, whose cell can never deliver it
         (``domain.reservation``): one conditional write, refused unless the holder still holds it."""
-        item = {"pk": work_pk(route, work_type, work_id), "sk": "OWNER", "entity": "work", "route": route,
-                "workType": work_type, "workId": work_id, "ownerKey": owner_key, "createdAt": now_ms,
-                "takenOverFrom": holder_key}
-        if executor:
-            item["executor"] = executor
+        item = {**_owner_item(route, work_type, work_id, owner_key, now_ms, executor), "takenOverFrom": holder_key}
         try:
             self._call("put_item", TableName=self._table, Item=self._marshal(item), ConditionExpression="ownerKey = :holder",
                        ExpressionAttributeValues={":holder": {"S": holder_key}})
@@ -253,3 +237,12 @@ class DeliveryItems(CellItems):
     def get_intent_by_key(self, pk: str, sk: str) -> Intent | None:
         item = self._get(pk, sk)
         return intent_from_item(item) if item and item.get("entity") == "intent" else None
+
+
+def _owner_item(route: str, work_type: str, work_id: str, owner_key: str, now_ms: int, executor: str | None) -> dict[str, Any]:
+    """``WORK#<route>#<type>#<workId>`` / ``OWNER``: the cell holding a work on a route, and its executor."""
+    item: dict[str, Any] = {"pk": work_pk(route, work_type, work_id), "sk": "OWNER", "entity": "work", "route": route,
+                            "workType": work_type, "workId": work_id, "ownerKey": owner_key, "createdAt": now_ms}
+    if executor:
+        item["executor"] = executor
+    return item
