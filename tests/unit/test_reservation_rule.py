@@ -1,6 +1,7 @@
 """The rule a recovering cell applies to a route another cell holds (``domain.reservation``): trust
-the holder only when its row is confirmed or possibly downstream; take the route over only when
-nothing of the holder can ever send it; otherwise (a queued row, a running holder) wait."""
+the holder only when its row is confirmed; take the route over only when nothing of the holder can
+ever send it; send nothing and say so when its row ended after a post that may have reached the
+route; otherwise (a row still in the outbox, a running holder) wait."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import pytest
 
 from pixivflow.domain.cells import CellStatus
 from pixivflow.domain.model import Cell, Intent, LedgerStatus, OutboxStatus
-from pixivflow.domain.reservation import HOLDS, ORPHANED, PENDING, holder_of, holder_verdict
+from pixivflow.domain.reservation import HOLDS, ORPHANED, PENDING, UNCERTAIN, holder_of, holder_verdict
 
 
-def _row(status: str, outbox: str, attempts: int = 0) -> Intent:
+def _row(status: str, outbox: str, attempts: int = 0, claimed: str | None = None) -> Intent:
     return Intent(slot_id="a@2026-12-01T0800", target_id="cats", route="r1", work_type="illustration", work_id="501",
-                  idempotency_key="k", status=status, outbox_status=outbox, attempts=attempts)
+                  idempotency_key="k", status=status, outbox_status=outbox, attempts=attempts, unsettled_claim=claimed)
 
 
 def _cell(status: str) -> Cell:
@@ -24,9 +25,11 @@ def _cell(status: str) -> Cell:
     (_row(LedgerStatus.DELIVERED, OutboxStatus.DONE, 1), HOLDS),  # confirmed
     (_row(LedgerStatus.DUPLICATE, OutboxStatus.DONE, 1), HOLDS),  # the downstream attested it
     (_row(LedgerStatus.PENDING, OutboxStatus.PENDING), PENDING),  # queued, never claimed: may yet be cancelled
-    (_row(LedgerStatus.PENDING, OutboxStatus.RETRY_WAIT, 2), HOLDS),  # in flight, retrying
-    (_row(LedgerStatus.PENDING, OutboxStatus.PROCESSING), HOLDS),  # a worker may be posting it now
-    (_row(LedgerStatus.FAILED, OutboxStatus.DEAD, 3), HOLDS),  # sent, answer lost or failed: may be downstream
+    (_row(LedgerStatus.PENDING, OutboxStatus.PENDING, 0, "dlv-1"), PENDING),  # deferred after a lapsed claim
+    (_row(LedgerStatus.PENDING, OutboxStatus.RETRY_WAIT, 2), PENDING),  # retrying: may yet fail for good
+    (_row(LedgerStatus.PENDING, OutboxStatus.PROCESSING, 0, "dlv-1"), PENDING),  # being posted: may be cancelled
+    (_row(LedgerStatus.FAILED, OutboxStatus.DEAD, 3), UNCERTAIN),  # sent, answer lost or failed: may be downstream
+    (_row(LedgerStatus.PENDING, OutboxStatus.CANCELLED, 0, "dlv-1"), UNCERTAIN),  # a worker may have posted it
     (_row(LedgerStatus.FAILED, OutboxStatus.DEAD, 0), ORPHANED),  # dead before any send
     (_row(LedgerStatus.PENDING, OutboxStatus.CANCELLED, 0), ORPHANED),  # cancelled before any send
 ])

@@ -145,6 +145,11 @@ class Intent:
     sending_at: int | None = None
     send_progress: dict[str, Any] | None = None
     redrive_count: int = 0
+    # The worker whose claim began the row's current unsettled stretch: set by the first claim after
+    # a settle, kept by later claims (one that took over a lapsed lease), cleared by a settle, and by
+    # a deferral only when the deferring worker made that first claim. While it is set, a worker may
+    # have posted this row without recording anything (``may_be_downstream``).
+    unsettled_claim: str | None = None
     # The bound work's stored files (the ledger, not a manifest object, records them), written
     # once with the row, after every file is stored; services/assets.py.
     files: list[dict[str, Any]] | None = None
@@ -171,8 +176,10 @@ class Intent:
         must stay reserved): an attempt was recorded (its answer lost or failed after the
         downstream took it), or a worker claimed the row and never settled it. A claim uses no
         attempt, so a row ``processing`` under a lapsed lease is one whose worker may have posted and
-        died before recording anything; a live lease is a post under way."""
-        return self.attempts > 0 or self.outbox_status == OutboxStatus.PROCESSING
+        died before recording anything; a live lease is a post under way. A row a worker took over
+        from a lapsed lease and then deferred (the route not ready) is ``pending`` again with no
+        attempt, and its first claimer may still have posted it: ``unsettled_claim`` says so."""
+        return self.attempts > 0 or self.outbox_status == OutboxStatus.PROCESSING or self.unsettled_claim is not None
 
 
 def unwritten_cell(slot: Slot, target_id: str) -> Cell:

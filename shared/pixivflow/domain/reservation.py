@@ -5,8 +5,13 @@ the holder's cell and the holder's own row of that work on that route, which of 
 true:
 
 * ``HOLDS``: the holder's row is confirmed (delivered, or a duplicate the downstream attested), or
-  may already be downstream (an attempt was recorded, or a worker claimed it). The route has the
-  work, or may, from the holder: this cell records the route as a duplicate and never sends it.
+  is still the outbox's and may already be downstream (an attempt was recorded, or a worker
+  claimed it): it will settle as delivered unless the downstream refuses it. This cell records the
+  route as a duplicate and never sends it.
+* ``UNCERTAIN``: the holder's row ended unconfirmed (cancelled, or failed for good) after a worker
+  may have posted it. Nobody can say whether the route has the work: sending it could post it
+  twice, trusting it could report a delivery nobody made. This cell records the route as failed,
+  naming the holder, and sends nothing.
 * ``ORPHANED``: nothing of the holder can ever deliver it: its row failed or was cancelled before
   any send, or it has no row and its cell has ended (or is gone). The reservation is taken over
   with a conditional write naming the holder, and this cell delivers the route itself.
@@ -24,16 +29,19 @@ from .model import CONFIRMED_LEDGER, Cell, Intent
 HOLDS = "holds"
 ORPHANED = "orphaned"
 PENDING = "pending"
+UNCERTAIN = "uncertain"
 
 
 def holder_verdict(holder_cell: Cell | None, holder_row: Intent | None) -> str:
-    """``HOLDS``, ``ORPHANED`` or ``PENDING`` for the cell holding a work on a route (module doc)."""
+    """``HOLDS``, ``UNCERTAIN``, ``ORPHANED`` or ``PENDING`` for the cell holding a work on a route
+    (module doc)."""
     if holder_row is not None:
-        if holder_row.status in CONFIRMED_LEDGER or holder_row.may_be_downstream:
+        if holder_row.status in CONFIRMED_LEDGER:
             return HOLDS
         if holder_row.actionable:
-            return PENDING  # queued, never claimed: it may still be sent, or cancelled first
-        return ORPHANED  # failed or cancelled before any send: it will never be sent
+            return PENDING  # still the outbox's: it may yet be delivered, fail, or be cancelled first
+        # ended unconfirmed: a worker may have posted it, or none ever did
+        return UNCERTAIN if holder_row.may_be_downstream else ORPHANED
     if holder_cell is None or holder_cell.terminal:
         return ORPHANED
     return PENDING
@@ -45,4 +53,4 @@ def holder_of(owner_key: str) -> tuple[str, str]:
     return slot_id, target_id
 
 
-__all__ = ["HOLDS", "ORPHANED", "PENDING", "holder_of", "holder_verdict"]
+__all__ = ["HOLDS", "ORPHANED", "PENDING", "UNCERTAIN", "holder_of", "holder_verdict"]

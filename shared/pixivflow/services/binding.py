@@ -14,7 +14,7 @@ from ..domain.errors import FatalSourceError, PaginationError, SourceError, Sour
 from ..domain.model import Intent, LedgerStatus, OutboxStatus
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.reasons import reason_of
-from ..domain.reservation import HOLDS, ORPHANED, PENDING, holder_of, holder_verdict
+from ..domain.reservation import HOLDS, ORPHANED, PENDING, UNCERTAIN, holder_of, holder_verdict
 from ..domain.scan import classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..domain.selection import (
     RESTRICTED,
@@ -348,6 +348,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         return TargetOutcome.stored(work.work_id, work.work_type)
     held: list[str] = []
     trusted: list[tuple[str, str | None]] = []  # held by a cell that has, or will have, delivered it
+    unknown: list[tuple[str, str | None]] = []  # held by a cell whose row ended after a post that may have reached it
     waiting: list[tuple[str, str | None]] = []  # held by a running cell that has not recorded its row yet
     for route in routes:
         ok, owner = ctx.reservations.reserve_work(route, work.work_type, work.work_id, run.owner_key, ctx.now(), executor=run.owner)
@@ -358,11 +359,20 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
         verdict = PENDING if owner is None else _holder(run, work, route, owner)
         if verdict == HOLDS:
             trusted.append((route, owner))
+        elif verdict == UNCERTAIN:
+            unknown.append((route, owner))
         elif verdict == ORPHANED and owner is not None and _take_over(run, work, route, owner):
             held.append(route)
         else:  # a holder still running, or one that moved while we judged it
             waiting.append((route, owner))
+    if unknown:
+        _record_uncertain(run, work, unknown)
     if not held and not waiting:
+        if unknown:
+            where = ", ".join(f"{r} by {o}" for r, o in unknown)
+            return TargetOutcome.failed(f"locked work {work.work_id} may already be on {where}: that cell's delivery ended "
+                                        "unconfirmed after a post that may have reached the route; not sent again",
+                                        retryable=False, reason_code="delivery_failed")
         # Other cells hold this work on every route, each with a row that delivers it (or did).
         # Never deliver it twice, never substitute.
         where = ", ".join(f"{r} by {o}" for r, o in trusted)
@@ -398,6 +408,17 @@ def _take_over(run: CellRun, work: Work, route: str, holder: str) -> bool:
                     event="reservation.taken_over", slot_id=run.slot.slot_id, target_id=run.target.id, route=route,
                     work_id=work.work_id, holder=holder)
     return taken
+
+
+def _record_uncertain(run: CellRun, work: Work, routes: list[tuple[str, str | None]]) -> None:
+    """One settled row per route whose holder's delivery ended unconfirmed after a post that may have
+    reached it: ledger ``failed``, outbox ``dead``, never sent, the holder named; insert-if-absent.
+    The cell says plainly why the route did not get the work from it."""
+    now = run.ctx.now()
+    for route, owner in routes:
+        run.ctx.rows.put_intent(_row(run, work, route, now, status=LedgerStatus.FAILED, outbox_status=OutboxStatus.DEAD,
+                                     attempts=0, last_error=f"may already be on route {route} from {owner}, whose delivery "
+                                     "ended unconfirmed after a post that may have reached it; not sent again"))
 
 
 def _record_taken(run: CellRun, work: Work, taken: list[tuple[str, str | None]]) -> None:

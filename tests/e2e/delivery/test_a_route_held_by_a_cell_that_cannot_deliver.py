@@ -102,3 +102,39 @@ def test_a_refused_take_over_is_decided_again_never_delivered_on_a_hunch(make_ru
     done = state(rt, LATE).cells["cats"]
     assert done.status == "submitted", (done.status, done.terminal_reason_code, done.last_error)
     assert len(receiver.at(SUBMIT, "POST")) == 1 and len(receiver.at(GATEWAY, "POST")) == 1
+
+
+def test_a_route_whose_holder_ended_after_a_post_that_may_have_landed_is_neither_sent_nor_trusted(
+        make_runtime, receiver):  # noqa: F811
+    """The holder's row on bot1-submit was claimed by a worker that died (it may have posted, it may
+    not) and then cancelled with the holder's job: nobody can say whether the route has the work.
+    The other cell bound to the work sends nothing there and reports nothing false: it records the
+    route failed, naming the holder, delivers the route it holds, and ends failed with the reason."""
+    from pixivflow.domain.model import Intent
+    from pixivflow.domain.ack import idempotency_key
+
+    rt = two_occurrences(make_runtime, receiver)
+    ledger, now = rt.wiring.ledger, rt.clock.now_ms()
+    claim(ledger, SLOT, "cats", "dead-holder", now)
+    assert ledger.bind_work(SLOT, "cats", WORK, "illustration", now)[0]
+    assert ledger.reserve_work("bot1-submit", "illustration", WORK, cell_key(SLOT, "cats"), now, executor="dead-holder")[0]
+    ledger.put_intent(Intent(slot_id=SLOT, target_id="cats", route="bot1-submit", work_type="illustration", work_id=WORK,
+                             idempotency_key=idempotency_key("bot1-submit", "illustration", WORK, SLOT, "cats"),
+                             status="pending", outbox_status="cancelled", unsettled_claim="dlv-died", created_at=now,
+                             updated_at=now))
+    assert ledger.move_cell_as_owner(SLOT, "cats", "failed", now, "dead-holder", reason_code="cancelled_by_consumer")
+    claim(ledger, LATE, "cats", "dead-late", now)
+    assert ledger.bind_work(LATE, "cats", WORK, "illustration", now)[0]
+    rt.clock.advance(600_000)
+    rt.settle()
+
+    done = state(rt, LATE)
+    cell = done.cells["cats"]
+    rows = {i.route: i for i in done.intents_for("cats")}
+    assert {r: (i.status, i.outbox_status, i.attempts) for r, i in rows.items()} == {
+        "bot1-submit": ("failed", "dead", 0), "qq-main": ("delivered", "done", 1)}
+    assert f"may already be on route bot1-submit from {cell_key(SLOT, 'cats')}" in rows["bot1-submit"].last_error
+    assert (cell.status, cell.terminal_reason_code) == ("failed", "delivery_abandoned"), (cell.status, cell.last_error)
+    assert receiver.at(SUBMIT, "POST") == [] and len(receiver.at(GATEWAY, "POST")) == 1
+    # the reservation stays with the holder: the route may have the work from it
+    assert ledger.work_owners("bot1-submit", "illustration", [WORK]) == {WORK: cell_key(SLOT, "cats")}

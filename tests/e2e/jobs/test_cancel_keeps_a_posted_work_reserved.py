@@ -8,7 +8,9 @@ replay drifts with the call order and guards nothing):
 
 * demo-world seed 1123: the job's post reached the downstream and its ACK was lost before the cancel;
 * demo-world seed 6093: the job's deliverer died between its post and its settle, and the cancel came
-  once its claim had run out (a claim uses no attempt: the row showed no sign of the post)."""
+  once its claim had run out (a claim uses no attempt: the row showed no sign of the post);
+* seed 207643: as 6093, but the next deliverer took the lapsed claim over and deferred the row (the
+  route was not ready), which put it back in the queue as if never claimed, before the cancel."""
 
 from __future__ import annotations
 
@@ -70,6 +72,10 @@ class DyingChannel(LosingChannel):
     def __init__(self, die: int = 1) -> None:
         super().__init__(lose=0)
         self.die = die
+        self.up = True
+
+    def ready(self, route):
+        return self.up
 
     def deliver(self, request):
         response = super().deliver(request)
@@ -113,3 +119,52 @@ def test_a_cancel_after_a_deliverer_died_between_its_post_and_its_settle_keeps_t
     works = [work for work, _ in channel.posts]
     assert works.count("501") == 1, channel.posts  # never a second delivery of the work on the route
     assert channel.posts == [("501", FIRST), ("502", SECOND)]  # the second job took the next work instead
+
+
+def test_a_deferral_after_a_dead_deliverers_claim_keeps_the_work_reserved_through_the_cancel(make_runtime):
+    """Seed 207643: the first job's deliverer posted its row (the downstream took it) and died before
+    its settle. Once its claim had lapsed the next deliverer took the row over, found the route not
+    ready and deferred it: the row was ``pending`` again, with no attempt and no claim on it, as if
+    never sent. The consumer cancelled the job, the cancel gave the work back, and the second job
+    selected and delivered the same work again. The first worker's claim stays on the row until a
+    settle (``Intent.unsettled_claim``): a deferral by a worker that took a lapsed claim over keeps it."""
+    channel = DyingChannel(die=1)
+    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
+    key = _run_job(rt, "job-key-1", FIRST)
+    with pytest.raises(Died):
+        deliver_message(rt.wiring.deliveries, "delivery", key)  # posted, then the deliverer died before settle_intent
+    rt.clock.advance(OUTBOX_LEASE_MS + 1_000)
+    channel.up = False
+    assert deliver_message(rt.wiring.deliveries, "delivery", key).action == "deferred"  # took the lapsed claim over
+    take(rt, "OUTBOX_QUEUE_URL")  # the deferral's wake-up, a minute later
+    [intent] = rt.wiring.ledger.load(FIRST).intents
+    assert (intent.outbox_status, intent.attempts, intent.may_be_downstream) == ("pending", 0, True)
+
+    status, job = cancel(rt, FIRST)
+    assert (status, job["status"]) == (200, "cancelled")
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {"501": f"{FIRST}#{TARGET}"}
+
+    channel.up = True
+    deliver_message(rt.wiring.deliveries, "delivery", _run_job(rt, "job-key-2", SECOND))
+    rt.settle()
+    assert channel.posts == [("501", FIRST), ("502", SECOND)]  # the second job took the next work instead
+
+
+def test_a_deferral_by_the_worker_that_claimed_the_row_gives_the_work_back_on_cancel(make_runtime):
+    """The other side of the same rule: a worker that claims a row and defers it posted nothing, and
+    no one else claimed it, so the cancel gives the work back and another job may deliver it."""
+    channel = DyingChannel(die=0)
+    channel.up = False
+    rt = jobs_runtime(make_runtime, overrides={"channel": channel})
+    key = _run_job(rt, "job-key-1", FIRST)
+    assert deliver_message(rt.wiring.deliveries, "delivery", key).action == "deferred"
+    take(rt, "OUTBOX_QUEUE_URL")
+    [intent] = rt.wiring.ledger.load(FIRST).intents
+    assert (intent.outbox_status, intent.may_be_downstream) == ("pending", False)
+    assert cancel(rt, FIRST)[0] == 200
+    assert rt.wiring.ledger.work_owners("review", "illustration", ["501"]) == {}
+
+    channel.up = True
+    deliver_message(rt.wiring.deliveries, "delivery", _run_job(rt, "job-key-2", SECOND))
+    rt.settle()
+    assert channel.posts == [("501", SECOND)]

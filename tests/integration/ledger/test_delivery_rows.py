@@ -188,6 +188,34 @@ def test_a_zombie_deliverers_readiness_release_neither_rearms_the_row_nor_drops_
     assert (row.outbox_status, row.status, row.next_attempt_at) == ("done", "delivered", T0 + 10**6)
 
 
+def test_a_claim_names_its_worker_until_a_settle_and_a_deferral_clears_only_its_own_claim(env: Env) -> None:
+    """``Intent.unsettled_claim``: a worker that claims a row may post it and die before recording
+    anything, so the row names the first worker of each unsettled stretch. A deferral by that worker
+    clears it (it posted nothing); a deferral by a worker that took a lapsed claim over keeps it (the
+    first may have posted); a settle records an attempt and ends the stretch."""
+    slot = admitted(env)
+    intent, _ = env.ledger.put_intent(make_intent(slot.slot_id))
+    a = env.ledger.claim_intent(intent, "dlv-a", T0, OUTBOX_LEASE_MS)
+    assert (a.unsettled_claim, a.may_be_downstream) == ("dlv-a", True)
+    deferred = env.ledger.release_intent(a, "dlv-a", T0 + 1, T0 + 10)
+    assert (deferred.outbox_status, deferred.unsettled_claim, deferred.may_be_downstream) == ("pending", None, False)
+
+    a = env.ledger.claim_intent(deferred, "dlv-a", T0 + 10, OUTBOX_LEASE_MS)
+    b = env.ledger.claim_intent(a, "dlv-b", T0 + 10 + OUTBOX_LEASE_MS, OUTBOX_LEASE_MS)  # dlv-a's lease lapsed
+    assert (b.lease_owner, b.unsettled_claim) == ("dlv-b", "dlv-a")
+    deferred = env.ledger.release_intent(b, "dlv-b", T0 + 20 + OUTBOX_LEASE_MS, T0 + 10**6)
+    assert (deferred.outbox_status, deferred.attempts, deferred.unsettled_claim, deferred.may_be_downstream) == (
+        "pending", 0, "dlv-a", True)
+
+    c = env.ledger.claim_intent(deferred, "dlv-c", T0 + 10**6, OUTBOX_LEASE_MS)
+    assert c.unsettled_claim == "dlv-a"
+    settled = env.ledger.settle_intent(c, "dlv-c", T0 + 10**6 + 1, ledger_status=None, outbox_status=OutboxStatus.RETRY_WAIT,
+                                       next_attempt_at=T0 + 2 * 10**6, error="503")
+    assert (settled.attempts, settled.unsettled_claim) == (1, None)
+    d = env.ledger.claim_intent(settled, "dlv-d", T0 + 2 * 10**6, OUTBOX_LEASE_MS)
+    assert d.unsettled_claim == "dlv-d"  # a new stretch names its own first worker
+
+
 # -- the methods of the role the suite had no contract test of -------------------------------------
 
 

@@ -77,6 +77,7 @@ _INTENT_FIELDS = {
     "sending_at": "sendingAt",
     "send_progress": "sendProgress",
     "redrive_count": "redriveCount",
+    "unsettled_claim": "unsettledClaim",
     "files": "files",
 }
 _JSON_ATTRS = {"candidateReport", "selectionCheckpoint", "params", "payload", "sendProgress", "files"}

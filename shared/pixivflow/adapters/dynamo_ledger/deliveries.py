@@ -119,6 +119,9 @@ class DeliveryItems(CellItems):
         """Outbox claim: pending/retry_wait and due, or processing with an expired lease."""
         upd = _Update().set("outboxStatus", OutboxStatus.PROCESSING).set("leaseOwner", owner)
         upd.set("leaseUntil", now_ms + lease_ms).set("updatedAt", now_ms)
+        # The first claim since the last settle names itself; a claim taking over a lapsed lease
+        # keeps the earlier name: that worker may have posted (Intent.unsettled_claim).
+        upd.set("unsettledClaim", owner, if_not_exists=True)
         waiting = "#outboxStatus IN (:ob_p, :ob_r)" if ignore_due else "(#outboxStatus IN (:ob_p, :ob_r) AND #nextAttemptAt <= :now)"
         upd.when(
             f"{waiting} OR (#outboxStatus = :ob_proc AND #leaseUntil <= :now)",
@@ -155,7 +158,7 @@ class DeliveryItems(CellItems):
         ``send_progress`` saves what a multi-call route posted; ``clear_sending`` drops the row's
         ``sending`` marker, which only the attempt that saved its posts may do."""
         upd = _Update().set("outboxStatus", outbox_status).set("updatedAt", now_ms).add("attempts", 1)
-        upd.remove("leaseOwner", "leaseUntil")
+        upd.remove("leaseOwner", "leaseUntil", "unsettledClaim")
         if send_progress is not None:
             upd.set("sendProgress", dict(send_progress))
         if clear_sending:
@@ -203,6 +206,10 @@ class DeliveryItems(CellItems):
         upd = _Update().set("outboxStatus", OutboxStatus.PENDING).set("updatedAt", now_ms)
         upd.set("nextAttemptAt", next_attempt_at).set("dueSk", f"{_ms13(next_attempt_at)}#{intent.idempotency_key}")
         upd.remove("leaseOwner", "leaseUntil")
+        if intent.unsettled_claim == owner:
+            # This worker's claim began the stretch and it posted nothing: no one may have. A
+            # deferral after taking over a lapsed lease keeps the first claimer's name.
+            upd.remove("unsettledClaim")
         upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
