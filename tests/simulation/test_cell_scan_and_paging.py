@@ -174,10 +174,12 @@ def test_a_retryable_candidate_failure_in_the_scan_keeps_the_cell_open(make_runt
     assert [(s["code"], s.get("retryable", False)) for s in c.candidate_report["skipped"]] == [
         ("unavailable", True), ("deleted", False)]
     assert queued(rt, "execution") == 2  # the admission message and the delayed retry
-    # It keeps retrying until the schedule's timeout, and never turns into no_candidate.
+    # It keeps retrying until the schedule's timeout, and never turns into no_candidate: the timeout
+    # ends it with the cause of its failed attempts.
     rt.settle()
     c = cell(rt)
-    assert (c.status, c.terminal_reason_code) == (CellStatus.FAILED, "execution_timeout")
+    cause = {"transient": "network_error", "download_error": "download_failed"}[fault]
+    assert (c.status, c.terminal_reason_code) == (CellStatus.FAILED, cause)
     assert downstream.requests == []
 
 

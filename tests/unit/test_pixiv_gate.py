@@ -195,3 +195,31 @@ def test_the_governor_grants_max_concurrency_permits_then_says_when_to_ask_again
     assert store.set_gate("main", AccountGate(), T0 + 600_000, 1, clock.now_ms())
     cooling = governor.admit("d")
     assert (cooling.granted, cooling.reason, cooling.wait_until) == (False, "rate_limit_cooldown", T0 + 600_000)
+
+
+def test_a_cooldown_keeps_its_cause_so_an_outage_never_reads_as_a_rate_limit(store):
+    """The token endpoint unreachable puts the account on the same doubling cooldown as a rate
+    limit, but a request refused meanwhile fails with the cause (``network_error``), and a cell the
+    governor holds back waits for an outage, not a rate limit. A later 429 in the same wave keeps the
+    cause that began it; the next wave takes its own."""
+    from pixivflow.adapters.pixiv.governor import AccountGovernor
+    from pixivflow.domain.errors import SourceOutage
+
+    clock = VirtualClock(T0)
+    gate = gate_on(store, clock)
+    assert gate.penalize(None, status=None, where="oauth", cause="network_error") == 60_000
+    with pytest.raises(SourceOutage) as refused:
+        gate.before_request()
+    assert not isinstance(refused.value, RateLimitedError)
+    assert (refused.value.reason, refused.value.retry_after_ms) == ("network_error", 60_000)
+    assert str(refused.value).startswith("network_error: Pixiv account main is cooling down")
+    waiting = AccountGovernor(store, "main", 1, now_ms=clock.now_ms).admit("exec-a")
+    assert (waiting.granted, waiting.reason, waiting.cause) == (False, "outage_cooldown", "network_error")
+
+    gate.penalize(90_000, status=429, where="/v1/search/illust")  # same wave: stretched, cause kept
+    assert store.gate("main").cause == "network_error"
+    clock.advance(store.gate("main").cooldown_until - T0)
+    gate.penalize(None, status=429, where="/v1/search/illust")  # a new wave: a rate limit
+    with pytest.raises(RateLimitedError):
+        gate_on(store, clock).before_request()
+    assert store.gate("main").cause == "rate_limited"

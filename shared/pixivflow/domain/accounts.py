@@ -13,6 +13,16 @@ class AccountGate:
     cooldown_until: int = 0  # epoch ms; no Pixiv request of this account before it
     penalties: int = 0  # consecutive rate-limit answers; the cooldown doubles with each
     version: int = 0  # 0: the item does not exist yet
+    # What started the cooldown, as a terminal reason: ``rate_limited`` (Pixiv said so), or the
+    # failure the account backs off from (``network_error`` when the token endpoint could not be
+    # reached, ``remote_http_error`` when it kept answering 5xx). A request refused meanwhile fails
+    # with it, so an outage never reads as a rate limit.
+    cause: str = "rate_limited"
+
+    @property
+    def wait_reason(self) -> str:
+        """What a cell deferred by this cooldown waits for (its candidate report's ``waited``)."""
+        return "rate_limit_cooldown" if self.cause == "rate_limited" else "outage_cooldown"
 
 
 @dataclass(frozen=True)
@@ -30,4 +40,5 @@ class Admission:
 
     granted: bool
     wait_until: int = 0  # epoch ms: when to try again (a holder's lease end, or the cooldown's end)
-    reason: str = ""  # pixiv_account_busy | rate_limit_cooldown
+    reason: str = ""  # pixiv_account_busy | rate_limit_cooldown | outage_cooldown (AccountGate.wait_reason)
+    cause: str | None = None  # a cooldown's cause (AccountGate.cause): what a cell that waits it out ends with

@@ -56,7 +56,7 @@ def decide(outcome: TargetOutcome, cell_work_id: str | None) -> CellEffect:
     if kind == "failed":
         error = (outcome.error or "failed")[:1000]
         if outcome.retryable:
-            return CellEffect(None, last_error=error, retry=True)
+            return CellEffect(None, last_error=error, retry=True, reason_code=terminal_reason_for(outcome))
         code = terminal_reason_for(outcome) or "internal_error"
         return CellEffect(CellStatus.FAILED, last_error=error, reason_code=code, reason_message=reason_message(code))
     raise ValueError(f"unknown outcome kind {kind!r}")

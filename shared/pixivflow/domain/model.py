@@ -91,6 +91,9 @@ class Cell:
     last_error: str | None = None
     terminal_reason_code: str | None = None
     terminal_reason_message: str | None = None
+    # The reason of the last retryable failure (``last_error``): a cell the schedule's timeout ends
+    # while the source keeps failing ends with that cause, not as a bare timeout.
+    retry_reason_code: str | None = None
     candidate_report: dict[str, Any] | None = None
     # A topic selection's progress (day, tag, collected works), written by the lease owner after
     # each (day, tag) step so the next invocation resumes there (domain/topic.DayProgress).

@@ -51,6 +51,9 @@ class CandidateSupply:
     fetched: int = 0
     selected: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    # Queries the source failed to answer while others did (a topic's tag searches): the selection
+    # went on with what answered, and the report names what it could not see.
+    failed_queries: list[str] = field(default_factory=list)
 
     @property
     def rejected(self) -> int:
@@ -65,7 +68,8 @@ class CandidateSupply:
         reasons = dict(self.reasons)
         for code, count in other.reasons.items():
             reasons[code] = reasons.get(code, 0) + count
-        return CandidateSupply(self.fetched + other.fetched, self.selected + other.selected, reasons)
+        failed = list(self.failed_queries) + [q for q in other.failed_queries if q not in self.failed_queries]
+        return CandidateSupply(self.fetched + other.fetched, self.selected + other.selected, reasons, failed)
 
     def sorted_reasons(self) -> list[dict[str, Any]]:
         """``[{code, count}]`` largest first (ties by code, so the order is stable), zero counts dropped."""
@@ -73,12 +77,15 @@ class CandidateSupply:
         return [{"code": code, "count": count} for code, count in rows]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "fetched": self.fetched,
             "selected": self.selected,
             "rejected": self.rejected,
             "reasons": self.sorted_reasons(),
         }
+        if self.failed_queries:
+            out["failedQueries"] = list(self.failed_queries)
+        return out
 
 
 @dataclass

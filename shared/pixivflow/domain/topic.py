@@ -303,6 +303,7 @@ class DayProgress:
     off_day: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # selection rule code -> works it rejected
     passed_over: set[str] = field(default_factory=set)  # ids rejected already (counted once per day)
+    failed: dict[str, str] = field(default_factory=dict)  # tag -> the reason its day search failed with
 
     def seen(self, work_id: str) -> bool:
         return work_id in self.entries or work_id in self.passed_over
@@ -315,7 +316,7 @@ class DayProgress:
         return {"day": self.day, "space": space_to_doc(self.space) if self.space is not None else None,
                 "nextTag": self.next_tag, "entries": [e.to_doc() for e in self.entries.values()],
                 "raw": self.raw, "offDay": self.off_day, "rejected": dict(self.rejected),
-                "passedOver": sorted(self.passed_over)}
+                "passedOver": sorted(self.passed_over), "failed": dict(self.failed)}
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> "DayProgress":
@@ -325,7 +326,8 @@ class DayProgress:
                    next_tag=int(doc.get("nextTag") or 0), entries={e.work_id: e for e in entries},
                    raw=int(doc.get("raw") or 0), off_day=int(doc.get("offDay") or 0),
                    rejected={str(k): int(v) for k, v in (doc.get("rejected") or {}).items()},
-                   passed_over={str(i) for i in doc.get("passedOver") or ()})
+                   passed_over={str(i) for i in doc.get("passedOver") or ()},
+                   failed={str(k): str(v) for k, v in (doc.get("failed") or {}).items()})
 
 
 def checkpoint_fingerprint(work_type: str, topic: str, base_day: str) -> str:

@@ -486,6 +486,11 @@ class _Fault:
     body: Any
     headers: dict[str, str]
     times: int
+    query: dict[str, str] | None = None  # only requests whose query has these values
+
+    def matches(self, request: "FakeRequest") -> bool:
+        return (request.path.startswith(self.prefix) and self.times > 0
+                and all(request.query.get(k) == v for k, v in (self.query or {}).items()))
 
 
 class FakePixiv:
@@ -558,9 +563,9 @@ class FakePixiv:
         return [r.path for r in self.requests if host is None or r.host == host]
 
     def fail(self, prefix: str, status: int, body: Any = None, headers: Mapping[str, str] | None = None,
-             times: int = 1) -> None:
+             times: int = 1, query: Mapping[str, str] | None = None) -> None:
         with self._lock:
-            self._faults.append(_Fault(prefix, status, body, dict(headers or {}), times))
+            self._faults.append(_Fault(prefix, status, body, dict(headers or {}), times, dict(query) if query else None))
 
     def expire_access_tokens(self) -> None:
         with self._lock:
@@ -590,7 +595,7 @@ class FakePixiv:
         if self.interruptions.interrupt(handler, request.path):
             return None
         with self._lock:
-            fault = next((f for f in self._faults if request.path.startswith(f.prefix) and f.times > 0), None)
+            fault = next((f for f in self._faults if f.matches(request)), None)
             if fault is not None:
                 fault.times -= 1
         if fault is not None:

@@ -144,7 +144,7 @@ class CellLeases(Protocol):
     def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
 
     def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
-                   candidate_report: Mapping[str, Any]) -> bool:
+                   candidate_report: Mapping[str, Any], reason_code: str | None = None) -> bool:
         """Give the lease and the claim's attempt back; the cell is due again at ``due_at``."""
         ...
 
@@ -152,7 +152,8 @@ class CellLeases(Protocol):
                         unwritten: Cell | None = None) -> bool: ...
 
     def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
-                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool: ...
+                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None,
+                          reason_code: str | None = None) -> bool: ...
 
     def save_selection_checkpoint(self, slot_id: str, target_id: str, owner: str, now_ms: int,
                                   checkpoint: Mapping[str, Any]) -> bool:

@@ -137,7 +137,8 @@ class PixivAccountStore(Protocol):
 
     def gate(self, account_id: str) -> AccountGate: ...
 
-    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int) -> bool:
+    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int, *,
+                 cause: str = "rate_limited") -> bool:
         """Replace the gate if it is still ``seen`` (same version); False when another container moved it first."""
         ...
 

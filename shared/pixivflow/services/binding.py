@@ -72,7 +72,7 @@ def _run_target(run: CellRun) -> TargetOutcome:
     except FatalSourceError:
         raise
     except TransientSourceError as exc:
-        return TargetOutcome.failed(f"search failed: {exc}", retryable=True)
+        return TargetOutcome.failed(f"search failed: {exc}", retryable=True, reason_code=reason_of(exc.reason, str(exc)))
     except SourceError as exc:
         verdict = classify_candidate_failure(exc, exc.status)
         return TargetOutcome.failed(f"search failed: {exc}", retryable=bool(verdict.retryable or verdict.outage),
@@ -322,7 +322,7 @@ def _fetch_failed(which: str, work_id: str, exc: SourceError) -> TargetOutcome:
     verdict = classify_candidate_failure(exc, exc.status)
     if verdict.outage or (verdict.skip_code == SkipCode.UNAVAILABLE and exc.retryable):
         return TargetOutcome.failed(f"{which} work {work_id} could not be fetched (will retry the SAME work): {exc}",
-                                    retryable=True)
+                                    retryable=True, reason_code=reason_of(exc.reason, str(exc)))
     return TargetOutcome.failed(f"LOCKED_WORK_UNAVAILABLE: {which} work {work_id} is no longer fetchable: {exc}",
                                 retryable=False, reason_code=reason_of(exc.reason, str(exc)))
 

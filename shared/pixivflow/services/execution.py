@@ -174,7 +174,7 @@ def _defer(ctx: Executions, cell: Cell, owner: str, admission: Admission, *,
     report["waited"] = {"reason": admission.reason, "until": due, "times": int(waited.get("times") or 0) + 1,
                         **(progress or {})}
     slot_id, target_id = cell.slot_id, cell.target_id
-    if not ctx.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report):
+    if not ctx.leases.defer_cell(slot_id, target_id, owner, now, due, candidate_report=report, reason_code=admission.cause):
         return ExecutionResult(slot_id, target_id, "no_change", cell.status)
     wake_cells(ctx.queues, ctx.log, [(slot_id, target_id)], delay_s=delay_s, event="cell.retry_send_failed",
                slot_id=slot_id, target_id=target_id)
@@ -221,7 +221,8 @@ def _apply(ctx: Executions, slot: Slot, cell: Cell, owner: str, outcome: TargetO
             delay = min(MAX_QUEUE_DELAY_S, -(-cooling // 1000) + 1)
         # dispatchedAt marks when the delayed retry is due, so the sweep's recovery waits for it.
         recorded = ctx.leases.record_cell_error(slot_id, target_id, effect.last_error or "retryable failure", now,
-                                                owner=owner, candidate_report=report, dispatched_at=now + delay * 1000)
+                                                owner=owner, candidate_report=report, dispatched_at=now + delay * 1000,
+                                                reason_code=effect.reason_code)
         if not recorded:
             # The lease was lost or the cell ended meanwhile: whoever holds it now owns its future.
             return ExecutionResult(slot_id, target_id, "no_change", cell.status, "failed_retryable")

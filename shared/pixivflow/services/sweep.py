@@ -284,10 +284,16 @@ def _timeouts(ctx: Sweeps, state: SlotState, now: int) -> bool:
         if settled is not None:
             moved = moved or settled
             continue
+        # A cell whose last run failed for a reason (the source down, rate-limited, refusing the
+        # account) ends with that cause: the timeout only stopped the retries. A cell that never
+        # reported a failure ends as a timeout.
+        cause = cell.retry_reason_code if reason_message(cell.retry_reason_code or "") else None
+        error = f"execution exceeded the schedule timeout of {timeout} ms"
+        if cause is not None:
+            error = f"{cause}: {error}; the last attempt failed: {cell.last_error or cause}"[:1000]
         ok = ctx.cells.fail_cell_if_unchanged(
-            cell.slot_id, cell.target_id, cell.status, now,
-            last_error=f"execution exceeded the schedule timeout of {timeout} ms",
-            reason_code="execution_timeout", reason_message=reason_message("execution_timeout"),
+            cell.slot_id, cell.target_id, cell.status, now, last_error=error,
+            reason_code=cause or "execution_timeout", reason_message=reason_message(cause or "execution_timeout"),
         )
         if ok:
             moved = True

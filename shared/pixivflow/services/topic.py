@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from ..domain.errors import FatalSourceError, PaginationError, SourceError
+from ..domain.errors import FatalSourceError, PaginationError, SourceError, TransientSourceError
 from ..domain.outcomes import CandidateScan, CandidateSupply, TargetOutcome
+from ..domain.reasons import reason_of
 from ..domain.scan import merge_scans, no_candidate_reason
 from ..domain.selection import AI_GENERATED, DATE_OUT_OF_RANGE, Selection, rejection
 from ..domain.topic import (BACKGROUND_SAMPLE, BACKGROUND_WORD, BELOW_METADATA_SCORE, BEYOND_POOL, DAY_SEARCH_MAX_COLLECT,
@@ -205,9 +206,13 @@ class TopicRun:
             except (FatalSourceError, PaginationError):
                 raise
             except SourceError as exc:
-                works = []  # a failing tag counts as empty (TopicCollector)
-                self.ctx.log("warning", "topic day search failed; the tag counts as empty", event="topic.tag_failed",
-                             tag=tag, day=progress.day, error=str(exc)[:200])
+                # PixivFlow counts a failing tag as empty. Here the day goes on with the tags that
+                # answered and names the failed ones; a day no tag answered is an outage, never "no
+                # new works" (docs/explanation/selection.md).
+                works = []
+                progress.failed[tag] = reason_of(exc.reason, str(exc))
+                self.ctx.log("warning", "topic day search failed; the day goes on without this tag",
+                             event="topic.tag_failed", tag=tag, day=progress.day, error=str(exc)[:200])
             progress.raw += len(works)
             day_works = [w for w in works if on_day(w, progress.day)]
             progress.off_day += len(works) - len(day_works)
@@ -224,10 +229,21 @@ class TopicRun:
                 self.works[work.work_id] = work
             progress.next_tag += 1
             self._step_done(index, progress, done)
+        if tags and progress.next_tag >= len(tags) and all(tag in progress.failed for tag in tags):
+            self._outage(index, progress, done)
         self.ctx.log("info", "topic day collected", event="topic.collected", topic=self.topic, day=progress.day,
                      tags=tags[: progress.next_tag], raw=progress.raw, deduped=len(progress.entries),
                      ai_excluded=progress.rejected.get(AI_GENERATED, 0), off_day=progress.off_day,
                      rejected=progress.rejected)
+
+    def _outage(self, index: int, progress: DayProgress, done: dict[str, Any]) -> None:
+        """Every tag search of the day failed: the source did not answer, so nothing can be said about
+        the day. The day's progress is dropped (the retry searches every tag again) and the cell
+        fails with the reason of the failures, retried like any outage of the source."""
+        reasons = sorted(set(progress.failed.values()))
+        self._save(index, None, done)
+        raise TransientSourceError(f"{reasons[0]}: every tag search of topic {self.topic!r} on {progress.day} failed "
+                                   f"({len(progress.failed)} tag(s): {', '.join(reasons)})", reason=reasons[0])
 
     def _candidates(self, progress: DayProgress) -> Selection:
         limit = max(1, self.target.effective_limit)
@@ -235,7 +251,8 @@ class TopicRun:
         pool = pool_size(self.target.type, limit, language_filter=self.target.languageFilter,
                          language_candidate_limit=self.target.languageCandidateLimit)
         chosen = ranked[:pool]
-        supply = CandidateSupply(fetched=progress.raw, selected=len(chosen))
+        supply = CandidateSupply(fetched=progress.raw, selected=len(chosen),
+                                 failed_queries=[f"{progress.day} {tag}" for tag in progress.failed])
         supply.reject(DATE_OUT_OF_RANGE, progress.off_day)
         for code, count in progress.rejected.items():
             supply.reject(code, count)

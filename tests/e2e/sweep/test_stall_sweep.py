@@ -469,7 +469,8 @@ class FlakySource:
 def test_recovery_never_duplicates_a_scheduled_retry_and_the_timeout_ends_it(make_runtime, downstream, logs):
     """A retryable failure re-sends its own delayed message; the sweep's 5-minute recovery must
     not add a second chain of attempts (DESIGN §4), and past startedAt + timeout the sweep fails
-    the cell with execution_timeout."""
+    the cell, with the cause of its failed attempts (docs/explanation/stall-rules.md): a rate limit
+    that lasted the whole window is a rate limit, not a bare timeout."""
     from conftest import DEMO
 
     clock_ref, calls = [], []
@@ -497,7 +498,9 @@ def test_recovery_never_duplicates_a_scheduled_retry_and_the_timeout_ends_it(mak
     result = rt.sweep()
     assert result["timedOut"] == 1
     cell = cells_by_target(rt, slot_id)["cats"]
-    assert (cell.status, cell.terminal_reason_code) == ("failed", "execution_timeout")
+    assert (cell.status, cell.terminal_reason_code) == ("failed", "rate_limited")
+    assert cell.last_error.startswith("rate_limited: execution exceeded the schedule timeout of 1800000 ms; "
+                                      "the last attempt failed: search failed: HTTP 429 rate limited")
     assert rt.wiring.ledger.get_slot(slot_id).status == "failed"
     rt.settle()  # the retry still in flight finds a terminal cell
     assert len(calls) == 9

@@ -199,9 +199,11 @@ class CellItems(SlotItems):
         return self.transition_cell(slot_id, target_id, CellStatus.FAILED, now_ms, from_states=[seen_status], **fields)
 
     def record_cell_error(self, slot_id: str, target_id: str, error: str, now_ms: int, *, owner: str | None = None,
-                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None) -> bool:
-        """A retryable failure: only the error is recorded; the bound work stays."""
+                          candidate_report: Mapping[str, Any] | None = None, dispatched_at: int | None = None,
+                          reason_code: str | None = None) -> bool:
+        """A retryable failure: only the error and its reason are recorded; the bound work stays."""
         upd = _Update().set("lastError", error[:1000]).set("updatedAt", now_ms).remove("leaseOwner", "leaseUntil")
+        upd.set("retryReasonCode", reason_code)  # None removes a previous failure's reason
         if dispatched_at is not None:
             upd.set("dispatchedAt", dispatched_at)
         if candidate_report is not None:
@@ -212,13 +214,15 @@ class CellItems(SlotItems):
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
     def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
-                   candidate_report: Mapping[str, Any]) -> bool:
+                   candidate_report: Mapping[str, Any], reason_code: str | None = None) -> bool:
         """Hand a claimed cell back to its queue until ``due_at`` without using an attempt (its
         account had no free permit, or was cooling down). The claim's attempt is given back,
         the lease dropped, and ``dispatchedAt`` set to the due time so the sweep's recovery waits
         for the delayed message instead of re-dispatching it earlier. Only the lease holder may."""
         upd = _Update().remove("leaseOwner", "leaseUntil").set("dispatchedAt", int(due_at)).set("updatedAt", now_ms)
         upd.add("attemptCount", -1).set("candidateReport", dict(candidate_report))
+        if reason_code is not None:  # waiting out a cooldown: its cause is what the cell is kept from
+            upd.set("retryReasonCode", reason_code)
         upd.when("#leaseOwner = :owner", owner=owner)
         upd.status_in(set(CellStatus) - TERMINAL_CELL_STATES)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None

@@ -48,6 +48,7 @@ _CELL_FIELDS = {
     "last_error": "lastError",
     "terminal_reason_code": "terminalReasonCode",
     "terminal_reason_message": "terminalReasonMessage",
+    "retry_reason_code": "retryReasonCode",
     "candidate_report": "candidateReport",
     "selection_checkpoint": "selectionCheckpoint",
 }

@@ -69,20 +69,22 @@ class DynamoPixivAccounts:
             return AccountGate()
         return AccountGate(cooldown_until=int(item.get("cooldownUntil", {}).get("N", "0")),
                            penalties=int(item.get("penalties", {}).get("N", "0")),
-                           version=int(item.get("ver", {}).get("N", "0")))
+                           version=int(item.get("ver", {}).get("N", "0")),
+                           cause=item.get("cause", {}).get("S") or "rate_limited")  # written before it had one
 
-    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int) -> bool:
+    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int, *,
+                 cause: str = "rate_limited") -> bool:
         condition = "attribute_not_exists(pk)" if seen.version == 0 else "ver = :seen"
         values: dict[str, Any] = {":until": {"N": str(int(cooldown_until))}, ":pen": {"N": str(int(penalties))},
                                   ":ver": {"N": str(seen.version + 1)}, ":now": {"N": str(int(now_ms))},
-                                  ":entity": {"S": "pixiv_gate"}, ":acct": {"S": account_id}}
+                                  ":entity": {"S": "pixiv_gate"}, ":acct": {"S": account_id}, ":cause": {"S": cause}}
         if seen.version:
             values[":seen"] = {"N": str(seen.version)}
         try:
             self._call(
                 "update_item", Key={"pk": {"S": account_pk(account_id)}, "sk": {"S": GATE_SK}},
                 UpdateExpression="SET cooldownUntil = :until, penalties = :pen, ver = :ver, updatedAt = :now, "
-                                 "entity = :entity, accountId = :acct",
+                                 "entity = :entity, accountId = :acct, cause = :cause",
                 ConditionExpression=condition, ExpressionAttributeValues=values,
             )
             return True
@@ -207,12 +209,13 @@ class MemoryPixivAccounts:
         with self._lock:
             return self._gates.get(account_id, AccountGate())
 
-    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int) -> bool:
+    def set_gate(self, account_id: str, seen: AccountGate, cooldown_until: int, penalties: int, now_ms: int, *,
+                 cause: str = "rate_limited") -> bool:
         with self._lock:
             current = self._gates.get(account_id, AccountGate())
             if current.version != seen.version:
                 return False
-            self._gates[account_id] = AccountGate(int(cooldown_until), int(penalties), current.version + 1)
+            self._gates[account_id] = AccountGate(int(cooldown_until), int(penalties), current.version + 1, cause)
             self.gate_writes += 1
             return True
 

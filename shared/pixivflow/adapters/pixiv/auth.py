@@ -400,7 +400,8 @@ class PixivAuth:
                 # A blip of the token endpoint is never terminal on its own. It counts in
                 # the account's cooldown (60 s doubling, shared by every container), and the cell
                 # is retried when that ends.
-                wait = self._gate.penalize(None, status=status, where="oauth") if self._gate else None
+                cause = problem.split(":", 1)[0]
+                wait = self._gate.penalize(None, status=status, where="oauth", cause=cause) if self._gate else None
                 tail = f"; account cooling down {-(-wait // 1000)} s" if wait else ""
                 raise SourceOutage(f"{problem} after {attempt} attempt(s){tail}", status=status,
                                    reason=problem.split(":", 1)[0], retry_after_ms=wait)

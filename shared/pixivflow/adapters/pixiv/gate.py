@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from ...domain.errors import RateLimitedError
+from ...domain.errors import RateLimitedError, SourceOutage
 from ...ports import PixivAccountStore
 from ...domain.accounts import AccountGate
 
@@ -78,9 +78,13 @@ class RateGate:
             now = self._now()
             if state.cooldown_until > now:
                 left = state.cooldown_until - now
-                raise RateLimitedError(
-                    f"rate_limited: Pixiv account {self._account} is cooling down after a rate limit "
-                    f"({-(-left // 1000)} s left, penalty {state.penalties})", retry_after_ms=left)
+                if state.cause == "rate_limited":
+                    raise RateLimitedError(
+                        f"rate_limited: Pixiv account {self._account} is cooling down after a rate limit "
+                        f"({-(-left // 1000)} s left, penalty {state.penalties})", retry_after_ms=left)
+                raise SourceOutage(f"{state.cause}: Pixiv account {self._account} is cooling down after Pixiv failed "
+                                   f"({state.cause}; {-(-left // 1000)} s left, penalty {state.penalties})",
+                                   reason=state.cause, retry_after_ms=left)
         if not (pace and self._pacing_ms):
             return
         # The turn is the account's, on the ledger's PACE item, so the pacing holds across
@@ -95,8 +99,9 @@ class RateGate:
         raise RateLimitedError(f"rate_limited: Pixiv account {self._account}'s request turns are contended; "
                                "retrying later", retry_after_ms=gap)
 
-    def penalize(self, retry_after_ms: int | None, *, status: int | None, where: str) -> int:
-        """Record a rate-limit answer; returns the cooldown (ms) the account is now under."""
+    def penalize(self, retry_after_ms: int | None, *, status: int | None, where: str, cause: str = "rate_limited") -> int:
+        """Record a rate-limit answer (or a failure the account backs off from, ``cause``);
+        returns the cooldown (ms) the account is now under."""
         with self._lock:
             for _ in range(3):
                 seen = self.state(fresh=True)
@@ -105,17 +110,19 @@ class RateGate:
                     # Another container (or an earlier request of ours) already escalated for
                     # this wave: a request in flight meanwhile does not double it again; it can
                     # only stretch it to a longer Retry-After.
-                    penalties = seen.penalties
+                    penalties, wave = seen.penalties, seen.cause  # the wave keeps the cause that began it
                     until = max(seen.cooldown_until, now + int(retry_after_ms or 0))
                     if until == seen.cooldown_until:
                         return until - now
                 else:
-                    penalties = seen.penalties + 1
+                    penalties, wave = seen.penalties + 1, cause
                     until = now + cooldown_ms(penalties, retry_after_ms)
-                if self._store.set_gate(self._account, seen, until, penalties, now):
-                    self._state = AccountGate(until, penalties, seen.version + 1)
+                if self._store.set_gate(self._account, seen, until, penalties, now, cause=wave):
+                    self._state = AccountGate(until, penalties, seen.version + 1, wave)
                     self._read_at = now
-                    self._log("warning", "Pixiv rate limit: account cooling down", event="pixiv.rate_limited",
+                    message = ("Pixiv rate limit: account cooling down" if wave == "rate_limited"
+                               else "Pixiv failing: account cooling down")
+                    self._log("warning", message, event="pixiv.rate_limited", cause=wave,
                               account_id=self._account, status=status, endpoint=where, cooldown_ms=until - now,
                               penalties=penalties, retry_after_ms=retry_after_ms)
                     return until - now
@@ -129,7 +136,7 @@ class RateGate:
             state = self._state
             if state is None or state.penalties == 0 or state.cooldown_until > self._now():
                 return
-            if self._store.set_gate(self._account, state, state.cooldown_until, 0, self._now()):
-                self._state = AccountGate(state.cooldown_until, 0, state.version + 1)
+            if self._store.set_gate(self._account, state, state.cooldown_until, 0, self._now(), cause=state.cause):
+                self._state = AccountGate(state.cooldown_until, 0, state.version + 1, state.cause)
             else:
                 self.state(fresh=True)

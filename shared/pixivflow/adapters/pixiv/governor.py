@@ -40,9 +40,9 @@ class AccountGovernor:
 
     def admit(self, holder: str) -> Admission:
         now = self._now()
-        cooling = self.cooldown_until()
-        if cooling > now:
-            return Admission(False, cooling, "rate_limit_cooldown")
+        gate = self._store.gate(self.account_id)
+        if gate.cooldown_until > now:
+            return Admission(False, gate.cooldown_until, gate.wait_reason, gate.cause)
         permits = self._store.permits(self.account_id, self.max_concurrency)
         # A permit already ours first (a re-run of the same executor), then free or expired ones.
         order = sorted(permits, key=lambda p: (p.holder != holder, p.holder is not None and p.lease_until > now))
