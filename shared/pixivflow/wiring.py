@@ -193,4 +193,4 @@ class Wiring:
         from .services.inspection import Reads
 
         return Reads(ledger=self.ledger, now_ms=self.clock.now_ms, jobs=self.jobs, outbox_rows=self.outbox_rows,
-                     queues=self.queues, config=self.config, log=self.log)
+                     queues=self.queues, config=self.config, log=self.log, sweep_state=self.sweep_state)

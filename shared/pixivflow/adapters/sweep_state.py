@@ -147,6 +147,19 @@ class DynamoSweepState(DynamoItems):
         )
         return ok
 
+    def missed_among(self, slot_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(dict.fromkeys(slot_ids))
+        for start in range(0, len(ids), _BATCH_GET_MAX):
+            pending: dict[str, Any] = {self._table: {
+                "Keys": [_key(missed_pk(s), _META) for s in ids[start:start + _BATCH_GET_MAX]],
+            }}
+            while pending:
+                resp = self._call("batch_get_item", RequestItems=pending)
+                found.update(item["slotId"]["S"] for item in resp.get("Responses", {}).get(self._table, []))
+                pending = resp.get("UnprocessedKeys") or {}
+        return found
+
 
 def _unchanged(watch: ScheduleWatch) -> dict[str, Any]:
     """The condition "the stored watch is still exactly this one" (compare-and-set on every field

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from .views import (emit, iso_text, json_text, render_dead, render_fires, render_job, render_outbox, render_pause,
+from .views import (emit, iso_text, json_text, render_dead, render_fires, render_history, render_job, render_outbox, render_pause,
                     render_redrive, render_slot, render_slot_list, shown)
 
 
@@ -140,8 +140,10 @@ def _reads(args: argparse.Namespace, *, need_config: bool = False):
     if not table:
         raise UsageError("the ledger table is unknown: pass --table or --stack, or set LEDGER_TABLE")
     dynamodb = aws.client("dynamodb", **_client_kwargs(args))
+    from ..adapters.sweep_state import DynamoSweepState
+
     reads = Reads(ledger=DynamoLedger(dynamodb, table), now_ms=_now_ms, jobs=DynamoJobStore(dynamodb, table),
-                  outbox_rows=DynamoOutboxRows(dynamodb, table))
+                  outbox_rows=DynamoOutboxRows(dynamodb, table), sweep_state=DynamoSweepState(dynamodb, table))
     outbox = getattr(args, "outbox_queue", None) or os.environ.get("OUTBOX_QUEUE_URL") or outputs.get("OutboxQueueUrl")
     if outbox:
         from ..adapters.sqs_queues import SqsQueues
@@ -268,7 +270,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
 
 
 def _schedules_next(args: argparse.Namespace) -> int:
-    from ..services.inspection import next_fires
+    from ..services.schedule_views import next_fires
 
     def body() -> int:
         config = _config(args, required=True)
@@ -284,7 +286,8 @@ def _schedules_pause(args: argparse.Namespace) -> int:
     """``schedules pause|resume <id>``: flip the schedule's pause item (``domain.pause.SchedulePause``),
     conditionally; the operator's audit line either way. Needs the config: only a schedule it
     names can be paused (a typo never leaves an item behind)."""
-    from ..services.inspection import InspectionError, set_paused
+    from ..services.inspection import InspectionError
+    from ..services.schedule_views import set_paused
 
     pause = args.action == "pause"
     verb = "paused" if pause else "resumed"
@@ -292,7 +295,7 @@ def _schedules_pause(args: argparse.Namespace) -> int:
     def body() -> int:
         reads = _reads(args, need_config=True)
         try:
-            view = set_paused(reads, args.schedule_id, pause, by=_operator())
+            view = set_paused(reads, args.schedule_id, pause, by=args.by)
         except InspectionError as exc:
             _audit(f"schedule.{args.action}_refused", schedule_id=args.schedule_id, reason=exc.message)
             raise
@@ -414,6 +417,22 @@ def _add_dev(sub: Any) -> None:
     dev.set_defaults(func=_dev)
 
 
+def _schedules_history(args: argparse.Namespace) -> int:
+    """``schedules history <id>``: the same fires and statuses as the page's history strip."""
+    from ..services.schedule_views import schedule_history
+
+    def body() -> int:
+        if args.count < 1 or args.count > 100:
+            raise UsageError("--count must be between 1 and 100")
+        reads = _reads(args, need_config=True)
+        schedule = reads.config.schedule(args.schedule_id) if reads.config is not None else None
+        if schedule is None:
+            raise UsageError(f"no schedule {args.schedule_id!r} in the config")
+        return emit(args, schedule_history(reads, schedule, args.count), render_history)
+
+    return _run("schedules history", body)
+
+
 def _add_schedules(sub: Any) -> None:
     """`pixivflow schedules`: schedule sync, the next fires, pause and resume."""
     schedules = sub.add_parser("schedules", help="EventBridge Scheduler and the schedules' fires")
@@ -439,7 +458,16 @@ def _add_schedules(sub: Any) -> None:
         flip = ssub.add_parser(action, help=text)
         _ledger_options(flip)
         flip.add_argument("schedule_id", help="a schedule of the config")
+        flip.add_argument("--by", default=_operator() or "cli",
+                          help="who is flipping it, recorded on the pause (default: the user, else 'cli')")
         flip.set_defaults(func=_schedules_pause)
+
+    hist = ssub.add_parser("history", help="a schedule's last fires: the slot's status, paused, missed (the sweep "
+                                           "recorded it) or no data (before the schedule was watched)")
+    _ledger_options(hist)
+    hist.add_argument("schedule_id", help="a schedule of the config")
+    hist.add_argument("--count", type=int, default=30, help="fires, newest last (1-100, default 30)")
+    hist.set_defaults(func=_schedules_history)
 
 
 def _add_slots(sub: Any) -> None:

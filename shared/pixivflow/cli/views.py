@@ -229,6 +229,18 @@ def render_fires(rows: list[dict[str, Any]]) -> list[str]:
                    r["slotId"], _NOTES.get(r["note"])] for r in rows])
 
 
+def render_history(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["the schedule has no cron: it never fires"]
+    from ..services.inspection import local
+
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return table(["LOCAL", "UTC", "SLOT", "STATUS"], [[local(r["at"], r["timezone"]), iso_text(r["at"]), r["slotId"],
+                                                       r["status"]] for r in rows]) + ["", f"{len(rows)} fire(s): {_counts(counts)}"]
+
+
 def render_dead(rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["no dead outbox rows"]

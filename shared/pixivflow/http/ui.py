@@ -37,7 +37,7 @@ from aws_lambda_powertools.shared.cookies import Cookie
 
 from .. import runtime
 from ..domain.assets import artifact_prefix
-from ..services import inspection
+from ..services import inspection, schedule_views
 from ..services.inspection import InspectionError, Reads, iso, local
 from .auth import TRIGGER, check_bearer
 from .bodies import BodyProblem, decode_text
@@ -61,7 +61,7 @@ th{background:#eef1f4;font-weight:600}code{font-size:.92em;word-break:break-all}
 .st-success,.st-submitted,.st-delivered,.st-done{background:#1f8a4c}
 .st-partial,.st-no_candidate,.st-duplicate,.st-retry_wait,.st-cancelled{background:#b7791f}
 .st-failed,.st-dead{background:#c0392b}.st-running,.st-processing,.st-selected,.st-delivery_pending,
-.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}
+.st-artifact_ready{background:#2b6cb0}.st-pending{background:#6b7785}.st-missed{background:#d8dde3;color:#1d232a}.st-no_data{background:#fff;color:#1d232a;border:1px dashed #b8c0c8}
 .st-paused{background:#fff;color:#1d232a;border:1px solid #6b7785}
 .st-expired{background:#7b341e}dl dt{font-weight:600;margin-top:.4em}dl dd{margin:.2em 0 0}
 .note{color:#6b7785}.err{color:#c0392b}ol.timeline{background:#fff;border:1px solid #d8dde3;padding:.6em 2.6em}
@@ -81,7 +81,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STATUSES = {"missed", "paused", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
+_STATUSES = {"missed", "no_data", "paused", "expired", "success", "partial", "failed", "running", "pending", "submitted", "no_candidate", "duplicate", "selected",
              "delivery_pending", "artifact_ready", "delivered", "done", "dead", "retry_wait", "processing", "cancelled"}
 
 
@@ -211,10 +211,13 @@ def _slot_table(rows: list[dict[str, Any]]) -> Html:
 
 def _schedules_table(reads: Reads) -> Html:
     config = reads.config
-    fires = inspection.next_fires(config, reads.now_ms(), 3) if config is not None else []
+    fires = schedule_views.next_fires(config, reads.now_ms(), 3) if config is not None else []
     rows = []
     for schedule in config.schedules if config is not None else []:
         mine = [f for f in fires if f["scheduleId"] == schedule.id]
+        pause = reads.ledger.schedule_pause(schedule.id) if schedule.enabled else None
+        if pause is not None and pause.paused:
+            mine = []  # a paused schedule has no next fire: its state says since when and by whom
         items = []
         for f in mine:
             if f["at"] is None:

@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Mapping
 
 from ..domain.errors import StatusError
-from ..services import inspection, manual
+from ..services import inspection, manual, schedule_views
 from ..services.inspection import InspectionError, Reads
 from ..services.trigger import run_now
 from .ui import Html, e, page, slot_link
@@ -70,7 +70,7 @@ def actions_section(reads: Reads, csrf: str) -> Html:
     config = reads.config
     schedules = [s for s in (config.schedules if config is not None else []) if s.enabled and s.cron]
     targets = list(dict.fromkeys(t for s in schedules for t in (s.targetIds or [])))
-    paused = {s.id: inspection.pause_view(s.id, reads.ledger.schedule_pause(s.id))["paused"] for s in schedules}
+    paused = {s.id: schedule_views.pause_view(s.id, reads.ledger.schedule_pause(s.id))["paused"] for s in schedules}
     runs = "".join(run_form(s.id, csrf) for s in schedules if not paused[s.id])
     flips = "".join(pause_form(s.id, paused[s.id], csrf) for s in schedules)
     refetches = "".join(refetch_form(t, csrf) for t in targets)
@@ -144,7 +144,7 @@ def _flip_pause(reads: Reads, action: str, schedule_id: str) -> ActionResult:
     """The CLI's ``schedules pause|resume`` (same service call, same audit events and fields)."""
     title = action.capitalize()
     try:
-        view = inspection.set_paused(reads, schedule_id, action == "pause", by=OPERATOR)
+        view = schedule_views.set_paused(reads, schedule_id, action == "pause", by=OPERATOR)
     except InspectionError as exc:
         field = "schedule: " if exc.code == "not_found" else ""
         return _refused(title, 404 if exc.code == "not_found" else 409, f"{field}{exc.message}",

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 from ..domain.cells import SlotStatus
 from ..domain.protocol import QUEUED, RUNNING
-from ..services import inspection
+from ..services import inspection, schedule_views
 from ..services.inspection import TRIGGER_KINDS, Reads, iso, local
 from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table
 
@@ -170,10 +170,10 @@ def history(reads: Reads) -> Html:
     from .ui_svg import COLOURS, daily_chart, history_strip
 
     strips = "".join(
-        f"<dt>{e(s.id)}</dt><dd>{history_strip(s.id, inspection.schedule_history(reads, s, HISTORY_FIRES))}</dd>"
+        f"<dt>{e(s.id)}</dt><dd>{history_strip(s.id, schedule_views.schedule_history(reads, s, HISTORY_FIRES))}</dd>"
         for s in (reads.config.schedules if reads.config is not None else []) if s.enabled and s.cron)
     legend = " ".join(f'<span class="st st-{e(status)}">{e(status)}</span>' for status in COLOURS)
-    chart = daily_chart(inspection.daily_outcomes(reads, CHART_DAYS))
+    chart = daily_chart(schedule_views.daily_outcomes(reads, CHART_DAYS))
     return Html(f"<h2>History: the last {HISTORY_FIRES} fires</h2><p>{legend}</p><dl>{strips}</dl>"
                 f"<h2>Outcomes by day (UTC, last {CHART_DAYS} days)</h2>{chart}")
 

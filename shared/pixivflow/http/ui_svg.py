@@ -14,7 +14,7 @@ from .ui import Html, e
 
 # One colour per outcome, the page's badge colours (ui.CSS ``.st-*``).
 COLOURS = {"success": "#1f8a4c", "partial": "#b7791f", "failed": "#c0392b", "expired": "#7b341e",
-           "running": "#2b6cb0", "pending": "#6b7785", "missed": "#d8dde3",
+           "running": "#2b6cb0", "pending": "#6b7785", "missed": "#d8dde3", "no_data": "#ffffff",
            "paused": "#ffffff"}
 ORDER = ("success", "partial", "failed", "expired", "running", "pending")
 CELL, GAP = 14, 3
@@ -25,17 +25,19 @@ def _colour(status: str) -> str:
 
 
 def history_strip(schedule_id: str, history: Sequence[Mapping[str, Any]]) -> Html:
-    """``history``: ``inspection.schedule_history`` (oldest first). A missed fire is a pale square
-    without a link (there is no slot to open); a fire the operator's pause covered, an outlined white one."""
+    """``history``: ``schedule_views.schedule_history`` (oldest first). A missed fire is a pale square
+    without a link (there is no slot to open); a fire the operator's pause covered, an outlined white
+    one; a fire with no data (before the schedule was watched, or not judged yet), a dotted outline."""
     width = max(1, len(history)) * (CELL + GAP)
     parts = [f'<svg class="strip" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{CELL}" '
              f'viewBox="0 0 {width} {CELL}" role="img" aria-label="{e(f"last {len(history)} fires of {schedule_id}")}">']
     for n, fire in enumerate(history):
         label = f"{local(fire['at'], fire['timezone'])}: {fire['status']}"
-        outline = ' stroke="#6b7785" stroke-width="1"' if fire["status"] == "paused" else ""
+        outline = {"paused": ' stroke="#6b7785" stroke-width="1"',
+                   "no_data": ' stroke="#b8c0c8" stroke-width="1" stroke-dasharray="2 2"'}.get(fire["status"], "")
         rect = (f'<rect x="{n * (CELL + GAP)}" y="0" width="{CELL}" height="{CELL}" rx="2" fill="{_colour(fire["status"])}"'
-                f'{outline} data-status="{e(fire["status"])}"><title>{e(label)}</title></rect>')
-        if fire["status"] not in ("missed", "paused"):
+                f' data-status="{e(fire["status"])}"{outline}><title>{e(label)}</title></rect>')
+        if fire["status"] not in ("missed", "paused", "no_data"):
             rect = f'<a href="/ui/slots/{e(quote(fire["slotId"], safe="@:"))}">{rect}</a>'
         parts.append(rect)
     parts.append("</svg>")
@@ -43,7 +45,7 @@ def history_strip(schedule_id: str, history: Sequence[Mapping[str, Any]]) -> Htm
 
 
 def daily_chart(days: Sequence[Mapping[str, Any]], *, height: int = 120, bar: int = 22) -> Html:
-    """``days``: ``inspection.daily_outcomes`` (oldest first): a stacked bar a day, the tallest
+    """``days``: ``schedule_views.daily_outcomes`` (oldest first): a stacked bar a day, the tallest
     day filling the height, each segment titled with its day, status and count."""
     top = max([sum(d["counts"].values()) for d in days] + [1])
     label_h = 16

@@ -68,3 +68,7 @@ class MemorySweepState:
                 return False
             self.missed[slot_id] = (schedule_id, fire_ms, now_ms)
             return True
+
+    def missed_among(self, slot_ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            return {s for s in slot_ids if s in self.missed}

@@ -417,3 +417,7 @@ class SweepState(Protocol):
     def record_missed(self, slot_id: str, schedule_id: str, fire_ms: int, now_ms: int) -> bool:
         """Insert ``MISSED#<slotId>`` once. True only for the call that created it."""
         ...
+
+    def missed_among(self, slot_ids: Sequence[str]) -> set[str]:
+        """Which of these slot ids have a ``MISSED#`` item (at most one batched read of 100 keys)."""
+        ...

@@ -20,12 +20,12 @@ from zoneinfo import ZoneInfo
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
 from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
-from ..domain.occurrence import occurrence_for_fire, previous_fire, upcoming_fires
+from ..domain.occurrence import occurrence_for_fire, previous_fire
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from .job_events import callback_key
 from .messages import wake_outbox
 from .notifications import KIND as NOTIFICATION, refetch_key, summary_key
-from ..ports import Log, ScheduleSettings, Settings
+from ..ports import Log, Settings
 
 DELIVERY = "delivery"
 EVENT_CALLBACK = "event_callback"
@@ -54,6 +54,7 @@ class Reads:
     queues: Any = None
     config: Settings | None = None
     log: Log | None = None
+    sweep_state: Any = None  # the missed-fire items (``MISSED#``), for the history strip
 
 
 # -- formatting helpers shared by the renderers ---------------------------------------------------
@@ -509,87 +510,6 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             "sent": sent, "redrivenAt": now}
 
 
-def schedule_history(reads: Reads, schedule: ScheduleSettings, count: int = 30) -> list[dict[str, Any]]:
-    """The schedule's last ``count`` fires, oldest first, each with its slot's status, or
-    ``missed`` when the fire made no slot (``paused`` when the operator's pause covers it; item
-    reads only: one GetItem a fire)."""
-    cron = schedule.cron
-    if not cron:
-        return []  # a schedule without a cron never fires
-    fires: list[int] = []
-    before = reads.now_ms() + 1
-    for _ in range(count):
-        try:
-            before = previous_fire(cron, schedule.timezone, before)
-        except ValueError:
-            break
-        fires.append(before)
-    out = []
-    pause = reads.ledger.schedule_pause(schedule.id)
-    for fire in reversed(fires):
-        slot_id = occurrence_for_fire(schedule.id, cron, schedule.timezone, fire).slot_id
-        slot = reads.ledger.get_slot(slot_id)
-        # a fire the operator's pause covers made no slot on purpose: "paused", not "missed"
-        empty = "paused" if pause is not None and pause.covers(fire) else "missed"
-        out.append({"slotId": slot_id, "at": fire, "timezone": schedule.timezone,
-                    "status": slot.status if slot is not None else empty})
-    return out
-
-
-def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict[str, Any]]:
-    """Slots by status for each of the last ``days`` days (in ``zone``), oldest first: the
-    chart's data (a scan, like ``slots list --since``)."""
-    tz = ZoneInfo(zone)
-    today = datetime.fromtimestamp(reads.now_ms() / 1000, tz=tz).date()
-    first = today.toordinal() - days + 1
-    start = datetime.combine(datetime.fromordinal(first).date(), datetime.min.time(), tzinfo=tz)
-    counts: dict[str, dict[str, int]] = {datetime.fromordinal(first + n).date().isoformat(): {} for n in range(days)}
-    for slot in reads.ledger.find_slots(since_ms=int(start.timestamp() * 1000)):
-        day = datetime.fromtimestamp(int(slot.created_at or 0) / 1000, tz=tz).date().isoformat()
-        if day in counts:
-            counts[day][slot.status] = counts[day].get(slot.status, 0) + 1
-    return [{"day": day, "counts": dict(sorted(c.items()))} for day, c in counts.items()]
-
-
-# -- schedules ----------------------------------------------------------------------------------------
-
-
-def pause_view(schedule_id: str, pause: Any) -> dict[str, Any]:
-    """A schedule's pause state (``domain.pause.SchedulePause``; never paused reads as running)."""
-    return {"scheduleId": schedule_id, "paused": bool(pause is not None and pause.paused),
-            "pausedAt": getattr(pause, "paused_at", None), "resumedAt": getattr(pause, "resumed_at", None),
-            "by": getattr(pause, "by", None)}
-
-
-def set_paused(reads: Reads, schedule_id: str, paused: bool, *, by: str | None) -> dict[str, Any]:
-    """Pause or resume one schedule of the config, conditionally: a schedule that is
-    already in that state is refused (``InspectionError("refused")``) and nothing changes; an id
-    the config does not name is ``not_found`` (no item is written for a typo)."""
-    config = reads.config
-    schedule = config.schedule(schedule_id) if config is not None else None
-    if schedule is None:
-        raise InspectionError("not_found", f"no schedule {schedule_id!r} in the config")
-    ledger = reads.ledger
-    flipped = (ledger.pause_schedule if paused else ledger.resume_schedule)(schedule.id, by, reads.now_ms())
-    if flipped is None:
-        state = "paused" if paused else "not paused"
-        raise InspectionError("refused", f"schedule {schedule.id} is already {state}: nothing changed")
-    return pause_view(schedule.id, flipped)
-
-
-def next_fires(config: Settings, now_ms: int, count: int = 3) -> list[dict[str, Any]]:
-    """The next ``count`` fires of every enabled schedule, in its zone and in UTC, with the local
-    times DST skips (no fire) and repeats (one fire, at the first instant) marked."""
-    out = []
-    for schedule in config.schedules:
-        if not schedule.enabled or not schedule.cron:
-            continue
-        for fire in upcoming_fires(schedule.id, schedule.cron, schedule.timezone, now_ms, count):
-            out.append({"scheduleId": schedule.id, "cron": schedule.cron, "timezone": schedule.timezone,
-                        "local": fire.wall, "at": fire.at_ms, "slotId": fire.slot_id, "note": fire.note})
-    return out
-
-
-__all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "daily_outcomes", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "list_slots", "local", "next_fires", "OUTBOX_STATUSES", "outbox_list", "occurrence_rows", "pause_view", "redrive", "recent_states", "safe_url", "schedule_history", "set_paused", "show_job", "show_slot", "slot_rows", "slot_summary",
+__all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
+           "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
            "timeline", "trigger_kind"]

@@ -226,6 +226,15 @@ def test_only_fires_after_the_sweep_first_saw_the_schedule_enabled_can_be_missed
     assert len(emf.of("MissedFires")) == 1
     assert missed_items(rt) == ["plan@2026-12-03T0800"]
 
+    # The history strip, the CLI's view and the MISSED# items agree: only day 3's fire is missed;
+    # the fires before the watch began and the disabled stretch are "no data", never "missed".
+    from pixivflow.services.schedule_views import schedule_history
+
+    history = schedule_history(rt.wiring.reads, rt.wiring.config.schedule("plan"), 30)
+    assert [h["status"] for h in history][-3:] == ["no_data", "no_data", "missed"]
+    assert {h["status"] for h in history} == {"no_data", "missed"}
+    assert [h["slotId"] for h in history if h["status"] == "missed"] == missed_items(rt)
+
 
 def test_a_re_timed_schedule_starts_a_new_watch(make_runtime, downstream, logs, tmp_path):
     rt = make_runtime("2026-11-30T22:00:00Z", mutate=only(schedule("plan", ["cats"])))

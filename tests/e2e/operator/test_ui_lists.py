@@ -206,16 +206,17 @@ def test_the_history_strip_and_the_daily_chart_are_server_rendered_svg(make_runt
     assert set(strips) == {"morning-tokyo", "evening-berlin", "noon-flaky", "mixed", "solo"}
 
     def squares(svg):
-        return re.findall(r'(?:<a href="([^"]+)">)?<rect [^>]*fill="(#[0-9a-f]{6})" data-status="([a-z_]+)"><title>([^<]+)'
+        return re.findall(r'(?:<a href="([^"]+)">)?<rect [^>]*fill="(#[0-9a-f]{6})" data-status="([a-z_]+)"[^>]*><title>([^<]+)'
                           r"</title></rect>", svg)
 
     tokyo = squares(strips["morning-tokyo"])
     assert len(tokyo) == 30  # the last 30 fires, oldest first
     assert tokyo[-1] == (f"/ui/slots/{SUCCESS}", "#1f8a4c", "success", "2026-12-01 08:00 JST: success")
-    assert tokyo[0] == ("", "#d8dde3", "missed", "2026-11-02 08:00 JST: missed")  # no slot, no link
+    # no slot and never recorded missed (the ledger was written before any sweep watched): no data, no link
+    assert tokyo[0] == ("", "#ffffff", "no_data", "2026-11-02 08:00 JST: no_data")
     assert squares(strips["solo"])[-1][:3] == (f"/ui/slots/{STALLED}", "#c0392b", "failed")
     assert squares(strips["mixed"])[-1][:3] == (f"/ui/slots/{PARTIAL}", "#b7791f", "partial")
-    assert {s[2] for s in squares(strips["evening-berlin"])} == {"missed"}
+    assert {s[2] for s in squares(strips["evening-berlin"])} == {"no_data"}
 
     chart = re.search(r'<svg class="chart".*?</svg>', page.body).group(0)
     bars = re.findall(r'data-day="([0-9-]+)" data-status="([a-z_]+)" data-count="(\d+)"', chart)

@@ -88,7 +88,7 @@ def test_a_fire_while_paused_is_not_missed_even_without_a_sweep_during_the_pause
     page = get(rt, "/ui", cookie=login(rt))
     strip = page.body.split('aria-label="last 30 fires of plan"', 1)[1].split("</svg>", 1)[0]
     statuses = re.findall(r'data-status="([a-z_]+)"', strip)
-    assert statuses[-1] == "paused" and set(statuses[:-1]) == {"missed"}  # the days before are history: no slot
+    assert statuses[-1] == "paused" and set(statuses[:-1]) == {"no_data"}  # the days before were never due here
 
 
 def test_run_now_is_refused_while_paused_and_the_flips_are_conditional(make_runtime, logs):
@@ -147,3 +147,30 @@ def test_pause_and_resume_from_the_page_need_the_sessions_csrf_token(make_runtim
     assert not rt.wiring.ledger.schedule_pause("plan").paused
     unknown = act(rt, "pause", {"schedule": "<nope>", "csrf": token}, cookie)
     assert unknown.status == 404 and "schedule:" in unknown.text() and "<nope>" not in unknown.body
+
+
+def test_a_pause_records_who_and_the_page_shows_since_when_and_by_whom_instead_of_next_fires(make_runtime, monkeypatch):
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=plan_only)
+    monkeypatch.setenv("USER", "alice")
+    assert pixivflow("schedules", "pause", "plan", now=rt.clock.now_ms()).code == 0
+    assert rt.wiring.ledger.schedule_pause("plan").by == "alice"  # the user, when --by is not given
+    assert pixivflow("schedules", "resume", "plan", "--by", "bob", now=rt.clock.now_ms()).code == 0
+    assert rt.wiring.ledger.schedule_pause("plan").by == "bob"
+    assert pixivflow("schedules", "pause", "plan", "--by", "carol", now=rt.clock.now_ms()).code == 0
+
+    page = get(rt, "/ui", cookie=login(rt)).body
+    row = page.split("<td>plan</td>", 1)[1].split("</tr>", 1)[0]
+    assert "since 2026-11-30T22:58:00.000Z by carol" in row
+    assert "<li>" not in row  # no next fires listed for a paused schedule
+
+
+def test_schedules_history_prints_what_the_strip_shows(make_runtime):
+    rt = make_runtime("2026-11-30T22:58:00Z", mutate=plan_only)
+    rt.sweep()  # watched from before day 1's fire, which never arrives
+    sweep_at(rt, T0_MS + GRACE * MIN)
+    shown = pixivflow("schedules", "history", "plan", "--count", "3", "--json", now=T0_MS + GRACE * MIN)
+    assert shown.code == 0, shown.err
+    assert [(r["slotId"], r["status"]) for r in json.loads(shown.out)] == [
+        ("plan@2026-11-29T0800", "no_data"), ("plan@2026-11-30T0800", "no_data"), ("plan@2026-12-01T0800", "missed")]
+    text = pixivflow("schedules", "history", "plan", "--count", "3", now=T0_MS + GRACE * MIN).out
+    assert text.endswith("plan@2026-12-01T0800  missed\n\n3 fire(s): 2 no_data, 1 missed\n"), text
