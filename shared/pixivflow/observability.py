@@ -9,6 +9,7 @@ on (the template sets ``POWERTOOLS_TRACE_DISABLED=false`` exactly then).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
+from .domain.text import escape_invisible_json
 from .ports import HEALTH_METRIC
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "pixivflow")
@@ -23,7 +25,16 @@ NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "PixivFlow")
 # What X-Ray subsegments are recorded for: every AWS call and every outgoing HTTP request.
 TRACED_MODULES = ("botocore", "httpx")
 
-logger = Logger(service=SERVICE)
+
+
+def _log_json(record: Any) -> str:
+    """Powertools' own serialisation (compact, UTF-8 kept), with bidi controls and invisible spaces
+    written as ``\\uXXXX``: a tag or title carrying U+202E reads as it is in a log viewer, never
+    reversed (domain/text.py)."""
+    return escape_invisible_json(json.dumps(record, default=str, separators=(",", ":"), ensure_ascii=False))
+
+
+logger = Logger(service=SERVICE, json_serializer=_log_json)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 _tracer: Any = None

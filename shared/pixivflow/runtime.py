@@ -20,6 +20,7 @@ is built when a use case first touches it, so each function builds what it uses 
 
 from __future__ import annotations
 
+from .domain.text import ascii_digits
 import os
 import threading
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ def _sweep_interval_ms() -> int:
     raw = (os.environ.get("SWEEP_INTERVAL_MS") or "").strip()
     if not raw:
         return DEFAULT_SWEEP_INTERVAL_MS
-    if not raw.isdigit():
+    if not ascii_digits(raw):
         raise RuntimeError(f"environment variable SWEEP_INTERVAL_MS: {raw!r} is not a whole number of milliseconds")
     return int(raw)
 

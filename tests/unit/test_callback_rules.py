@@ -19,6 +19,8 @@ DNS = {
     "internal.example": ["10.1.2.3"],
     "mixed.example": ["93.184.216.34", "192.168.0.7"],
     "localhost": ["127.0.0.1"],
+    "xn--exmple-cua.com": ["93.184.216.34"],  # exämple.com
+    "xn--fsq.xn--0zwm56d": ["10.9.8.7"],  # 例.测试, private
 }
 
 
@@ -112,3 +114,12 @@ def test_header_values_are_ascii_whatever_the_key():
     value = header_value("job-event:plan@manual-键 1:evt-1-2")
     assert value.isascii() and " " not in value and "\n" not in value
     assert header_value("job-event:plan@manual-k:evt-1-2") == "job-event:plan@manual-k:evt-1-2"
+
+
+def test_an_internationalised_host_is_resolved_and_sent_in_its_ascii_form():
+    """``exämple.com`` passed admission, then every send failed on a non-ASCII Host header."""
+    vetted = vet_callback_url("https://ExÄmple.com./hook?x=1", (), resolver)
+    assert (vetted.host, vetted.host_header, vetted.address) == ("xn--exmple-cua.com", "xn--exmple-cua.com", "93.184.216.34")
+    assert vetted.host_header.isascii()
+    assert refusal("https://例.测试/hook") != "invalid_url"  # judged by its address like any other name
+    assert refusal("https://a\u200b..b/hook") == "invalid_url"  # no ASCII form: refused at admission

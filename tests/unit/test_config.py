@@ -414,6 +414,8 @@ def test_warnings_gathered_before_a_fatal_error_travel_with_it(cfg: dict) -> Non
     (0, {"excludeAI": "perhaps"}, "targets[0].excludeAI: "),
     (0, {"illustId": "abc"}, "targets[0].illustId: 'abc' is not a Pixiv id (a positive integer)"),
     (0, {"illustId": 0}, "targets[0].illustId: 0 is not a Pixiv id (a positive integer)"),
+    (0, {"illustId": "\u0663"}, "targets[0].illustId: '\u0663' is not a Pixiv id (a positive integer)"),  # Arabic-Indic 3
+    (0, {"illustId": "\u00b2"}, "targets[0].illustId: '\u00b2' is not a Pixiv id (a positive integer)"),
     (0, {"novelId": 5}, "targets[0].novelId: only for novel targets"),
     (5, {"illustId": 5}, "targets[5].illustId: only for illustration targets"),
     (5, {"seriesId": 14690617}, "targets[5].seriesId: novel series targets are not supported"),

@@ -48,6 +48,7 @@ The source returns single pages; ``pixivflow.domain.pager`` does the paging.
 
 from __future__ import annotations
 
+from ..domain.text import ascii_digits
 import hashlib
 import json
 import threading
@@ -296,7 +297,7 @@ class CatalogSource(WorkSource):
     def _offset(cursor: str | None) -> int:
         if cursor is None:
             return 0
-        if not isinstance(cursor, str) or not cursor.isdigit():
+        if not isinstance(cursor, str) or not ascii_digits(cursor):
             raise SourceError(f"invalid catalogue cursor {cursor!r}", retryable=False)
         return int(cursor)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..domain.text import ascii_digits
 import json
 import os
 import re
@@ -71,7 +72,7 @@ def _environment_overrides(data: dict, env: Any) -> dict:
       blank must not switch a config's scheduler off."""
     out = data
     raw = (env.get(SCAN_LIMIT_ENV) or "").strip()
-    if raw.isdigit() and int(raw) > 0:
+    if ascii_digits(raw) and int(raw) > 0:
         download = out.get("download")
         download = dict(download) if isinstance(download, dict) else {}
         download["candidateScanLimit"] = int(raw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..domain.text import ascii_digits
 import hashlib
 import json
 from typing import Any, Literal
@@ -178,7 +179,7 @@ class TargetConfig(_Model):
         if value is None:
             return None
         text = str(value).strip()
-        if isinstance(value, bool) or not text.isdigit() or int(text) <= 0:
+        if isinstance(value, bool) or not ascii_digits(text) or int(text) <= 0:
             raise ValueError(f"{value!r} is not a Pixiv id (a positive integer)")
         return text
 

@@ -5,7 +5,9 @@ rules: when the Task is admitted (a refusal is a 400 naming ``callback_url``) an
 before every send, against the address the request will actually connect to, so a name that
 later resolves somewhere else (DNS rebinding) cannot reach inside the network:
 
-* HTTPS only, no user-info, a host name;
+* HTTPS only, no user-info, a host name; an internationalised name is used in its ASCII form
+  (``exämple.com`` is ``xn--exmple-cua.com``: what DNS resolves and what the ``Host`` header
+  carries), and one that has none is refused;
 * every address the host resolves to must be globally routable by the explicit tables of
   ``domain/network.py`` (never the interpreter's ``is_*`` tables, which change between versions): loopback,
   private, link-local, CGNAT, site-local, unique-local, multicast, documentation, benchmarking,
@@ -85,6 +87,11 @@ def vet_callback_url(url: str, allow_hosts: Iterable[str], resolver: Resolver) -
     host = (parts.hostname or "").lower().rstrip(".")
     if scheme not in ("https", "http") or not host:
         raise CallbackRefused("invalid_url", "callback_url must be an absolute https URL")
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise CallbackRefused("invalid_url", "callback_url host is not a valid internationalised domain name") from None
     if parts.username is not None or parts.password is not None:
         raise CallbackRefused("userinfo_not_allowed", "callback_url must not carry user information")
     allowed = host in {h.strip().lower().rstrip(".") for h in allow_hosts if h and h.strip()}

@@ -18,6 +18,7 @@ Only a literal ``*`` (or ``?``) counts as "unrestricted" for the day fields.
 
 from __future__ import annotations
 
+from .text import ascii_digits
 from croniter import croniter
 
 _DOW_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -33,7 +34,7 @@ def _number(token: str, field: str) -> int:
         return _MONTH_NAMES.index(upper) + 1
     if field == "dow" and upper in _DOW_NAMES:
         return _DOW_NAMES.index(upper)
-    if not token.isdigit():
+    if not ascii_digits(token):
         raise ValueError(f"unsupported {field} value {token!r}")
     value = int(token)
     low, high = _BOUNDS[field]
@@ -50,7 +51,7 @@ def _expand(item: str, field: str) -> list[int]:
     base, _, step_text = item.partition("/")
     step = 1
     if step_text:
-        if not step_text.isdigit() or int(step_text) == 0:
+        if not ascii_digits(step_text) or int(step_text) == 0:
             raise ValueError(f"bad step in {field} item {item!r}")
         step = int(step_text)
     if base in ("*", "?"):
@@ -107,7 +108,7 @@ def _dow(field_text: str) -> str:
         token = items[0].upper()
         if "#" in token:
             day, _, nth = token.partition("#")
-            if not nth.isdigit() or not 1 <= int(nth) <= 5:
+            if not ascii_digits(nth) or not 1 <= int(nth) <= 5:
                 raise ValueError(f"day-of-week {field_text!r}: bad '#' occurrence")
             return f"{_number(day, 'dow') % 7 + 1}#{nth}"
         day = token.replace("L", "")

@@ -17,7 +17,7 @@ from ..domain.protocol import ProtocolError
 from . import jobs_routes
 from .auth import JOBS
 from .shell import PROTOCOL, BodySpec, HttpShell, Rejection, Request
-from .text import ID, TEXT
+from .text import ID, KEYED_TEXT, TEXT
 
 HEARTBEAT_INTERVAL_MS = jobs_routes.HEARTBEAT_INTERVAL_MS
 JOB_ID = {"jobId": "^\\S+$"}  # a slot id, percent-encoded where it carries URL characters
@@ -45,7 +45,7 @@ def _answer(req: Request, handler: Callable[..., jobs_routes.RouteResult], *args
 # are compared with one, are IDs (1,024 bytes); the rest of a Task is TEXT. The Task's own
 # length caps (200 chars for a key, 100 for a tag) are the Task parser's, after this.
 TASK_TEXT = {"idempotency_key": ID, "correlation_id": ID, "callback_url": TEXT, "params.target_id": ID,
-             "params.source.account": ID, "params.query.tags[]": ID, "params.constraints.exclude[].id": ID}
+             "params.source.account": ID, "params.query.tags[]": KEYED_TEXT, "params.constraints.exclude[].id": ID}
 # ``after`` / ``ack_through`` never reach a key: TEXT, so an over-long id that is still text is the
 # grammar's to judge (not ours: an unknown id is a no-op) rather than a length refusal.
 EVENTS_QUERY = {"after": (TEXT, "an event id: page events strictly after it (unknown ids read the whole stream)"),
@@ -70,7 +70,7 @@ def create_job(req: Request) -> Response:
 
 
 @shell.route("GET", "/jobs", token=JOBS, stage="lookup", summary="Find a job by idempotency key",
-             query={"idempotency_key": (ID, "the Task's idempotency key, exactly as sent (required)")},
+             query={"idempotency_key": (ID, "the Task's idempotency key, trimmed as POST /jobs trims it (required)")},
              ok={200: ("0 or 1 job for idempotency_key", "JobPage")}, errors={400: "idempotency_key is required"})
 def list_jobs(req: Request) -> Response:
     return _answer(req, jobs_routes.list_jobs, req.query)

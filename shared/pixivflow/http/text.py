@@ -10,7 +10,10 @@ write would fail long after admission), no C0/C1 control character or DEL (U+008
 they split log lines and reach an operator's terminal), and a UTF-8 byte cap. ``ID`` caps a value
 that becomes part of a DynamoDB key at 1,024 bytes, so with its ``SLOT#``/``REQUEST#`` prefix a
 partition key stays under 2,048 bytes and a sort key under 1,024 (real DynamoDB answers a larger
-key with ValidationException -- a 500 -- even on a read). A field may allow ``\\n`` (``PROSE``).
+key with ValidationException -- a 500 -- even on a read), and refuses what makes two ids look alike
+or one read backwards: bidi controls, zero-width characters, a BOM (``domain/text.py``); free text
+that must fit a key (a tag) takes ``KEYED_TEXT``, the cap without that. A field may allow ``\\n``
+(``PROSE``).
 
 A failure is a ``BodyProblem`` (400, reason ``invalid_text`` / ``text_too_long``) whose message and
 ``detail.field`` name the field (``params.query.tags[0]``, ``jobId``, ``after``); the shell answers it
@@ -23,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..domain.text import invisible_in
 from .bodies import BAD_TEXT, BodyProblem
 
 # C0 controls, DEL, C1 controls (U+0080..U+009F, U+0085 included) and lone surrogates.
@@ -40,12 +44,16 @@ class TextRule:
     max_bytes: int = MAX_TEXT_BYTES
     newline: bool = False
     message: str | None = None
+    identifier: bool = False  # names something: no invisible or direction-changing character
 
     def problem(self, value: str, field: str) -> BodyProblem | None:
         """Why ``value`` (at ``field``) breaks the rule, or None."""
         pattern = _FORBIDDEN_BUT_NEWLINE if self.newline else _FORBIDDEN
         if pattern.search(value) is not None:
             return BodyProblem(400, "invalid_text", self.message or f"{field} {BAD_TEXT}", field=field)
+        if self.identifier and (hidden := invisible_in(value)) is not None:
+            return BodyProblem(400, "invalid_text", self.message or f"{field} holds {hidden}, an invisible or "
+                               "direction-changing character an identifier may not hold", field=field)
         # A lone surrogate was refused above, so plain UTF-8 encoding cannot fail here.
         if len(value) > self.max_bytes or len(value.encode("utf-8")) > self.max_bytes:
             return BodyProblem(400, "text_too_long", self.message or f"{field} is longer than {self.max_bytes} bytes",
@@ -54,7 +62,8 @@ class TextRule:
 
 
 TEXT = TextRule()
-ID = TextRule(max_bytes=MAX_ID_BYTES)
+ID = TextRule(max_bytes=MAX_ID_BYTES, identifier=True)
+KEYED_TEXT = TextRule(max_bytes=MAX_ID_BYTES)  # free text that becomes part of a key (a search tag)
 PROSE = TextRule(newline=True)
 
 
@@ -104,4 +113,4 @@ class TextRules:
 
 NO_RULES = TextRules({})
 
-__all__ = ["ID", "MAX_ID_BYTES", "MAX_TEXT_BYTES", "NO_RULES", "PROSE", "TEXT", "TextRule", "TextRules"]
+__all__ = ["ID", "KEYED_TEXT", "MAX_ID_BYTES", "MAX_TEXT_BYTES", "NO_RULES", "PROSE", "TEXT", "TextRule", "TextRules"]

@@ -36,6 +36,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie
 
 from .. import runtime
+from ..domain.text import escape_invisible
 from ..domain.assets import artifact_prefix
 from ..services import inspection, schedule_views
 from ..services.inspection import InspectionError, Reads, iso, local
@@ -95,7 +96,9 @@ class Html(str):
 def e(value: Any) -> Html:
     if isinstance(value, Html):
         return value
-    return Html(html.escape("-" if value in (None, "") else str(value), quote=True))
+    # Bidi controls and invisible spaces shown as their code points (domain/text.py): an RLO in a
+    # tag never reverses how an id reads on the page.
+    return Html(html.escape(escape_invisible("-" if value in (None, "") else str(value)), quote=True))
 
 
 def badge(status: Any) -> Html:
@@ -312,6 +315,23 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> st
                 f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
 
 
+LOGIN_TRIES_PER_MINUTE = 10
+
+
+def _client_address(event: Any) -> str:
+    """The caller's address as API Gateway saw it (``requestContext.http.sourceIp``)."""
+    context = (getattr(event, "raw_event", None) or {}).get("requestContext") or {}
+    address = str((context.get("http") or {}).get("sourceIp") or "unknown")
+    return address[:64]
+
+
+def _throttled(req: Any, now_ms: int) -> Response:
+    wait_s = 60 - (now_ms // 1000) % 60
+    body = login_page(f"Too many wrong tokens from this address: try again in {wait_s} s.")
+    return req.respond(html_response(429, body, headers={"Retry-After": str(wait_s)}), "ui.login_refused",
+                       reason="throttled", retry_after_s=wait_s)
+
+
 def login_page(message: str | None = None) -> str:
     error = f'<p class="err">{e(message)}</p>' if message else ""
     form = ('<form class="login" method="post" action="/ui/login"><label for="token">Trigger token</label>'
@@ -398,11 +418,20 @@ def _session_routes(shell: HttpShell, route: Any) -> None:
         except BodyProblem as problem:
             return req.respond(html_response(problem.status, login_page(problem.message)), "ui.login_refused",
                                reason=problem.reason)
+        wiring = runtime.get().wiring
+        # At most LOGIN_TRIES_PER_MINUTE wrong tokens a minute from one address, counted in the
+        # ledger (every container sees the same count); past it even the right token waits, so the
+        # page is no oracle for guessing.
+        client, now = _client_address(event), wiring.now()
+        minute = now // 60_000
+        if wiring.sessions.login_failures(client, minute) >= LOGIN_TRIES_PER_MINUTE:
+            return _throttled(req, now)
         presented = (form.get("token") or [""])[0]
         if check_bearer({"authorization": f"Bearer {presented}"}, token) is not None:
+            if not wiring.sessions.count_login_failure(client, minute, LOGIN_TRIES_PER_MINUTE, now):
+                return _throttled(req, now)
             return req.respond(html_response(401, login_page("That is not the trigger token.")), "ui.login_refused",
                                reason="bad_token")
-        wiring = runtime.get().wiring
         session = issue_session(token, wiring.sessions.ui_session_epoch(), wiring.now())
         return req.respond(redirect("/ui", cookies=[session_cookie(session, SESSION_MS // 1000)]), "ui.login")
 

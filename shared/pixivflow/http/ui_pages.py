@@ -10,6 +10,7 @@ reload it with ``<meta http-equiv="refresh">``: no script, so the strict CSP sta
 
 from __future__ import annotations
 
+from ..domain.text import ascii_digits
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
@@ -46,7 +47,7 @@ def slot_filters(query: Mapping[str, str]) -> dict[str, Any]:
     if trigger is not None and trigger not in TRIGGER_KINDS:
         raise QueryProblem("trigger", f"trigger: one of {', '.join(TRIGGER_KINDS)}")
     page_text = query.get("page") or "1"
-    if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
+    if not ascii_digits(page_text) or not 1 <= int(page_text) <= MAX_PAGE:
         raise QueryProblem("page", f"page: a whole number from 1 to {MAX_PAGE}")
     return {"status": status, "trigger": trigger, "page": int(page_text)}
 

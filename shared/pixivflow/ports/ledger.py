@@ -330,6 +330,15 @@ class UiSessions(Protocol):
         logouts racing advance it once); returns the epoch now current."""
         ...
 
+    def login_failures(self, client: str, minute: int) -> int:
+        """Wrong tokens ``client`` (its address) presented in that minute (epoch minutes)."""
+        ...
+
+    def count_login_failure(self, client: str, minute: int, limit: int, now_ms: int) -> bool:
+        """Count one more wrong token of ``client`` in that minute, only while it has fewer than
+        ``limit`` (conditional: racing attempts never count past it); False when it was at the limit."""
+        ...
+
 
 class TopicSpaces(Protocol):
     """A topic's cached tag space, shared by the cells that select from it while it is fresh."""

@@ -5,6 +5,7 @@ bound work (a re-run) continues that work and never another."""
 
 from __future__ import annotations
 
+from ..domain.text import ascii_digits
 from dataclasses import replace
 from typing import Any
 
@@ -331,7 +332,7 @@ def _continue_locked(run: CellRun, work_id: str) -> TargetOutcome:
     """Recovery: process only the bound work; never search, never substitute."""
     ctx, target = run.ctx, run.target
     work_type = run.cell.work_type or target.type
-    if not work_id.isdigit():
+    if not ascii_digits(work_id):
         kind = "novel" if work_type == "novel" else "illustration"
         return TargetOutcome.failed(f'LOCKED_WORK_UNAVAILABLE: cell work id "{work_id}" is not a valid {kind} id', retryable=False,
                                     reason_code="internal_error")

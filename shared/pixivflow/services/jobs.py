@@ -190,9 +190,10 @@ def get_job(ctx: JobControl, job_id: str) -> dict[str, Any]:
 
 
 def jobs_by_key(ctx: JobControl, key: Any) -> list[dict[str, Any]]:
-    """``GET /jobs?idempotency_key=``: 0 or 1 job, matching the key exactly as sent."""
+    """``GET /jobs?idempotency_key=``: 0 or 1 job, for the key trimmed as ``POST /jobs`` trims it."""
     if not isinstance(key, str) or not key.strip():
         raise invalid("idempotency_key is required", field="idempotency_key")
+    key = key.strip()
     record = ctx.request_keys.get_request_key(key)
     if record is None or not record.get("slotRef"):
         return []

@@ -279,3 +279,28 @@ def test_every_page_route_is_deployed_on_the_trigger_function():
     pages = {("ANY", spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
              if not spec.in_schema}
     assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 9  # one ANY per path
+
+
+def test_login_is_throttled_to_ten_wrong_tokens_a_minute_per_address_even_for_the_right_one(make_runtime, downstream,
+                                                                                             logs):
+    rt = make_runtime(T0_ISO)
+    for _ in range(10):
+        assert post(rt, "/ui/login", "token=" + quote(TRIGGER_TOKEN + "x")).status == 401
+    throttled = post(rt, "/ui/login", f"token={quote(TRIGGER_TOKEN)}")  # the right one, after ten wrong
+    assert throttled.status == 429 and throttled.cookies == []
+    wait = int(throttled.headers["retry-after"])
+    assert 1 <= wait <= 60 and f"try again in {wait} s" in throttled.body
+    assert logs.events("ui.login_refused")[-1]["reason"] == "throttled"
+    # another address is not held back by this one's tries
+    event = http_event("POST", "/ui/login")
+    event["requestContext"]["http"]["sourceIp"] = "198.51.100.7"
+    event["headers"]["content-type"] = FORM
+    event["body"] = f"token={quote(TRIGGER_TOKEN)}"
+    assert Page(rt.handlers["trigger"](event, context_for("trigger"))).status == 303
+    rt.clock.advance(wait * 1000)  # the next minute: the address may try again
+    login(rt)
+    # the count never passes the limit, however many containers count at once (a conditional ADD)
+    sessions, minute = rt.wiring.sessions, rt.clock.now_ms() // 60_000
+    assert [sessions.count_login_failure("203.0.113.9", minute, 3, rt.clock.now_ms()) for _ in range(5)] == [
+        True, True, True, False, False]
+    assert sessions.login_failures("203.0.113.9", minute) == 3

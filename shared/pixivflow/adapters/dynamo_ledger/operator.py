@@ -138,6 +138,29 @@ class OperatorItems(DeliveryItems):
                 raise
             return self.ui_session_epoch()
 
+    # -- the login throttle (http/ui.py) --
+    # One item per client address and minute, ``UI#login#<address>`` / ``MINUTE#<epoch minute>``,
+    # counting its wrong tokens; it expires with the retention like every other item. The count is
+    # an ADD conditioned on being under the limit, so racing attempts from many containers never
+    # get past it.
+    def login_failures(self, client: str, minute: int) -> int:
+        item = self._get(f"UI#login#{client}", f"MINUTE#{int(minute)}")
+        return int(item.get("failures") or 0) if item else 0
+
+    def count_login_failure(self, client: str, minute: int, limit: int, now_ms: int) -> bool:
+        try:
+            self._call("update_item", TableName=self._table, Key=self._key(f"UI#login#{client}", f"MINUTE#{int(minute)}"),
+                       UpdateExpression="ADD failures :one SET entity = :entity, expiresAt = :exp",
+                       ConditionExpression="attribute_not_exists(failures) OR failures < :limit",
+                       ExpressionAttributeValues={k: self._ser.serialize(v) for k, v in {
+                           ":one": 1, ":limit": int(limit), ":entity": "ui_login_failures",
+                           ":exp": self._expires(now_ms)}.items()})
+            return True
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return False
+
     # -- an operator's pause of a schedule (domain.pause.SchedulePause) --
     # One item per schedule, ``SCHEDULE#<scheduleId>`` / ``PAUSE`` (beside the sweep's ``WATCH``),
     # with no TTL and no index key: a pause lasts until someone resumes, across deploys. Each flip

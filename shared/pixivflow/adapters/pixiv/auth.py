@@ -23,6 +23,7 @@ No token, and no part of one, is ever logged or put in an exception message.
 
 from __future__ import annotations
 
+from ...domain.text import ascii_digits
 import hashlib
 import os
 import threading
@@ -477,7 +478,7 @@ def _retry_after_ms(response: httpx.Response, now_ms: int) -> int | None:
     raw = (response.headers.get("retry-after") or "").strip()
     if not raw:
         return None
-    if raw.isdigit():
+    if ascii_digits(raw):
         return int(raw) * 1000
     try:
         from email.utils import parsedate_to_datetime

@@ -22,6 +22,7 @@ What the client does at each answer (README "Pixiv source"):
 
 from __future__ import annotations
 
+from ...domain.text import ascii_digits
 import json
 import re
 from contextlib import contextmanager
@@ -230,7 +231,7 @@ class PixivClient:
                     status = response.status_code
                     if status == 200:
                         declared = response.headers.get("content-length")
-                        if declared and declared.isdigit() and int(declared) > MAX_FILE_BYTES:
+                        if declared and ascii_digits(declared) and int(declared) > MAX_FILE_BYTES:
                             raise SourceError(f"unsupported media: image {where} is {declared} bytes "
                                               f"(limit {MAX_FILE_BYTES})", retryable=False)
                         try:
@@ -308,7 +309,7 @@ def _read_bounded(response: httpx.Response, what: str, limit: int) -> bytes:
     """The whole body, refused past ``limit`` bytes (declared or read) with a reason naming it:
     nothing held whole can grow without bound (an image, an App API answer)."""
     declared = response.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and ascii_digits(declared) and int(declared) > limit:
         raise SourceError(f"unsupported media: {what} is {declared} bytes (limit {limit})", retryable=False)
     chunks: list[bytes] = []
     size = 0

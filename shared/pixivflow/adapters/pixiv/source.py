@@ -17,6 +17,7 @@ carries that mark after ``#``, which is never sent). Any other walk stops there,
 
 from __future__ import annotations
 
+from ...domain.text import ascii_digits
 import json
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
@@ -67,7 +68,7 @@ def _created(value: Any) -> datetime | None:
 
 
 def _int_id(work_id: str) -> int:
-    return int(work_id) if str(work_id).isdigit() else 0
+    return int(work_id) if ascii_digits(str(work_id)) else 0
 
 
 class PixivSource(WorkSource):
@@ -184,7 +185,7 @@ class PixivSource(WorkSource):
         rebased = self._client.follow(next_url)
         parts = urlsplit(rebased)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
-        offset = int(query.get("offset", "0") or 0) if str(query.get("offset", "0")).isdigit() else 0
+        offset = int(query.get("offset", "0") or 0) if ascii_digits(str(query.get("offset", "0"))) else 0
         if offset < OFFSET_CAP:
             return rebased + (f"#{mark}" if mark else "")
         continuable = request.mode in ("search", "topic") and request.sort in ("date_desc", "date_asc")
@@ -225,7 +226,7 @@ class PixivSource(WorkSource):
 
     # -- one work --------------------------------------------------------------------------
     def get_work(self, work_type: str, work_id: str) -> Work:
-        if not str(work_id).isdigit():
+        if not ascii_digits(str(work_id)):
             raise SourceError(f"invalid id {work_id!r}", retryable=False)
         if work_type == "novel":
             data = self._client.get("/v2/novel/detail", {"novel_id": work_id})
