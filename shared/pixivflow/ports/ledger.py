@@ -141,7 +141,9 @@ class CellLeases(Protocol):
 
     def heartbeat_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, ttl_ms: int) -> bool: ...
 
-    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool: ...
+    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, *, no_attempt: bool = False) -> bool:
+        """Drop the lease; ``no_attempt`` gives the claim's attempt back (it started no execution)."""
+        ...
 
     def defer_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, due_at: int, *,
                    candidate_report: Mapping[str, Any], reason_code: str | None = None) -> bool:
@@ -173,7 +175,8 @@ class CellMoves(Protocol):
                         require_no_live_lease: bool = False, from_states: Iterable[str] | None = None,
                         work_id: str | None = None, work_type: str | None = None, last_error: str | None = None,
                         keep_error: bool = False, reason_code: str | None = None, reason_message: str | None = None,
-                        candidate_report: Mapping[str, Any] | None = None, release_lease: bool = True) -> bool:
+                        candidate_report: Mapping[str, Any] | None = None, release_lease: bool = True,
+                        no_attempt: bool = False) -> bool:
         """The general conditional FSM move (tooling and the ledger's tests); services use the named moves."""
         ...
 

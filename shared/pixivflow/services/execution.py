@@ -70,8 +70,9 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
     except SelectionSuspended:
         # The selection's progress is on the cell (services/topic.py): give the lease back and
         # hand the cell to a fresh invocation. A lost message leaves a pending, lease-less cell
-        # the sweep re-dispatches; the checkpoint is read again either way.
-        ctx.leases.release_cell(slot_id, target_id, owner, ctx.now())
+        # the sweep re-dispatches; the checkpoint is read again either way. The same execution
+        # goes on there: this claim's attempt is given back, the continuing one counts it.
+        ctx.leases.release_cell(slot_id, target_id, owner, ctx.now(), no_attempt=True)
         wake_cells(ctx.queues, ctx.log, [(slot_id, target_id)], event="cell.continue_send_failed", slot_id=slot_id,
                    target_id=target_id)
         return ExecutionResult(slot_id, target_id, "continued", CellStatus.PENDING)
@@ -184,17 +185,20 @@ def _defer(ctx: Executions, cell: Cell, owner: str, admission: Admission, *,
 
 
 def _settle_from_ledger(ctx: Executions, run: CellRun) -> ExecutionResult | None:
-    """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it."""
+    """Settle a delivery_pending single-work cell from the delivery ledger. None means: run it.
+    A claim that only settles (or leaves the cell to the outbox) started no execution: it gives its
+    attempt back, so a job's ``attempt`` counts the executions that really started (a duplicated or
+    re-driven message never adds one)."""
     state = ctx.occurrences.load(run.slot.slot_id)
     verdict = cell_delivery_state(ctx.rollup, state, run.target.id) if state else delivery_state(run.target.routes(), [])
     now = ctx.now()
     slot_id, target_id = run.slot.slot_id, run.target.id
     if verdict.state == "live":
-        ctx.leases.release_cell(slot_id, target_id, run.owner, now)
+        ctx.leases.release_cell(slot_id, target_id, run.owner, now, no_attempt=True)
         return ExecutionResult(slot_id, target_id, "left_to_outbox", run.cell.status)
     if verdict.state == "confirmed":
         ctx.cells.move_cell_as_owner(slot_id, target_id, CellStatus.SUBMITTED, now, run.owner,
-                                     work_id=verdict.work_id, work_type=verdict.work_type)
+                                     work_id=verdict.work_id, work_type=verdict.work_type, no_attempt=True)
         rollup(ctx.rollup, slot_id)
         return ExecutionResult(slot_id, target_id, "applied", CellStatus.SUBMITTED, "submitted")
     if verdict.state == "lost":

@@ -463,3 +463,24 @@ def test_expand_turns_several_tags_into_either_tag(make_runtime, downstream):
     rt.settle()
     assert get_job(rt, f"{PLAN}@manual-k-and")[1]["error"]["code"] == "no_candidate"
     assert [(r.body["slot_id"], r.body["work_id"]) for r in downstream.requests] == [(f"{PLAN}@manual-k-or", "501")]
+
+
+def test_a_job_that_ran_once_reports_attempt_1_however_often_its_message_came(make_runtime):
+    """``attempt`` counts the executions that really started: a duplicated execution message (SQS
+    delivers at least once) that finds the cell already handed to the outbox starts none."""
+    from support.jobs import call
+    from support.queues import take
+
+    from pixivflow.services.execution import execute_cell
+
+    rt = jobs_runtime(make_runtime)
+    status, body = post_job(rt, task())
+    assert status == 202
+    job_id = body["job"]["job_id"]
+    take(rt, "EXECUTION_QUEUE_URL")
+    execute_cell(rt.wiring.executions, job_id, TARGET)  # the run: bound, handed to the outbox
+    for _ in range(2):  # the same message again, twice
+        assert execute_cell(rt.wiring.executions, job_id, TARGET).action in ("left_to_outbox", "applied")
+    rt.settle()
+    status, job = call(rt, "GET", f"/jobs/{job_id.replace('@', '%40')}")
+    assert (job["status"], job["attempt"]) == ("succeeded", 1), job

@@ -99,9 +99,12 @@ class CellItems(SlotItems):
                 return False
             raise
 
-    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int) -> bool:
-        """Drop the lease; keep heartbeatAt (the slot's progress clock)."""
+    def release_cell(self, slot_id: str, target_id: str, owner: str, now_ms: int, *, no_attempt: bool = False) -> bool:
+        """Drop the lease; keep heartbeatAt (the slot's progress clock). ``no_attempt``: the claim
+        started no execution (or continues one), so its attempt is given back."""
         upd = _Update().remove("leaseOwner", "leaseUntil").set("updatedAt", now_ms)
+        if no_attempt:
+            upd.add("attemptCount", -1)
         upd.when("#leaseOwner = :owner", owner=owner)
         return self._update(slot_pk(slot_id), cell_sk(target_id), upd) is not None
 
@@ -145,8 +148,10 @@ class CellItems(SlotItems):
         reason_message: str | None = None,
         candidate_report: Mapping[str, Any] | None = None,
         release_lease: bool = True,
+        no_attempt: bool = False,
     ) -> bool:
-        """One conditional FSM move. ``owner`` requires the caller to hold the lease."""
+        """One conditional FSM move. ``owner`` requires the caller to hold the lease; ``no_attempt``
+        gives the claim's attempt back (the claim started no execution)."""
         allowed = set(ALLOWED_FROM[to_status])
         if from_states is not None:
             allowed &= set(from_states)
@@ -171,6 +176,8 @@ class CellItems(SlotItems):
             upd.set("candidateReport", dict(candidate_report))
         if release_lease:
             upd.remove("leaseOwner", "leaseUntil")
+        if no_attempt:
+            upd.add("attemptCount", -1)
         if owner is not None:
             upd.when("#leaseOwner = :owner", owner=owner)
         if require_no_live_lease:
