@@ -77,11 +77,12 @@ def test_ledger_table_has_the_templates_keys_gsis_and_ttl(aws: None) -> None:
     ]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     gsis = {g["IndexName"]: g for g in table["GlobalSecondaryIndexes"]}
-    assert set(gsis) == {"ActiveSlots", "DueOutbox", "OpenCallbacks"}
+    assert set(gsis) == {"ActiveSlots", "DueOutbox", "OpenCallbacks", "JobsByCreated"}
     assert {n: [k["AttributeName"] for k in g["KeySchema"]] for n, g in gsis.items()} == {
         "ActiveSlots": ["activePk", "activeSk"],
         "DueOutbox": ["duePk", "dueSk"],
         "OpenCallbacks": ["callbackPk", "callbackSk"],
+        "JobsByCreated": ["jobsPk", "jobsSk"],
     }
     assert all(g["Projection"]["ProjectionType"] == "KEYS_ONLY" for g in gsis.values())
     ttl = ddb.describe_time_to_live(TableName=env["LEDGER_TABLE"])["TimeToLiveDescription"]

@@ -32,6 +32,7 @@ GSIS = {
     "ActiveSlots": ("activePk", "activeSk"),
     "DueOutbox": ("duePk", "dueSk"),
     "OpenCallbacks": ("callbackPk", "callbackSk"),
+    "JobsByCreated": ("jobsPk", "jobsSk"),
 }
 # Real IAM actions for item-level DynamoDB data access. There is no "dynamodb:TransactWriteItems"
 # IAM action: a transaction is authorised per item by PutItem/UpdateItem/DeleteItem/ConditionCheckItem.

@@ -479,7 +479,12 @@ def _page_routes(shell: HttpShell, route: Any) -> None:
         denied = _guard(req, shell.app.current_event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, ui_pages.jobs(_reads())), "ui.page", page="jobs")
+        try:
+            before = ui_pages.jobs_cursor(shell.app.current_event.query_string_parameters or {})
+        except ui_pages.QueryProblem as problem:
+            return req.respond(html_response(400, ui_pages.problem_page("Jobs", problem)), "ui.bad_query",
+                               field=problem.field)
+        return req.respond(html_response(200, ui_pages.jobs(_reads(), before)), "ui.page", page="jobs")
 
     @route("GET", "/ui/jobs/<jobId>")
     def ui_job(req: Request, jobId: str) -> Response:

@@ -10,12 +10,13 @@ reload it with ``<meta http-equiv="refresh">``: no script, so the strict CSP sta
 
 from __future__ import annotations
 
-from ..domain.text import ascii_digits
+import re
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
 from ..domain.cells import SlotStatus
 from ..domain.protocol import QUEUED, RUNNING
+from ..domain.text import ascii_digits
 from ..services import inspection, schedule_views
 from ..services.inspection import TRIGGER_KINDS, Reads, iso, local
 from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table
@@ -107,16 +108,34 @@ def _job_link(job_id: str) -> Html:
     return Html(f'<a href="/ui/jobs/{e(quote(job_id, safe="@:"))}">{e(job_id)}</a>')
 
 
-def jobs(reads: Reads) -> str:
-    rows = inspection.list_jobs(reads)
-    body = table(["Job", "Status", "Idempotency key", "Created", "Updated", "Events", "Callbacks", "Cancelled", "Error"],
+_JOBS_CURSOR = re.compile(r"[0-9]{13}#[^\x00-\x1f\x7f]{1,400}")
+
+
+def jobs_cursor(query: Mapping[str, str]) -> str | None:
+    """``before``: where the previous page ended (``<createdAt>#<jobId>``, as the page's own link
+    writes it), or None for the first page."""
+    before = query.get("before") or None
+    if before is not None and not _JOBS_CURSOR.fullmatch(before):
+        raise QueryProblem("before", "before: the cursor a jobs page links to (<13 digits>#<job id>)")
+    return before
+
+
+def jobs(reads: Reads, before: str | None = None) -> str:
+    """One page of the protocol jobs, newest first (``inspection.list_jobs``: its reads are one page's)."""
+    rows, cursor = inspection.list_jobs(reads, before)
+    body = table(["Job", "Status", "Idempotency key", "Created", "Updated", "Attempt", "Cancelled", "Error"],
                  [[_job_link(r["jobId"]), badge(r["status"]), r["key"], iso(r["createdAt"]), iso(r["updatedAt"]),
-                   r["events"], _counts(r["callbacks"]), "yes" if r["cancelled"] else "no", r["error"]] for r in rows],
-                 empty="no jobs yet")
+                   r["attempt"], "yes" if r["cancelled"] else "no", r["error"]] for r in rows],
+                 empty="no jobs yet" if before is None else "no older jobs")
+    nav = [_link("/ui/jobs", {}, "newest")] if before is not None else []
+    if cursor is not None:
+        nav.append(_link("/ui/jobs", {"before": cursor}, "older jobs"))
     live = any(r["status"] in LIVE_JOB_STATUSES for r in rows)
-    return page("Jobs", f'<p class="note">Every protocol job of the ledger (<code>POST /jobs</code>), newest first; '
-                        f"one job: <code>pixivflow jobs show &lt;jobId&gt;</code>.</p>{body}",
-                refresh=REFRESH_S if live else None)
+    return page("Jobs", f'<p class="note">The protocol jobs (<code>POST /jobs</code>), newest first, '
+                        f"{inspection.JOBS_PAGE} a page; a job's events and callbacks are on its own page "
+                        f"(<code>pixivflow jobs show &lt;jobId&gt;</code>).</p>{body}"
+                        + (f'<p class="note">{" · ".join(nav)}</p>' if nav else ""),
+                refresh=REFRESH_S if live and before is None else None)
 
 
 def job(view: Mapping[str, Any]) -> str:

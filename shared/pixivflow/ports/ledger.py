@@ -319,6 +319,19 @@ class OperatorTools(Protocol):
         """Re-arm a ``dead`` outbox row (``requeue``); None when it is not dead."""
         ...
 
+    def job_page(self, limit: int, before: str | None = None) -> tuple[list[str], str | None]:
+        """One page of job slot ids, newest first, older than the cursor ``before``; and the next
+        page's cursor (None: the last). One index Query of at most ``limit`` entries."""
+        ...
+
+    def job_heads(self, slot_ids: list[str]) -> list[tuple[Slot, Cell | None]]:
+        """These jobs' slots and cells, in order (batched reads bounded by the ids given)."""
+        ...
+
+    def index_jobs(self) -> int:
+        """Index the job slots written before the jobs index existed (a scan; idempotent)."""
+        ...
+
 
 class UiSessions(Protocol):
     """The operator page's session epoch: a /ui cookie names the epoch it was issued under and

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
-from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
+from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live, unwritten_cell
 from ..domain.occurrence import occurrence_for_fire, previous_fire
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from .job_events import callback_key
@@ -187,17 +187,25 @@ def occurrence_rows(reads: Reads, *, schedule_id: str | None = None, status: str
     return rows
 
 
-def list_jobs(reads: Reads) -> list[dict[str, Any]]:
-    """Every protocol job of the ledger, newest first: its projection (what ``GET /jobs/{jobId}``
-    answers), the number of its events, its callbacks by status, and whether it was cancelled."""
-    out = []
-    for row in occurrence_rows(reads, trigger=JOB):
-        try:
-            view = show_job(reads, row["slotId"])
-        except InspectionError:  # expired between the scan and the read
-            continue
-        out.append(job_row(view))
-    return out
+JOBS_PAGE = 50
+
+
+def list_jobs(reads: Reads, before: str | None = None, limit: int = JOBS_PAGE) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the protocol jobs, newest first, older than the cursor ``before``, and the next
+    page's cursor (None: the last page). Its reads are bounded by the page, never by how many jobs
+    the ledger holds: one Query of the JobsByCreated index, then one batched read of the page's
+    slots and one of their cells. Each row is the job's projection (what ``GET /jobs/{jobId}``
+    answers); its events and callbacks are on the job's own page."""
+    ids, cursor = reads.ledger.job_page(limit, before)
+    now = reads.now_ms()
+    rows = []
+    for slot, cell in reads.ledger.job_heads(ids):
+        job = project_job(slot, cell or unwritten_cell(slot, slot.target_ids[0]), [], now)
+        error = job.get("error") or {}
+        rows.append({"jobId": job["job_id"], "status": job["status"], "key": job.get("idempotency_key"),
+                     "createdAt": job["created_at"], "updatedAt": job["updated_at"], "attempt": job["attempt"],
+                     "cancelled": job["status"] == "cancelled", "error": error.get("message") or error.get("code")})
+    return rows, cursor
 
 
 def job_row(view: Mapping[str, Any]) -> dict[str, Any]:

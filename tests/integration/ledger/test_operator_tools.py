@@ -89,3 +89,37 @@ def test_find_intents_lists_every_row_or_those_in_one_outbox_status_newest_first
     assert env.ledger.find_intents(OutboxStatus.DEAD) == env.ledger.dead_intents()
     assert env.ledger.find_intents(OutboxStatus.DONE) == []
     assert env.ledger.find_intents()[0] == env.ledger.get_intent(slot.slot_id, "novels", "review", "illustration", "3003")
+
+
+def _job(env: Env, n: int, created_at: int):
+    from dataclasses import replace
+
+    slot = replace(make_slot(f"morning-tokyo@manual-job-{n:04d}", targets=("cats",), created_at=created_at),
+                   trigger_source="manual", manual_request_id=f"job-{n:04d}", params={"query": {"tags": ["cats"]}})
+    stored, created = env.ledger.create_slot(slot)
+    assert created
+    return stored
+
+
+def test_jobs_are_paged_newest_first_from_their_index_and_their_heads_read_in_batches(env: Env) -> None:
+    for n in range(5):
+        _job(env, n, T0 + n * 1_000)
+    admitted(env)  # a scheduled slot is never a job
+    ids, cursor = env.ledger.job_page(2)
+    assert ids == ["morning-tokyo@manual-job-0004", "morning-tokyo@manual-job-0003"] and cursor is not None
+    ids, cursor = env.ledger.job_page(2, cursor)
+    assert ids == ["morning-tokyo@manual-job-0002", "morning-tokyo@manual-job-0001"]
+    ids, cursor = env.ledger.job_page(2, cursor)
+    assert ids == ["morning-tokyo@manual-job-0000"] and cursor is None
+    heads = env.ledger.job_heads(["morning-tokyo@manual-job-0001", "morning-tokyo@manual-gone"])
+    assert [(s.slot_id, c) for s, c in heads] == [("morning-tokyo@manual-job-0001", None)]  # never claimed: no cell item
+
+
+def test_jobs_written_before_the_index_are_put_into_it_once(env: Env) -> None:
+    job = _job(env, 7, T0)
+    env.client.update_item(TableName=env.table, Key={"pk": {"S": slot_pk(job.slot_id)}, "sk": {"S": "META"}},
+                           UpdateExpression="REMOVE jobsPk, jobsSk")  # as a job written before the index
+    assert env.ledger.job_page(10) == ([], None)
+    assert env.ledger.index_jobs() == 1
+    assert env.ledger.index_jobs() == 0  # idempotent
+    assert env.ledger.job_page(10) == ([job.slot_id], None)

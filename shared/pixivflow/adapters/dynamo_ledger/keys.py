@@ -13,6 +13,15 @@ SHARDS = 16
 ACTIVE_INDEX = "ActiveSlots"
 DUE_INDEX = "DueOutbox"
 CALLBACK_INDEX = "OpenCallbacks"  # the job store's (adapters.job_store), on the same table
+# Every protocol job, newest first: the jobs page reads one page of it (``JOBS`` / ``<createdAt>#<slotId>``).
+# Written once, with the job's slot, and never moved: one index write per job, none per cell.
+JOBS_INDEX = "JobsByCreated"
+JOBS_PK = "JOBS"
+
+
+def jobs_sk(created_at: int, slot_id: str) -> str:
+    return f"{_ms13(created_at)}#{slot_id}"
+
 
 def slot_pk(slot_id: str) -> str:
     return f"SLOT#{slot_id}"

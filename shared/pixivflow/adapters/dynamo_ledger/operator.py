@@ -6,19 +6,20 @@ from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
-from ...domain.model import Intent, LedgerStatus, OutboxStatus, Slot
+from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot
 from ...domain.pause import SchedulePause
 from ..dynamodb_base import is_conditional_failure
 from .codec import (
     _from_ddb,
     _to_ddb,
+    cell_from_item,
     intent_from_item,
     slot_from_item,
 )
 from .deliveries import DeliveryItems
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import _ms13, shard_of, slot_pk
+from .keys import JOBS_INDEX, JOBS_PK, _ms13, cell_sk, jobs_sk, shard_of, slot_pk
 
 
 class OperatorItems(DeliveryItems):
@@ -137,6 +138,58 @@ class OperatorItems(DeliveryItems):
             if not is_conditional_failure(exc):
                 raise
             return self.ui_session_epoch()
+
+    # -- the jobs page (JobsByCreated) --
+    def job_page(self, limit: int, before: str | None = None) -> tuple[list[str], str | None]:
+        """One page of job slot ids, newest first, older than ``before`` (a ``jobsSk`` the previous
+        page ended at): one Query of at most ``limit`` index entries. The cursor of the next page,
+        or None when this one is the last."""
+        cond, values = "jobsPk = :p", {":p": {"S": JOBS_PK}}
+        if before:
+            cond, values[":before"] = cond + " AND jobsSk < :before", {"S": before}
+        resp = self._call("query", TableName=self._table, IndexName=JOBS_INDEX, KeyConditionExpression=cond,
+                          ExpressionAttributeValues=values, ScanIndexForward=False, Limit=int(limit))
+        positions = [raw["jobsSk"]["S"] for raw in resp.get("Items", [])]
+        ids = [p.partition("#")[2] for p in positions]
+        return ids, (positions[-1] if positions and resp.get("LastEvaluatedKey") else None)
+
+    def job_heads(self, slot_ids: list[str]) -> list[tuple[Slot, Cell | None]]:
+        """Each job's slot and its one cell, in the order given: two batched reads of at most 100
+        keys each (the slots, then their cells), whatever the ledger holds besides."""
+        slots = {s.slot_id: s for s in (slot_from_item(i) for i in self._batch_items([(slot_pk(s), "META") for s in slot_ids]))}
+        cell_keys = [(slot_pk(s.slot_id), cell_sk(s.target_ids[0])) for s in slots.values() if s.target_ids]
+        cells = {c.slot_id: c for c in (cell_from_item(i) for i in self._batch_items(cell_keys))}
+        return [(slots[s], cells.get(s)) for s in slot_ids if s in slots]
+
+    def index_jobs(self) -> int:
+        """Put every job slot written before JobsByCreated existed into it: a scan of the slots, then
+        one conditional write per job slot not indexed yet (an operator's one-off, idempotent:
+        ``pixivflow jobs reindex``). Returns how many it indexed."""
+        done = 0
+        for slot in self.find_slots():
+            if slot.params is None:
+                continue
+            try:
+                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(slot.slot_id), "META"),
+                           UpdateExpression="SET jobsPk = :p, jobsSk = :s",
+                           ConditionExpression="attribute_exists(pk) AND attribute_not_exists(jobsPk)",
+                           ExpressionAttributeValues={":p": {"S": JOBS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
+                done += 1
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise
+        return done
+
+    def _batch_items(self, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] | None = {self._table: {"Keys": [self._key(pk, sk) for pk, sk in keys[start:start + 100]],
+                                                            "ConsistentRead": True}}
+            while request:
+                resp = self._call("batch_get_item", RequestItems=request)
+                items.extend(self._unmarshal(raw) for raw in resp.get("Responses", {}).get(self._table, []))
+                request = resp.get("UnprocessedKeys") or None
+        return items
 
     # -- the login throttle (http/ui.py) --
     # One item per client address and minute, ``UI#login#<address>`` / ``MINUTE#<epoch minute>``,

@@ -1,0 +1,91 @@
+"""/ui/jobs reads one page, however many jobs the ledger holds (http/ui_pages.jobs): one Query of
+the JobsByCreated index and two batched reads of that page's slots and cells. About 160 jobs once
+took 40-63 s (each read one by one, after a scan of every slot)."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import replace
+from urllib.parse import unquote
+
+import pytest
+
+from support.ui import get, login
+
+from pixivflow.domain.model import Slot
+
+T0 = 1_796_083_200_000
+
+
+def _jobs(rt, first: int, last: int) -> None:
+    for n in range(first, last):
+        slot = Slot(slot_id=f"morning-tokyo@manual-job-{n:05d}", schedule_id="morning-tokyo", status="success",
+                    target_ids=["cats"], created_at=T0 - 10_000_000 + n * 1_000, occurrence_at=T0,
+                    occurrence_date="2026-12-01", occurrence_label="manual", timezone="Asia/Tokyo", trigger_source="manual",
+                    slot_name="job", manual_request_id=f"job-{n:05d}", params={"query": {"tags": ["cats"]}})
+        assert rt.wiring.ledger.create_slot(replace(slot))[1]
+
+
+def _reads_of_one_page(rt, monkeypatch, path: str) -> list[tuple[str, object]]:
+    from botocore.client import BaseClient
+
+    cookie = login(rt)
+    calls: list[tuple[str, object]] = []
+    real = BaseClient._make_api_call
+
+    def make_api_call(client, operation, params):
+        if client.meta.service_model.endpoint_prefix == "dynamodb":
+            size = params.get("Limit") or sum(len(v.get("Keys", [])) for v in (params.get("RequestItems") or {}).values())
+            calls.append((operation, params.get("IndexName"), size))
+        return real(client, operation, params)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BaseClient, "_make_api_call", make_api_call)
+        page = get(rt, path, cookie=cookie)
+    assert page.status == 200, page.body
+    return calls
+
+
+@pytest.mark.size("large")  # a thousand jobs written first
+def test_the_jobs_page_reads_the_same_with_10_jobs_as_with_1000(make_runtime, monkeypatch):
+    many = make_runtime("2026-12-01T00:00:00Z", backend="moto")
+    _jobs(many, 0, 10)
+    reads_few = _reads_of_one_page(many, monkeypatch, "/ui/jobs")
+    _jobs(many, 10, 1_000)
+    reads_many = _reads_of_one_page(many, monkeypatch, "/ui/jobs")
+    queries = [c for c in reads_many if c[0] == "Query"]
+    assert queries == [("Query", "JobsByCreated", 50)]  # one page of the index
+    assert not any(c[0] == "Scan" for c in reads_many)
+    assert [c for c in reads_many if c[0] == "BatchGetItem"] == [("BatchGetItem", None, 50), ("BatchGetItem", None, 50)]
+    assert len(reads_many) == len(reads_few)  # the same calls, whatever the ledger holds
+    page = get(many, "/ui/jobs", cookie=login(many))
+    assert page.body.count('href="/ui/jobs/') == 50 and "morning-tokyo@manual-job-00999" in page.body
+    [older] = re.findall(r'<a href="(/ui/jobs\?before=[^"]+)">older jobs</a>', page.body)
+    second = get(many, html.unescape(older).replace("%23", "#").split("?", 1)[0], cookie=login(many),
+                 query={"before": unquote(html.unescape(older).split("before=", 1)[1])})
+    assert second.status == 200 and "morning-tokyo@manual-job-00949" in second.body
+    at = second.body.find("manual-job-00950")  # the first page's last job is not repeated
+    assert at < 0, second.body[at - 300:at + 100]
+
+
+def test_a_jobs_cursor_that_is_not_one_the_page_wrote_is_a_400(make_runtime):
+    rt = make_runtime("2026-12-01T00:00:00Z")
+    for bad in ("x", "123#job", "0001796083200000", "0001796083200000#" + "j" * 401):
+        page = get(rt, "/ui/jobs", cookie=login(rt), query={"before": bad})
+        assert page.status == 400 and "before:" in page.body, bad
+
+
+def test_jobs_reindex_lists_the_jobs_written_before_the_index(make_runtime):
+    from support.cli import pixivflow
+
+    rt = make_runtime("2026-12-01T00:00:00Z")
+    _jobs(rt, 0, 3)
+    for n in range(3):
+        rt.wiring.ledger._call("update_item", TableName=rt.wiring.ledger._table,  # noqa: SLF001 (an old item)
+                               Key={"pk": {"S": f"SLOT#morning-tokyo@manual-job-{n:05d}"}, "sk": {"S": "META"}},
+                               UpdateExpression="REMOVE jobsPk, jobsSk")
+    assert "no jobs yet" in get(rt, "/ui/jobs", cookie=login(rt)).body
+    done = pixivflow("jobs", "reindex", now=rt.clock.now_ms())
+    assert done.code == 0 and done.out == "3 job(s) added to the jobs index\n", done.err
+    assert get(rt, "/ui/jobs", cookie=login(rt)).body.count('href="/ui/jobs/') == 3
