@@ -1,5 +1,6 @@
 """``pixivflow config check``: the warnings (values repaired with a default) and the errors, each
-naming its field, on stderr and in one JSON summary on stdout."""
+naming its field, both at once: as text on stdout, or with ``--json`` as one JSON document (and
+nothing on stderr either way)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def write(tmp_path: Path, edit) -> Path:
 
 
 def check(capsys, path: Path) -> tuple[int, dict, list[str]]:
-    code = main(["config", "check", "--config", str(path)])
+    code = main(["config", "check", "--config", str(path), "--json"])
     out = capsys.readouterr()
     return code, json.loads(out.out), out.err.splitlines()
 
@@ -42,7 +43,7 @@ def test_a_valid_config_with_repaired_values_passes_and_lists_the_warnings(tmp_p
     ]
     assert summary["ok"] is True and summary["warnings"] == expected and summary["errors"] == []
     assert "morning-tokyo" in summary["schedules"] and "cats" in summary["targets"]
-    assert err == [f"warning: {line}" for line in expected]
+    assert err == []  # the JSON document is the whole answer
 
 
 def test_an_invalid_config_fails_and_shows_its_errors_and_its_warnings(tmp_path, capsys):
@@ -58,7 +59,14 @@ def test_an_invalid_config_fails_and_shows_its_errors_and_its_warnings(tmp_path,
         "targets[0].startDate: 'yesterday' is not a date (YYYY-MM-DD)",
         "targets[1].minBookmarks: Input should be greater than or equal to 0",
     ]
-    assert err == ["warning: " + summary["warnings"][0]] + [f"error: {line}" for line in summary["errors"]]
+    assert err == []
+
+    # The same verdict as text, the file given as the argument: every warning beside every error.
+    code = main(["config", "check", str(tmp_path / "config.yaml")])
+    out = capsys.readouterr()
+    assert code == 1 and out.err == ""
+    assert out.out.splitlines() == (["warning: " + summary["warnings"][0]] + [f"error: {line}" for line in summary["errors"]]
+                                    + ["config invalid: 2 error(s), 1 warning(s)"])
 
 
 def test_a_clean_config_has_no_warnings(tmp_path, capsys):
@@ -85,4 +93,12 @@ def test_every_cross_reference_error_is_reported_not_only_the_first(tmp_path, ca
         "schedules[0].targetIds: unknown target 'no-such-target'",
         "targets[1].delivery: unknown route 'no-such-route'",
     ]
-    assert err == [f"error: {line}" for line in summary["errors"]]
+    assert err == []
+
+
+def test_the_text_verdict_of_a_valid_config_counts_what_it_holds(tmp_path, capsys):
+    path = write(tmp_path, lambda cfg: None)
+    assert main(["config", "check", str(path)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("config OK: ") and line.endswith(" route(s), 0 warning(s)")
+    assert main(["config", "check", str(path), "--config", str(tmp_path / "other.yaml")]) == 2  # given twice

@@ -199,7 +199,7 @@ def test_config_check_warns_when_it_cannot_tell_and_names_no_value(tmp_path, mon
     path.write_text(json.dumps({"pixiv": {"clientId": "${PIXIV_CLIENT_ID}", "clientSecret": "${PIXIV_CLIENT_SECRET}",
                                           "deviceToken": "${PIXIV_DEVICE_TOKEN}", "refreshToken": "YOUR_REFRESH_TOKEN"},
                                 "targets": [{"id": "a", "tag": "x"}]}))
-    assert main(["config", "check", "--config", str(path)]) == 0
+    assert main(["config", "check", "--config", str(path), "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["warnings"] == [
         "pixiv.clientId: ${PIXIV_CLIENT_ID} not set here; read from SSM below RouteSecretsPath at the first request "

@@ -72,37 +72,45 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Validate a config: warnings (values repaired with a default) and errors, each naming its field.
-
-    stdout gets one JSON summary (``ok``, ``warnings``, ``errors``, and the ids when valid);
-    stderr gets one ``warning: ...`` / ``error: ...`` line each. Exit 1 on any error."""
+    """Validate a config: warnings (values repaired with a default) and errors, each naming its field,
+    both at once. Text on stdout (a ``warning: ...`` / ``error: ...`` line each, then a verdict), or
+    with ``--json`` one JSON document (``ok``, ``warnings``, ``errors``, and the ids when valid).
+    Exit 1 on any error. The file is the positional argument, ``--config``, or PIXIVFLOW_CONFIG."""
     from ..config import load_config
     from ..domain.errors import ConfigError
 
+    if args.file and args.config and args.file != args.config:
+        raise UsageError("give the config once: as the argument or as --config")
     try:
-        config = load_config(args.config)
+        config = load_config(args.file or args.config)
     except ConfigError as exc:
-        warnings = list(exc.warnings)
-        errors = list(exc.errors)
-        for line in warnings:
-            print(f"warning: {line}", file=sys.stderr)
-        for line in errors:
-            print(f"error: {line}", file=sys.stderr)
-        print(json.dumps({"ok": False, "warnings": warnings, "errors": errors}))
-        return 1
+        return _check_answer(args, {"ok": False, "warnings": list(exc.warnings), "errors": list(exc.errors)})
     from ..adapters.pixiv.secrets import SECRETS_PATH_ENV
     from ..config.pixiv import credential_check_warnings
 
     # What only this environment can say (a ${VAR} unset here may still be in SSM): check-time only.
     warnings = list(config.warnings) + credential_check_warnings(config.pixiv, os.environ,
                                                                   os.environ.get(SECRETS_PATH_ENV))
-    for line in warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    print(json.dumps({"ok": True, "warnings": warnings, "errors": [],
-                      "schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
-                      "labels": {t.id: t.label for t in config.targets},
-                      "routes": sorted(config.delivery.targets)}))
-    return 0
+    return _check_answer(args, {"ok": True, "warnings": warnings, "errors": [],
+                                "schedules": [s.id for s in config.schedules], "targets": [t.id for t in config.targets],
+                                "labels": {t.id: t.label for t in config.targets},
+                                "routes": sorted(config.delivery.targets)})
+
+
+def _check_answer(args: argparse.Namespace, summary: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        for line in summary["warnings"]:
+            print(shown(f"warning: {line}"))
+        for line in summary["errors"]:
+            print(shown(f"error: {line}"))
+        if summary["ok"]:
+            print(f"config OK: {len(summary['schedules'])} schedule(s), {len(summary['targets'])} target(s), "
+                  f"{len(summary['routes'])} route(s), {len(summary['warnings'])} warning(s)")
+        else:
+            print(f"config invalid: {len(summary['errors'])} error(s), {len(summary['warnings'])} warning(s)")
+    return 0 if summary["ok"] else 1
 
 
 # -- the operator's commands ---------------------------------------------------------------------------
@@ -236,10 +244,19 @@ class _StillOpen(Exception):
     pass
 
 
+def _job_still_open(view: dict[str, Any]) -> bool:
+    """Open until its status is terminal AND its terminal event is in the stream: ``--wait``
+    returns only once a consumer reading the events would see the end too."""
+    status = view["job"]["status"]
+    return status in _OPEN_JOB or not any(ev.get("type") == f"job.{status}" for ev in view["events"])
+
+
 def _slots_list(args: argparse.Namespace) -> int:
     from ..services.inspection import list_slots
 
     def body() -> int:
+        if args.limit < 1:
+            raise UsageError("--limit must be a whole number of at least 1")
         reads = _reads(args)
         since = parse_instant(args.since, _now_ms()) if args.since else None
         rows = _waiting(args, lambda: list_slots(reads, schedule_id=args.schedule, status=args.status, since_ms=since,
@@ -262,7 +279,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
 
     def body() -> int:
         reads = _reads(args)
-        view = _waiting(args, lambda: show_job(reads, args.job_id), lambda v: v["job"]["status"] in _OPEN_JOB)
+        view = _waiting(args, lambda: show_job(reads, args.job_id), _job_still_open)
         return emit(args, view, render_job)
 
     args.render = render_job

@@ -167,6 +167,8 @@ def _add_config(sub: Any) -> None:
     """`pixivflow config`: config check."""
     config = sub.add_parser("config", help="configuration")
     csub = config.add_subparsers(dest="action", required=True)
-    check = csub.add_parser("check", help="validate a config file")
-    check.add_argument("--config", default=None)
+    check = csub.add_parser("check", help="validate a config file: its warnings and errors, each naming its field")
+    check.add_argument("file", nargs="?", default=None, help="the config (or --config; default: PIXIVFLOW_CONFIG)")
+    check.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    check.add_argument("--json", action="store_true", help="one JSON document instead of text")
     check.set_defaults(func=_check)

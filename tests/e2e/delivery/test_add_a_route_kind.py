@@ -78,7 +78,7 @@ def _check(tmp_path: Path, capsys, route: dict) -> tuple[int, dict]:
     cfg["delivery"]["targets"]["review"] = route
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    code = main(["config", "check", "--config", str(path)])
+    code = main(["config", "check", "--config", str(path), "--json"])
     return code, json.loads(capsys.readouterr().out)
 
 

@@ -74,3 +74,36 @@ def test_a_wrong_job_id_exits_1(make_runtime):
     for job_id in ("morning-tokyo@manual-nope", "morning-tokyo@2026-12-01T0800"):
         run = pixivflow("jobs", "show", job_id, now=rt.clock.now_ms())
         assert (run.code, run.out, run.err) == (1, "", f"pixivflow jobs show: no job {job_id!r} in the ledger\n")
+
+
+def test_wait_returns_only_once_the_terminal_event_is_in_the_stream(make_runtime, monkeypatch):
+    """The cell was settled and the job reads ``succeeded``, but ``job.succeeded`` is not stored yet
+    (the API or the sweep writes it): ``--wait`` keeps reading until a consumer would see it too."""
+    from pixivflow import cli
+    from pixivflow.services import inspection
+
+    rt = jobs_runtime(make_runtime)
+    assert post_job(rt, task())[0] == 202
+    rt.settle()
+    real = inspection.show_job
+    reads = []
+
+    def show_job(reads_, job_id):
+        view = real(reads_, job_id)
+        reads.append(view)
+        if len(reads) < 3:  # as if job.succeeded were not stored yet
+            view = {**view, "events": [e for e in view["events"] if e.get("type") != "job.succeeded"]}
+        return view
+
+    monkeypatch.setattr(inspection, "show_job", show_job)
+    monkeypatch.setattr(cli, "_sleep", lambda s: None)
+    shown = pixivflow("jobs", "show", JOB, "--wait", "30", "--json", now=rt.clock.now_ms())
+    assert shown.code == 0 and len(reads) == 3, shown.err
+    assert any(e.get("type") == "job.succeeded" for e in json.loads(shown.out)["events"])
+
+
+def test_a_negative_or_zero_limit_is_refused(make_runtime):
+    rt = jobs_runtime(make_runtime)
+    for limit in ("-3", "0"):
+        refused = pixivflow("slots", "list", "--limit", limit, now=rt.clock.now_ms())
+        assert refused.code == 2 and "--limit must be a whole number of at least 1" in refused.err
