@@ -369,3 +369,10 @@ def test_no_internal_only_code_leaks_as_a_protocol_code():
         assert body["code"] in enum
         assert isinstance(body["retryable"], bool)
         assert body["detail"] == {"internal_code": code}
+
+
+def test_every_terminal_reason_has_its_english_words():
+    from pixivflow.domain.reasons import REASON_WORDS, TERMINAL_REASONS
+
+    assert set(REASON_WORDS) == set(TERMINAL_REASONS)
+    assert all(words and words.isascii() for words in REASON_WORDS.values())

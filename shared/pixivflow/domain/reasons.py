@@ -60,6 +60,37 @@ TERMINAL_REASONS: Mapping[str, ReasonPolicy] = _policies(
 )
 
 
+# The same reasons in the operator page's language (English). The Chinese messages above are
+# PixivFlow's own copy: they stay in the ledger, the notifications and the protocol's detail.
+REASON_WORDS: Mapping[str, str] = MappingProxyType({
+    "no_candidate": "the source answered and no new work qualified",
+    "duplicate_exhausted": "every candidate was delivered before",
+    "filter_exhausted": "no new work passed the filters",
+    "download_timeout": "downloading the work's files timed out",
+    "download_failed": "downloading the work's files failed",
+    "metadata_failed": "the work's details could not be read",
+    "rate_limited": "Pixiv rate-limited the account",
+    "auth_failed": "the Pixiv login no longer works; sign in again",
+    "remote_http_error": "Pixiv answered with a server error",
+    "delivery_failed": "the delivery failed",
+    "telepost_rejected": "the receiver refused the submission",
+    "telegram_failed": "sending to Telegram failed",
+    "network_error": "the network failed (the source or a route could not be reached)",
+    "execution_timeout": "the run exceeded the schedule's timeout",
+    "configuration_error": "the configuration is wrong",
+    "internal_error": "an internal error",
+    "queued_too_long": "queued too long without starting",
+    "stalled_no_heartbeat": "the run stopped making progress",
+    "delivery_abandoned": "the delivery was abandoned: nothing could complete it",
+    "cancelled_by_consumer": "cancelled by the consumer",
+})
+
+
+def reason_words(code: str | None) -> str | None:
+    """What a stored code means, in English (None for an absent or unknown code)."""
+    return REASON_WORDS.get(code) if code else None
+
+
 def reason_policy(code: str | None) -> ReasonPolicy | None:
     """The policy row of a stored code; ``None`` for an absent or unrecognised one (never a guess)."""
     if not code:

@@ -36,6 +36,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie
 
 from .. import runtime
+from ..domain.reasons import reason_words
 from ..domain.text import escape_invisible
 from ..domain.assets import artifact_prefix
 from ..services import inspection, schedule_views
@@ -244,6 +245,14 @@ def _schedule_state(reads: Reads, schedule: Any) -> Html | str:
     return "enabled"
 
 
+def _reason(code: str | None) -> Html | str:
+    """A terminal reason in the page's language with its code beside it (the Chinese business
+    message, PixivFlow's copy, stays in the notifications and the ledger)."""
+    if not code:
+        return "-"
+    return Html(f"{e(reason_words(code) or code)} <code>{e(code)}</code>")
+
+
 def _dead_table(rows: list[dict[str, Any]]) -> Html:
     return table(["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"],
                  [[r["kind"], Html(f"<code>{e(r['key'])}</code>"), r["target"],
@@ -289,7 +298,7 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> st
     cells = table(["Target", "Status", "Work", "Attempts", "Lease", "Reason", "Last error", "Candidate report"],
                   [[c["targetId"], badge(c["status"]), f"{c['workType']} {c['workId']}" if c["workId"] else "-",
                     c["attempts"], _lease(c["lease"]),
-                    f"{c['terminalReasonCode']}: {c['terminalReasonMessage']}" if c["terminalReasonCode"] else "-",
+                    _reason(c["terminalReasonCode"]),
                     c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-"]
                    for c in view["cells"]])
     deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",

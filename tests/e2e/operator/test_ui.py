@@ -216,7 +216,7 @@ def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(mak
     elif slot_id == PARTIAL:
         assert dict(r for r in facts[1:])["outcome"] == "partial (business status partial_success)"
         assert [row[:6] for row in cells[1:]] == [["cats", "submitted", "illustration 111299", "1", "-", "-"],
-                                                  ["nothing", "no_candidate", "-", "1", "-", "no_candidate: 没有找到合适的新作品"]]
+                                                  ["nothing", "no_candidate", "-", "1", "-", "the source answered and no new work qualified no_candidate"]]
         assert cells[2][6] == "no eligible candidate found after scanning 0 candidate(s): the source returned no works"
         assert '<span class="st st-no_candidate">no_candidate</span>' in page.body
         assert len(deliveries) == 2
@@ -224,7 +224,7 @@ def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(mak
         facts = dict(r for r in facts[1:])
         assert (facts["status"], facts["last error"]) == ("failed", "执行中断，长时间没有进展")
         assert facts["outcome"] == "failed (business status failed, alertable)"
-        assert [row[:6] for row in cells[1:]] == [["cats", "failed", "-", "1", "-", "stalled_no_heartbeat: 执行中断，长时间没有进展"]]
+        assert [row[:6] for row in cells[1:]] == [["cats", "failed", "-", "1", "-", "the run stopped making progress stalled_no_heartbeat"]]
         assert deliveries == []  # "no delivery intents"
         assert "no delivery intents" in page.text()
         assert timeline[-3:] == [
