@@ -748,3 +748,23 @@ def test_closing_a_stalled_slot_waits_while_its_in_delivery_cell_has_a_live_row(
     assert after.slot.status == "failed" and after.slot.open  # still swept until cats settles
     assert slot_id in [s for s, _ in ledger.active_slots()]
     assert logs.outcomes(slot_id) == []
+
+
+def test_a_timeout_names_the_last_attempts_failure_never_an_earlier_one(make_runtime, downstream):
+    """An earlier attempt failed on the network; the attempt running when the timeout comes has not
+    failed: the cell ends execution_timeout (the claim that began it cleared the earlier reason)."""
+    rt = make_runtime(T0, mutate=schedule("solo", ["cats"], timeout=600_000))
+    slot_id = slot_of("solo")
+    rt.fire("solo", iso=T0)
+    drop(rt)
+    ledger, now = rt.wiring.ledger, rt.clock.now_ms()
+    assert claim(ledger, slot_id, "cats", "exec-first", now, 60_000) is not None
+    assert ledger.record_cell_error(slot_id, "cats", "search failed: network_error: down", now, owner="exec-first",
+                                    reason_code="network_error")
+    at(rt, 1)
+    die_mid_run(rt, slot_id, "cats")  # the next attempt: claimed, still running
+    at(rt, 11)
+    assert renew_lease(rt, slot_id, "cats")
+    assert rt.sweep()["timedOut"] == 1
+    cell = rt.wiring.ledger.load(slot_id).cells["cats"]
+    assert (cell.status, cell.terminal_reason_code) == ("failed", "execution_timeout")

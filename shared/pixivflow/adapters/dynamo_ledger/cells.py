@@ -35,6 +35,9 @@ class CellItems(SlotItems):
         upd = _Update(or_absent=unwritten is not None)
         upd.set("leaseOwner", owner).set("leaseUntil", now_ms + ttl_ms).set("heartbeatAt", now_ms)
         upd.set("startedAt", now_ms, if_not_exists=True).set("updatedAt", now_ms).add("attemptCount", 1)
+        # A new attempt has not failed yet: the last failure's reason is the previous attempt's.
+        # What this one comes to records its own (record_cell_error, defer_cell).
+        upd.remove("retryReasonCode")
         if unwritten is not None:
             self._materialise(upd, unwritten)
         upd.when(
