@@ -147,3 +147,16 @@ def test_other_groups_are_left_alone(scheduler, tmp_path):
                               Target={"Arn": FUNCTION, "RoleArn": ROLE})
     assert sync(config(tmp_path, FIRST[:1])) == 0
     assert [s["Name"] for s in scheduler.list_schedules(GroupName="default")["Schedules"]] == ["keep-me"]
+
+
+def test_sync_answers_one_json_document_with_json(tmp_path, scheduler, capsys):
+    path = config(tmp_path, FIRST)
+    assert sync(path, "--json", "--dry-run") == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert (planned["inSync"], planned["dryRun"], planned["applied"]) == (False, True, False)
+    assert sorted(planned["create"]) == sorted(s["id"] for s in FIRST) and group_state(scheduler) == {}
+    assert sync(path, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["applied"] is True
+    assert sync(path, "--json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["inSync"], again["applied"], again["create"]) == (True, False, [])

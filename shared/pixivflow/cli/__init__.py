@@ -58,16 +58,18 @@ def _sync(args: argparse.Namespace) -> int:
     target = SyncTarget(function_arn=args.function_arn, role_arn=args.role_arn, dead_letter_arn=args.dlq_arn or None, group=args.group)
     client = aws.client("scheduler")
     plan = plan_sync(desired, read_existing(client, args.group), target)
+    applied = not plan.empty and not args.dry_run
+    if applied:
+        apply_sync(client, plan, args.group)
+    if args.json:  # one document: what the plan was and whether it was applied
+        print(json_text({"group": args.group, "inSync": plan.empty, "dryRun": bool(args.dry_run), "applied": applied,
+                         "create": [r["Name"] for r in plan.create], "update": {r["Name"]: plan.changes.get(r["Name"], [])
+                                                                                for r in plan.update},
+                         "delete": list(plan.delete), "unchanged": list(plan.unchanged)}))
+        return 0
     for line in plan.describe():
         print(shown(line))
-    if plan.empty:
-        print("schedules are in sync")
-        return 0
-    if args.dry_run:
-        print("dry run: nothing changed")
-        return 0
-    apply_sync(client, plan, args.group)
-    print("applied")
+    print("schedules are in sync" if plan.empty else "dry run: nothing changed" if args.dry_run else "applied")
     return 0
 
 

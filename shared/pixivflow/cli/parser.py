@@ -79,6 +79,7 @@ def _add_schedules(sub: Any) -> None:
     sync.add_argument("--function-arn", default=os.environ.get("SCHEDULER_TARGET_ARN"))
     sync.add_argument("--role-arn", default=os.environ.get("SCHEDULER_ROLE_ARN"))
     sync.add_argument("--dlq-arn", default=os.environ.get("SCHEDULER_DLQ_ARN"))
+    sync.add_argument("--json", action="store_true", help="one JSON document: the plan, and whether it was applied")
     sync.set_defaults(func=_sync)
     nxt = ssub.add_parser("next", help="the next fires of every enabled schedule, in its zone and in UTC")
     nxt.add_argument("--count", type=int, default=3, help="fires per schedule (default 3)")
