@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
-from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live, unwritten_cell
+from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from .job_events import callback_key
@@ -200,7 +200,8 @@ def list_jobs(reads: Reads, before: str | None = None, limit: int = JOBS_PAGE) -
     now = reads.now_ms()
     rows = []
     for slot, cell in reads.ledger.job_heads(ids):
-        job = project_job(slot, cell or unwritten_cell(slot, slot.target_ids[0]), [], now)
+        # The one first-cell rule (SlotState.first_cell): an unwritten cell is the pending one it stands for.
+        job = project_job(slot, SlotState(slot, {cell.target_id: cell} if cell else {}).first_cell(), [], now)
         error = job.get("error") or {}
         rows.append({"jobId": job["job_id"], "status": job["status"], "key": job.get("idempotency_key"),
                      "createdAt": job["created_at"], "updatedAt": job["updated_at"], "attempt": job["attempt"],

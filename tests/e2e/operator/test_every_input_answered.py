@@ -17,7 +17,7 @@ RLO = "\u202e"
 @pytest.mark.parametrize("page", ["\u00b2", "\u0663", "1\u00b2", "-1", "0", " 1"])
 def test_a_page_number_that_is_not_ascii_digits_is_a_400_naming_it(make_runtime, page):
     rt = make_runtime()
-    answer = get(rt, "/ui/slots", cookie=login(rt), query={"page": page.replace(" ", "%20")})
+    answer = get(rt, "/ui/slots", cookie=login(rt), query={"page": page})  # as API Gateway decodes it
     assert answer.status == 400 and "page" in answer.body
 
 
