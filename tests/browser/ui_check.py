@@ -236,6 +236,51 @@ def _store_preview(dev: Any) -> str:
     return key
 
 
+JOBS_TOKEN = "ui-check-jobs-token-77aa"
+FAILED_REQUEST = "6d0c1c52-3f0b-4a55-9c3e-5b7a2f9e1d40"
+
+
+def _failure_center(dev, browser, shots: list[Path], where: Path, out) -> None:
+    """A refetch of cats whose delivery the review refuses (HTTP 400) fails; the Failure Center lists
+    it with its reason, delivery row and retry buttons; its Retry form runs cats again, and the row
+    then shows the retry's occurrence."""
+    failed = f"morning-tokyo@manual-{FAILED_REQUEST}"
+    dev.downstream.queue((400, {"error": "bad payload"}))
+    body = json.dumps({"requestId": FAILED_REQUEST}).encode()
+    request = urllib.request.Request(f"{dev.url}/internal/targets/cats/refetch", data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {JOBS_TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        if resp.status != 202:
+            raise CheckFailed(f"the refetch request answered {resp.status}")
+    _until(lambda: getattr(dev.rt.wiring.ledger.get_slot(failed), "status", None) == "failed", f"{failed} to fail")
+    browser.navigate(f"{dev.url}/ui/failures")
+    tables = _tables(browser)
+    if not tables or tables[0]["head"][:3] != ["Failed at (UTC)", "Occurrence", "Target"] or tables[0]["rows"] < 1:
+        raise CheckFailed(f"the Failure Center lacks its table: {tables}")
+    row = " ".join(browser.evaluate("document.querySelector('table tbody tr').textContent").split())
+    if failed not in row or "delivery_abandoned" not in row or "Retry relaxed" not in row:
+        raise CheckFailed(f"the Failure Center's row lacks the failure, its reason or its retry: {row[:300]}")
+    shots.append(where / "pixivflow-ui-check-failures.png")
+    browser.screenshot(shots[-1])
+    mark = len(browser.events)
+    browser.evaluate("document.querySelector('form.act[action=\"/ui/act/retry\"] input[name=mode][value=normal]')"
+                     ".form.submit(); true")
+    browser.wait_event("Page.loadEventFired", mark)
+    done = " ".join(browser.evaluate("document.querySelector('main').textContent").split())
+    if browser.evaluate("document.querySelector('h1').textContent") != "Retry" or "accepted" not in done:
+        raise CheckFailed(f"the retry from the Failure Center failed: {done[:300]}")
+    retried = browser.evaluate("Array.from(document.querySelectorAll('main a')).map(a => a.textContent)"
+                               ".find(t => t.includes('@manual-') && !t.includes('" + FAILED_REQUEST + "')) || ''")
+    _until(lambda: getattr(dev.rt.wiring.ledger.get_slot(retried), "status", None) == "success", f"{retried} to succeed")
+    browser.navigate(f"{dev.url}/ui/failures")
+    row = " ".join(browser.evaluate("document.querySelector('table tbody tr').textContent").split())
+    if f"normal retry: {retried} submitted" not in row:
+        raise CheckFailed(f"after the retry the row shows {row[:300]}")
+    shots.append(where / "pixivflow-ui-check-failure-retried.png")
+    browser.screenshot(shots[-1])
+    print(f"ui-check: Failure Center: {failed} failed (delivery_abandoned); retried as {retried}: submitted", file=out)
+
+
 def check(out=sys.stdout) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -247,7 +292,7 @@ def check(out=sys.stdout) -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="pixivflow-ui-check-") as tmp:
         dev = DevServer(port=0, demo=True, source="catalog", clock=VirtualClock(T0),
-                        tokens={"trigger": TOKEN, "jobs": "ui-check-jobs-token-77aa"})
+                        tokens={"trigger": TOKEN, "jobs": JOBS_TOKEN})
         dev.start()
         browser = None
         try:
@@ -324,6 +369,8 @@ def check(out=sys.stdout) -> int:
                     raise CheckFailed(f"{path} did not render its page")
                 shots.append(Path(tmp).parent / f"pixivflow-ui-check-{name}.png")
                 browser.screenshot(shots[-1])
+
+            _failure_center(dev, browser, shots, Path(tmp).parent, out)
 
             browser.navigate(f"{dev.url}/ui")  # one action: run now, from its form (with the CSRF token)
             mark = len(browser.events)

@@ -111,3 +111,24 @@ def csrf_of(page: Page) -> str:
 def audit(logs, event: str) -> list[dict]:
     lines, _ = logs()
     return [line for line in lines if line.get("event") == event]
+
+
+def reads_of_one_page(rt, monkeypatch, path: str, query: dict | None = None) -> list[tuple[str, object, int]]:
+    """The DynamoDB calls one page makes (operation, index, Limit or batch size), on a moto runtime."""
+    from botocore.client import BaseClient
+
+    cookie = login(rt)
+    calls: list[tuple[str, object, int]] = []
+    real = BaseClient._make_api_call
+
+    def make_api_call(client, operation, params):
+        if client.meta.service_model.endpoint_prefix == "dynamodb":
+            size = params.get("Limit") or sum(len(v.get("Keys", [])) for v in (params.get("RequestItems") or {}).values())
+            calls.append((operation, params.get("IndexName"), size))
+        return real(client, operation, params)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BaseClient, "_make_api_call", make_api_call)
+        page = get(rt, path, cookie=cookie, query=query)
+    assert page.status == 200, page.body
+    return calls

@@ -33,6 +33,7 @@ GSIS = {
     "DueOutbox": ("duePk", "dueSk"),
     "OpenCallbacks": ("callbackPk", "callbackSk"),
     "JobsByCreated": ("jobsPk", "jobsSk"),
+    "FailedCells": ("failPk", "failSk"),
 }
 # Real IAM actions for item-level DynamoDB data access. There is no "dynamodb:TransactWriteItems"
 # IAM action: a transaction is authorised per item by PutItem/UpdateItem/DeleteItem/ConditionCheckItem.
@@ -424,7 +425,10 @@ def test_ledger_table_keys_gsis_ttl_pitr(resources: dict[str, Any]) -> None:
             {"AttributeName": hash_key, "KeyType": "HASH"},
             {"AttributeName": range_key, "KeyType": "RANGE"},
         ], name
-        assert gsis[name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}, name
+        # FailedCells carries the reason its page filters on; every other index its keys only.
+        projection = ({"ProjectionType": "INCLUDE", "NonKeyAttributes": ["terminalReasonCode"]} if name == "FailedCells"
+                      else {"ProjectionType": "KEYS_ONLY"})
+        assert gsis[name]["Projection"] == projection, name
     assert "LocalSecondaryIndexes" not in p
 
     assert p["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}

@@ -18,6 +18,7 @@ EXIT_CODES = """exit codes:
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
+    from .failures import add_failures
 
     parser = argparse.ArgumentParser(prog="pixivflow", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"pixivflow {__version__}")
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_slots(sub)
     _add_outbox(sub)
     _add_jobs(sub)
+    add_failures(sub)
     _add_config(sub)
     return parser
 

@@ -69,6 +69,9 @@ class Slot:
     correlation_id: str | None = None
     params: dict[str, Any] | None = None
     timeout_ms: int | None = None
+    # A Failure Center retry (domain/failures.py): its mode and the occurrence whose failure it retries.
+    retry_mode: str | None = None
+    retry_of: str | None = None
     open: bool = False  # still in the active index: not yet closed (a closed slot's outcome is logged)
 
 

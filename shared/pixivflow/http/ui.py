@@ -124,7 +124,7 @@ def page(title: str, body: str, *, nav: bool = True, refresh: int | None = None)
     header_html = ""
     if nav:
         header_html = ('<header><strong>PixivFlow</strong><a href="/ui">Overview</a><a href="/ui/slots">Occurrences</a>'
-                       '<a href="/ui/jobs">Jobs</a><a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
+                       '<a href="/ui/jobs">Jobs</a><a href="/ui/failures">Failures</a><a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
                        '<button type="submit">Log out</button></form></header>')
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} · PixivFlow</title>'
             '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
@@ -396,8 +396,11 @@ def register(shell: HttpShell) -> None:
     def route(method: str, rule: str) -> Any:
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
 
+    from . import ui_failures
+
     _session_routes(shell, route)
     _page_routes(shell, route)
+    ui_failures.register(shell, route)
     _action_routes(shell, route)
 
 

@@ -27,7 +27,7 @@ from ..services.trigger import run_now
 from .ui import Html, e, page, slot_link
 
 _CSRF_CONTEXT = b"pixivflow-ui-csrf:v1:"
-ACTIONS = ("run", "refetch", "redrive", "pause", "resume")
+ACTIONS = ("run", "refetch", "redrive", "pause", "resume", "retry")
 OPERATOR = "ui"
 
 
@@ -46,6 +46,9 @@ def csrf_valid(presented: str | None, session: str, trigger_token: str) -> bool:
 def _form(action: str, csrf: str, fields: Mapping[str, str], label: str) -> str:
     hidden = "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in {"csrf": csrf, **fields}.items())
     return f'<form class="act" method="post" action="/ui/act/{e(action)}">{hidden}<button type="submit">{e(label)}</button></form>'
+
+
+action_form = _form  # the one form every action posts (http/ui_failures.py renders the retry's)
 
 
 def run_form(schedule_id: str, csrf: str) -> Html:
@@ -121,6 +124,10 @@ def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                             slot_id=slot_id, disposition=result.disposition)
     if action in ("pause", "resume"):
         return _flip_pause(reads, action, _field(form, "schedule"))
+    if action == "retry":
+        from .ui_failures import perform_retry
+
+        return perform_retry(wiring, reads, form)
     # redrive: the CLI's own service call and audit fields (cli.py ``outbox redrive``)
     kind, key = _field(form, "kind") or None, _field(form, "key")
     if not key:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
+from ..domain.failures import FailureEntry
 from ..domain.model import Cell, Intent, Slot, SlotState
 from ..domain.outbox import OutgoingMessage, OutboxRow
 from ..domain.pause import SchedulePause
@@ -330,6 +331,24 @@ class OperatorTools(Protocol):
 
     def index_jobs(self) -> int:
         """Index the job slots written before the jobs index existed (a scan; idempotent)."""
+        ...
+
+    def failure_page(self, limit: int, before: str | None = None, *, between: tuple[int, int] | None = None,
+                     schedule_id: str | None = None, target_id: str | None = None,
+                     reason: str | None = None) -> tuple[list[FailureEntry], str | None]:
+        """One page of failed cells, newest failure first, after the cursor ``before``, failed within
+        ``between`` (epoch ms, end exclusive), matching the filters; and the next page's cursor (None:
+        the last). One index Query of at most ``limit`` entries (filters may leave fewer rows)."""
+        ...
+
+    def failure_heads(self, keys: list[tuple[str, str]],
+                      routes: Mapping[str, list[str]]) -> list[tuple[Slot, Cell, list[Intent]]]:
+        """These failed cells (slot id, target id) with their slots and their delivery rows on
+        ``routes[target]``, in order (batched reads bounded by the keys given)."""
+        ...
+
+    def index_failures(self) -> int:
+        """List the failed cells written before the failures index existed (a scan; idempotent)."""
         ...
 
 

@@ -15,6 +15,7 @@ from ..domain.apply import decide, retry_delay_s
 from ..domain.cells import CellStatus
 from ..domain.delivery_state import LOST_REASON, delivery_state
 from ..domain.errors import LedgerUnavailable
+from ..domain.failures import retry_target
 from ..domain.model import Cell, Slot, unwritten_cell
 from ..domain.outcomes import TargetOutcome
 from ..domain.scan import bounded_report
@@ -51,6 +52,9 @@ def execute_cell(ctx: Executions, slot_id: str, target_id: str, *,
     if target is not None and slot.params:
         # A protocol job's stored params drive its run, on every (re)run.
         target, excluded = job_target(target, slot.params)
+    if target is not None and slot.retry_mode:
+        # A Failure Center retry runs in its mode on every (re)run (domain/failures.py).
+        target = retry_target(target, slot.retry_mode)
     run = CellRun(ctx, slot, cell, target, owner, last_beat=now, excluded=excluded, time_left=time_left,
                   time_budget=time_budget) if target else None
     try:

@@ -118,13 +118,25 @@ def _manual_occurrence(plan: ScheduleSettings, slot_id: str, now_ms: int) -> Occ
 
 
 def manual_slot(ctx: Admissions, plan: ScheduleSettings, target_id: str, key: str, correlation_id: str | None,
-                params: dict[str, Any] | None = None) -> Slot:
+                params: dict[str, Any] | None = None, retry: Retry | None = None) -> Slot:
     """The slot a refetch (or a protocol job) opens: the plan's fields, but ONLY the requested
-    target's cell. ``params`` are a job's stored retrieval params."""
+    target's cell. ``params`` are a job's stored retrieval params; ``retry`` a Failure Center
+    retry's mode and the occurrence it retries."""
     slot_id = manual_slot_id(plan.id, key)
     occ = _manual_occurrence(plan, slot_id, ctx.now())
-    return new_slot(ctx, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
+    slot = new_slot(ctx, plan, occ, trigger_source=MANUAL_SOURCE, label=REFETCH_SLOT_NAME, slot_id=slot_id,
                     target_ids=[target_id], manual_request_id=key, correlation_id=correlation_id, params=params)
+    if retry is not None:
+        slot.retry_mode, slot.retry_of = retry.mode, retry.of
+    return slot
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A Failure Center retry: its mode (domain/failures.py) and the failed occurrence."""
+
+    mode: str
+    of: str
 
 
 def _same_request(slot: Slot, plan_id: str, target_id: str, key: str) -> bool:
@@ -137,20 +149,30 @@ def refetch(ctx: Refetches, target_id: str, request_id: str, correlation_id: str
     key = request_id.strip()
     if not is_request_id(key):
         raise ManualRequestError(400, "requestId must be a UUID")
-    plan = plan_for_target(ctx.config, target_id)
+    return admit_refetch(ctx, plan_for_target(ctx.config, target_id), target_id, key, correlation_id)
+
+
+def admit_refetch(ctx: Refetches, plan: ScheduleSettings, target_id: str, key: str, correlation_id: str | None = None,
+                  retry: Retry | None = None) -> RefetchResult:
+    """The refetch of ``target_id`` under ``plan`` with the request id ``key`` (checked by the caller)."""
     slot_id = manual_slot_id(plan.id, key)
     now = ctx.now()
-    created, record = ctx.request_keys.claim_request_key(key, {
-        "kind": "refetch", "requestKey": key, "slotRef": slot_id, "planId": plan.id, "targetId": target_id, "createdAt": now,
-    })
+    record_in: dict[str, Any] = {"kind": "refetch", "requestKey": key, "slotRef": slot_id, "planId": plan.id,
+                                 "targetId": target_id, "createdAt": now}
+    if retry is not None:
+        record_in.update(retryMode=retry.mode, retryOf=retry.of)
+    created, record = ctx.request_keys.claim_request_key(key, record_in)
     if not created and (record.get("slotRef") != slot_id or record.get("targetId") != target_id):
         # The id already names a slot of another target or plan: a conflict.
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
 
     # The same key may have come through POST /jobs first (one identity space): if
     # that admission died before its slot was written, this call writes it with the job's params.
+    # A replay after a crash before the slot writes it with the retry the key was claimed for.
     params = _job_params(record) if not created else None
-    admission = admit(ctx.admissions, manual_slot(ctx.admissions, plan, target_id, key, correlation_id, params=params))
+    stored_retry = Retry(str(record["retryMode"]), str(record.get("retryOf") or "")) if record.get("retryMode") else None
+    admission = admit(ctx.admissions, manual_slot(ctx.admissions, plan, target_id, key, correlation_id, params=params,
+                                                  retry=stored_retry))
     if not _same_request(admission.slot, plan.id, target_id, key):
         raise ManualRequestError(409, AMBIGUOUS_TARGET)
     disposition = _disposition(admission)
@@ -234,7 +256,9 @@ __all__ = [
     "QUEUED",
     "REFETCH_SLOT_NAME",
     "RefetchResult",
+    "Retry",
     "UNKNOWN_TARGET",
+    "admit_refetch",
     "find_refetch",
     "is_request_id",
     "iso_utc",

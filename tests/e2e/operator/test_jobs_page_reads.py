@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from support.ui import get, login
+from support.ui import get, login, reads_of_one_page
 
 from pixivflow.domain.model import Slot
 
@@ -27,33 +27,13 @@ def _jobs(rt, first: int, last: int) -> None:
         assert rt.wiring.ledger.create_slot(replace(slot))[1]
 
 
-def _reads_of_one_page(rt, monkeypatch, path: str) -> list[tuple[str, object]]:
-    from botocore.client import BaseClient
-
-    cookie = login(rt)
-    calls: list[tuple[str, object]] = []
-    real = BaseClient._make_api_call
-
-    def make_api_call(client, operation, params):
-        if client.meta.service_model.endpoint_prefix == "dynamodb":
-            size = params.get("Limit") or sum(len(v.get("Keys", [])) for v in (params.get("RequestItems") or {}).values())
-            calls.append((operation, params.get("IndexName"), size))
-        return real(client, operation, params)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(BaseClient, "_make_api_call", make_api_call)
-        page = get(rt, path, cookie=cookie)
-    assert page.status == 200, page.body
-    return calls
-
-
 @pytest.mark.size("large")  # a thousand jobs written first
 def test_the_jobs_page_reads_the_same_with_10_jobs_as_with_1000(make_runtime, monkeypatch):
     many = make_runtime("2026-12-01T00:00:00Z", backend="moto")
     _jobs(many, 0, 10)
-    reads_few = _reads_of_one_page(many, monkeypatch, "/ui/jobs")
+    reads_few = reads_of_one_page(many, monkeypatch, "/ui/jobs")
     _jobs(many, 10, 1_000)
-    reads_many = _reads_of_one_page(many, monkeypatch, "/ui/jobs")
+    reads_many = reads_of_one_page(many, monkeypatch, "/ui/jobs")
     queries = [c for c in reads_many if c[0] == "Query"]
     assert queries == [("Query", "JobsByCreated", 50)]  # one page of the index
     assert not any(c[0] == "Scan" for c in reads_many)

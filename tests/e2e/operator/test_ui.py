@@ -278,7 +278,7 @@ def test_every_page_route_is_deployed_on_the_trigger_function():
     deployed = {(ev["Properties"]["Method"], ev["Properties"]["Path"]) for ev in events if ev["Type"] == "HttpApi"}
     pages = {("ANY", spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
              if not spec.in_schema}
-    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 9  # one ANY per path
+    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 10  # one ANY per path
 
 
 def test_login_is_throttled_to_ten_wrong_tokens_a_minute_per_address_even_for_the_right_one(make_runtime, downstream,

@@ -17,9 +17,15 @@ from .codec import (
     cell_from_item,
 )
 from .expressions import _NO_LIVE_LEASE, _Update
-from .keys import cell_sk, slot_pk
+from .keys import FAILURES_PK, cell_sk, failure_sk, slot_pk
 from .slots import SlotItems
 
+
+
+def failure_entry(upd: _Update, slot_id: str, target_id: str, failed_at: int) -> _Update:
+    """A failing write lists the cell in the Failure Center's index (FailedCells), in the same write:
+    every path that fails a cell goes through here, so no failure is missing from the page."""
+    return upd.set("failPk", FAILURES_PK).set("failSk", failure_sk(failed_at, slot_id, target_id))
 
 class CellItems(SlotItems):
     """``SLOT#<id>/CELL#<target>`` and the topic tag spaces."""
@@ -163,6 +169,8 @@ class CellItems(SlotItems):
         upd = _Update().set("status", to_status).set("updatedAt", now_ms)
         if to_status in TERMINAL_CELL_STATES:
             upd.set("completedAt", now_ms).set("expiresAt", self._expires(now_ms))
+        if to_status == CellStatus.FAILED:
+            failure_entry(upd, slot_id, target_id, now_ms)
         if work_id is not None:
             upd.set("workId", work_id, if_not_exists=True)
         if work_type is not None:

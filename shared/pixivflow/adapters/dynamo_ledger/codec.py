@@ -29,6 +29,8 @@ _SLOT_FIELDS = {
     "correlation_id": "correlationId",
     "params": "params",
     "timeout_ms": "timeoutMs",
+    "retry_mode": "retryMode",
+    "retry_of": "retryOf",
 }
 _CELL_FIELDS = {
     "slot_id": "slotId",

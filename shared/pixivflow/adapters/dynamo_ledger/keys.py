@@ -17,6 +17,16 @@ CALLBACK_INDEX = "OpenCallbacks"  # the job store's (adapters.job_store), on the
 # Written once, with the job's slot, and never moved: one index write per job, none per cell.
 JOBS_INDEX = "JobsByCreated"
 JOBS_PK = "JOBS"
+# Every failed cell, newest failure first (``FAILED`` / ``<completedAt>#<slotId>#<targetId>``): the
+# Failure Center reads one page of it. Set by the write that fails the cell (a failed cell never
+# moves again), so it costs one index write per failure and none per successful cell. The entries
+# carry the reason (INCLUDE projection) so a page filters by it without reading the cells.
+FAILURES_INDEX = "FailedCells"
+FAILURES_PK = "FAILED"
+
+
+def failure_sk(completed_at: int, slot_id: str, target_id: str) -> str:
+    return f"{_ms13(completed_at)}#{slot_id}#{target_id}"
 
 
 def jobs_sk(created_at: int, slot_id: str) -> str:

@@ -6,7 +6,10 @@ from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
+from ...domain.cells import CellStatus
+from ...domain.failures import FailureEntry, failure_position
 from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot
+from ...domain.protocol import CANCELLED_REASON
 from ...domain.pause import SchedulePause
 from ..dynamodb_base import is_conditional_failure
 from .codec import (
@@ -19,7 +22,8 @@ from .codec import (
 from .deliveries import DeliveryItems
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import JOBS_INDEX, JOBS_PK, _ms13, cell_sk, jobs_sk, shard_of, slot_pk
+from .keys import (FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
+                   shard_of, slot_pk)
 
 
 class OperatorItems(DeliveryItems):
@@ -174,6 +178,89 @@ class OperatorItems(DeliveryItems):
                            UpdateExpression="SET jobsPk = :p, jobsSk = :s",
                            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(jobsPk)",
                            ExpressionAttributeValues={":p": {"S": JOBS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
+                done += 1
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise
+        return done
+
+    # -- the Failure Center (FailedCells) --
+    def failure_page(self, limit: int, before: str | None = None, *, between: tuple[int, int] | None = None,
+                     schedule_id: str | None = None, target_id: str | None = None,
+                     reason: str | None = None) -> tuple[list[FailureEntry], str | None]:
+        """One page of failed cells, newest failure first: ONE Query of at most ``limit`` index entries,
+        after the cursor ``before`` (a ``failSk`` a previous page ended at), within ``between`` (epoch ms,
+        end exclusive) when given. The filters are applied by DynamoDB to the entries the Query read,
+        so a filtered page may hold fewer than ``limit`` rows and still have a next page: the reads are
+        one page's, whatever the ledger holds."""
+        values: dict[str, Any] = {":p": {"S": FAILURES_PK}}
+        cond = "failPk = :p"
+        if between is not None:
+            cond += " AND failSk BETWEEN :lo AND :hi"
+            values[":lo"], values[":hi"] = {"S": _ms13(between[0])}, {"S": _ms13(between[1])}
+        filters: list[str] = []
+        if schedule_id is not None:
+            filters.append("begins_with(pk, :schedule)")
+            values[":schedule"] = {"S": slot_pk(f"{schedule_id}@")}
+        if target_id is not None:
+            filters.append("sk = :cell")
+            values[":cell"] = {"S": cell_sk(target_id)}
+        if reason is not None:
+            filters.append("terminalReasonCode = :reason")
+            values[":reason"] = {"S": reason}
+        kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": FAILURES_INDEX, "KeyConditionExpression": cond,
+                                  "ExpressionAttributeValues": values, "ScanIndexForward": False, "Limit": int(limit)}
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        if before:
+            start = failure_position(before)
+            if start is None:
+                raise ValueError("not a failure cursor")
+            kwargs["ExclusiveStartKey"] = {"pk": {"S": slot_pk(start[1])}, "sk": {"S": cell_sk(start[2])},
+                                           "failPk": {"S": FAILURES_PK}, "failSk": {"S": before}}
+        resp = self._call("query", **kwargs)
+        entries = []
+        for raw in resp.get("Items", []):
+            position = failure_position(raw["failSk"]["S"])
+            if position is not None:
+                entries.append(FailureEntry(position[1], position[2], position[0],
+                                            (raw.get("terminalReasonCode") or {}).get("S")))
+        last = resp.get("LastEvaluatedKey")
+        return entries, (last["failSk"]["S"] if last else None)
+
+    def failure_heads(self, keys: list[tuple[str, str]],
+                      routes: Mapping[str, list[str]]) -> list[tuple[Slot, Cell, list[Intent]]]:
+        """Each failed cell with its slot and its delivery rows on ``routes[target]``, in the order
+        given: one batched read of the slots and cells, one of the rows (bounded by the keys given)."""
+        slot_ids = list(dict.fromkeys(s for s, _ in keys))
+        items = self._batch_items([(slot_pk(s), "META") for s in slot_ids] + [(slot_pk(s), cell_sk(t)) for s, t in keys])
+        slots = {i["slotId"]: slot_from_item(i) for i in items if i.get("sk") == "META"}
+        cells = {(c.slot_id, c.target_id): c for c in (cell_from_item(i) for i in items if i.get("sk") != "META")}
+        row_keys = [(slot_pk(s), intent_sk(t, route, cells[(s, t)].work_type or "", cells[(s, t)].work_id or ""))
+                    for s, t in keys if (s, t) in cells and cells[(s, t)].work_id for route in routes.get(t, [])]
+        rows: dict[tuple[str, str], list[Intent]] = {}
+        for intent in sorted((intent_from_item(i) for i in self._batch_items(row_keys)), key=lambda i: i.route):
+            rows.setdefault((intent.slot_id, intent.target_id), []).append(intent)
+        return [(slots[s], cells[(s, t)], rows.get((s, t), [])) for s, t in keys if s in slots and (s, t) in cells]
+
+    def index_failures(self) -> int:
+        """List in FailedCells every failed cell written before the index existed (a consumer's
+        cancel excepted): a scan of the failed cells, then one conditional write per cell not listed
+        yet (an operator's one-off, idempotent: ``pixivflow failures reindex``). Returns how many."""
+        done = 0
+        for item in self._scan("entity = :cell AND #status = :failed AND attribute_not_exists(failPk)",
+                               {":cell": "cell", ":failed": CellStatus.FAILED}, {"#status": "status"}):
+            cell = cell_from_item(item)
+            if cell.terminal_reason_code == CANCELLED_REASON:
+                continue
+            failed_at = int(cell.completed_at or cell.updated_at or 0)
+            try:
+                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(cell.slot_id), cell_sk(cell.target_id)),
+                           UpdateExpression="SET failPk = :p, failSk = :s",
+                           ConditionExpression="#status = :failed AND attribute_not_exists(failPk)",
+                           ExpressionAttributeNames={"#status": "status"},
+                           ExpressionAttributeValues={":p": {"S": FAILURES_PK}, ":failed": {"S": CellStatus.FAILED},
+                                                      ":s": {"S": failure_sk(failed_at, cell.slot_id, cell.target_id)}})
                 done += 1
             except ClientError as exc:
                 if not is_conditional_failure(exc):
