@@ -30,7 +30,7 @@ import hashlib
 import html
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie
@@ -38,7 +38,6 @@ from aws_lambda_powertools.shared.cookies import Cookie
 from .. import runtime
 from ..domain.reasons import reason_words
 from ..domain.text import escape_invisible
-from ..domain.assets import artifact_prefix
 from ..services import inspection, schedule_views
 from ..services.inspection import InspectionError, Reads, iso, local
 from .auth import TRIGGER, check_bearer
@@ -54,7 +53,8 @@ _SCHEDULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
 header{background:#22303c;color:#fff;padding:.6em 1.2em;display:flex;gap:1.2em;align-items:center}
-header a{color:#fff;text-decoration:none}header form{margin-left:auto}
+header a{color:#fff;text-decoration:none}header form.search{margin-left:auto}
+header form.search input{width:16em;margin:0 .3em 0 0;padding:.2em}
 main{padding:1em 1.2em;max-width:1300px}h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}
 table{border-collapse:collapse;background:#fff;margin:.4em 0;width:100%}
 th,td{border:1px solid #d8dde3;padding:.3em .5em;text-align:left;vertical-align:top}
@@ -72,6 +72,7 @@ input[type=password],input[type=text]{width:100%;padding:.4em;margin:.3em 0 .8em
 button{padding:.35em .9em}figure.thumb{display:inline-block;margin:.3em .6em .3em 0;background:#fff;
 border:1px solid #d8dde3;padding:.3em}figure.thumb img{display:block;max-width:160px;max-height:160px}
 figure.thumb figcaption{font-size:.85em;color:#6b7785}
+form.act{display:inline-block;margin:.1em .2em .1em 0}.acts{max-width:22em}
 """.strip()
 _CSS_HASH = base64.b64encode(hashlib.sha256(CSS.encode("utf-8")).digest()).decode("ascii")
 _CSP = (f"default-src 'none'; style-src 'sha256-{_CSS_HASH}'; img-src data:{{images}}; "
@@ -119,12 +120,20 @@ def slot_link(slot_id: str) -> Html:
     return Html(f'<a href="/ui/slots/{e(quote(slot_id, safe="@:"))}">{e(slot_id)}</a>')
 
 
+def search_form(value: str = "") -> str:
+    """The search box (``http/ui_search.py``): in every page's header, and above a search's answer."""
+    return ('<form class="search" method="get" action="/ui/search"><input type="text" name="q" maxlength="300" '
+            f'placeholder="slot, job, request or work id" aria-label="search" value="{e(value) if value else ""}">'
+            '<button type="submit">Find</button></form>')
+
+
 def page(title: str, body: str, *, nav: bool = True, refresh: int | None = None) -> str:
     """One page; ``refresh`` (seconds) asks the browser to reload it while something shown is live."""
     header_html = ""
     if nav:
         header_html = ('<header><strong>PixivFlow</strong><a href="/ui">Overview</a><a href="/ui/slots">Occurrences</a>'
-                       '<a href="/ui/jobs">Jobs</a><a href="/ui/failures">Failures</a><a href="/ui/dead">Dead letters</a><form method="post" action="/ui/logout">'
+                       '<a href="/ui/jobs">Jobs</a><a href="/ui/failures">Failures</a><a href="/ui/dead">Dead letters</a>'
+                       + search_form() + '<form method="post" action="/ui/logout">'
                        '<button type="submit">Log out</button></form></header>')
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} · PixivFlow</title>'
             '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
@@ -139,54 +148,6 @@ def html_response(status: int, body: str, *, cookies: list[Cookie] | None = None
     policy = {"Content-Security-Policy": _CSP.format(images="".join(f" {o}" for o in sorted(set(img_origins))))}
     return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
                     headers={**HEADERS, **policy, **(headers or {})}, cookies=cookies)
-
-
-# -- thumbnails of the delivered works -------------------------------------------------------------------
-
-PREVIEW_TTL_S = 300  # a thumbnail's presigned URL: long enough to load the page, short enough to be useless later
-
-
-def thumbnails(view: dict[str, Any]) -> dict[str, str]:
-    """``targetId`` -> a presigned URL of the small preview kept with each delivered work's stored
-    files (``ArtifactStore.preview_url``, the one place that finds it); a work without one has none.
-    One LIST of the work's prefix (and a HEAD per object up to its preview) a work."""
-    wiring = runtime.get().wiring
-    slot_id = view["slot"]["slotId"]
-    out: dict[str, str] = {}
-    for cell in view["cells"]:
-        if cell["status"] != "submitted" or not cell["workId"]:
-            continue
-        try:
-            url = wiring.artifacts.preview_url(artifact_prefix(slot_id, cell["targetId"], cell["workId"]), PREVIEW_TTL_S)
-        except Exception as exc:  # the store did not answer: the page still renders, without this thumbnail
-            wiring.log("warning", "thumbnail lookup failed", event="ui.thumbnail_error", slot_id=slot_id,
-                       target_id=cell["targetId"], error=repr(exc)[:200])
-            continue
-        if url and origin_of(url):
-            out[cell["targetId"]] = url
-    return out
-
-
-def origin_of(url: str) -> str | None:
-    """``scheme://host[:port]`` of an http(s) URL (what a CSP source names), else None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c in parts.netloc for c in " ;,'\""):
-        return None
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
-
-
-def _thumbnail_section(view: dict[str, Any], thumbs: dict[str, str]) -> str:
-    if not thumbs:
-        return ""
-    figures = []
-    for c in view["cells"]:
-        if c["targetId"] not in thumbs:
-            continue
-        work = f"{c['workType']} {c['workId']}"
-        figures.append(f'<figure class="thumb"><img src="{e(thumbs[c["targetId"]])}" alt="{e("preview of " + work)}" '
-                       f'referrerpolicy="no-referrer" loading="lazy"><figcaption>{e(c["targetId"])}: {e(work)}'
-                       "</figcaption></figure>")
-    return f"<h2>Delivered works</h2><div>{''.join(figures)}</div>"
 
 
 def redirect(location: str, *, cookies: list[Cookie] | None = None) -> Response:
@@ -205,15 +166,36 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items()) or "-"
 
 
+def duration(start: int | None, end: int | None) -> str:
+    """How long from ``start`` to ``end`` (epoch ms) as a person reads it; "-" when either is unknown."""
+    if not start or not end or end < start:
+        return "-"
+    seconds = (end - start) // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def took(row: dict[str, Any]) -> str:
+    """An occurrence's run: from its start (else its admission) to its end, or "running" while open."""
+    if row.get("open") and not row.get("completedAt"):
+        return "running"
+    return duration(row.get("startedAt") or row.get("createdAt"), row.get("completedAt"))
+
+
 def _slot_table(rows: list[dict[str, Any]]) -> Html:
-    return table(["Occurrence", "Status", "Trigger", "Local time", "UTC", "Cells", "Reasons", "Last error"],
+    return table(["Occurrence", "Status", "Trigger", "Local time", "UTC", "Took", "Cells", "Reasons", "Last error"],
                  [[slot_link(r["slotId"]), badge(r["status"]), r["triggerSource"], local(r["occurrenceAt"], r["timezone"]),
-                   iso(r["occurrenceAt"]), _counts(r["cells"]), ", ".join(r["reasons"]),
+                   iso(r["occurrenceAt"]), took(r), _counts(r["cells"]), ", ".join(r["reasons"]),
                    Html(f'<span class="err">{e(r["lastError"])}</span>') if r["lastError"] else "-"] for r in rows],
                  empty="no occurrences yet")
 
 
-def _schedules_table(reads: Reads) -> Html:
+def _schedules_table(reads: Reads, csrf: str | None = None) -> Html:
+    from .ui_actions import schedule_actions  # the forms beside each schedule (they use this module's helpers)
+
     config = reads.config
     fires = schedule_views.next_fires(config, reads.now_ms(), 3) if config is not None else []
     rows = []
@@ -231,8 +213,10 @@ def _schedules_table(reads: Reads) -> Html:
                 items.append(f"<li>{e(local(f['at'], f['timezone']))} = {e(iso(f['at']))}{note}</li>")
         rows.append([schedule.id, schedule.timezone, Html(f"<code>{e(schedule.cron)}</code>"),
                      _schedule_state(reads, schedule), len(schedule.targetIds or []),
-                     Html(f"<ul>{''.join(items)}</ul>") if items else "-"])
-    return table(["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"], rows, empty="no schedules")
+                     Html(f"<ul>{''.join(items)}</ul>") if items else "-",
+                     *([schedule_actions(reads, schedule, pause, csrf)] if csrf else [])])
+    headers = ["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"] + (["Actions"] if csrf else [])
+    return table(headers, rows, empty="no schedules")
 
 
 def _schedule_state(reads: Reads, schedule: Any) -> Html | str:
@@ -253,11 +237,15 @@ def _reason(code: str | None) -> Html | str:
     return Html(f"{e(reason_words(code) or code)} <code>{e(code)}</code>")
 
 
-def _dead_table(rows: list[dict[str, Any]]) -> Html:
-    return table(["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"],
+def _dead_table(rows: list[dict[str, Any]], csrf: str | None = None) -> Html:
+    """The dead rows, each with its Redrive form beside it when the page has a session's CSRF token."""
+    from .ui_actions import redrive_form
+
+    return table(["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"] + (["Redrive"] if csrf else []),
                  [[r["kind"], Html(f"<code>{e(r['key'])}</code>"), r["target"],
                    slot_link(r["slotId"]) if r.get("slotId") else "-", f"{r['attempts']}/{r['maxAttempts']}",
-                   iso(r["updatedAt"]), r["lastError"]] for r in rows], empty="no dead letters")
+                   iso(r["updatedAt"]), r["lastError"], *([redrive_form(r["kind"], r["key"], csrf)] if csrf else [])]
+                  for r in rows], empty="no dead letters")
 
 
 def overview(reads: Reads, csrf: str | None = None) -> str:
@@ -268,9 +256,9 @@ def overview(reads: Reads, csrf: str | None = None) -> str:
     from . import ui_actions, ui_pages  # the history strips, the chart, the action forms (they use this module's helpers)
 
     live = any(st.slot.open for st in states)
-    return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads)}"
+    return page("Overview", f"<h2>Schedules</h2>{_schedules_table(reads, csrf)}{ui_actions.ACTIONS_NOTE if csrf else ''}"
                             f"<h2>Latest occurrences</h2>{_slot_table(inspection.slot_rows(states))}{dead_note}"
-                            f"{ui_pages.history(reads)}{ui_actions.actions_section(reads, csrf) if csrf else ''}",
+                            f"{ui_pages.history(reads)}",
                 refresh=ui_pages.REFRESH_S if live else None)
 
 
@@ -280,8 +268,9 @@ def _lease(lease: dict[str, Any] | None) -> str:
     return f"{lease['owner']} until {iso(lease['until'])} ({'live' if lease['live'] else 'expired'})"
 
 
-def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> str:
+def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None, csrf: str | None = None) -> str:
     from . import ui_pages  # the report's renderer (it imports this module's helpers)
+    from .ui_thumbs import thumbnail_section
 
     slot = view["slot"]
     outcome = view.get("outcome") or {}
@@ -293,13 +282,19 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> st
         ["outcome", f"{outcome.get('status')} (business status {outcome.get('business_status')}"
          + (", alertable)" if outcome.get("alertable") else ")") if outcome else "-"],
         *([["request", slot["manualRequestId"]]] if slot["manualRequestId"] else []),
+        *([["retry of", Html(f"{slot_link(slot['retryOf'])} ({e(slot['retryMode'])})")]] if slot.get("retryOf") else []),
+        ["took", took(slot)],
         *([["correlation", slot["correlationId"]]] if slot["correlationId"] else []),
     ])
-    cells = table(["Target", "Status", "Work", "Attempts", "Lease", "Reason", "Last error", "Candidate report"],
+    from .ui_failures import retry_forms
+
+    cells = table(["Target", "Status", "Work", "Attempts", "Took", "Lease", "Reason", "Last error", "Candidate report",
+                   *(["Retry"] if csrf else [])],
                   [[c["targetId"], badge(c["status"]), f"{c['workType']} {c['workId']}" if c["workId"] else "-",
-                    c["attempts"], _lease(c["lease"]),
+                    c["attempts"], duration(c["startedAt"] or c["createdAt"], c["completedAt"]), _lease(c["lease"]),
                     _reason(c["terminalReasonCode"]),
-                    c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-"]
+                    c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-",
+                    *([retry_forms(slot, c, csrf)] if csrf else [])]
                    for c in view["cells"]])
     deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",
                         "Idempotency key"],
@@ -319,7 +314,7 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None) -> st
     timeline = "".join(f"<li><time>{e(iso(t['at']))}</time> <strong>{e(t['subject'])}</strong> {e(t['what'])}</li>"
                        for t in view["timeline"])
     return page(f"Occurrence {slot['slotId']}",
-                f"{facts}{_thumbnail_section(view, thumbs or {})}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}"
+                f"{facts}{thumbnail_section(view, thumbs or {})}<h2>Cells</h2>{cells}<h2>Deliveries</h2>{deliveries}"
                 f"<h2>Notifications</h2>{notes}"
                 f"<h2>Events</h2>{events}<h2>Timeline</h2><ol class=\"timeline\">{timeline}</ol>")
 
@@ -396,11 +391,12 @@ def register(shell: HttpShell) -> None:
     def route(method: str, rule: str) -> Any:
         return shell.route(method, rule, summary="operator page", in_schema=False, stage="ui")
 
-    from . import ui_failures
+    from . import ui_failures, ui_search
 
     _session_routes(shell, route)
     _page_routes(shell, route)
     ui_failures.register(shell, route)
+    ui_search.register(shell, route)
     _action_routes(shell, route)
 
 
@@ -460,6 +456,7 @@ def _session_routes(shell: HttpShell, route: Any) -> None:
 def _page_routes(shell: HttpShell, route: Any) -> None:
     """The pages that read: occurrences, jobs, one slot, one job, the dead letters."""
     from . import ui_pages  # renders with this module's helpers: imported once both exist
+    from .ui_thumbs import thumbnails
 
     @route("GET", "/ui/slots")
     def ui_slots(req: Request) -> Response:
@@ -505,8 +502,9 @@ def _page_routes(shell: HttpShell, route: Any) -> None:
 
     @route("GET", "/ui/slots/<slotId>")
     def ui_slot(req: Request, slotId: str) -> Response:
+        csrf = _csrf(shell.app.current_event)
         return _one(shell, req, "slot", slotId,  # percent-decoded and text-checked by the shell
-                    inspection.show_slot, occurrence, images=thumbnails)
+                    inspection.show_slot, lambda view, thumbs: occurrence(view, thumbs, csrf), images=thumbnails)
 
     @route("GET", "/ui/dead")
     def ui_dead(req: Request) -> Response:
@@ -575,6 +573,8 @@ def _one(shell: HttpShell, req: Request, noun: str, item_id: str, show, render, 
     page_name = "occurrence" if noun == "slot" else noun
     if images is None:
         return req.respond(html_response(200, render(view)), "ui.page", page=page_name, **{f"{noun}_id": item_id})
+    from .ui_thumbs import origin_of
+
     thumbs = images(view)
     return req.respond(html_response(200, render(view, thumbs), img_origins=[o for o in map(origin_of, thumbs.values()) if o]),
                        "ui.page", page=page_name, thumbnails=len(thumbs), **{f"{noun}_id": item_id})

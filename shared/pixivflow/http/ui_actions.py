@@ -29,6 +29,7 @@ from .ui import Html, e, page, slot_link
 _CSRF_CONTEXT = b"pixivflow-ui-csrf:v1:"
 ACTIONS = ("run", "refetch", "redrive", "pause", "resume", "retry")
 OPERATOR = "ui"
+BACK = '<p><a href="/ui">Overview</a></p>'
 
 
 def csrf_token(session: str, trigger_token: str) -> str:
@@ -69,17 +70,19 @@ def pause_form(schedule_id: str, paused: bool, csrf: str) -> Html:
     return Html(_form(action, csrf, {"schedule": schedule_id}, f"{action.capitalize()} {schedule_id}"))
 
 
-def actions_section(reads: Reads, csrf: str) -> Html:
-    config = reads.config
-    schedules = [s for s in (config.schedules if config is not None else []) if s.enabled and s.cron]
-    targets = list(dict.fromkeys(t for s in schedules for t in (s.targetIds or [])))
-    paused = {s.id: schedule_views.pause_view(s.id, reads.ledger.schedule_pause(s.id))["paused"] for s in schedules}
-    runs = "".join(run_form(s.id, csrf) for s in schedules if not paused[s.id])
-    flips = "".join(pause_form(s.id, paused[s.id], csrf) for s in schedules)
-    refetches = "".join(refetch_form(t, csrf) for t in targets)
-    return Html(f"<h2>Actions</h2><p class=\"note\">Run the occurrence due now (within the grace window), or refetch one "
-                f"target into its own manual slot. A paused schedule's fires are refused and not counted as missed; "
-                f"resuming it runs it again from its next fire.</p><div>{runs}</div><div>{flips}</div><div>{refetches}</div>")
+ACTIONS_NOTE = Html('<p class="note">Run now runs the occurrence due now (within the grace window); a refetch runs '
+                    "one target in its own manual occurrence. A paused schedule's fires are refused and not counted "
+                    "as missed; resuming runs it again from its next fire.</p>")
+
+
+def schedule_actions(reads: Reads, schedule: Any, pause: Any, csrf: str) -> Html:
+    """The forms beside one schedule's row: run it now, pause or resume it, refetch each of its targets."""
+    if not schedule.enabled or not schedule.cron:
+        return Html("-")
+    paused = bool(pause is not None and pause.paused)
+    forms = ([] if paused else [run_form(schedule.id, csrf)]) + [pause_form(schedule.id, paused, csrf)]
+    forms += [refetch_form(t.id, csrf) for t in reads.config.targets_for(schedule)] if reads.config is not None else []
+    return Html(f'<div class="acts">{"".join(forms)}</div>')
 
 
 class ActionResult:
@@ -106,7 +109,7 @@ def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                             schedule_id=schedule.id, reason=exc.message)
         slot_id = admission.slot.slot_id
         return ActionResult(202, page("Run now", f"<p>{e(schedule.id)}: {e(admission.disposition)}, "
-                                                 f"occurrence {slot_link(slot_id)}.</p>"),
+                                                 f"occurrence {slot_link(slot_id)}.</p>{BACK}"),
                             "ui.run_requested", operator=OPERATOR, schedule_id=schedule.id, slot_id=slot_id,
                             disposition=admission.disposition)
     if action == "refetch":
@@ -119,7 +122,7 @@ def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                             target_id=target_id[:100], reason=exc.message)
         slot_id = result.slot.slot_id
         return ActionResult(202, page("Refetch", f"<p>{e(target_id)}: {e(result.disposition)}, occurrence "
-                                                 f"{slot_link(slot_id)}.</p>"),
+                                                 f"{slot_link(slot_id)}.</p>{BACK}"),
                             "ui.refetch_requested", operator=OPERATOR, target_id=target_id, request_id=request_id,
                             slot_id=slot_id, disposition=result.disposition)
     if action in ("pause", "resume"):
@@ -142,7 +145,8 @@ def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]
                                              f"{e(done['previousAttempts'])} attempt(s), last error: "
                                              f"{e(done['previousError'])}); "
                                              f"{'sent to the outbox queue now' if done['sent'] else 'the sweep re-drives it'}"
-                                             '.</p><p><a href="/ui/dead">Dead letters</a></p>'),
+                                             ".</p><p>" + (f"Occurrence {slot_link(done['slotId'])} · " if done["slotId"] else "")
+                                             + '<a href="/ui/dead">Dead letters</a></p>'),
                         "outbox.redriven", level="info", operator=OPERATOR, kind=done["kind"], key=key,
                         previous_attempts=done["previousAttempts"], previous_error=done["previousError"], sent=done["sent"])
 
@@ -168,4 +172,4 @@ def _refused(title: str, status: int, message: str, event: str, **fields: Any) -
     return ActionResult(status, page(title, f'<p class="err">{e(message)}</p>'), event, **fields)
 
 
-__all__ = ["ACTIONS", "actions_section", "csrf_token", "csrf_valid", "pause_form", "perform", "redrive_form"]
+__all__ = ["ACTIONS", "ACTIONS_NOTE", "schedule_actions", "csrf_token", "csrf_valid", "pause_form", "perform", "redrive_form"]

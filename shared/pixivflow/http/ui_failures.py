@@ -16,7 +16,7 @@ from ..domain.errors import StatusError
 from ..services import failures
 from ..services.failures import FailureFilters
 from ..services.inspection import Reads, iso
-from .ui import Html, badge, e, page, slot_link, table
+from .ui import Html, badge, duration, e, page, slot_link, table
 from .ui_pages import REFRESH_S, QueryProblem, candidate_report
 
 _CURSOR_MAX = 500
@@ -67,17 +67,6 @@ def _filter_form(reads: Reads, filters: FailureFilters) -> Html:
                 + '<button type="submit">Filter</button></form>')
 
 
-def _duration(start: int | None, end: int | None) -> str:
-    if not start or not end or end < start:
-        return "-"
-    seconds = (end - start) // 1000
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
 def _deliveries(rows: list[dict[str, Any]]) -> Html | str:
     if not rows:
         return "-"
@@ -92,6 +81,14 @@ def retry_form(slot_id: str, target_id: str, mode: str, csrf: str) -> str:
 
     label = "Retry" if mode == NORMAL else "Retry relaxed"
     return action_form("retry", csrf, {"slot": slot_id, "target": target_id, "mode": mode}, label)
+
+
+def retry_forms(slot: Mapping[str, Any], cell: Mapping[str, Any], csrf: str) -> Html | str:
+    """An occurrence page's retry forms beside a failed cell (what the Failure Center offers for it):
+    none for another status, nor for a protocol job's cell (its consumer retries it)."""
+    if cell["status"] != "failed" or slot.get("job"):
+        return "-"
+    return Html("".join(retry_form(slot["slotId"], cell["targetId"], mode, csrf) for mode in RETRY_MODES))
 
 
 def _retry_cell(row: dict[str, Any], csrf: str | None) -> Html | str:
@@ -120,7 +117,7 @@ def failures_page(reads: Reads, filters: FailureFilters, csrf: str | None) -> st
                  [[iso(r["failedAt"]), Html(f"{slot_link(r['slotId'])}<br>{e(r['trigger'])}"
                                             + (f" ({e(r['retryMode'])}) of {slot_link(r['retryOf'])}" if r["retryOf"] else "")),
                    r["targetId"], f"{r['workType']} {r['workId']}" if r["workId"] else "-",
-                   _duration(r["startedAt"], r["failedAt"]), _reason(r),
+                   duration(r["startedAt"], r["failedAt"]), _reason(r),
                    candidate_report(r["candidateReport"]) if r["candidateReport"] else "-", _deliveries(r["deliveries"]),
                    _retry_cell(r, csrf)] for r in rows],
                  empty="no failures match" if any(filters.params().values()) or filters.before else "no failures")
@@ -184,4 +181,4 @@ def register(shell: Any, route: Any) -> None:
         return req.respond(html_response(200, failures_page(reads, filters, _csrf(event))), "ui.page", page="failures")
 
 
-__all__ = ["failures_page", "filters_from", "perform_retry", "register", "retry_form"]
+__all__ = ["failures_page", "filters_from", "perform_retry", "register", "retry_form", "retry_forms"]

@@ -19,7 +19,7 @@ from ..domain.protocol import QUEUED, RUNNING
 from ..domain.text import ascii_digits
 from ..services import inspection, schedule_views
 from ..services.inspection import TRIGGER_KINDS, Reads, iso, local
-from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table
+from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table, took
 
 PAGE_SIZE = 50
 MAX_PAGE = 10_000
@@ -75,9 +75,9 @@ def _filter_form(reads: Reads, schedule_id: str | None, status: str | None, trig
 
 
 def occurrence_table(rows: list[dict[str, Any]]) -> Html:
-    return table(["Occurrence", "Status", "Trigger", "Schedule", "Local time", "UTC", "Cells", "Reasons", "Last error"],
+    return table(["Occurrence", "Status", "Trigger", "Schedule", "Local time", "UTC", "Took", "Cells", "Reasons", "Last error"],
                  [[slot_link(r["slotId"]), badge(r["status"]), r["trigger"], r["scheduleId"],
-                   local(r["occurrenceAt"], r["timezone"]), iso(r["occurrenceAt"]), _counts(r["cells"]),
+                   local(r["occurrenceAt"], r["timezone"]), iso(r["occurrenceAt"]), took(r), _counts(r["cells"]),
                    ", ".join(r["reasons"]),
                    Html(f'<span class="err">{e(r["lastError"])}</span>') if r["lastError"] else "-"] for r in rows],
                  empty="no occurrences match")
@@ -204,16 +204,7 @@ def dead_letters(reads: Reads, csrf: str | None = None) -> str:
     rows = inspection.dead_letters(reads)
     return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
                                 "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
-                + _dead_table(rows) + _redrive_forms(rows, csrf))
-
-
-def _redrive_forms(rows: list[dict[str, Any]], csrf: str | None) -> Html:
-    from .ui_actions import redrive_form
-
-    if not rows or not csrf:
-        return Html("")
-    return Html("<h2>Redrive</h2>" + table(["Kind", "Key", ""], [[r["kind"], Html(f"<code>{e(r['key'])}</code>"),
-                                                                  redrive_form(r["kind"], r["key"], csrf)] for r in rows]))
+                + _dead_table(rows, csrf))
 
 
 __all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "history", "job", "jobs", "occurrences", "problem_page", "slot_filters"]

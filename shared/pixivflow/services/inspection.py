@@ -96,7 +96,8 @@ def slot_summary(state_or_slot: Any) -> dict[str, Any]:
         "name": slot.slot_name, "timezone": slot.timezone, "occurrenceAt": slot.occurrence_at,
         "targetIds": list(slot.target_ids), "createdAt": slot.created_at, "startedAt": slot.started_at,
         "completedAt": slot.completed_at, "lastError": slot.last_error, "manualRequestId": slot.manual_request_id,
-        "correlationId": slot.correlation_id, "open": slot.open,
+        "correlationId": slot.correlation_id, "open": slot.open, "job": slot.params is not None,
+        "retryMode": slot.retry_mode, "retryOf": slot.retry_of,
     }
 
 
@@ -498,7 +499,7 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             raise InspectionError("refused", f"cell {target_id} of {slot_id} ended {cell.status}{reason}: its outcome is final, "
                                              "so this delivery is not re-armed; request a refetch to deliver a new work")
         done = reads.ledger.redrive_intent(intent, now)
-        before = (intent.attempts, intent.last_error)
+        before, where = (intent.attempts, intent.last_error), slot_id
         after = None if done is None else _delivery_view(done, now)
     else:
         row = reads.outbox_rows.get(kind, key) if reads.outbox_rows is not None else None
@@ -506,7 +507,7 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
             raise InspectionError("not_found", f"no outbox row {key!r} of kind {kind}")
         if row.status != "dead":
             raise InspectionError("refused", f"outbox row {key} is {row.status}, not dead: nothing to redrive")
-        before = (row.attempts, row.last_error)
+        before, where = (row.attempts, row.last_error), row.slot_id
         done = reads.outbox_rows.redrive(row, now)
         after = None if done is None else _outbox_view(done)
     if after is None:  # another operator (or a worker) changed it between our read and our write
@@ -515,8 +516,8 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
     if reads.queues is not None:
         log = reads.log or (lambda *args, **fields: None)
         sent = not wake_outbox(reads.queues, log, [(kind, key)], event="outbox.send_failed", kind=kind, key=key)
-    return {"kind": kind, "key": key, "previousAttempts": before[0], "previousError": before[1], "row": after,
-            "sent": sent, "redrivenAt": now}
+    return {"kind": kind, "key": key, "slotId": where, "previousAttempts": before[0], "previousError": before[1],
+            "row": after, "sent": sent, "redrivenAt": now}
 
 
 __all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",

@@ -154,10 +154,14 @@ def test_the_overview_shows_schedules_with_next_fires_and_the_latest_occurrences
     page = get(rt, "/ui", cookie=login(rt))
     assert page.status == 200
     schedules, latest = page.tables
-    assert schedules[0] == ["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)"]
-    assert schedules[1] == ["morning-tokyo", "Asia/Tokyo", "0 8 * * *", "enabled", "3",
-                            "2026-12-02 08:00 JST = 2026-12-01T23:00:00.000Z; 2026-12-03 08:00 JST = 2026-12-02T23:00:00.000Z; "
-                            "2026-12-04 08:00 JST = 2026-12-03T23:00:00.000Z"]
+    assert schedules[0] == ["Schedule", "Zone", "Cron", "State", "Targets", "Next fires (local = UTC)", "Actions"]
+    assert schedules[1][:6] == ["morning-tokyo", "Asia/Tokyo", "0 8 * * *", "enabled", "3",
+                                "2026-12-02 08:00 JST = 2026-12-01T23:00:00.000Z; 2026-12-03 08:00 JST = 2026-12-02T23:00:00.000Z; "
+                                "2026-12-04 08:00 JST = 2026-12-03T23:00:00.000Z"]
+    # The actions sit beside the schedule they act on: run it now, pause it, refetch each of its targets.
+    assert all(f in schedules[1][6] for f in ("Run morning-tokyo now", "Pause morning-tokyo", "Refetch cats"))
+    took = {row[0]: row.pop(5) for row in latest}  # how long each ran, beside its status
+    assert took.pop("Occurrence") == "Took" and all(re.fullmatch(r"\d+ (s|min \d+ s)|-", t) for t in took.values()), took
     assert [row[0] for row in schedules[1:]] == ["morning-tokyo", "evening-berlin", "noon-flaky", "mixed", "solo"]
     assert latest == [
         ["Occurrence", "Status", "Trigger", "Local time", "UTC", "Cells", "Reasons", "Last error"],
@@ -198,6 +202,10 @@ def test_one_occurrence_shows_cells_deliveries_acks_and_events_on_a_timeline(mak
     facts, cells, events = by_header["Field/Value"], by_header["Target/Status"], by_header["At/Kind"]
     deliveries = by_header.get("Target/Route", [])
     timeline = re.findall(r"<li><time>(.*?)</time> <strong>(.*?)</strong> (.*?)</li>", page.body)
+    took, retry = [row.pop(4) for row in cells], [row.pop() for row in cells]  # how long each ran; a failed cell's retry
+    assert (took[0], retry[0]) == ("Took", "Retry") and all(re.fullmatch(r"\d+ (s|min \d+ s)|-", t) for t in took[1:])
+    assert [r for r, row in zip(retry[1:], cells[1:]) if row[1] == "failed"] == ["RetryRetry relaxed"] * (slot_id == STALLED)
+    assert all(r == "-" for r, row in zip(retry[1:], cells[1:]) if row[1] != "failed")
     assert cells[0] == ["Target", "Status", "Work", "Attempts", "Lease", "Reason", "Last error", "Candidate report"]
     assert "no notifications" in page.text()
     assert events[1][1:3] == ["execution.summary", "-"]
@@ -251,9 +259,9 @@ def test_the_dead_letter_page_lists_dead_rows_of_the_latest_occurrences(make_run
     page = get(rt, "/ui/dead", cookie=cookie)
     assert page.status == 200
     assert page.tables[0] == [
-        ["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"],
+        ["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error", "Redrive"],
         ["delivery", "pixivflow:second:illustration:111356:fan@2026-12-01T0800:both", "second", "fan@2026-12-01T0800", "1/12",
-         "2026-11-30T23:00:00.000Z", 'delivery endpoint HTTP 404: {"error":"no such board"}']]
+         "2026-11-30T23:00:00.000Z", 'delivery endpoint HTTP 404: {"error":"no such board"}', "Redrive"]]
     assert "1 dead letter(s)" in get(rt, "/ui", cookie=cookie).text()
     view = get(rt, "/ui/slots/fan@2026-12-01T0800", cookie=cookie)
     assert '<span class="st st-dead">dead</span>' in view.body and "delivery_abandoned" in view.text()
@@ -278,7 +286,7 @@ def test_every_page_route_is_deployed_on_the_trigger_function():
     deployed = {(ev["Properties"]["Method"], ev["Properties"]["Path"]) for ev in events if ev["Type"] == "HttpApi"}
     pages = {("ANY", spec.rule.replace("<", "{").replace(">", "}")) for spec in trigger_api.shell.routes
              if not spec.in_schema}
-    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 10  # one ANY per path
+    assert pages == {p for p in deployed if p[1].startswith("/ui")} and len(pages) == 11  # one ANY per path
 
 
 def test_login_is_throttled_to_ten_wrong_tokens_a_minute_per_address_even_for_the_right_one(make_runtime, downstream,

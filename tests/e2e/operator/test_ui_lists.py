@@ -54,7 +54,7 @@ def test_every_slot_by_trigger_is_listed_and_filters_by_schedule_status_and_trig
         page = get(rt, "/ui/slots", cookie=cookie)
         assert page.status == 200
         [listed] = page.tables
-        assert listed[0] == ["Occurrence", "Status", "Trigger", "Schedule", "Local time", "UTC", "Cells", "Reasons",
+        assert listed[0] == ["Occurrence", "Status", "Trigger", "Schedule", "Local time", "UTC", "Took", "Cells", "Reasons",
                              "Last error"]
         kinds = {row[0]: row[2] for row in listed[1:]}
         assert kinds == {f"{PLAN}@2026-12-01T0800": "scheduled", refetch_slot: "refetch", JOB: "job",
@@ -135,9 +135,9 @@ def test_every_dead_row_of_the_three_kinds_is_listed_with_its_last_error(make_ru
         rt, _ = _ledger(make_runtime, downstream, receiver)
         page = get(rt, "/ui/dead", cookie=login(rt))
         assert page.status == 200
-        dead, redrives = page.tables
-        assert [row[:2] for row in redrives[1:]] == [row[:2] for row in dead[1:]]  # a Redrive form for each
-        assert dead[0] == ["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error"]
+        [dead] = page.tables  # one table: each dead row with its Redrive form beside it
+        assert dead[0] == ["Kind", "Key", "Target", "Occurrence", "Attempts", "Died at", "Error", "Redrive"]
+        assert all(row[7] == "Redrive" for row in dead[1:])
         kinds = {row[0] for row in dead[1:]}
         assert kinds == {"delivery", "notification", "event_callback"}
         cli = json.loads(pixivflow("outbox", "list", "--dead", "--json", now=rt.clock.now_ms()).out)
@@ -170,7 +170,7 @@ def test_the_candidate_report_reads_as_text_not_json(make_runtime, downstream):
     rt = known_ledger(make_runtime, downstream)
     page = get(rt, f"/ui/slots/{PARTIAL}", cookie=login(rt))
     cells = next(t for t in page.tables if t[0][:2] == ["Target", "Status"])
-    assert {row[0]: row[7] for row in cells[1:]} == {
+    assert {row[0]: row[8] for row in cells[1:]} == {
         "cats": "scanned 1 of at most 5; source returned 20, selected 20, rejected 0; "
                 "passed over work 111356: duplicate already delivered or pending on route review",
         "nothing": "scanned 0 of at most 5; source returned 0, selected 0, rejected 0"}

@@ -18,7 +18,7 @@ from support.ui import get, login
 from pixivflow import aws
 from pixivflow.adapters.catalog_source import preview_bytes
 from pixivflow.domain.assets import artifact_prefix
-from pixivflow.http.ui import PREVIEW_TTL_S
+from pixivflow.http.ui_thumbs import PREVIEW_TTL_S
 
 IMG = re.compile(r'<img src="([^"]+)" alt="([^"]+)"')
 
