@@ -34,6 +34,7 @@ GSIS = {
     "OpenCallbacks": ("callbackPk", "callbackSk"),
     "JobsByCreated": ("jobsPk", "jobsSk"),
     "FailedCells": ("failPk", "failSk"),
+    "SlotsByCreated": ("slotsPk", "slotsSk"),
 }
 # Real IAM actions for item-level DynamoDB data access. There is no "dynamodb:TransactWriteItems"
 # IAM action: a transaction is authorised per item by PutItem/UpdateItem/DeleteItem/ConditionCheckItem.

@@ -409,6 +409,15 @@ def _jobs_reindex(args: argparse.Namespace) -> int:
     return _run("jobs reindex", body)
 
 
+def _slots_reindex(args: argparse.Namespace) -> int:
+    def body() -> int:
+        indexed = _reads(args).ledger.index_slots()
+        _audit("slots.reindexed", indexed=indexed)
+        return emit(args, {"indexed": indexed}, lambda v: [f"{v['indexed']} slot(s) added to the occurrence index"])
+
+    return _run("slots reindex", body)
+
+
 def _main(argv: list[str] | None) -> int:
     from .parser import build_parser
 

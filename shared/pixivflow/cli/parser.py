@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from . import (_check, _demo, _dev, _jobs_reindex, _jobs_show, _ledger_options, _operator, _outbox_list, _outbox_redrive,
+from . import (_check, _demo, _dev, _jobs_reindex, _jobs_show, _ledger_options, _operator, _outbox_list, _outbox_redrive, _slots_reindex,
                _schedules_history, _schedules_next, _schedules_pause, _slots_list, _slots_show, _sync)
 
 EXIT_CODES = """exit codes:
@@ -126,6 +126,10 @@ def _add_slots(sub: Any) -> None:
     _ledger_options(ss)
     ss.add_argument("slot_id")
     ss.set_defaults(func=_slots_show)
+    reindex = slsub.add_parser("reindex", help="list on the occurrence page the slots written before its index "
+                                               "existed (a scan; safe to run again)")
+    _ledger_options(reindex)
+    reindex.set_defaults(func=_slots_reindex)
 
 
 def _add_outbox(sub: Any) -> None:

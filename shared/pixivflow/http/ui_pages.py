@@ -22,7 +22,6 @@ from ..services.inspection import TRIGGER_KINDS, Reads, iso, local
 from .ui import Html, _counts, _dead_table, badge, e, page, slot_link, table, took
 
 PAGE_SIZE = 50
-MAX_PAGE = 10_000
 REFRESH_S = 5
 SLOT_STATUSES = tuple(s.value for s in SlotStatus)
 LIVE_JOB_STATUSES = {QUEUED, RUNNING}
@@ -48,9 +47,14 @@ def slot_filters(query: Mapping[str, str]) -> dict[str, Any]:
     if trigger is not None and trigger not in TRIGGER_KINDS:
         raise QueryProblem("trigger", f"trigger: one of {', '.join(TRIGGER_KINDS)}")
     page_text = query.get("page") or "1"
-    if not ascii_digits(page_text) or not 1 <= int(page_text) <= MAX_PAGE:
-        raise QueryProblem("page", f"page: a whole number from 1 to {MAX_PAGE}")
-    return {"status": status, "trigger": trigger, "page": int(page_text)}
+    if not ascii_digits(page_text) or int(page_text) != 1:
+        # The list pages with its "older occurrences" link (a cursor): a page number past the first
+        # would have to read every page before it.
+        raise QueryProblem("page", "page: only 1; older occurrences are reached by the list's 'older' link")
+    before = query.get("before") or None
+    if before is not None and not _JOBS_CURSOR.fullmatch(before):
+        raise QueryProblem("before", "before: the cursor an 'older occurrences' link carries (<13 digits>#<slot id>)")
+    return {"status": status, "trigger": trigger, "before": before}
 
 
 def problem_page(title: str, problem: QueryProblem) -> str:
@@ -84,23 +88,22 @@ def occurrence_table(rows: list[dict[str, Any]]) -> Html:
 
 
 def occurrences(reads: Reads, schedule_id: str | None, filters: Mapping[str, Any]) -> str:
-    """Every slot of the ledger (scheduled, refetch, job), filtered, ``PAGE_SIZE`` a page."""
-    rows = inspection.occurrence_rows(reads, schedule_id=schedule_id, status=filters["status"],
-                                      trigger=filters["trigger"])
-    number = filters["page"]
-    shown = rows[(number - 1) * PAGE_SIZE: number * PAGE_SIZE]
+    """One page of the ledger's slots (scheduled, refetch, job), newest first, filtered: one Query of
+    the occurrence index and batched reads of that page (``inspection.occurrence_page``)."""
+    rows, cursor = inspection.occurrence_page(reads, schedule_id=schedule_id, status=filters["status"],
+                                              trigger=filters["trigger"], before=filters["before"], limit=PAGE_SIZE)
     params = {"schedule": schedule_id, "status": filters["status"], "trigger": filters["trigger"]}
-    pages = max(1, -(-len(rows) // PAGE_SIZE))
-    nav = [f"page {number} of {pages}, {len(rows)} occurrence(s)"]
-    if number > 1:
-        nav.append(_link("/ui/slots", {**params, "page": number - 1}, "previous"))
-    if number < pages:
-        nav.append(_link("/ui/slots", {**params, "page": number + 1}, "next"))
+    nav = [e(f"{len(rows)} occurrence(s) on this page of {PAGE_SIZE} read"
+             + (" (the filters leave the others out)" if filters["status"] or filters["trigger"] else ""))]
+    if filters["before"]:
+        nav.append(_link("/ui/slots", params, "newest"))
+    if cursor is not None:
+        nav.append(_link("/ui/slots", {**params, "before": cursor}, "older occurrences"))
     jump = ('<form method="get" action="/ui/slots"><label>Slot id <input type="text" name="id" maxlength="300"></label>'
             '<button type="submit">Open</button></form>')
-    live = any(r["open"] for r in shown)
+    live = any(r["open"] for r in rows)
     return page("Occurrences", f"{jump}{_filter_form(reads, schedule_id, filters['status'], filters['trigger'])}"
-                               f'<p class="note">{" · ".join(e(n) for n in nav)}</p>{occurrence_table(shown)}',
+                               f'<p class="note">{" · ".join(nav)}</p>{occurrence_table(rows)}',
                 refresh=REFRESH_S if live else None)
 
 

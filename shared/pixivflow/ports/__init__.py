@@ -11,7 +11,7 @@ from .outside import (
 )
 from .ledger import (
     OutboxRows, Queues, Occurrences, CellLeases, CellMoves, WorkReservations, DeliveryRows, SweepIndexes,
-    RequestKeys, SchedulePauses, OperatorTools, UiSessions, TopicSpaces, LEDGER_ROLES, JobStore, SweepState
+    RequestKeys, SchedulePauses, OperatorTools, OperatorPages, UiSessions, TopicSpaces, LEDGER_ROLES, JobStore, SweepState
 )
 from .settings import (
     ScheduleSettings, TargetDeliverySettings, NoMatchSettings, TargetSettings, RouteSettings, TriggerSettings,
@@ -22,7 +22,7 @@ from .settings import (
 __all__ = [
     'ArtifactStore', 'CALLBACK', 'CallbackSender', 'CellLeases', 'CellMoves', 'Clock', 'DeliveryChannel',
     'DeliveryRows', 'DeliverySettings', 'DownloadSettings', 'HEALTH_METRIC', 'JOBS', 'JobStore',
-    'JobsSettings', 'LEDGER_ROLES', 'Log', 'Metrics', 'NoMatchSettings', 'Occurrences', 'OperatorTools',
+    'JobsSettings', 'LEDGER_ROLES', 'Log', 'Metrics', 'NoMatchSettings', 'Occurrences', 'OperatorPages', 'OperatorTools',
     'OutboxRows', 'PixivAccountStore', 'PixivSettings', 'Queues', 'RequestKeys', 'RouteSettings',
     'SchedulePauses', 'ScheduleSettings', 'SchedulerRuntimeSettings', 'SecretStore', 'Settings',
     'SourceGovernor', 'SourceSettings', 'SweepIndexes', 'SweepState', 'TRIGGER', 'TargetDeliverySettings',

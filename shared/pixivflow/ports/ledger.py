@@ -320,6 +320,11 @@ class OperatorTools(Protocol):
         """Re-arm a ``dead`` outbox row (``requeue``); None when it is not dead."""
         ...
 
+class OperatorPages(Protocol):
+    """The operator page's lists, each read one page of an index at a time (the jobs, the occurrences,
+    the Failure Center), whatever the ledger holds; and the one-off reindex of items written before
+    each index existed."""
+
     def job_page(self, limit: int, before: str | None = None) -> tuple[list[str], str | None]:
         """One page of job slot ids, newest first, older than the cursor ``before``; and the next
         page's cursor (None: the last). One index Query of at most ``limit`` entries."""
@@ -331,6 +336,22 @@ class OperatorTools(Protocol):
 
     def index_jobs(self) -> int:
         """Index the job slots written before the jobs index existed (a scan; idempotent)."""
+        ...
+
+    def slot_page(self, limit: int, before: str | None = None, *, schedule_id: str | None = None,
+                  since_ms: int | None = None) -> tuple[list[str], str | None]:
+        """One page of slot ids, newest first, after the cursor ``before``, created at or after
+        ``since_ms``, of ``schedule_id``; and the next page's cursor (None: the last). One index
+        Query of at most ``limit`` entries (the schedule filter may leave fewer ids)."""
+        ...
+
+    def slot_heads(self, slot_ids: list[str], *, with_cells: bool = True) -> list[SlotState]:
+        """These slots with their written cells (none without ``with_cells``), in order (batched
+        reads bounded by the ids given)."""
+        ...
+
+    def index_slots(self) -> int:
+        """Index the slots written before the occurrence index existed (a scan; idempotent)."""
         ...
 
     def failure_page(self, limit: int, before: str | None = None, *, between: tuple[int, int] | None = None,
@@ -387,7 +408,7 @@ class TopicSpaces(Protocol):
 # The roles the ledger adapter implements on its one table (adapters.dynamo_ledger.DynamoLedger):
 # a use case names the ones it takes; the contract suite and the simulation's crash points follow them.
 LEDGER_ROLES: tuple[type, ...] = (Occurrences, CellLeases, CellMoves, WorkReservations, DeliveryRows, SweepIndexes,
-                                  RequestKeys, SchedulePauses, OperatorTools, UiSessions, TopicSpaces)
+                                  RequestKeys, SchedulePauses, OperatorTools, OperatorPages, UiSessions, TopicSpaces)
 
 
 # -- Workflow Protocol v1: the job event stream and its callbacks ------------------------------

@@ -188,6 +188,22 @@ def occurrence_rows(reads: Reads, *, schedule_id: str | None = None, status: str
     return rows
 
 
+def occurrence_page(reads: Reads, *, schedule_id: str | None = None, status: str | None = None, trigger: str | None = None,
+                    before: str | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the ledger's slots, newest first, and the next page's cursor (None: the last): one
+    Query of the SlotsByCreated index, then batched reads of that page's slots and cells, whatever
+    the ledger holds. The status and trigger filters apply to the page read (a filtered page may
+    show fewer rows and still have older ones). A slot's trigger kind: a job's slot carries its
+    params; any other manual slot is a refetch (a Failure Center retry included)."""
+    ids, cursor = reads.ledger.slot_page(limit, before, schedule_id=schedule_id)
+    rows = []
+    for row in slot_rows(reads.ledger.slot_heads(ids)):
+        row["trigger"] = JOB if row["job"] else REFETCH if row["manualRequestId"] else SCHEDULED
+        if (status is None or row["status"] == status) and (trigger is None or row["trigger"] == trigger):
+            rows.append(row)
+    return rows, cursor
+
+
 JOBS_PAGE = 50
 
 
@@ -521,5 +537,5 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
 
 
 __all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
+           "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_page", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
            "timeline", "trigger_kind"]

@@ -49,15 +49,25 @@ def schedule_history(reads: Reads, schedule: ScheduleSettings, count: int = 30) 
     return out
 
 
+CHART_PAGE = 500
+
+
 def daily_outcomes(reads: Reads, days: int = 14, zone: str = "UTC") -> list[dict[str, Any]]:
     """Slots by status for each of the last ``days`` days (in ``zone``), oldest first: the
-    chart's data (a scan, like ``slots list --since``)."""
+    chart's data, read from the occurrence index from the first day on (its pages of ids, then
+    the slots in batches): what it reads grows with those days' slots, never with the ledger."""
     tz = ZoneInfo(zone)
     today = datetime.fromtimestamp(reads.now_ms() / 1000, tz=tz).date()
     first = today.toordinal() - days + 1
     start = datetime.combine(datetime.fromordinal(first).date(), datetime.min.time(), tzinfo=tz)
     counts: dict[str, dict[str, int]] = {datetime.fromordinal(first + n).date().isoformat(): {} for n in range(days)}
-    for slot in reads.ledger.find_slots(since_ms=int(start.timestamp() * 1000)):
+    since, ids, cursor = int(start.timestamp() * 1000), [], None
+    while True:
+        page, cursor = reads.ledger.slot_page(CHART_PAGE, cursor, since_ms=since)
+        ids += page
+        if cursor is None:
+            break
+    for slot in (state.slot for state in reads.ledger.slot_heads(ids, with_cells=False)):
         day = datetime.fromtimestamp(int(slot.created_at or 0) / 1000, tz=tz).date().isoformat()
         if day in counts:
             counts[day][slot.status] = counts[day].get(slot.status, 0) + 1

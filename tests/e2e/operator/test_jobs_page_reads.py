@@ -69,3 +69,27 @@ def test_jobs_reindex_lists_the_jobs_written_before_the_index(make_runtime):
     done = pixivflow("jobs", "reindex", now=rt.clock.now_ms())
     assert done.code == 0 and done.out == "3 job(s) added to the jobs index\n", done.err
     assert get(rt, "/ui/jobs", cookie=login(rt)).body.count('href="/ui/jobs/') == 3
+
+
+def _slots(rt, first: int, last: int) -> None:
+    for n in range(first, last):
+        slot = Slot(slot_id=f"morning-tokyo@2026-10-01T{n:04d}", schedule_id="morning-tokyo", status="success",
+                    target_ids=["cats", "landscape"], created_at=T0 - 10_000_000 + n * 1_000, occurrence_at=T0,
+                    timezone="Asia/Tokyo", trigger_source="cron")
+        assert rt.wiring.ledger.create_slot(replace(slot))[1]
+
+
+@pytest.mark.size("large")  # three hundred slots written first
+def test_the_occurrence_list_reads_the_same_with_10_slots_as_with_300(make_runtime, monkeypatch):
+    rt = make_runtime("2026-12-01T00:00:00Z", backend="moto")
+    _slots(rt, 0, 10)
+    few = reads_of_one_page(rt, monkeypatch, "/ui/slots")
+    _slots(rt, 10, 300)
+    many = reads_of_one_page(rt, monkeypatch, "/ui/slots", {"status": "success"})
+    assert [c for c in many if c[0] == "Query"] == [("Query", "SlotsByCreated", 50)]  # one page of the index
+    assert not any(c[0] == "Scan" for c in many)
+    assert [c for c in many if c[0] == "BatchGetItem"] == [("BatchGetItem", None, 50), ("BatchGetItem", None, 100)]
+    assert [c[:2] for c in many] == [c[:2] for c in few]  # the same calls, whatever the ledger holds
+    page = get(rt, "/ui/slots", cookie=login(rt))
+    assert "morning-tokyo@2026-10-01T0299" in page.body and "morning-tokyo@2026-10-01T0249" not in page.body
+    assert "older occurrences" in page.body

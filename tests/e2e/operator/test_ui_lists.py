@@ -80,7 +80,11 @@ def test_every_slot_by_trigger_is_listed_and_filters_by_schedule_status_and_trig
             assert f"{field}:" in refused.text() and "<b>" not in refused.body
 
 
-def test_the_list_is_paged(make_runtime, downstream, monkeypatch):
+def test_the_list_is_paged_by_its_older_link(make_runtime, downstream, monkeypatch):
+    import html
+    import re
+    from urllib.parse import parse_qs
+
     from pixivflow.http import ui_pages
 
     with Receiver(default=404) as receiver:
@@ -88,16 +92,18 @@ def test_the_list_is_paged(make_runtime, downstream, monkeypatch):
         monkeypatch.setattr(ui_pages, "PAGE_SIZE", 3)
         cookie = login(rt)
         first = get(rt, "/ui/slots", cookie=cookie, query={"trigger": ""})
-        second = get(rt, "/ui/slots", cookie=cookie, query={"page": "2"})
-        assert len(first.tables[0]) == 4 and len(second.tables[0]) == 2
-        assert "page 1 of 2, 4 occurrence(s)" in first.text() and '<a href="/ui/slots?page=2">next</a>' in first.body
-        assert '<a href="/ui/slots?page=1">previous</a>' in second.body and "next" not in second.text()
+        assert len(first.tables[0]) == 4 and "3 occurrence(s) on this page of 3 read" in first.text()
+        [older] = re.findall(r'<a href="/ui/slots\?([^"]+)">older occurrences</a>', first.body)
+        second = get(rt, "/ui/slots", cookie=cookie, query={k: v[0] for k, v in parse_qs(html.unescape(older)).items()})
+        assert second.status == 200 and len(second.tables[0]) == 2 and "older occurrences" not in second.text()
+        assert '<a href="/ui/slots">newest</a>' in second.body
         seen = [row[0] for row in first.tables[0][1:] + second.tables[0][1:]]
         assert len(set(seen)) == 4
-        beyond = get(rt, "/ui/slots", cookie=cookie, query={"page": "3"})
-        assert beyond.status == 200 and "no occurrences match" in beyond.text()
-        filtered = get(rt, "/ui/slots", cookie=cookie, query={"trigger": "job", "page": "1"})
-        assert "page 1 of 1, 2 occurrence(s)" in filtered.text()
+        filtered = get(rt, "/ui/slots", cookie=cookie, query={"trigger": "job"})
+        assert "the filters leave the others out" in filtered.text()
+        for bad in ({"page": "2"}, {"before": "x"}, {"before": "123#" + "a"}):
+            refused = get(rt, "/ui/slots", cookie=cookie, query=bad)
+            assert refused.status == 400 and f"{next(iter(bad))}:" in refused.text(), bad
 
 
 def test_the_jobs_page_shows_status_events_callbacks_and_cancel_state(make_runtime, downstream):

@@ -89,3 +89,15 @@ def unwritten(env: Env, slot: Slot, target_id: str):
     assert cell is not None and cell.virtual
     cell.work_type = TYPES[target_id]
     return cell
+
+
+def dead_row(env: Env, intent: Intent, at: int) -> Intent:
+    """``intent`` put, claimed and settled dead (a 404 from its route) at ``at``."""
+    from pixivflow.domain.model import LedgerStatus, OutboxStatus
+
+    stored, _ = env.ledger.put_intent(intent)
+    claimed = env.ledger.claim_intent(stored, "dlv-a", at, OUTBOX_LEASE_MS)
+    dead = env.ledger.settle_intent(claimed, "dlv-a", at + 1, ledger_status=LedgerStatus.FAILED,
+                                    outbox_status=OutboxStatus.DEAD, error="delivery endpoint HTTP 404: gone")
+    assert dead is not None and dead.outbox_status == OutboxStatus.DEAD
+    return dead

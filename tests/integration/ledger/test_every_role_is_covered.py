@@ -26,6 +26,7 @@ ROLE_FILES = {
     "RequestKeys": "test_request_keys.py",
     "SchedulePauses": "test_schedule_pauses.py",
     "OperatorTools": "test_operator_tools.py",
+    "OperatorPages": "test_operator_pages.py",
     "UiSessions": "test_ui_sessions.py",
     "TopicSpaces": "test_topic_spaces.py",
 }

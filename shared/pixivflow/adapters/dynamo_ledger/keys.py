@@ -17,6 +17,10 @@ CALLBACK_INDEX = "OpenCallbacks"  # the job store's (adapters.job_store), on the
 # Written once, with the job's slot, and never moved: one index write per job, none per cell.
 JOBS_INDEX = "JobsByCreated"
 JOBS_PK = "JOBS"
+# Every slot, newest first (``SLOTS`` / ``<createdAt>#<slotId>``): the occurrence list reads one page of
+# it. Written once, with the slot, and never moved: one index write per slot, none per cell.
+SLOTS_INDEX = "SlotsByCreated"
+SLOTS_PK = "SLOTS"
 # Every failed cell, newest failure first (``FAILED`` / ``<completedAt>#<slotId>#<targetId>``): the
 # Failure Center reads one page of it. Set by the write that fails the cell (a failed cell never
 # moves again), so it costs one index write per failure and none per successful cell. The entries

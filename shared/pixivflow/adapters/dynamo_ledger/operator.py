@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 
 from ...domain.cells import CellStatus
 from ...domain.failures import FailureEntry, failure_position
-from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot
+from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 from ...domain.protocol import CANCELLED_REASON
 from ...domain.pause import SchedulePause
 from ..dynamodb_base import is_conditional_failure
@@ -22,7 +22,7 @@ from .codec import (
 from .deliveries import DeliveryItems
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import (FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
+from .keys import (FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, SLOTS_INDEX, SLOTS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
                    shard_of, slot_pk)
 
 
@@ -178,6 +178,57 @@ class OperatorItems(DeliveryItems):
                            UpdateExpression="SET jobsPk = :p, jobsSk = :s",
                            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(jobsPk)",
                            ExpressionAttributeValues={":p": {"S": JOBS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
+                done += 1
+            except ClientError as exc:
+                if not is_conditional_failure(exc):
+                    raise
+        return done
+
+    # -- the occurrence list (SlotsByCreated) --
+    def slot_page(self, limit: int, before: str | None = None, *, schedule_id: str | None = None,
+                  since_ms: int | None = None) -> tuple[list[str], str | None]:
+        """One page of slot ids, newest first: ONE Query of at most ``limit`` index entries, after the
+        cursor ``before`` (a ``slotsSk`` a previous page ended at), created at or after ``since_ms``,
+        of ``schedule_id`` (applied to the entries read: fewer ids, same cursor)."""
+        values: dict[str, Any] = {":p": {"S": SLOTS_PK}}
+        cond = "slotsPk = :p"
+        if since_ms is not None:
+            cond += " AND slotsSk >= :since"
+            values[":since"] = {"S": _ms13(since_ms)}
+        kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": SLOTS_INDEX, "KeyConditionExpression": cond,
+                                  "ExpressionAttributeValues": values, "ScanIndexForward": False, "Limit": int(limit)}
+        if schedule_id is not None:
+            kwargs["FilterExpression"] = "begins_with(pk, :schedule)"
+            values[":schedule"] = {"S": slot_pk(f"{schedule_id}@")}
+        if before:
+            slot_id = before.partition("#")[2]
+            kwargs["ExclusiveStartKey"] = {"pk": {"S": slot_pk(slot_id)}, "sk": {"S": "META"},
+                                           "slotsPk": {"S": SLOTS_PK}, "slotsSk": {"S": before}}
+        resp = self._call("query", **kwargs)
+        ids = [raw["slotsSk"]["S"].partition("#")[2] for raw in resp.get("Items", [])]
+        last = resp.get("LastEvaluatedKey")
+        return ids, (last["slotsSk"]["S"] if last else None)
+
+    def slot_heads(self, slot_ids: list[str], *, with_cells: bool = True) -> list[SlotState]:
+        """These slots with their written cells (none read without ``with_cells``), in the order
+        given: one batched read of the slots, one of their cells (at most 100 keys a call)."""
+        slots = {s.slot_id: s for s in (slot_from_item(i) for i in self._batch_items([(slot_pk(s), "META") for s in slot_ids]))}
+        cell_keys = [(slot_pk(s.slot_id), cell_sk(t)) for s in slots.values() for t in s.target_ids] if with_cells else []
+        cells: dict[str, dict[str, Cell]] = {}
+        for cell in (cell_from_item(i) for i in self._batch_items(cell_keys)):
+            cells.setdefault(cell.slot_id, {})[cell.target_id] = cell
+        return [SlotState(slots[s], cells.get(s, {})) for s in slot_ids if s in slots]
+
+    def index_slots(self) -> int:
+        """Put every slot written before SlotsByCreated existed into it (a scan, then one conditional
+        write each; idempotent: ``pixivflow slots reindex``). Returns how many it indexed."""
+        done = 0
+        for slot in self.find_slots():
+            try:
+                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(slot.slot_id), "META"),
+                           UpdateExpression="SET slotsPk = :p, slotsSk = :s",
+                           ConditionExpression="attribute_exists(pk) AND attribute_not_exists(slotsPk)",
+                           ExpressionAttributeValues={":p": {"S": SLOTS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
                 done += 1
             except ClientError as exc:
                 if not is_conditional_failure(exc):

@@ -20,7 +20,7 @@ from .codec import (
 )
 from .expressions import _Update
 from .items import LedgerItems
-from .keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX, JOBS_PK, SHARDS, _ms13, cell_sk, jobs_sk, shard_of, slot_pk
+from .keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX, JOBS_PK, SHARDS, SLOTS_PK, _ms13, cell_sk, jobs_sk, shard_of, slot_pk
 
 
 class SlotItems(LedgerItems):
@@ -34,6 +34,7 @@ class SlotItems(LedgerItems):
         item["activeSk"] = f"{_ms13(slot.created_at)}#{slot.slot_id}"
         if slot.params is not None:  # a protocol job's slot: listed on the jobs page (JobsByCreated)
             item["jobsPk"], item["jobsSk"] = JOBS_PK, jobs_sk(slot.created_at, slot.slot_id)
+        item["slotsPk"], item["slotsSk"] = SLOTS_PK, jobs_sk(slot.created_at, slot.slot_id)  # the occurrence list
         created, existing = self._put_new(item)
         if created:
             slot.open = True
