@@ -16,6 +16,7 @@ one JSON line each, only with ``--verbose``. Errors go to stderr in every mode.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,9 +34,18 @@ def _demo(args: argparse.Namespace) -> int:
         # The demo prints its own progress; keep handler logs and EMF blobs out of the way.
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from ..local.demo import run_demo
+    if not args.json:
+        from ..local.demo import run_demo
 
-    return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
+        return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
+    # --json: stdout is the one document. The handlers' logs and metrics write to sys.stdout (the log
+    # handler keeps the stream it saw when the runtime was imported), so they go to stderr instead.
+    document = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        from ..local.demo import run_demo
+
+        return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source,
+                        out=document, as_json=True)
 
 
 def _dev(args: argparse.Namespace) -> int:

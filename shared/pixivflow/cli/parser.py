@@ -40,6 +40,9 @@ def _add_demo(sub: Any) -> None:
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--no-faults", action="store_true", help="skip the injected executor outage")
     demo.add_argument("--verbose", action="store_true", help="show handler logs and metrics")
+    demo.add_argument("--json", action="store_true",
+                      help="one JSON document at the end (each occurrence, the counts, the checks) instead of text; "
+                           "handler logs, with --verbose, go to stderr")
     demo.add_argument("--source", choices=("catalog", "fake-pixiv"), default="catalog",
                       help="the offline catalogue, or the real Pixiv client against a loopback fake Pixiv")
     demo.set_defaults(func=_demo)
