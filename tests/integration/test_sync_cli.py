@@ -160,3 +160,69 @@ def test_sync_answers_one_json_document_with_json(tmp_path, scheduler, capsys):
     assert sync(path, "--json") == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["inSync"], again["applied"], again["create"]) == (True, False, [])
+
+
+# -- the audit record of an applied sync (where it goes: tests/e2e/operator/test_cli_audit.py) --------------
+
+AT = 1_796_079_600_000  # 2026-11-30T23:00:00Z
+
+
+def synced(*extra: str) -> int:
+    return main(["schedules", "sync", "--config", extra[0], "--group", GROUP, "--function-arn", FUNCTION,
+                 "--role-arn", ROLE, *extra[1:]], now_ms=lambda: AT)
+
+
+def sync_record(event: str = "schedules.synced", level: str = "INFO", **fields) -> dict:
+    return {"level": level, "event": event, "timestamp": "2026-11-30T23:00:00.000Z", "operator": "ops-alice",
+            "group": GROUP, "create": ["morning"], "update": {}, "delete": [], **fields}
+
+
+@pytest.fixture
+def operator(monkeypatch):
+    monkeypatch.setenv("USER", "ops-alice")
+
+
+def test_an_applied_sync_with_json_is_one_document_carrying_its_audit_record(scheduler, tmp_path, capsys, operator):
+    path = config(tmp_path, FIRST[:1])
+    assert synced(path, "--json", "--verbose") == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    document = json.loads(out)
+    assert (document["applied"], document["audit"]) == (True, [sync_record()])
+    assert synced(path, "--json", "--verbose") == 0  # in sync: nothing done, nothing recorded
+    out, err = capsys.readouterr()
+    assert (err, json.loads(out)["applied"], json.loads(out)["audit"]) == ("", False, [])
+
+
+def test_an_applied_sync_prints_its_audit_line_only_with_verbose(scheduler, tmp_path, capsys, operator):
+    path = config(tmp_path, FIRST[:1])
+    assert synced(path, "--dry-run", "--verbose") == 0  # a dry run changes nothing: no record
+    assert capsys.readouterr() == ("create morning cron(0 8 * * ? *) Asia/Tokyo ENABLED\ndry run: nothing changed\n", "")
+    assert synced(path) == 0
+    assert capsys.readouterr() == ("create morning cron(0 8 * * ? *) Asia/Tokyo ENABLED\napplied\n", "")
+    scheduler.delete_schedule(Name="morning", GroupName=GROUP)
+    assert synced(path, "--verbose") == 0
+    assert capsys.readouterr() == ("create morning cron(0 8 * * ? *) Asia/Tokyo ENABLED\napplied\n",
+                                   json.dumps(sync_record(), sort_keys=True) + "\n")
+
+
+def test_a_sync_that_fails_half_way_keeps_its_record_beside_the_error(scheduler, tmp_path, capsys, operator, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    import pixivflow.adapters.scheduler_sync as scheduler_sync
+
+    def denied(client, plan, group):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}, "CreateSchedule")
+
+    monkeypatch.setattr(scheduler_sync, "apply_sync", denied)
+    path = config(tmp_path, FIRST[:1])
+    error = "pixivflow schedules sync: AWS answered AccessDeniedException: not allowed\n"
+    failed = sync_record("schedules.sync_failed", "WARNING",
+                         error="An error occurred (AccessDeniedException) when calling the CreateSchedule operation: not allowed")
+    assert synced(path) == 1
+    assert capsys.readouterr() == ("", error)
+    assert synced(path, "--verbose") == 1
+    assert capsys.readouterr() == ("", json.dumps(failed, sort_keys=True) + "\n" + error)
+    assert synced(path, "--json") == 1
+    out, err = capsys.readouterr()
+    assert err == error and json.loads(out) == {"audit": [failed], "error": "AWS answered AccessDeniedException: not allowed"}

@@ -5,12 +5,18 @@ The operator commands read the ledger with plain boto3 clients (``pixivflow.aws`
 same against a deployed stack and against the dev server (``AWS_ENDPOINT_URL`` or ``--endpoint-url``
 pointing at its moto endpoint). The table and queue come from ``--table`` / ``--outbox-queue``, else
 ``LEDGER_TABLE`` / ``OUTBOX_QUEUE_URL``, else the outputs of ``--stack``. Output is a human table;
-``--json`` prints the same view as JSON. A wrong id exits 1 with a message on stderr.
+``--json`` prints the same view as one JSON document. A wrong id exits 1 with a message on stderr.
+
+A command that acts (``outbox redrive``, ``schedules pause|resume``, ``schedules sync``, ``jobs
+reindex``) makes one audit record per action (:func:`_audit`). With ``--json`` the records are the
+document's ``audit`` list and nothing else is printed beside it; in human mode they go to stderr,
+one JSON line each, only with ``--verbose``. Errors go to stderr in every mode.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -28,9 +34,18 @@ def _demo(args: argparse.Namespace) -> int:
         # The demo prints its own progress; keep handler logs and EMF blobs out of the way.
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from ..local.demo import run_demo
+    if not args.json:
+        from ..local.demo import run_demo
 
-    return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
+        return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source)
+    # --json: stdout is the one document. The handlers' logs and metrics write to sys.stdout (the log
+    # handler keeps the stream it saw when the runtime was imported), so they go to stderr instead.
+    document = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        from ..local.demo import run_demo
+
+        return run_demo(days=args.days, start=args.start, seed=args.seed, outage=not args.no_faults, source=args.source,
+                        out=document, as_json=True)
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -59,13 +74,18 @@ def _sync(args: argparse.Namespace) -> int:
     client = aws.client("scheduler")
     plan = plan_sync(desired, read_existing(client, args.group), target)
     applied = not plan.empty and not args.dry_run
+    changes = {"create": [r["Name"] for r in plan.create],
+               "update": {r["Name"]: plan.changes.get(r["Name"], []) for r in plan.update}, "delete": list(plan.delete)}
     if applied:
-        apply_sync(client, plan, args.group)
-    if args.json:  # one document: what the plan was and whether it was applied
+        try:
+            apply_sync(client, plan, args.group)
+        except Exception as exc:  # some of the plan may be applied: the record says which plan was tried
+            _audit(args, "schedules.sync_failed", group=args.group, error=str(exc), **changes)
+            raise
+        _audit(args, "schedules.synced", group=args.group, **changes)
+    if args.json:  # one document: what the plan was, whether it was applied, and the audit record if it was
         print(json_text({"group": args.group, "inSync": plan.empty, "dryRun": bool(args.dry_run), "applied": applied,
-                         "create": [r["Name"] for r in plan.create], "update": {r["Name"]: plan.changes.get(r["Name"], [])
-                                                                                for r in plan.update},
-                         "delete": list(plan.delete), "unchanged": list(plan.unchanged)}))
+                         **changes, "unchanged": list(plan.unchanged), "audit": args.audit}))
         return 0
     for line in plan.describe():
         print(shown(line))
@@ -207,15 +227,17 @@ def parse_instant(text: str, now_ms: int) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def _run(name: str, body: Callable[[], int]) -> int:
+def _run(name: str, body: Callable[[], int], args: argparse.Namespace | None = None) -> int:
     from ..services.inspection import InspectionError
 
     try:
         return body()
     except InspectionError as exc:
+        _failed(args, [exc.message])
         print(shown(f"pixivflow {name}: {exc.message}"), file=sys.stderr)
         return 1
     except UsageError as exc:
+        _failed(args, [str(exc)])
         print(shown(f"pixivflow {name}: {exc}"), file=sys.stderr)
         return 2
     except _StillOpen as exc:
@@ -316,13 +338,13 @@ def _schedules_pause(args: argparse.Namespace) -> int:
         try:
             view = set_paused(reads, args.schedule_id, pause, by=args.by)
         except InspectionError as exc:
-            _audit(f"schedule.{args.action}_refused", schedule_id=args.schedule_id, reason=exc.message)
+            _audit(args, f"schedule.{args.action}_refused", schedule_id=args.schedule_id, reason=exc.message)
             raise
-        _audit(f"schedule.{verb}", schedule_id=view["scheduleId"], paused_at=view["pausedAt"],
+        _audit(args, f"schedule.{verb}", schedule_id=view["scheduleId"], paused_at=view["pausedAt"],
                resumed_at=view["resumedAt"])
         return emit(args, view, render_pause)
 
-    return _run(f"schedules {args.action}", body)
+    return _run(f"schedules {args.action}", body, args)
 
 
 def _outbox_list(args: argparse.Namespace) -> int:
@@ -342,27 +364,41 @@ def _outbox_redrive(args: argparse.Namespace) -> int:
         try:
             result = redrive(_reads(args), args.key, args.kind)
         except InspectionError as exc:
-            _audit("outbox.redrive_refused", kind=args.kind, key=args.key, reason=exc.message)
+            _audit(args, "outbox.redrive_refused", kind=args.kind, key=args.key, reason=exc.message)
             raise
-        _audit("outbox.redriven", kind=result["kind"], key=result["key"], previous_attempts=result["previousAttempts"],
+        _audit(args, "outbox.redriven", kind=result["kind"], key=result["key"], previous_attempts=result["previousAttempts"],
                previous_error=result["previousError"], sent=result["sent"])
         return emit(args, result, render_redrive)
 
-    return _run("outbox redrive", body)
+    return _run("outbox redrive", body, args)
 
 
-_DONE_EVENTS = frozenset({"outbox.redriven", "schedule.paused", "schedule.resumed"})
+_DONE_EVENTS = frozenset({"outbox.redriven", "schedule.paused", "schedule.resumed", "jobs.reindexed", "schedules.synced",
+                          "slots.reindexed", "failures.reindexed", "failure.retry_requested"})
 
 
 def _operator() -> str | None:
     return os.environ.get("USER") or os.environ.get("USERNAME") or None
 
 
-def _audit(event: str, **fields: Any) -> None:
-    """The operator's action as one JSON log line on stderr (stdout stays the command's output)."""
-    line = {"level": "INFO" if event in _DONE_EVENTS else "WARNING", "event": event, "timestamp": iso_text(_now_ms()),
-            "operator": _operator(), **{k: v for k, v in fields.items() if v is not None}}
-    print(json_text(line, indent=None), file=sys.stderr)
+def _audit(args: argparse.Namespace, event: str, **fields: Any) -> None:
+    """Record one operator action (or its refusal): who, when, what. The record joins ``args.audit``,
+    which ``--json`` prints as the document's ``audit`` list; in human mode ``--verbose`` prints it
+    at once as one JSON line on stderr, and without ``--verbose`` it is not printed (the ledger's own
+    traces, listed in README.md "The operator commands", remain)."""
+    record = {"level": "INFO" if event in _DONE_EVENTS else "WARNING", "event": event, "timestamp": iso_text(_now_ms()),
+              "operator": _operator(), **{k: v for k, v in fields.items() if v is not None}}
+    args.audit.append(record)
+    if args.verbose and not args.json:
+        print(json_text(record, indent=None), file=sys.stderr)
+
+
+def _failed(args: argparse.Namespace | None, errors: list[str]) -> None:
+    """A command that recorded an action and then failed (a refused redrive, a sync that stopped half
+    way): with ``--json`` its records still reach stdout, as one document with the error beside them.
+    The error itself goes to stderr as in every mode."""
+    if args is not None and getattr(args, "json", False) and getattr(args, "audit", None):
+        print(json_text({"audit": args.audit, "error": "; ".join(errors)}))
 
 
 def _ledger_options(parser: argparse.ArgumentParser) -> None:
@@ -403,19 +439,19 @@ def _schedules_history(args: argparse.Namespace) -> int:
 def _jobs_reindex(args: argparse.Namespace) -> int:
     def body() -> int:
         indexed = _reads(args).ledger.index_jobs()
-        _audit("jobs.reindexed", indexed=indexed)
+        _audit(args, "jobs.reindexed", indexed=indexed)
         return emit(args, {"indexed": indexed}, lambda v: [f"{v['indexed']} job(s) added to the jobs index"])
 
-    return _run("jobs reindex", body)
+    return _run("jobs reindex", body, args)
 
 
 def _slots_reindex(args: argparse.Namespace) -> int:
     def body() -> int:
         indexed = _reads(args).ledger.index_slots()
-        _audit("slots.reindexed", indexed=indexed)
+        _audit(args, "slots.reindexed", indexed=indexed)
         return emit(args, {"indexed": indexed}, lambda v: [f"{v['indexed']} slot(s) added to the occurrence index"])
 
-    return _run("slots reindex", body)
+    return _run("slots reindex", body, args)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -423,6 +459,8 @@ def _main(argv: list[str] | None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "audits", False):
+        args.audit = []  # the command's audit records (_audit)
     name = " ".join(str(v) for v in (args.command, getattr(args, "action", None)) if v)
     try:
         return args.func(args)
@@ -435,6 +473,7 @@ def _main(argv: list[str] | None) -> int:
         if failure is None:
             raise
         code, lines = failure
+        _failed(args, lines)
         for line in lines:
             print(f"pixivflow {name}: {line}", file=sys.stderr)
         return code

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from . import UsageError, _audit, _ledger_options, _now_ms, _reads, _run
+from .parser import _audit_options
 from .views import emit, iso_text, table
 
 
@@ -27,6 +28,7 @@ def add_failures(sub: Any) -> None:
     listing.set_defaults(func=_failures_list)
     retry = fsub.add_parser("retry", help="run one failed cell's target again, in a manual occurrence of its schedule")
     _ledger_options(retry)
+    _audit_options(retry)
     retry.add_argument("slot_id")
     retry.add_argument("target_id")
     retry.add_argument("--relaxed", action="store_true",
@@ -35,6 +37,7 @@ def add_failures(sub: Any) -> None:
     reindex = fsub.add_parser("reindex", help="list in the Failure Center the failures written before its index "
                                               "existed (a scan; safe to run again)")
     _ledger_options(reindex)
+    _audit_options(reindex)
     reindex.set_defaults(func=_failures_reindex)
 
 
@@ -93,14 +96,16 @@ def _failures_retry(args: argparse.Namespace) -> int:
         try:
             result = retry(_refetches(reads), reads, args.slot_id, args.target_id, mode)
         except StatusError as exc:  # the refusal names what is wrong: exit 1, nothing was admitted
+            _audit(args, "failure.retry_refused", slot_id=args.slot_id, target_id=args.target_id, mode=mode,
+                   reason=exc.message)
             raise InspectionError("refused", exc.message) from None
-        _audit("failure.retry_requested", slot_id=args.slot_id, target_id=args.target_id, mode=mode,
+        _audit(args, "failure.retry_requested", slot_id=args.slot_id, target_id=args.target_id, mode=mode,
                retry_slot_id=result.slot_id, disposition=result.disposition, reused=result.reused)
         view = {"slotId": args.slot_id, "targetId": args.target_id, "mode": mode, "retrySlotId": result.slot_id,
                 "disposition": result.disposition, "reused": result.reused, "sent": result.sent}
         return emit(args, view, render_retry)
 
-    return _run("failures retry", body)
+    return _run("failures retry", body, args)
 
 
 def render_retry(view: dict[str, Any]) -> list[str]:
@@ -113,10 +118,10 @@ def render_retry(view: dict[str, Any]) -> list[str]:
 def _failures_reindex(args: argparse.Namespace) -> int:
     def body() -> int:
         indexed = _reads(args).ledger.index_failures()
-        _audit("failures.reindexed", indexed=indexed)
+        _audit(args, "failures.reindexed", indexed=indexed)
         return emit(args, {"indexed": indexed}, lambda v: [f"{v['indexed']} failure(s) added to the Failure Center's index"])
 
-    return _run("failures reindex", body)
+    return _run("failures reindex", body, args)
 
 
 def _refetches(reads: Any) -> Any:

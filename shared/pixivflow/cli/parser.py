@@ -42,6 +42,9 @@ def _add_demo(sub: Any) -> None:
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--no-faults", action="store_true", help="skip the injected executor outage")
     demo.add_argument("--verbose", action="store_true", help="show handler logs and metrics")
+    demo.add_argument("--json", action="store_true",
+                      help="one JSON document at the end (each occurrence, the counts, the checks) instead of text; "
+                           "handler logs, with --verbose, go to stderr")
     demo.add_argument("--source", choices=("catalog", "fake-pixiv"), default="catalog",
                       help="the offline catalogue, or the real Pixiv client against a loopback fake Pixiv")
     demo.set_defaults(func=_demo)
@@ -81,7 +84,9 @@ def _add_schedules(sub: Any) -> None:
     sync.add_argument("--function-arn", default=os.environ.get("SCHEDULER_TARGET_ARN"))
     sync.add_argument("--role-arn", default=os.environ.get("SCHEDULER_ROLE_ARN"))
     sync.add_argument("--dlq-arn", default=os.environ.get("SCHEDULER_DLQ_ARN"))
-    sync.add_argument("--json", action="store_true", help="one JSON document: the plan, and whether it was applied")
+    sync.add_argument("--json", action="store_true",
+                      help="one JSON document: the plan, whether it was applied, and the audit record")
+    _audit_options(sync)
     sync.set_defaults(func=_sync)
     nxt = ssub.add_parser("next", help="the next fires of every enabled schedule, in its zone and in UTC")
     nxt.add_argument("--count", type=int, default=3, help="fires per schedule (default 3)")
@@ -91,13 +96,14 @@ def _add_schedules(sub: Any) -> None:
     nxt.add_argument("--json", action="store_true")
     nxt.set_defaults(func=_schedules_next)
 
-    for action, text in (("pause", "pause a schedule: its fires are refused and not counted as missed (logged)"),
-                         ("resume", "resume a paused schedule from its next fire (logged)")):
+    for action, text in (("pause", "pause a schedule: its fires are refused and not counted as missed (audited)"),
+                         ("resume", "resume a paused schedule from its next fire (audited)")):
         flip = ssub.add_parser(action, help=text)
         _ledger_options(flip)
         flip.add_argument("schedule_id", help="a schedule of the config")
         flip.add_argument("--by", default=_operator() or "cli",
                           help="who is flipping it, recorded on the pause (default: the user, else 'cli')")
+        _audit_options(flip)
         flip.set_defaults(func=_schedules_pause)
 
     hist = ssub.add_parser("history", help="a schedule's last fires: the slot's status, paused, missed (the sweep "
@@ -129,6 +135,7 @@ def _add_slots(sub: Any) -> None:
     reindex = slsub.add_parser("reindex", help="list on the occurrence page the slots written before its index "
                                                "existed (a scan; safe to run again)")
     _ledger_options(reindex)
+    _audit_options(reindex)
     reindex.set_defaults(func=_slots_reindex)
 
 
@@ -145,12 +152,13 @@ def _add_outbox(sub: Any) -> None:
     which.add_argument("--status", default=None, choices=tuple(str(s) for s in OutboxStatus),
                        help="only the rows in this status")
     ol.set_defaults(func=_outbox_list)
-    orv = osub.add_parser("redrive", help="re-arm one dead row (conditionally; logged)")
+    orv = osub.add_parser("redrive", help="re-arm one dead row (conditionally; audited)")
     _ledger_options(orv)
     orv.add_argument("key", help="the row's key, as `outbox list --dead` prints it")
     orv.add_argument("--kind", default=None, choices=("delivery", "notification", "event_callback"),
                      help="the row's kind (default: from the key's shape)")
     orv.add_argument("--outbox-queue", default=None, help="send the row at once (default: OUTBOX_QUEUE_URL, the --stack output)")
+    _audit_options(orv)
     orv.set_defaults(func=_outbox_redrive)
 
 
@@ -167,7 +175,17 @@ def _add_jobs(sub: Any) -> None:
     reindex = jsub.add_parser("reindex", help="list on the jobs page the jobs written before its index existed "
                                               "(a scan; safe to run again)")
     _ledger_options(reindex)
+    _audit_options(reindex)
     reindex.set_defaults(func=_jobs_reindex)
+
+
+def _audit_options(parser: argparse.ArgumentParser) -> None:
+    """A command that acts keeps an audit record of it (``cli._audit``): inside the ``--json`` document,
+    else on stderr with ``--verbose``."""
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the audit record (one JSON line: who, when, what) on stderr; with --json it is "
+                             "the document's 'audit' list instead")
+    parser.set_defaults(audits=True)
 
 
 def _add_config(sub: Any) -> None:

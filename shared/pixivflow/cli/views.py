@@ -43,8 +43,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
 
 
 def emit(args: argparse.Namespace, view: Any, render: Callable[[Any], list[str]]) -> int:
+    """The view on stdout: rendered for a human, or with ``--json`` as one JSON document; a command that
+    audits (``args.audit``, a list) carries its audit records in that document as ``audit``."""
     if args.json:
-        print(json_text(view))
+        audit = getattr(args, "audit", None)
+        print(json_text({**view, "audit": audit} if audit is not None else view))
     else:
         for line in render(view):
             print(shown(line))  # table cells are shown already; this catches the free-text lines

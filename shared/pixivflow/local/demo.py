@@ -11,6 +11,7 @@ delivered twice.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -51,10 +52,18 @@ def _iso(ms: int) -> str:
 
 
 def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 7, outage: bool = True,
-             config_dir: Path | None = None, out: TextIO = sys.stdout, source: str = "catalog") -> int:
+             config_dir: Path | None = None, out: TextIO = sys.stdout, source: str = "catalog", as_json: bool = False) -> int:
+    """The demo's run: a line per occurrence as it happens, then the summary (text on ``out``), or with
+    ``as_json`` nothing until the end and then one JSON document of the same facts."""
     config_dir = config_dir or DEMO_DIR
     start_ms = int(datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() * 1000)
     end_ms = start_ms + days * 86_400_000
+    doc: dict[str, Any] = {"days": days, "start": _iso(start_ms), "source": source, "faults": [], "occurrences": []}
+
+    def say(line: str) -> None:
+        if not as_json:
+            print(line, file=out, flush=True)
+
     with ExitStack() as stack:
         downstream = stack.enter_context(Downstream())
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pixivflow-demo-"))
@@ -79,32 +88,44 @@ def run_demo(days: int = 3, start: str = "2026-12-01T00:00:00Z", *, seed: int = 
                              overrides=overrides) as rt:
             config = rt.wiring.config
             enabled = [s for s in config.schedules if s.enabled]
-            print(f"PixivFlow demo: {days} simulated days from {_iso(start_ms)}, {len(enabled)} schedules, "
-                  f"{len(config.targets)} targets, {source} source, downstream {downstream.url}", file=out)
+            doc.update(schedules=len(enabled), targets=len(config.targets))
+            say(f"PixivFlow demo: {days} simulated days from {_iso(start_ms)}, {len(enabled)} schedules, "
+                f"{len(config.targets)} targets, {source} source, downstream {downstream.url}")
             if outage:
                 fires = [f for s in enabled if s.id == OUTAGE_SCHEDULE for f in fires_between(s.cron, s.timezone, start_ms - 1, end_ms)]
                 if len(fires) >= 2:
                     rt.outages.append(("execute", fires[1], fires[1] + OUTAGE_MS))
-                    print(f"  (fault) execution consumer down {_iso(fires[1])} for 40 min", file=out)
+                    doc["faults"].append({"consumer": "execute", "from": _iso(fires[1]), "minutes": OUTAGE_MS // 60_000})
+                    say(f"  (fault) execution consumer down {_iso(fires[1])} for 40 min")
 
             def progress(schedule_id: str, at: int, result: Any) -> None:
                 slot_id = result.get("slot_id") if isinstance(result, dict) else None
                 state = rt.wiring.ledger.load(slot_id) if slot_id else None
                 if state is None:
-                    print(f"  {_iso(at)}  {schedule_id:<16} refused: {result}", file=out)
+                    doc["occurrences"].append({"at": _iso(at), "scheduleId": schedule_id, "refused": str(result)})
+                    say(f"  {_iso(at)}  {schedule_id:<16} refused: {result}")
                     return
                 cells = Counter(c.status for c in state.snapshot_cells())
                 reasons = sorted({c.terminal_reason_code for c in state.snapshot_cells() if c.terminal_reason_code})
+                doc["occurrences"].append({"at": _iso(at), "scheduleId": schedule_id, "slotId": slot_id,
+                                           "status": state.slot.status, "cells": dict(sorted(cells.items())), "reasons": reasons})
                 line = ", ".join(f"{n} {s}" for s, n in sorted(cells.items()))
                 extra = f"  [{', '.join(reasons)}]" if reasons else ""
-                print(f"  {_iso(at)}  {slot_id:<36} {state.slot.status:<8} {line}{extra}", file=out, flush=True)
+                say(f"  {_iso(at)}  {slot_id:<36} {state.slot.status:<8} {line}{extra}")
 
             rt.run_schedules(end_ms, on_fire=progress)
             rt.settle()
-            return _report(rt, downstream, out)
+            doc.update(_summary(rt, downstream))
+    if as_json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True), file=out)
+    else:
+        _print_summary(doc, out)
+    return 0 if doc["ok"] else 1
 
 
-def _report(rt: EmbeddedRuntime, downstream: Downstream, out: TextIO) -> int:
+def _summary(rt: EmbeddedRuntime, downstream: Downstream) -> dict[str, Any]:
+    """What the demo found: counts of slots, cells, terminal reasons and ACK kinds, the downstream's
+    tally, and each check that failed (``problems``; ``ok`` when there is none)."""
     ledger = rt.wiring.ledger
     states = [s for s in (ledger.load(i) for i in ledger.slot_ids()) if s is not None]
     slots = Counter(s.slot.status for s in states)
@@ -119,29 +140,39 @@ def _report(rt: EmbeddedRuntime, downstream: Downstream, out: TextIO) -> int:
     single_twice = [k for k, n in per_cell.items() if n > 1 and _single(rt, k[1])]
     open_slots = [s.slot.slot_id for s in states if s.slot.status not in TERMINAL_SLOT_STATES]
     submitted = cells.get("submitted", 0)
-
-    print("", file=out)
-    print("slots      " + _row(slots), file=out)
-    print("cells      " + _row(cells), file=out)
-    print("reasons    " + (_row(reasons) or "-"), file=out)
-    print("deliveries " + (_row(acks) or "-") + (f"  (still pending: {pending})" if pending else ""), file=out)
-    print(f"downstream {len(downstream.requests)} requests, {len(records)} records; submitted cells {submitted}", file=out)
-    ok = True
+    problems = []
     if open_slots:
-        ok = False
-        print(f"FAIL: {len(open_slots)} slot(s) not terminal: {', '.join(open_slots)}", file=out)
+        problems.append(f"{len(open_slots)} slot(s) not terminal: {', '.join(open_slots)}")
     if twice or single_twice:
-        ok = False
-        print(f"FAIL: delivered twice: {twice or single_twice}", file=out)
+        problems.append(f"delivered twice: {twice or single_twice}")
     if len(records) != submitted + cells.get("duplicate", 0) and not any(_multi(rt, s) for s in states):
-        ok = False
-        print(f"FAIL: {len(records)} downstream records but {submitted} submitted cells", file=out)
-    print("OK: every slot terminal, every work delivered once" if ok else "demo found a problem", file=out)
-    return 0 if ok else 1
+        problems.append(f"{len(records)} downstream records but {submitted} submitted cells")
+    return {"slots": _counts(slots), "cells": _counts(cells), "reasons": _counts(reasons), "deliveries": _counts(acks),
+            "pendingDeliveries": pending, "downstream": {"requests": len(downstream.requests), "records": len(records)},
+            "submittedCells": submitted, "problems": problems, "ok": not problems}
 
 
-def _row(counter: Counter) -> str:
-    return "  ".join(f"{k} {v}" for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+def _print_summary(doc: dict[str, Any], out: TextIO) -> None:
+    pending = doc["pendingDeliveries"]
+    print("", file=out)
+    print("slots      " + _row(doc["slots"]), file=out)
+    print("cells      " + _row(doc["cells"]), file=out)
+    print("reasons    " + (_row(doc["reasons"]) or "-"), file=out)
+    print("deliveries " + (_row(doc["deliveries"]) or "-") + (f"  (still pending: {pending})" if pending else ""), file=out)
+    print(f"downstream {doc['downstream']['requests']} requests, {doc['downstream']['records']} records; "
+          f"submitted cells {doc['submittedCells']}", file=out)
+    for problem in doc["problems"]:
+        print(f"FAIL: {problem}", file=out)
+    print("OK: every slot terminal, every work delivered once" if doc["ok"] else "demo found a problem", file=out)
+
+
+def _counts(counter: Counter) -> dict[str, int]:
+    """A counter as a plain mapping, the most frequent first (ties by name): the order the text shows."""
+    return {str(k): v for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))}
+
+
+def _row(counts: dict[str, int]) -> str:
+    return "  ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def _single(rt: EmbeddedRuntime, target_id: str) -> bool:

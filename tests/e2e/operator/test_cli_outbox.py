@@ -2,7 +2,8 @@
 
 OutboxDLQAlarm's description tells the operator to run ``pixivflow outbox list --dead``. A redrive
 re-arms exactly one dead row, conditionally (a row that is not dead is refused and nothing
-changes), logs the operator's action, and sends the row at once when the outbox queue is known.
+changes), records the operator's action (``--verbose`` prints it on stderr, ``--json`` puts it in the
+document: ``test_cli_audit.py``), and sends the row at once when the outbox queue is known.
 A dead delivery whose cell already ended is refused: its occurrence's outcome is final."""
 
 from __future__ import annotations
@@ -61,12 +62,13 @@ def test_a_dead_delivery_whose_cell_ended_is_refused_and_nothing_changes(make_ru
     before = rt.wiring.ledger.load(FAN)
     assert before.cells["both"].status == "failed"
     run = pixivflow("outbox", "redrive", SECOND_KEY, now=rt.clock.now_ms())
-    assert (run.code, run.out) == (1, "")
     message = (f"cell both of {FAN} ended failed (delivery_abandoned): its outcome is final, so this delivery is not "
                "re-armed; request a refetch to deliver a new work")
-    assert run.err.splitlines()[-1] == f"pixivflow outbox redrive: {message}"
-    audit = json.loads(run.err.splitlines()[0])
+    assert (run.code, run.out, run.err) == (1, "", f"pixivflow outbox redrive: {message}\n")
+    verbose = pixivflow("outbox", "redrive", SECOND_KEY, "--verbose", now=rt.clock.now_ms())  # the refusal's audit line too
+    audit = json.loads(verbose.err.splitlines()[0])
     assert (audit["event"], audit["key"], audit["reason"]) == ("outbox.redrive_refused", SECOND_KEY, message)
+    assert verbose.err.splitlines()[1:] == [f"pixivflow outbox redrive: {message}"]
     after = rt.wiring.ledger.load(FAN)
     assert [(i.route, i.outbox_status, i.attempts) for i in after.intents] == [(i.route, i.outbox_status, i.attempts)
                                                                                for i in before.intents]
@@ -94,11 +96,11 @@ def test_redrive_rearms_a_dead_callback_once_and_the_outbox_delivers_it(make_run
         ]
 
         receiver.default = 200  # the consumer fixed its endpoint
-        run = pixivflow("outbox", "redrive", keys[0], now=now)
+        run = pixivflow("outbox", "redrive", keys[0], "--verbose", now=now)
         assert run.code == 0
         assert run.out == (f"re-armed event_callback row {keys[0]}: retry_wait, attempts 0/8 (was 1 attempt(s), "
                            "last error: remote_4xx: HTTP 404); sent to the outbox queue now\n")
-        audit = json.loads(run.err)
+        audit = json.loads(run.err)  # --verbose: the audit line, alone on stderr
         assert {k: audit[k] for k in ("event", "kind", "key", "previous_attempts", "previous_error", "sent")} == {
             "event": "outbox.redriven", "kind": "event_callback", "key": keys[0], "previous_attempts": 1,
             "previous_error": "remote_4xx: HTTP 404", "sent": True}
