@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test test-3.13 layer layer-check check-protocol test-size ui-check lint bench load fuzz sim mutants clean
+.PHONY: run dev test test-3.13 layer layer-check check-protocol test-size ui-check lint bench load fuzz sim mutants schemathesis clean
 
 $(STAMP): pyproject.toml shared/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -111,6 +111,21 @@ sim: $(STAMP)
 mutants: $(STAMP)
 	$(PY) tests/mutants/run.py $(if $(ONLY),--only $(ONLY))
 
+# The OpenAPI document measured against the server it describes (tests/schemathesis/run.py): a dev
+# server on a free port, then schemathesis with every check, 200 examples per operation and a fixed
+# seed, once per token, once with a wrong token and once with none. Schemathesis is a measuring tool
+# in its own venv, never part of make test. ST_EXAMPLES=n changes the examples, ST_ONLY="jobs wrong" some of the runs.
+ST_VENV := .venv-st
+ST_EXAMPLES ?= 200
+$(ST_VENV)/.installed:
+	@test -x $(ST_VENV)/bin/python || $(PYTHON) -m venv $(ST_VENV)
+	$(ST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ST_VENV)/bin/python -m pip install --quiet 'schemathesis==4.32.5'
+	@touch $(ST_VENV)/.installed
+
+schemathesis: $(STAMP) $(ST_VENV)/.installed
+	$(PY) tests/schemathesis/run.py --schemathesis $(ST_VENV)/bin/schemathesis --examples $(ST_EXAMPLES) $(foreach run,$(ST_ONLY),--only $(run))
+
 $(LINT_VENV)/.installed:
 	@test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -130,4 +145,4 @@ lint: $(LINT_VENV)/.installed $(STAMP)
 	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file template.yaml
 
 clean:
-	rm -rf $(VENV) $(VENV313) $(LINT_VENV) .mypy_cache build/layer-host
+	rm -rf $(VENV) $(VENV313) $(LINT_VENV) $(ST_VENV) .mypy_cache build/layer-host build/schemathesis

@@ -20,7 +20,6 @@ from .shell import PROTOCOL, BodySpec, HttpShell, Rejection, Request
 from .text import ID, KEYED_TEXT, TEXT
 
 HEARTBEAT_INTERVAL_MS = jobs_routes.HEARTBEAT_INTERVAL_MS
-JOB_ID = {"jobId": "^\\S+$"}  # a slot id, percent-encoded where it carries URL characters
 
 shell = HttpShell(
     "job_events", PROTOCOL,
@@ -51,6 +50,9 @@ TASK_TEXT = {"idempotency_key": ID, "correlation_id": ID, "callback_url": TEXT, 
 EVENTS_QUERY = {"after": (TEXT, "an event id: page events strictly after it (unknown ids read the whole stream)"),
                 "unacked": (ID, "1/true: start after the durable ack cursor (ignores after); 0/false/empty: off")}
 
+# What the event query's grammar (domain/protocol.py parse_event_query) adds to the text rule.
+EVENTS_QUERY_SCHEMAS: dict[str, dict[str, Any]] = {"after": {"minLength": 1}, "unacked": {"enum": ["", "0", "false", "1", "true"]}}
+
 
 JOB = {"type": "object", "required": ["job"], "properties": {"job": {"$ref": "#/components/schemas/Job"}}}
 
@@ -71,34 +73,35 @@ def create_job(req: Request) -> Response:
 
 @shell.route("GET", "/jobs", token=JOBS, stage="lookup", summary="Find a job by idempotency key",
              query={"idempotency_key": (ID, "the Task's idempotency key, trimmed as POST /jobs trims it (required)")},
+             param_schemas={"idempotency_key": {"required": True, "pattern": "\\S"}},
              ok={200: ("0 or 1 job for idempotency_key", "JobPage")}, errors={400: "idempotency_key is required"})
 def list_jobs(req: Request) -> Response:
     return _answer(req, jobs_routes.list_jobs, req.query)
 
 
-@shell.route("GET", "/jobs/<jobId>", token=JOBS, stage="lookup", params=JOB_ID, summary="One job",
+@shell.route("GET", "/jobs/<jobId>", token=JOBS, stage="lookup", summary="One job",
              ok={200: ("the Job projection", "Job")}, errors={404: "unknown job"})
 def get_job(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.get_job, jobId)
 
 
-@shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", params=JOB_ID, summary="Cancel a job",
+@shell.route("POST", "/jobs/<jobId>/cancel", token=JOBS, stage="cancel", summary="Cancel a job",
              ok={200: ("the cancelled Job (idempotent)", "Job")},
              errors={404: "unknown job"})
 def cancel_job(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.cancel_job, jobId)
 
 
-@shell.route("GET", "/jobs/<jobId>/events", token=JOBS, stage="events", params=JOB_ID, summary="Page a job's events",
-             query=EVENTS_QUERY,
+@shell.route("GET", "/jobs/<jobId>/events", token=JOBS, stage="events", summary="Page a job's events",
+             query=EVENTS_QUERY, param_schemas=EVENTS_QUERY_SCHEMAS,
              ok={200: ("events after the cursor", "EventPage")},
              errors={400: "a bad after or unacked", 404: "unknown job"})
 def job_events(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.job_events_page, jobId, req.query)
 
 
-@shell.route("POST", "/jobs/<jobId>/events/ack", token=JOBS, body=BodySpec(optional=False, schema="AckRequest"),
-             stage="ack", params=JOB_ID, summary="Acknowledge events through an id", text={"ack_through": TEXT},
+@shell.route("POST", "/jobs/<jobId>/events/ack", token=JOBS, body=BodySpec(optional=False, schema="AckBody"),
+             stage="ack", summary="Acknowledge events through an id", text={"ack_through": TEXT},
              ok={200: ("the durable cursor", "AckResult")}, errors={400: "ack_through is required", 404: "unknown job"})
 def ack_events(req: Request, jobId: str) -> Response:
     return _answer(req, jobs_routes.ack_job_events, jobId, req.body)

@@ -15,6 +15,9 @@ import re
 from typing import Any
 
 from .schemas import LEGACY_SCHEMAS, protocol_defs
+from .text import ID
+
+_PARAMETER_400 = "a path or query parameter that fails its rule (control characters, an id over 1,024 bytes, ...)"
 
 _POWERTOOLS_ONLY = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
 
@@ -41,6 +44,7 @@ def openapi_document() -> dict[str, Any]:
                 continue
             operation = doc["paths"][_openapi_path(spec.rule)][spec.method.lower()]
             operation["x-pixivflow-function"] = shell.function
+            _parameters(operation, spec)
             if spec.body is not None and spec.body.schema:
                 operation["requestBody"] = {"required": not spec.body.optional, "content": {
                     "application/json": {"schema": {"$ref": f"#/components/schemas/{spec.body.schema}"}}}}
@@ -53,6 +57,27 @@ def openapi_document() -> dict[str, Any]:
         for operation in item.values():
             operation.get("responses", {}).pop("422", None)  # the shell answers validation failures 400, never 422
     return doc
+
+
+def _parameters(operation: dict[str, Any], spec: Any) -> None:
+    """Each parameter's schema states the text rule the shell enforces on it (http/text.py) and what
+    the route's own check adds; a route that checks parameters documents the 400 they can answer."""
+    parameters = operation.get("parameters", [])
+    for parameter in parameters:
+        name, where = parameter["name"], parameter["in"]
+        rule = spec.path_rules.get(name, ID) if where == "path" else spec.query.get(name)
+        if rule is None:
+            continue
+        extra = dict(spec.param_schemas.get(name, {}))
+        if extra.pop("required", False):
+            parameter["required"] = True
+        pattern = parameter["schema"].get("pattern")
+        schema = {**rule.schema(), **({"minLength": 1} if where == "path" else {}),
+                  **({"pattern": pattern} if pattern else {}), **extra}
+        parameter["schema"] = {"title": parameter["schema"].get("title", name), **schema}
+    if parameters:
+        responses = operation["responses"]
+        responses.setdefault("400", {"description": _PARAMETER_400, "content": responses["500"]["content"]})
 
 
 __all__ = ["openapi_document"]

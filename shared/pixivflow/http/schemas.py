@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ID_PATTERN
+from ..domain import task as task_rules
+from .text import ID, KEYED_TEXT, TEXT, TextRule
 
 # UUID v1-8, case-insensitive (JSON Schema patterns have no flags: both cases spelled out).
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
@@ -20,10 +22,40 @@ SCHEDULE_ID_PATTERN = ID_PATTERN
 TARGET_ID_PATTERN = ID_PATTERN
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
+_BLANK_REFUSED = {"pattern": "\\S"}  # the server trims strings and refuses what is left empty
+
+
+def _text(rule: TextRule, **extra: Any) -> dict[str, Any]:
+    return {**rule.schema(), **extra}
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+# Every body is read by the one text rule (http/text.py) at every depth, object keys included,
+# before its route's own check: keys the route ignores are accepted only when they and everything
+# under them follow it.
+_OPEN = {"propertyNames": TEXT.schema(), "additionalProperties": {"$ref": "#/components/schemas/TextValue"}}
 _NULLABLE_MS = {"type": ["integer", "null"], "minimum": 0}
 _MS = {"type": "integer", "minimum": 0}
 
 LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "TextValue": {
+        "title": "TextValue",
+        "description": "Any JSON value whose strings and object keys follow the text rule (numbers finite, "
+                       "integers of at most 4300 digits; the whole body at most 64 KB and 64 levels deep)",
+        "anyOf": [{"type": ["null", "boolean", "number"]}, TEXT.schema(),
+                  {"type": "array", "items": {"$ref": "#/components/schemas/TextValue"}}, {"type": "object", **_OPEN}],
+    },
+    "RunBody": {
+        "type": "object",
+        "title": "RunBody",
+        "description": "Optional body of the run route. ``label`` becomes the slot name (trimmed, first 80 chars); "
+                       "other keys are ignored",
+        "properties": {"label": _or_null(_text(TEXT))},
+        **_OPEN,
+    },
     "ErrorBody": {
         "type": "object",
         "title": "ErrorBody",
@@ -103,29 +135,49 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
     # carry no control characters or lone surrogates (http/text.py).
     "CandidateSearchTask": {
         "title": "CandidateSearchTask",
-        "allOf": [{"$ref": "#/components/schemas/Task"}],
+        "description": "The published Task (Task, CandidateSearchParams) as this producer admits it "
+                       "(domain/task.py): an optional field may be null, lengths count the trimmed value, unknown "
+                       "keys are ignored; params needs a query or a target_id. A target_id this deployment does "
+                       "not configure is 400, as is a callback_url that is not https or whose host does not "
+                       "resolve to public addresses (unless allowed by jobs.callbackAllowHosts)",
         "type": "object",
         "required": ["protocol_version", "job_type", "idempotency_key", "params"],
         "properties": {
             "protocol_version": {"const": "1"},
             "job_type": {"const": "candidate_search"},
-            "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "\\S"},
-            "correlation_id": {"type": ["string", "null"], "maxLength": 200},
-            "callback_url": {"type": ["string", "null"], "maxLength": 2000,
-                             "description": "https; its host must resolve to public addresses"},
-            "deadline_ms": {"type": ["integer", "null"], "minimum": 1000},
+            "idempotency_key": _text(ID, minLength=1, maxLength=task_rules.MAX_KEY, **_BLANK_REFUSED),
+            "correlation_id": _or_null(_text(ID, maxLength=task_rules.MAX_CORRELATION)),
+            # empty is no callback; else an absolute http(s) URL (domain/callbacks.py decides the rest)
+            "callback_url": _or_null(_text(TEXT, maxLength=task_rules.MAX_CALLBACK_URL, pattern="^$|^[Hh][Tt][Tt][Pp][Ss]?://")),
+            "deadline_ms": {"type": ["integer", "null"], "minimum": task_rules.MIN_DEADLINE_MS},
+            "labels": _or_null({"type": "object", "propertyNames": TEXT.schema(), "additionalProperties": TEXT.schema()}),
             "params": {
-                "allOf": [{"$ref": "#/components/schemas/CandidateSearchParams"}],
                 "type": "object",
-                "required": ["query"],
+                "anyOf": [{"required": ["query"], "properties": {"query": {"type": "object"}}},
+                          {"required": ["target_id"], "properties": {"target_id": {"type": "string"}}}],
                 "properties": {
-                    "query": {"type": "object", "required": ["tags"], "properties": {
-                        "tags": {"type": "array", "minItems": 1, "maxItems": 20,
-                                 "items": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": "\\S"}},
-                        "expand": {"type": "boolean"}}},
+                    "target_id": _or_null(_text(ID, **_BLANK_REFUSED)),
+                    "source": _or_null({"type": "object", "properties": {
+                        "platform": {"enum": ["pixiv", None]},
+                        "account": _or_null(_text(ID, maxLength=task_rules.MAX_ACCOUNT, **_BLANK_REFUSED))}, **_OPEN}),
+                    "query": _or_null({"type": "object", "required": ["tags"], "properties": {
+                        "tags": {"type": "array", "minItems": 1, "maxItems": task_rules.MAX_TAGS,
+                                 "items": _text(KEYED_TEXT, minLength=1, maxLength=task_rules.MAX_TAG, **_BLANK_REFUSED)},
+                        "expand": {"type": ["boolean", "null"]}}, **_OPEN}),
+                    "constraints": _or_null({"type": "object", "properties": {
+                        "exclude": _or_null({"type": "array", "maxItems": task_rules.MAX_EXCLUDE, "items": {
+                            "type": "object", "required": ["kind", "id"], "properties": {
+                                "kind": {"enum": list(task_rules.EXCLUDE_KINDS)},
+                                "id": _text(ID, minLength=1, maxLength=task_rules.MAX_EXCLUDE_ID, **_BLANK_REFUSED)},
+                            **_OPEN}}),
+                        "limit": {"type": ["integer", "null"], "minimum": 1},
+                        "scan_limit": {"type": ["integer", "null"], "minimum": 1},
+                        "work_types": _or_null({"type": "array", "items": _text(TEXT, **_BLANK_REFUSED)})}, **_OPEN}),
                 },
+                **_OPEN,
             },
         },
+        **_OPEN,
     },
     "RefetchRequest": {
         "type": "object",
@@ -134,9 +186,19 @@ LEGACY_SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "requestId": {"type": "string", "pattern": UUID_PATTERN,
                           "description": "UUID (versions 1-8); one request id names one manual slot forever"},
-            "correlationId": {"type": ["string", "null"], "maxLength": 200,
-                              "description": "Opaque caller correlation, forwarded to the delivery; no control characters"},
+            "correlationId": _or_null(_text(ID, maxLength=200, description="Opaque caller correlation, forwarded to "
+                                            "the delivery; at most 200 chars, no control or invisible characters")),
         },
+        **_OPEN,
+    },
+    # POST /jobs/{jobId}/events/ack as this producer reads it: the published AckRequest, with the text rule.
+    "AckBody": {
+        "title": "AckBody",
+        "allOf": [{"$ref": "#/components/schemas/AckRequest"}],
+        "type": "object",
+        "required": ["ack_through"],
+        "properties": {"ack_through": _text(TEXT, minLength=1, **_BLANK_REFUSED)},
+        **_OPEN,
     },
     "RefetchAccepted": {
         "type": "object",

@@ -180,6 +180,9 @@ class RouteSpec:
     query: Mapping[str, TextRule] = field(default_factory=dict)
     path_rules: Mapping[str, TextRule] = field(default_factory=dict)
     query_docs: Mapping[str, str] = field(default_factory=dict)
+    # What the route's own check adds to a parameter's text rule, for the OpenAPI document (``required``
+    # goes on the parameter, the rest on its schema).
+    param_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 # -- one request ---------------------------------------------------------------------------------
@@ -357,6 +360,7 @@ class HttpShell:
               in_schema: bool = True, text: Mapping[str, TextRule] | None = None,
               query: Mapping[str, tuple[TextRule, str]] | None = None,
               path_rules: Mapping[str, TextRule] | None = None,
+              param_schemas: Mapping[str, Mapping[str, Any]] | None = None,
               ) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
         """Register a route. ``text``: body fields' rules by dotted path (default ``TEXT``);
         ``query``: the query parameters the route reads, ``name -> (rule, description)``;
@@ -371,7 +375,8 @@ class HttpShell:
                              stage=stage, params=dict(params or {}),
                              regex=route_regex(rule), in_schema=in_schema,
                              text=TextRules(dict(text or {})), query={k: r for k, (r, _) in (query or {}).items()},
-                             path_rules=dict(path_rules or {}), query_docs={k: d for k, (_, d) in (query or {}).items()})
+                             path_rules=dict(path_rules or {}), query_docs={k: d for k, (_, d) in (query or {}).items()},
+                             param_schemas=dict(param_schemas or {}))
             self.routes.append(spec)
             self.app.route(rule, spec.method, summary=summary, security=SECURITY.get(token) if token else None,
                            responses=self._responses(spec, ok or {}, errors or {}),

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..domain.text import invisible_in
+from ..domain.text import BIDI_CONTROLS, INVISIBLE_SPACES, JOINERS, invisible_in
 from .bodies import BAD_TEXT, BodyProblem
 
 # C0 controls, DEL, C1 controls (U+0080..U+009F, U+0085 included) and lone surrogates.
@@ -34,6 +34,12 @@ _FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _FORBIDDEN_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 MAX_ID_BYTES = 1024
 MAX_TEXT_BYTES = 8192
+# The same characters as a JSON Schema character class, for the OpenAPI document. A lone surrogate
+# cannot be spelled in a class every regex engine reads alike (an engine that reads UTF-16 code
+# units would bar every astral character with it), and a JSON body that is valid UTF-8 holds none.
+_CONTROL_CLASS = "\x00-\x1f\x7f-\x9f"
+_CONTROL_CLASS_BUT_NEWLINE = "\x00-\x09\x0b-\x1f\x7f-\x9f"
+_INVISIBLE_CLASS = "".join(sorted(BIDI_CONTROLS | INVISIBLE_SPACES | JOINERS))
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,18 @@ class TextRule:
             return BodyProblem(400, "text_too_long", self.message or f"{field} is longer than {self.max_bytes} bytes",
                                field=field)
         return None
+
+    def schema(self) -> dict[str, Any]:
+        """This rule as a JSON Schema string (``maxLength`` counts characters, a bound the byte cap
+        implies; the cap itself is in the description). The barred characters are one class under
+        ``not``: a search for any of them, which reads the same in every regex dialect."""
+        barred = (_CONTROL_CLASS_BUT_NEWLINE if self.newline else _CONTROL_CLASS) + (
+            _INVISIBLE_CLASS if self.identifier else "")
+        what = "control characters other than newline" if self.newline else "control characters"
+        if self.identifier:
+            what += ", bidi controls, zero-width characters or a BOM"
+        return {"type": "string", "maxLength": self.max_bytes, "not": {"pattern": f"[{barred}]"},
+                "description": f"at most {self.max_bytes} bytes of UTF-8; no {what}"}
 
 
 TEXT = TextRule()

@@ -109,3 +109,71 @@ def test_the_job_events_function_answers_its_documented_bodies(make_runtime):
                 token=JOBS_TOKEN, **kw) == 404
     assert call(rt, "POST", f"/jobs/{job}/cancel", "/jobs/{jobId}/cancel", token=JOBS_TOKEN, **kw) == 200
     assert call(rt, "POST", "/jobs/job-1/cancel", "/jobs/{jobId}/cancel", token=JOBS_TOKEN, **kw) == 404
+
+
+def admits_body(rule: str, method: str, body) -> bool:
+    """Whether the document's request body schema of the route calls ``body`` valid."""
+    schema = DOC["paths"][rule][method.lower()]["requestBody"]["content"]["application/json"]["schema"]
+    return openapi_validator(schema).is_valid(body)
+
+
+def admits_parameter(rule: str, method: str, name: str, value) -> bool:
+    """Whether the document admits ``value`` (None: absent) for the named parameter of the route."""
+    (param,) = [p for p in DOC["paths"][rule][method.lower()].get("parameters", []) if p["name"] == name]
+    if value is None:
+        return not param.get("required", False)
+    return openapi_validator(param["schema"]).is_valid(value)
+
+
+def test_a_request_the_document_calls_invalid_is_refused_with_its_documented_400(make_runtime):
+    """The text rule of every parameter and body string (keys included) and the job routes' own
+    parameter rules are stated in the document, so a request it calls invalid is the 400 it
+    documents, and one it calls valid is not refused (schemathesis found each of these as a
+    schema-valid request rejected or an undocumented 400)."""
+    rt = make_runtime()
+    kw = {"function": "job_events", "token": JOBS_TOKEN}
+    job = "morning-tokyo@manual-k-1"
+    task = {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": "k-1",
+            "params": {"target_id": "cats"}}
+    assert call(rt, "POST", "/jobs", "/jobs", task, **kw) == 202
+
+    # job id and query parameters: a control character, a missing key, an empty cursor
+    for method, path, rule in (("GET", "/jobs/%0Cx", "/jobs/{jobId}"), ("POST", "/jobs/%19/cancel", "/jobs/{jobId}/cancel")):
+        assert not admits_parameter(rule, method, "jobId", "\x0cx" if method == "GET" else "\x19")
+        answer = send(rt, method, path, **kw)
+        check(answer, rule, method)
+        assert (answer.status, answer.body["error"]["detail"]) == (400, {"reason": "invalid_text", "field": "jobId"})
+    assert admits_parameter("/jobs/{jobId}", "GET", "jobId", "a key with spaces@manual-k 1")
+    assert not admits_parameter("/jobs", "GET", "idempotency_key", None)
+    assert call(rt, "GET", "/jobs", "/jobs", **kw) == 400
+    assert not admits_parameter("/jobs/{jobId}/events", "GET", "after", "")
+    assert call(rt, "GET", f"/jobs/{job}/events", "/jobs/{jobId}/events", query={"after": ""}, **kw) == 400
+    assert not admits_parameter("/jobs/{jobId}/events", "GET", "unacked", "yes")
+
+    # bodies: a key or a value breaking the text rule is refused; unknown keys that follow it are ignored
+    refused = {**task, "idempotency_key": "k-2", "\x7f\x86": {"": {}}}
+    assert not admits_body("/jobs", "POST", refused)
+    assert call(rt, "POST", "/jobs", "/jobs", refused, **kw) == 400
+    ignored = {**task, "idempotency_key": "k-2", "x-note": {"seen": ["by", 1, None]}}
+    assert admits_body("/jobs", "POST", ignored)
+    assert call(rt, "POST", "/jobs", "/jobs", ignored, **kw) == 202
+    assert not admits_body("/jobs/{jobId}/events/ack", "POST", {"ack_through": "w\x8e"})
+    assert call(rt, "POST", f"/jobs/{job}/events/ack", "/jobs/{jobId}/events/ack", {"ack_through": "w\x8e"}, **kw) == 400
+    assert not admits_body("/jobs/{jobId}/events/ack", "POST", {"ack_through": " "})
+
+    refetch_rule = "/internal/targets/{targetId}/refetch"
+    assert not admits_body(refetch_rule, "POST", {"requestId": RID, "\x05": 1})
+    assert call(rt, "POST", "/internal/targets/cats/refetch", refetch_rule, {"requestId": RID, "\x05": 1},
+                token=JOBS_TOKEN) == 400
+    assert admits_body(refetch_rule, "POST", {"requestId": RID, "note": ["x"]})
+    assert call(rt, "POST", "/internal/targets/cats/refetch", refetch_rule, {"requestId": RID, "note": ["x"]},
+                token=JOBS_TOKEN) == 202
+
+    run_rule = "/internal/schedules/{scheduleId}/run"
+    assert not admits_body(run_rule, "POST", {"label": "ops", "\x17": []})
+    assert call(rt, "POST", "/internal/schedules/morning-tokyo/run", run_rule, {"label": "ops", "\x17": []},
+                token=TRIGGER_TOKEN) == 400
+    assert not admits_body(run_rule, "POST", {"label": "o\x85ps"})
+    assert admits_body(run_rule, "POST", {"label": "ops", "extra": {"k": ["v", 2.5, True]}})
+    assert call(rt, "POST", "/internal/schedules/morning-tokyo/run", run_rule,
+                {"label": "ops", "extra": {"k": ["v", 2.5, True]}}, token=TRIGGER_TOKEN) == 202
