@@ -77,7 +77,7 @@ def test_ledger_table_has_the_templates_keys_gsis_and_ttl(aws: None) -> None:
     ]
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     gsis = {g["IndexName"]: g for g in table["GlobalSecondaryIndexes"]}
-    assert set(gsis) == {"ActiveSlots", "DueOutbox", "OpenCallbacks", "JobsByCreated", "FailedCells", "SlotsByCreated"}
+    assert set(gsis) == {"ActiveSlots", "DueOutbox", "OpenCallbacks", "JobsByCreated", "FailedCells", "SlotsByCreated", "DeadRows"}
     assert {n: [k["AttributeName"] for k in g["KeySchema"]] for n, g in gsis.items()} == {
         "ActiveSlots": ["activePk", "activeSk"],
         "DueOutbox": ["duePk", "dueSk"],
@@ -85,6 +85,7 @@ def test_ledger_table_has_the_templates_keys_gsis_and_ttl(aws: None) -> None:
         "JobsByCreated": ["jobsPk", "jobsSk"],
         "FailedCells": ["failPk", "failSk"],
         "SlotsByCreated": ["slotsPk", "slotsSk"],
+        "DeadRows": ["deadPk", "deadSk"],
     }
     assert {n: g["Projection"]["ProjectionType"] for n, g in gsis.items() if g["Projection"]["ProjectionType"] != "KEYS_ONLY"} == {
         "FailedCells": "INCLUDE"}

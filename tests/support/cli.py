@@ -71,14 +71,14 @@ def review_ids_by_target(downstream) -> None:
                                                              "status": "pending_review", "reused": False}})
 
 
-def known_ledger(make_runtime, downstream):
+def known_ledger(make_runtime, downstream, **runtime):
     """Writes the three occurrences through the real handlers and returns the runtime with its clock
     left at T0 + 10 min: ``solo`` is then running on an expired lease (call :func:`stall` to end it)."""
     from conftest import ms
 
     t0 = ms(T0_ISO)
     review_ids_by_target(downstream)
-    rt = make_runtime(T0_ISO, mutate=known_config)
+    rt = make_runtime(T0_ISO, mutate=known_config, **runtime)
     rt.fire("morning-tokyo", t0)  # admitted at 23:00:00
     rt.clock.set(t0 + 2 * SECOND)
     execute_in_order(rt, SUCCESS, ["cats", "landscape", "ranking-daily"])  # executed and delivered at 23:00:02

@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError
 
 from .dynamodb_base import DynamoItems, refused_item
 from ..domain.outbox import OutboxRow
+from .dynamo_ledger.keys import DEAD_PK, dead_sk
 
 SHARDS = 4  # notifications and callbacks are a few rows per slot: few index partitions to query
 DUE_INDEX = "DueOutbox"
@@ -85,7 +86,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _from_item(item: dict[str, Any]) -> OutboxRow:
+def from_item(item: dict[str, Any]) -> OutboxRow:
     kwargs: dict[str, Any] = {}
     for attr, name in _FIELDS.items():
         if name in item:
@@ -135,7 +136,7 @@ class DynamoOutboxRows(DynamoItems):
             )
         except ClientError:
             return None
-        return _from_item({k: self._de.deserialize(v) for k, v in resp.get("Attributes", {}).items()})
+        return from_item({k: self._de.deserialize(v) for k, v in resp.get("Attributes", {}).items()})
 
     def _item(self, row: OutboxRow) -> dict[str, Any]:
         item: dict[str, Any] = {"pk": row_pk(row.kind, row.key), "sk": "META", "entity": "outbox"}
@@ -160,7 +161,7 @@ class DynamoOutboxRows(DynamoItems):
             return row, True
         except ClientError as exc:
             old = refused_item(exc)
-            existing = _from_item({k: self._de.deserialize(v) for k, v in old.items()}) if old else self.get(row.kind, row.key)
+            existing = from_item({k: self._de.deserialize(v) for k, v in old.items()}) if old else self.get(row.kind, row.key)
         if existing is None:  # deleted in between (TTL): the next enqueue creates it
             return row, False
         if revive and existing.status in ("dead", "cancelled"):
@@ -169,7 +170,7 @@ class DynamoOutboxRows(DynamoItems):
                 existing,
                 {"status": "pending", "attempts": 0, "nextAttemptAt": row.next_attempt_at, "updatedAt": row.updated_at,
                  "duePk": due_pk, "dueSk": due_sk},
-                ["lastError", "completedAt", "expiresAt", "leaseOwner", "leaseUntil"],
+                ["lastError", "completedAt", "expiresAt", "leaseOwner", "leaseUntil", "deadPk", "deadSk"],
                 "#status IN (:dead, :cancelled)", {":dead": "dead", ":cancelled": "cancelled"},
             )
             return (revived or existing), False
@@ -178,7 +179,7 @@ class DynamoOutboxRows(DynamoItems):
     def get(self, kind: str, key: str) -> OutboxRow | None:
         resp = self._call("get_item", TableName=self._table, Key=self._key(kind, key), ConsistentRead=True)
         item = resp.get("Item")
-        return _from_item({k: self._de.deserialize(v) for k, v in item.items()}) if item else None
+        return from_item({k: self._de.deserialize(v) for k, v in item.items()}) if item else None
 
     def claim(self, row: OutboxRow, owner: str, now_ms: int, lease_ms: int) -> OutboxRow | None:
         # The attempt is counted HERE, in the same conditional write as the lease: a
@@ -206,6 +207,8 @@ class DynamoOutboxRows(DynamoItems):
             sets["completedAt"] = now_ms
             sets["expiresAt"] = self._expires(now_ms)
             removes += ["duePk", "dueSk"]
+        if status == "dead":  # listed on the dead-letter page until a redrive or a revive re-arms it
+            sets["deadPk"], sets["deadSk"] = DEAD_PK, dead_sk(now_ms, row_pk(row.kind, row.key), "META")
         return self._update(row, sets, removes, "#status = :proc AND #leaseOwner = :owner",
                             {":proc": "processing", ":owner": owner}, add_attempt=-1 if unsent else 0)
 
@@ -248,7 +251,7 @@ class DynamoOutboxRows(DynamoItems):
         found: list[OutboxRow] = []
         while True:
             resp = self._call("scan", **kwargs)
-            found.extend(_from_item({k: self._de.deserialize(v) for k, v in raw.items()}) for raw in resp.get("Items", []))
+            found.extend(from_item({k: self._de.deserialize(v) for k, v in raw.items()}) for raw in resp.get("Items", []))
             if "LastEvaluatedKey" not in resp:
                 break
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -262,7 +265,7 @@ class DynamoOutboxRows(DynamoItems):
         return self._update(
             row, {"status": "retry_wait", "attempts": 0, "nextAttemptAt": now_ms, "updatedAt": now_ms, "redrivenAt": now_ms,
                   "duePk": due_pk, "dueSk": due_sk},
-            ["completedAt", "expiresAt", "leaseOwner", "leaseUntil"], "#status = :dead", {":dead": "dead"},
+            ["completedAt", "expiresAt", "leaseOwner", "leaseUntil", "deadPk", "deadSk"], "#status = :dead", {":dead": "dead"},
         )
 
 

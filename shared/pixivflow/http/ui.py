@@ -14,9 +14,9 @@ Pages: ``/ui`` (schedules with their next fires, the latest occurrences with sta
 reasons, a dead-letter count), ``/ui/slots`` (every occurrence of the ledger by trigger, filtered
 and paged), ``/ui/slots/{slotId}`` (cells, deliveries with their outbox rows and ACKs,
 notifications, events, all on one timeline), ``/ui/jobs`` and ``/ui/jobs/{jobId}`` (protocol jobs,
-their events and callbacks) and ``/ui/dead`` (every dead row). The whole-ledger pages are rendered
-by ``http/ui_pages.py`` from the CLI's read model; they scan the table (the trigger function's one
-``dynamodb:Scan`` grant, template ``OperatorPageScan``), the overview reads items only.
+their events and callbacks), ``/ui/failures`` (``http/ui_failures.py``), ``/ui/dead`` (the dead
+rows) and ``/ui/search``. The lists are rendered by ``http/ui_pages.py`` from the CLI's read model,
+each one page of an index at a time; no page scans the table (the trigger function has no Scan grant).
 
 Routes go through the shared shell (``http/shell.py``), so its guarantees hold here too: route
 match, 404/405 in the legacy JSON shape, one outcome line per request, no internal text in a 500.
@@ -512,7 +512,13 @@ def _page_routes(shell: HttpShell, route: Any) -> None:
         denied = _guard(req, event)
         if denied is not None:
             return denied
-        return req.respond(html_response(200, ui_pages.dead_letters(_reads(), _csrf(event))), "ui.page", page="dead")
+        try:
+            before = ui_pages.dead_cursor(event.query_string_parameters or {})
+        except ui_pages.QueryProblem as problem:
+            return req.respond(html_response(400, ui_pages.problem_page("Dead letters", problem)), "ui.bad_query",
+                               field=problem.field)
+        return req.respond(html_response(200, ui_pages.dead_letters(_reads(), _csrf(event), before)), "ui.page",
+                           page="dead")
 
 
 def _action_routes(shell: HttpShell, route: Any) -> None:

@@ -10,6 +10,8 @@ reload it with ``<meta http-equiv="refresh">``: no script, so the strict CSP sta
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
@@ -201,13 +203,43 @@ def history(reads: Reads) -> Html:
                 f"<h2>Outcomes by day (UTC, last {CHART_DAYS} days)</h2>{chart}")
 
 
-def dead_letters(reads: Reads, csrf: str | None = None) -> str:
-    """Every dead outbox row of the ledger (deliveries, notifications, job callbacks): the rows
-    ``pixivflow outbox list --dead`` prints, each with its last error."""
-    rows = inspection.dead_letters(reads)
+def dead_cursor(query: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """``before``: where the previous dead-letter page ended, as its own link writes it (a
+    url-safe base64 JSON of the row's keys and index position), or None for the first page."""
+    text = query.get("before") or None
+    if text is None:
+        return None
+    try:
+        if len(text) > 2000:
+            raise ValueError
+        value = json.loads(base64.urlsafe_b64decode(text.encode("ascii") + b"=" * (-len(text) % 4)))
+        if (not isinstance(value, list) or len(value) != 3 or not all(isinstance(v, str) and 0 < len(v) <= 800 for v in value)
+                or not _DEAD_POSITION.fullmatch(value[2])):
+            raise ValueError
+    except (ValueError, UnicodeError):
+        raise QueryProblem("before", "before: the cursor an 'older dead letters' link carries") from None
+    return value[0], value[1], value[2]
+
+
+_DEAD_POSITION = re.compile(r"[0-9]{13}#[^\x00-\x1f\x7f]+")
+
+
+def _dead_link(cursor: tuple[str, str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(cursor)).encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def dead_letters(reads: Reads, csrf: str | None = None, before: tuple[str, str, str] | None = None) -> str:
+    """One page of the dead outbox rows (deliveries, notifications and job callbacks), newest death
+    first, each with its last error and its Redrive: one Query of the DeadRows index and one batched
+    read, whatever the ledger holds (``pixivflow outbox list --dead`` prints them all)."""
+    rows, cursor = inspection.dead_page(reads, before)
+    nav = [_link("/ui/dead", {}, "newest")] if before is not None else []
+    if cursor is not None:
+        nav.append(_link("/ui/dead", {"before": _dead_link(cursor)}, "older dead letters"))
     return page("Dead letters", '<p class="note">Every dead outbox row of the ledger: deliveries, notifications and '
-                                "job callbacks. Re-arm one with <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
-                + _dead_table(rows, csrf))
+                                f"job callbacks, newest first, {inspection.DEAD_PAGE} a page. Re-arm one with its "
+                                "Redrive, or <code>pixivflow outbox redrive &lt;key&gt;</code>.</p>"
+                + _dead_table(rows, csrf) + (f'<p class="note">{" · ".join(nav)}</p>' if nav else ""))
 
 
 __all__ = ["PAGE_SIZE", "QueryProblem", "candidate_report", "dead_letters", "history", "job", "jobs", "occurrences", "problem_page", "slot_filters"]

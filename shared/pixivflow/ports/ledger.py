@@ -354,6 +354,16 @@ class OperatorPages(Protocol):
         """Index the slots written before the occurrence index existed (a scan; idempotent)."""
         ...
 
+    def dead_page(self, limit: int, before: tuple[str, str, str] | None = None
+                  ) -> tuple[list[tuple[str, str]], tuple[str, str, str] | None]:
+        """One page of dead outbox rows' item keys, newest death first, after the cursor ``before``;
+        and the next page's cursor (None: the last). One index Query of at most ``limit`` entries."""
+        ...
+
+    def dead_heads(self, keys: list[tuple[str, str]]) -> list[Intent | OutboxRow]:
+        """The dead rows at these keys, in order: delivery rows and generic rows (one batched read)."""
+        ...
+
     def failure_page(self, limit: int, before: str | None = None, *, between: tuple[int, int] | None = None,
                      schedule_id: str | None = None, target_id: str | None = None,
                      reason: str | None = None) -> tuple[list[FailureEntry], str | None]:

@@ -453,6 +453,27 @@ def show_job(reads: Reads, job_id: str) -> dict[str, Any]:
 # -- dead letters and the redrive ------------------------------------------------------------------------
 
 
+DEAD_PAGE = 50
+
+
+def dead_page(reads: Reads, before: tuple[str, str, str] | None = None,
+              limit: int = DEAD_PAGE) -> tuple[list[dict[str, Any]], tuple[str, str, str] | None]:
+    """One page of dead outbox rows (deliveries, notifications, job callbacks), newest death first,
+    and the next page's cursor: one Query of the DeadRows index and one batched read of those rows,
+    whatever the ledger holds (``dead_letters`` is the whole-table list the CLI prints)."""
+    keys, cursor = reads.ledger.dead_page(limit, before)
+    rows: list[dict[str, Any]] = []
+    for row in reads.ledger.dead_heads(keys):
+        if isinstance(row, Intent):
+            view = _row_view(DELIVERY, row.idempotency_key, row.route, row.outbox_status, row.attempts, row.max_attempts,
+                             row.last_error, row.created_at, row.updated_at, row.delivered_at, row.next_attempt_at)
+            view["slotId"], view["targetId"] = row.slot_id, row.target_id
+            rows.append(view)
+        else:
+            rows.append(_outbox_view(row))
+    return rows, cursor
+
+
 def dead_letters(reads: Reads) -> list[dict[str, Any]]:
     """Every dead outbox row: delivery intents, notifications and job event callbacks, newest first."""
     return outbox_list(reads, "dead")
@@ -537,5 +558,5 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
 
 
 __all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_page", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
+           "dead_page", "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_page", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
            "timeline", "trigger_kind"]

@@ -93,3 +93,61 @@ def test_the_occurrence_list_reads_the_same_with_10_slots_as_with_300(make_runti
     page = get(rt, "/ui/slots", cookie=login(rt))
     assert "morning-tokyo@2026-10-01T0299" in page.body and "morning-tokyo@2026-10-01T0249" not in page.body
     assert "older occurrences" in page.body
+
+
+def _dead(rt, first: int, last: int) -> None:
+    from pixivflow.domain.model import Intent
+
+    for n in range(first, last):
+        slot_id = f"morning-tokyo@2026-10-01T{n:04d}"
+        rt.wiring.ledger.put_intent(Intent(
+            slot_id=slot_id, target_id="cats", route="review", work_type="illustration", work_id=str(100_000 + n),
+            idempotency_key=f"pixivflow:review:illustration:{100_000 + n}:{slot_id}:cats", status="failed",
+            outbox_status="dead", attempts=1, max_attempts=12, next_attempt_at=T0, created_at=T0, updated_at=T0 + n,
+            last_error="delivery endpoint HTTP 404: gone"))
+
+
+@pytest.mark.size("large")  # three hundred dead rows written first
+def test_the_dead_letter_page_reads_the_same_with_10_dead_rows_as_with_300(make_runtime, monkeypatch):
+    import html
+    import re
+
+    rt = make_runtime("2026-12-01T00:00:00Z", backend="moto")
+    _dead(rt, 0, 10)
+    few = reads_of_one_page(rt, monkeypatch, "/ui/dead")
+    _dead(rt, 10, 300)
+    many = reads_of_one_page(rt, monkeypatch, "/ui/dead")
+    assert [c for c in many if c[0] == "Query"] == [("Query", "DeadRows", 50)]
+    assert [c for c in many if c[0] == "BatchGetItem"] == [("BatchGetItem", None, 50)]
+    assert not any(c[0] == "Scan" for c in many) and [c[:2] for c in many] == [c[:2] for c in few]
+    page = get(rt, "/ui/dead", cookie=login(rt))
+    assert "T0299" in page.body and "T0249" not in page.body
+    [older] = re.findall(r'<a href="/ui/dead\?before=([^"]+)">older dead letters</a>', page.body)
+    second = get(rt, "/ui/dead", cookie=login(rt), query={"before": html.unescape(older)})
+    assert second.status == 200 and "T0249" in second.body and "T0250" not in second.body
+    for bad in ("x", "W10", "WyJhIiwgImIiLCAieCJd"):  # not base64 JSON; [] ; ["a","b","x"]: not a position
+        refused = get(rt, "/ui/dead", cookie=login(rt), query={"before": bad})
+        assert refused.status == 400 and "before:" in refused.text(), bad
+
+
+def test_no_operator_page_scans_the_table(make_runtime, downstream, monkeypatch):
+    """Every page reads items and index pages only: the trigger function needs no Scan grant."""
+    from botocore.client import BaseClient
+    from support.cli import known_ledger
+
+    rt = known_ledger(make_runtime, downstream, backend="moto")
+    _dead(rt, 0, 3)
+    cookie = login(rt)
+    real = BaseClient._make_api_call
+
+    def make_api_call(client, operation, params):
+        assert operation != "Scan", f"a page scanned the table: {params}"
+        return real(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", make_api_call)
+    slot = "morning-tokyo@2026-12-01T0800"
+    for path, query in (("/ui", None), ("/ui/slots", None), ("/ui/slots", {"status": "failed"}), (f"/ui/slots/{slot}", None),
+                        ("/ui/jobs", None), ("/ui/failures", None), ("/ui/dead", None), ("/ui/search", {"q": slot}),
+                        ("/ui/search", {"q": "111356"})):
+        page = get(rt, path, cookie=cookie, query=query)
+        assert page.status in (200, 303), (path, page.status, page.body[:300])

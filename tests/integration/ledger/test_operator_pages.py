@@ -174,3 +174,42 @@ def test_slots_written_before_the_index_are_put_into_it_once(env: Env) -> None:
     assert env.ledger.index_slots() == 1
     assert env.ledger.index_slots() == 0  # idempotent
     assert env.ledger.slot_page(10) == ([slot.slot_id], None)
+
+
+# -- the dead letters (DeadRows) --------------------------------------------------------------------
+
+
+def test_every_dead_row_is_listed_newest_first_until_a_redrive_re_arms_it(env: Env) -> None:
+    from dataclasses import replace
+
+    from pixivflow.adapters.outbox_rows import DynamoOutboxRows
+    from pixivflow.domain.outbox import OutboxRow
+
+    slot = admitted(env)
+    settled = dead_row(env, make_intent(slot.slot_id, "cats", "1001"), T0)  # died at T0 + 1
+    recorded, _ = env.ledger.put_intent(replace(make_intent(slot.slot_id, "landscape", "2002"), status="failed",
+                                                outbox_status="dead", updated_at=T0 + 5))  # recorded dead, never sent
+    env.ledger.put_intent(make_intent(slot.slot_id, "novels", "3003"))  # pending: not dead
+    rows = DynamoOutboxRows(env.client, env.table)
+    notice = OutboxRow(kind="notification", key="notification:x:summary", target="review", payload={"text": "t"},
+                       next_attempt_at=T0, created_at=T0, updated_at=T0, max_attempts=3)
+    rows.enqueue(notice)
+    rows.settle(rows.claim(rows.get("notification", notice.key), "w1", T0 + 9, 120_000), "w1", T0 + 10, status="dead",
+                error="remote_4xx: HTTP 410")
+
+    keys, cursor = env.ledger.dead_page(10)
+    assert cursor is None and len(keys) == 3
+    heads = env.ledger.dead_heads(keys)
+    assert [getattr(r, "idempotency_key", None) or r.key for r in heads] == [
+        notice.key, recorded.idempotency_key, settled.idempotency_key]
+    first, cursor = env.ledger.dead_page(2)
+    assert first == keys[:2] and cursor is not None
+    assert env.ledger.dead_page(2, cursor)[0] == keys[2:]
+
+    assert env.ledger.redrive_intent(settled, T0 + 20) is not None  # re-armed: off the list
+    assert rows.redrive(rows.get("notification", notice.key), T0 + 21) is not None
+    still_dead, _ = env.ledger.dead_page(10)
+    assert still_dead == keys[1:2]  # the index holds only what is dead: a page reads no stale entry
+    assert env.ledger.dead_heads(still_dead) == [env.ledger.get_intent(slot.slot_id, "landscape", "review", "illustration",
+                                                                       "2002")]
+    assert env.ledger.dead_heads(keys) == heads[1:2]  # a key read after its row was re-armed is left out

@@ -16,7 +16,7 @@ from .codec import (
 )
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import DUE_INDEX, SHARDS, _ms13, intent_sk, shard_of, slot_pk, work_pk
+from .keys import DEAD_PK, DUE_INDEX, SHARDS, _ms13, dead_sk, intent_sk, shard_of, slot_pk, work_pk
 
 
 class DeliveryItems(CellItems):
@@ -104,6 +104,8 @@ class DeliveryItems(CellItems):
         # A delivery row outlives its send by the retention, like its slot: set once, at creation,
         # past any retry (12 attempts at most 6 h apart end within 3 days), so no settle pays for it.
         item["expiresAt"] = self._expires(intent.created_at) + INTENT_RETRY_HORIZON_S
+        if intent.outbox_status == OutboxStatus.DEAD:  # a row recorded dead from the start (never sent)
+            item["deadPk"], item["deadSk"] = DEAD_PK, dead_sk(intent.updated_at, item["pk"], sk)
         created, existing = self._put_new(item)
         if created:
             return intent, True
@@ -186,6 +188,9 @@ class DeliveryItems(CellItems):
         else:
             upd.remove("duePk", "dueSk")
             upd.set("completedAt", now_ms)
+        if outbox_status == OutboxStatus.DEAD:  # listed on the dead-letter page until a redrive re-arms it
+            pk, sk = slot_pk(intent.slot_id), self._intent_sk(intent)
+            upd.set("deadPk", DEAD_PK).set("deadSk", dead_sk(now_ms, pk, sk))
         upd.when("#outboxStatus = :ob_proc AND #leaseOwner = :owner", ob_proc=OutboxStatus.PROCESSING, owner=owner)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None

@@ -21,6 +21,17 @@ JOBS_PK = "JOBS"
 # it. Written once, with the slot, and never moved: one index write per slot, none per cell.
 SLOTS_INDEX = "SlotsByCreated"
 SLOTS_PK = "SLOTS"
+# Every dead outbox row, delivery rows and generic rows alike, newest death first (``DEAD`` /
+# ``<diedAt>#<pk>#<sk>``): the dead-letter page reads one page of it. Set by the write that kills a
+# row, removed by the one that re-arms it: one index write per death, none per delivered row.
+DEAD_INDEX = "DeadRows"
+DEAD_PK = "DEAD"
+
+
+def dead_sk(died_at: int, pk: str, sk: str) -> str:
+    return f"{_ms13(died_at)}#{pk}#{sk}"
+
+
 # Every failed cell, newest failure first (``FAILED`` / ``<completedAt>#<slotId>#<targetId>``): the
 # Failure Center reads one page of it. Set by the write that fails the cell (a failed cell never
 # moves again), so it costs one index write per failure and none per successful cell. The entries

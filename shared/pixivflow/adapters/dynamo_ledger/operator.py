@@ -10,6 +10,7 @@ from ...domain.cells import CellStatus
 from ...domain.failures import FailureEntry, failure_position
 from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
 from ...domain.protocol import CANCELLED_REASON
+from ...domain.outbox import OutboxRow
 from ...domain.pause import SchedulePause
 from ..dynamodb_base import is_conditional_failure
 from .codec import (
@@ -22,7 +23,7 @@ from .codec import (
 from .deliveries import DeliveryItems
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import (FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, SLOTS_INDEX, SLOTS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
+from .keys import (DEAD_INDEX, DEAD_PK, FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, SLOTS_INDEX, SLOTS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
                    shard_of, slot_pk)
 
 
@@ -90,7 +91,8 @@ class OperatorItems(DeliveryItems):
         upd.set("dueSk", f"{_ms13(now_ms)}#{intent.idempotency_key}")
         # A redrive re-sends on purpose: the Telegram route's sending marker and saved
         # progress go, so the operator's choice posts the work again from the start.
-        upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress").add("redriveCount", 1)
+        upd.remove("completedAt", "leaseOwner", "leaseUntil", "sendingAt", "sendProgress", "deadPk", "deadSk")
+        upd.add("redriveCount", 1)
         upd.when("#outboxStatus = :ob_dead", ob_dead=OutboxStatus.DEAD)
         item = self._update(slot_pk(intent.slot_id), self._intent_sk(intent), upd, return_new=True)
         return intent_from_item(item) if item else None
@@ -234,6 +236,40 @@ class OperatorItems(DeliveryItems):
                 if not is_conditional_failure(exc):
                     raise
         return done
+
+    # -- the dead letters (DeadRows) --
+    def dead_page(self, limit: int, before: tuple[str, str, str] | None = None
+                  ) -> tuple[list[tuple[str, str]], tuple[str, str, str] | None]:
+        """One page of dead outbox rows (their item keys), newest death first: ONE Query of at most
+        ``limit`` index entries, after ``before`` (the (pk, sk, deadSk) a previous page ended at)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "IndexName": DEAD_INDEX, "KeyConditionExpression": "deadPk = :p",
+                                  "ExpressionAttributeValues": {":p": {"S": DEAD_PK}}, "ScanIndexForward": False,
+                                  "Limit": int(limit)}
+        if before:
+            pk, sk, position = before
+            kwargs["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": sk}, "deadPk": {"S": DEAD_PK},
+                                           "deadSk": {"S": position}}
+        resp = self._call("query", **kwargs)
+        keys = [(raw["pk"]["S"], raw["sk"]["S"]) for raw in resp.get("Items", [])]
+        last = resp.get("LastEvaluatedKey")
+        return keys, ((last["pk"]["S"], last["sk"]["S"], last["deadSk"]["S"]) if last else None)
+
+    def dead_heads(self, keys: list[tuple[str, str]]) -> list[Intent | OutboxRow]:
+        """The dead rows at these item keys, in the order given: delivery rows as intents, generic rows
+        as outbox rows (one batched read; a row re-armed or expired since is left out)."""
+        from ..outbox_rows import from_item as outbox_row_from_item
+
+        items = {(i["pk"], i["sk"]): i for i in self._batch_items(keys)}
+        rows: list[Intent | OutboxRow] = []
+        for key in keys:
+            item = items.get(key)
+            if item is None:
+                continue
+            if item.get("entity") == "intent" and item.get("outboxStatus") == OutboxStatus.DEAD:
+                rows.append(intent_from_item(item))
+            elif item.get("entity") == "outbox" and item.get("status") == "dead":
+                rows.append(outbox_row_from_item(item))
+        return rows
 
     # -- the Failure Center (FailedCells) --
     def failure_page(self, limit: int, before: str | None = None, *, between: tuple[int, int] | None = None,
