@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from urllib.parse import urlencode
 
 from ..domain.failures import NORMAL, RELAXED, RETRY_MODES, failure_position
+from ..domain.cells import TERMINAL_CELL_STATES
 from ..domain.errors import StatusError
 from ..services import failures
 from ..services.failures import FailureFilters
@@ -132,7 +133,7 @@ def failures_page(reads: Reads, filters: FailureFilters, csrf: str | None) -> st
             f"manual occurrence of its schedule: <strong>{NORMAL}</strong> as configured, <strong>{RELAXED}</strong> with "
             "its scan bound, language window and look-back widened (never its rules). "
             "CLI: <code>pixivflow failures list</code>.</p>")
-    live = any(r.get("status") in ("pending", "running") for row in rows for r in row["retries"].values())
+    live = any(r["status"] not in TERMINAL_CELL_STATES for row in rows for r in row["retries"].values())  # a retry running
     return page("Failure Center", note + _filter_form(reads, filters) + body
                 + (f'<p class="note">{" · ".join(nav)}</p>' if nav else ""), refresh=REFRESH_S if live else None)
 

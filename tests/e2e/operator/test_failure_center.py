@@ -68,7 +68,9 @@ def test_a_failed_cell_is_listed_and_its_retry_runs_the_target_again_once(make_r
     assert (line["operator"], line["slot_id"], line["target_id"], line["mode"], line["retry_slot_id"]) == (
         "ui", SLOT, "cats", "normal", retry_slot)
 
+    assert 'http-equiv="refresh"' in get(rt, "/ui/failures", cookie=cookie).body  # reloads while its retry runs
     rt.settle()
+    assert 'http-equiv="refresh"' not in get(rt, "/ui/failures", cookie=cookie).body
     retried = rt.wiring.ledger.load(retry_slot)
     assert retried.slot.retry_of == SLOT and retried.slot.retry_mode == "normal"
     assert retried.slot.target_ids == ["cats"] and retried.cells["cats"].status == "submitted"
