@@ -290,11 +290,10 @@ def test_every_internal_code_maps_into_the_closed_enum():
 
 def test_mapping_agrees_with_the_kit_error_mapping_json():
     rows = {k: v for k, v in load_mapping()["producer_internal"].items() if not k.startswith("$")}
-    # Spec §8.3: the deploy repo's copy of error-mapping.json may lack the cancelled_by_consumer
-    # row, which the 3.3 producer and the protocol doc require. A missing row is tolerated for
-    # that code only; every other row must be present and equal.
+    # Every internal code has its row in the published mapping (cancelled_by_consumer included) and
+    # every row agrees with ours.
     missing = set(INTERNAL_TO_PROTOCOL) - set(rows)
-    assert missing <= {"cancelled_by_consumer"}, f"rows missing from error-mapping.json: {missing}"
+    assert not missing, f"rows missing from error-mapping.json: {missing}"
     extra = set(rows) - set(INTERNAL_TO_PROTOCOL)
     assert not extra, f"error-mapping.json maps codes we do not know: {extra}"
     disagreements = {k: (v, INTERNAL_TO_PROTOCOL[k]) for k, v in rows.items() if INTERNAL_TO_PROTOCOL[k] != v}
