@@ -3,7 +3,7 @@
 
 A page is one Query of the FailedCells index (``OperatorTools.failure_page``), then batched reads of
 those cells, their slots and delivery rows (``failure_heads``), and of the slots their retries
-would open (``job_heads``: a retry's slot id is known before it exists). Nothing on a page reads
+would open (``slot_heads``: a retry's slot id is known before it exists). Nothing on a page reads
 more because the ledger holds more.
 """
 
@@ -84,10 +84,10 @@ def failure_rows(reads: Reads, entries: list[FailureEntry]) -> list[dict[str, An
                 retry_slots[manual_slot_id(slot.schedule_id, retry_request_id(slot.slot_id, cell.target_id, mode))] = (
                     len(rows), mode)
         rows.append(row)
-    for retry_slot, retry_cell in reads.ledger.job_heads(list(retry_slots)) if retry_slots else []:
-        index, mode = retry_slots[retry_slot.slot_id]
-        rows[index]["retries"][mode] = {"slotId": retry_slot.slot_id,
-                                        "status": retry_cell.status if retry_cell else CellStatus.PENDING}
+    for retried in reads.ledger.slot_heads(list(retry_slots)) if retry_slots else []:
+        index, mode = retry_slots[retried.slot.slot_id]
+        cell = retried.first_cell()  # a retry's slot has the one target; unwritten, it is the pending cell
+        rows[index]["retries"][mode] = {"slotId": retried.slot.slot_id, "status": cell.status if cell else CellStatus.PENDING}
     return rows
 
 
