@@ -1,7 +1,7 @@
 """The Failure Center: every failed cell, one bounded page at a time, and the retry of one
 (docs/explanation/failure-center.md; the retry's modes are domain/failures.py).
 
-A page is one Query of the FailedCells index (``OperatorTools.failure_page``), then batched reads of
+A page is one Query of the FailedCells index (``OperatorPages.failure_page``), then batched reads of
 those cells, their slots and delivery rows (``failure_heads``), and of the slots their retries
 would open (``slot_heads``: a retry's slot id is known before it exists). Nothing on a page reads
 more because the ledger holds more.
