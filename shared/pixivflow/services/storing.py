@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Callable, ContextManager
 
 from ..domain.errors import SourceError, TransientSourceError
-from ..domain.language import verdict as language_verdict
+from ..domain.language import detect as detect_language, verdict as language_verdict
 from ..domain.selection import (
     has_ai_file_markers,
 )
@@ -187,15 +187,21 @@ def _content_rules(run: CellRun, work: Work, files: list[ArtifactFile]) -> Work:
 
 
 def _language_rule(run: CellRun, work: Work, text: str) -> Work:
-    """The novel language filter on the novel's text."""
+    """The novel language filter on the novel's text, and ``{{language}}``: a novel's language is
+    detected once, here, whenever ``detectLanguage`` is on (PixivFlow's default), filter or not, and
+    kept on the work, so every route renders the same label (an illustration has none)."""
     target = run.target
+    found = None
     if target.languageFilter:
         verdict = language_verdict(work.work_id, work.title, text, target.languageFilter,
                                    strict=target.strictLanguageFilter, detect_language=target.detectLanguage)
         if not verdict.keep:
             raise WorkFiltered(str(verdict.reason))
-        if verdict.detected is not None:
-            work = replace(work, raw={**dict(work.raw or {}), "language": verdict.detected.label})
+        found = verdict.detected
+    elif target.detectLanguage:
+        found = detect_language(work.title, text)
+    if found is not None:
+        work = replace(work, raw={**dict(work.raw or {}), "language": found.label})
     return work
 
 

@@ -575,3 +575,29 @@ def test_a_secret_store_outage_at_a_notification_is_retried_never_dead_lettered_
     assert len(logs.events("outbox.secret_unavailable")) == 2
     assert logs.events("outbox.dead") == []
     assert calls.count(True) == 2 * 3  # two outages of three quick tries each, then read again
+
+
+ZH_TITLE = "猫" * 30 + "与海的故事" * 6  # 60 Han characters: enough text to detect a language from
+NOVEL = {"id": 777001, "type": "novel", "title": ZH_TITLE, "tags": [{"name": "cats"}], "user": {"id": 2, "name": "writer"},
+         "create_date": "2026-11-01T00:00:00+09:00", "total_bookmarks": 10, "total_view": 100, "x_restrict": 0,
+         "page_count": 1, "text_length": 60}
+
+
+@pytest.mark.parametrize("detect,expected", [(None, "Chinese (Mandarin) (cmn)"), (False, "")])
+def test_language_is_rendered_for_every_novel_when_detection_is_on_filter_or_not(make_runtime, receiver, detect, expected):
+    """PixivFlow fills ``{{language}}`` for a novel whenever ``detectLanguage`` is on (its default),
+    with or without a ``languageFilter``; an illustration's is empty (the "unknown_and_missing" family)."""
+    def with_novel_target(cfg):
+        routes_config(receiver, multipart={"fields": {"lang": "{{language}}"}}, targets=("zh-novel",))(cfg)
+        target = {"id": "zh-novel", "type": "novel", "mode": "search", "tag": "cats", "limit": 1, "storageMode": "cache",
+                  "delivery": {"targets": ["bot1-submit"]}}
+        if detect is not None:
+            target["detectLanguage"] = detect
+        cfg["targets"].append(target)
+
+    rt = make_runtime(FIRE, mutate=with_novel_target, catalog={**CATALOG, "novels": [NOVEL]})
+    assert rt.fire("morning-tokyo", iso=FIRE)["disposition"] == "accepted"
+    rt.settle()
+    (post,) = receiver.at(SUBMIT, "POST")
+    assert post.fields()["lang"] == [expected]
+    assert state(rt).cells["zh-novel"].status == "submitted"
