@@ -153,8 +153,31 @@ def template_variables(context: Mapping[str, Any]) -> dict[str, str]:
         "occurrenceAt": _s(c.get("occurrenceAt")),
         "triggerSource": _s(c.get("triggerSource")),
         "idempotencyKey": _s(c.get("idempotencyKey")),
-        "refetchRequestId": _s(c.get("refetchRequestId")),
+        "refetchRequestId": canonical_refetch_request_id(c.get("refetchRequestId")),
     }
+
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def canonical_refetch_request_id(value: Any) -> str:
+    """``{{refetchRequestId}}`` as a route receives it: a UUID in any spelling Python's ``uuid.UUID``
+    reads (hyphens anywhere or none, any case, braces, ``urn:uuid:``, spaces around) as its canonical
+    hyphenated lower-case form; anything else empty, never the raw key. TelePost refuses a
+    submission whose ``refetch_request_id`` is not a canonical UUID, permanently, so a protocol job
+    whose key is not a UUID is delivered with no provenance rather than not at all (as PixivFlow
+    3.4.3 does; the slot keeps the key as given)."""
+    if not isinstance(value, str):
+        return ""
+    candidate = value.strip().lower()
+    if candidate.startswith("urn:uuid:"):
+        candidate = candidate[len("urn:uuid:"):]
+    if candidate.startswith("{") and candidate.endswith("}"):
+        candidate = candidate[1:-1]
+    digits = candidate.replace("-", "")
+    if not _HEX32.fullmatch(digits):
+        return ""
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 def render(template: str, variables: Mapping[str, str]) -> str:

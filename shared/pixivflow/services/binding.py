@@ -15,6 +15,7 @@ from ..domain.errors import FatalSourceError, PaginationError, SourceError, Sour
 from ..domain.model import Intent, LedgerStatus, OutboxStatus
 from ..domain.outcomes import CandidateScan, CandidateSkip, JobLevelOutage, SkipCode, TargetOutcome
 from ..domain.reasons import reason_of
+from ..domain.templates import canonical_refetch_request_id
 from ..domain.reservation import HOLDS, ORPHANED, PENDING, UNCERTAIN, holder_of, holder_verdict
 from ..domain.scan import classify_candidate_failure, effective_scan_bound, no_candidate_reason
 from ..domain.selection import (
@@ -298,6 +299,11 @@ def _enqueue(run: CellRun, work: Work, routes: list[str], files: list[StoredFile
     the work's stored files (the ledger is the store's commit record)."""
     ctx, slot = run.ctx, run.slot
     now = ctx.now()
+    renders = any((c := ctx.config.route(r)) is not None and c.renders_templates for r in routes)
+    if renders and slot.manual_request_id and not canonical_refetch_request_id(slot.manual_request_id):
+        # A protocol job's key that is not a UUID: a route rendering {{refetchRequestId}} gets it empty.
+        ctx.log("warning", "the request id is not a UUID: {{refetchRequestId}} is delivered empty",
+                event="delivery.provenance_dropped", slot_id=slot.slot_id, target_id=run.target.id)
     for route in routes:
         config = ctx.config.route(route)
         intent = _row(run, work, route, now, max_attempts=config.attempt_budget if config else 12, next_attempt_at=now,

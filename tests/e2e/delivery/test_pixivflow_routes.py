@@ -601,3 +601,30 @@ def test_language_is_rendered_for_every_novel_when_detection_is_on_filter_or_not
     (post,) = receiver.at(SUBMIT, "POST")
     assert post.fields()["lang"] == [expected]
     assert state(rt).cells["zh-novel"].status == "submitted"
+
+
+def test_refetch_provenance_reaches_the_route_as_a_canonical_uuid(make_runtime, receiver):
+    """{{refetchRequestId}} is the canonical lower-case hyphenated UUID whatever the spelling the
+    request came in (PixivFlow 3.4.3; TelePost refuses anything else, permanently)."""
+    rt = start(make_runtime, receiver)
+    rt.settle()
+    status, body = rt.http("POST", "/internal/targets/cats/refetch", {"requestId": RID.upper()}, token=JOBS_TOKEN)
+    assert status == 202, body
+    rt.settle()
+    scheduled, manual = receiver.at(SUBMIT, "POST")
+    assert scheduled.fields()["refetch_request_id"] == [""]  # a scheduled run carries none
+    assert manual.fields()["refetch_request_id"] == [RID]
+
+
+def test_a_job_key_that_is_not_a_uuid_is_delivered_without_provenance_and_said_once(make_runtime, receiver, logs):
+    rt = start(make_runtime, receiver)
+    rt.settle()
+    task = {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": "api:110:0f9a1b",
+            "params": {"target_id": "cats", "query": {"tags": ["cats"]}}}
+    status, body = rt.http("POST", "/jobs", task, token=JOBS_TOKEN, function="job_events")
+    assert status in (200, 202), body
+    rt.settle()
+    posts = receiver.at(SUBMIT, "POST")
+    assert len(posts) == 2 and posts[-1].fields()["refetch_request_id"] == [""]  # never the raw key
+    [line] = logs.events("delivery.provenance_dropped")
+    assert (line["level"], line["slot_id"], line["target_id"]) == ("WARNING", "morning-tokyo@manual-api:110:0f9a1b", "cats")
