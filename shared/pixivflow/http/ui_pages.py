@@ -1,8 +1,8 @@
-"""The operator page's whole-ledger views: every occurrence by trigger, the jobs, every
-dead row. They render the CLI's own read model (``services.inspection``: ``occurrence_rows``,
-``list_jobs``, ``show_job``, ``dead_letters``), so ``/ui`` and ``pixivflow slots list`` /
-``outbox list --dead`` show the same rows. The login and session code stays in ``http/ui.py``;
-this module only renders.
+"""The operator page's whole-ledger views: every occurrence by trigger, the jobs, every dead row,
+each one page of an index at a time. They render the CLI's own read model
+(``services.inspection``: ``occurrence_page``, ``list_jobs``, ``show_job``, ``dead_page``), so a row
+reads the same on ``/ui`` as in ``pixivflow slots list`` / ``outbox list --dead``. The login and
+session code stays in ``http/ui.py``; this module only renders.
 
 A page showing anything live (a slot still open, a job not yet terminal) asks the browser to
 reload it with ``<meta http-equiv="refresh">``: no script, so the strict CSP stays as it is.

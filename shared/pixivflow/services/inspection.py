@@ -166,28 +166,6 @@ SCHEDULED, REFETCH, JOB = "scheduled", "refetch", "job"
 TRIGGER_KINDS = (SCHEDULED, REFETCH, JOB)
 
 
-def trigger_kind(reads: Reads, manual_request_id: str | None) -> str:
-    """What opened a slot, as an operator names it: ``scheduled`` (a cron fire or a run of the
-    schedule), ``refetch`` (an operator's refetch of one target) or ``job`` (a protocol job). A
-    refetch and a job both open a manual slot; the request key's record says which."""
-    if not manual_request_id:
-        return SCHEDULED
-    record = reads.ledger.get_request_key(manual_request_id) or {}
-    return JOB if record.get("kind") == "job" else REFETCH
-
-
-def occurrence_rows(reads: Reads, *, schedule_id: str | None = None, status: str | None = None,
-                    trigger: str | None = None) -> list[dict[str, Any]]:
-    """Every slot of the ledger matching the filters (a scan: what ``pixivflow slots list`` reads),
-    newest first, each row naming its trigger kind (``trigger``)."""
-    rows = []
-    for row in list_slots(reads, schedule_id=schedule_id, status=status, limit=None):
-        row["trigger"] = trigger_kind(reads, row["manualRequestId"])
-        if trigger is None or row["trigger"] == trigger:
-            rows.append(row)
-    return rows
-
-
 def occurrence_page(reads: Reads, *, schedule_id: str | None = None, status: str | None = None, trigger: str | None = None,
                     before: str | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], str | None]:
     """One page of the ledger's slots, newest first, and the next page's cursor (None: the last): one
@@ -558,5 +536,5 @@ def redrive(reads: Reads, key: str, kind: str | None = None) -> dict[str, Any]:
 
 
 __all__ = ["InspectionError", "Reads", "TRIGGER_KINDS", "dead_among", "dead_letters", "iso", "job_row", "kind_of", "list_jobs",
-           "dead_page", "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_page", "occurrence_rows", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
-           "timeline", "trigger_kind"]
+           "dead_page", "list_slots", "local", "OUTBOX_STATUSES", "outbox_list", "occurrence_page", "redrive", "recent_states", "safe_url", "show_job", "show_slot", "slot_rows", "slot_summary",
+           "timeline"]
