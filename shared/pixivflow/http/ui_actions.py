@@ -1,5 +1,6 @@
 """The operator page's actions: run a schedule now, refetch one target, redrive a dead
-row, pause or resume a schedule. Each is a form POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
+row, pause or resume a schedule, retry a failed cell (``http/ui_failures.py``). Each is a form
+POST to ``/ui/act/{action}`` behind the session AND a per-session CSRF token.
 
 The token is an HMAC, keyed by the trigger token, of the session cookie's value: a page that
 knows the session renders it into its forms, a forged cross-site POST cannot compute it (the
@@ -10,7 +11,9 @@ POSTs; the token is the second, independent guard.
 Each action logs the operator's audit line: a redrive the same event and fields as
 ``pixivflow outbox redrive`` (``cli._audit``: ``outbox.redriven`` / ``outbox.redrive_refused``),
 pause and resume the CLI's ``schedule.paused`` / ``schedule.resumed`` (``*_refused``), run and
-refetch their own ``ui.run_requested`` / ``ui.refetch_requested``, with ``operator="ui"``."""
+refetch their own ``ui.run_requested`` / ``ui.refetch_requested``, a retry the
+``failure.retry_requested`` / ``failure.retry_refused`` the CLI's ``failures retry`` writes, with
+``operator="ui"``. Each action sits beside the row it acts on, and its answer links back."""
 
 from __future__ import annotations
 
@@ -131,7 +134,7 @@ def perform(wiring: Any, reads: Reads, action: str, form: Mapping[str, list[str]
         from .ui_failures import perform_retry
 
         return perform_retry(wiring, reads, form)
-    # redrive: the CLI's own service call and audit fields (cli.py ``outbox redrive``)
+    # redrive: the CLI's own service call and audit fields (``pixivflow outbox redrive``, cli/__init__.py)
     kind, key = _field(form, "kind") or None, _field(form, "key")
     if not key:
         return _refused("Redrive", 400, "key: the dead row's key is required", "outbox.redrive_refused",
