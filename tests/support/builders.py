@@ -184,3 +184,18 @@ def emf_blobs(raw: str) -> list[dict]:
         if isinstance(data, dict) and "_aws" in data:
             blobs.append(data)
     return blobs
+
+
+SUMMARY_NOTICE = "notification:morning-tokyo@2026-12-01T0800:summary"
+
+
+def dead_notification(rt, key: str = SUMMARY_NOTICE) -> int:
+    """A notification row that died (its route answered 410) at the runtime's now; returns that time."""
+    from pixivflow.domain.outbox import OutboxRow
+
+    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
+    rows.enqueue(OutboxRow(kind="notification", key=key, target="review", payload={"text": "summary"},
+                           next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
+    rows.settle(rows.claim(rows.get("notification", key), "w1", at, 120_000), "w1", at, status="dead",
+                error="remote_4xx: HTTP 410")
+    return at

@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from .protocol import CANCELLED_REASON
+
 NORMAL, RELAXED = "normal", "relaxed"
 RETRY_MODES = (NORMAL, RELAXED)
 
@@ -41,6 +43,13 @@ class FailureEntry:
     target_id: str
     failed_at: int
     reason_code: str | None
+
+
+def is_listed_failure(reason_code: str | None) -> bool:
+    """Whether a cell failed with ``reason_code`` belongs in the Failure Center: every failure but
+    a consumer's cancel, which ends a job on purpose. The one rule the failing writes and the
+    reindex both apply."""
+    return reason_code != CANCELLED_REASON
 
 
 def failure_position(cursor: str) -> tuple[int, str, str] | None:
@@ -81,4 +90,4 @@ def retry_target(target: Any, mode: str | None) -> Any:
     return relaxed_target(target) if mode == RELAXED else target
 
 
-__all__ = ["FailureEntry", "failure_position", "NORMAL", "RELAXED", "RETRY_MODES", "relaxed_target", "retry_request_id", "retry_target"]
+__all__ = ["FailureEntry", "failure_position", "is_listed_failure", "NORMAL", "RELAXED", "RETRY_MODES", "relaxed_target", "retry_request_id", "retry_target"]

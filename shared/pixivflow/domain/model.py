@@ -72,7 +72,12 @@ class Slot:
     # A Failure Center retry (domain/failures.py): its mode and the occurrence whose failure it retries.
     retry_mode: str | None = None
     retry_of: str | None = None
-    open: bool = False  # still in the active index: not yet closed (a closed slot's outcome is logged)
+    open: bool = False
+
+    @property
+    def is_job(self) -> bool:
+        """A protocol job's slot: the one kind that carries the job's stored params."""
+        return self.params is not None  # still in the active index: not yet closed (a closed slot's outcome is logged)
 
 
 @dataclass

@@ -294,7 +294,7 @@ def occurrence(view: dict[str, Any], thumbs: dict[str, str] | None = None, csrf:
                     c["attempts"], duration(c["startedAt"] or c["createdAt"], c["completedAt"]), _lease(c["lease"]),
                     _reason(c["terminalReasonCode"]),
                     c["lastError"], ui_pages.candidate_report(c["candidateReport"]) if c["candidateReport"] else "-",
-                    *([retry_forms(slot, c, csrf)] if csrf else [])]
+                    *([retry_forms(_reads(), slot, c, csrf)] if csrf else [])]
                    for c in view["cells"]])
     deliveries = table(["Target", "Route", "Work", "Ledger", "Outbox", "Attempts", "ACK", "Remote", "Next attempt", "Error",
                         "Idempotency key"],

@@ -84,11 +84,14 @@ def retry_form(slot_id: str, target_id: str, mode: str, csrf: str) -> str:
     return action_form("retry", csrf, {"slot": slot_id, "target": target_id, "mode": mode}, label)
 
 
-def retry_forms(slot: Mapping[str, Any], cell: Mapping[str, Any], csrf: str) -> Html | str:
-    """An occurrence page's retry forms beside a failed cell (what the Failure Center offers for it):
-    none for another status, nor for a protocol job's cell (its consumer retries it)."""
-    if cell["status"] != "failed" or slot.get("job"):
+def retry_forms(reads: Reads, slot: Mapping[str, Any], cell: Mapping[str, Any], csrf: str) -> Html | str:
+    """An occurrence page's retry forms beside a failed cell, or why it cannot be retried (the
+    Failure Center's rule, ``services.failures.retry_refusal``); nothing beside any other cell."""
+    if cell["status"] != "failed":
         return "-"
+    why_not = failures.retry_refusal(reads, slot["scheduleId"], slot["job"], cell["targetId"])
+    if why_not is not None:
+        return Html(f'<span class="note">{e(why_not)}</span>')
     return Html("".join(retry_form(slot["slotId"], cell["targetId"], mode, csrf) for mode in RETRY_MODES))
 
 

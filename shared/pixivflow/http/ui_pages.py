@@ -54,7 +54,7 @@ def slot_filters(query: Mapping[str, str]) -> dict[str, Any]:
         # would have to read every page before it.
         raise QueryProblem("page", "page: only 1; older occurrences are reached by the list's 'older' link")
     before = query.get("before") or None
-    if before is not None and not _JOBS_CURSOR.fullmatch(before):
+    if before is not None and not _CREATED_CURSOR.fullmatch(before):
         raise QueryProblem("before", "before: the cursor an 'older occurrences' link carries (<13 digits>#<slot id>)")
     return {"status": status, "trigger": trigger, "before": before}
 
@@ -113,14 +113,14 @@ def _job_link(job_id: str) -> Html:
     return Html(f'<a href="/ui/jobs/{e(quote(job_id, safe="@:"))}">{e(job_id)}</a>')
 
 
-_JOBS_CURSOR = re.compile(r"[0-9]{13}#[^\x00-\x1f\x7f]{1,400}")
+_CREATED_CURSOR = re.compile(r"[0-9]{13}#[^\x00-\x1f\x7f]{1,400}")
 
 
 def jobs_cursor(query: Mapping[str, str]) -> str | None:
     """``before``: where the previous page ended (``<createdAt>#<jobId>``, as the page's own link
     writes it), or None for the first page."""
     before = query.get("before") or None
-    if before is not None and not _JOBS_CURSOR.fullmatch(before):
+    if before is not None and not _CREATED_CURSOR.fullmatch(before):
         raise QueryProblem("before", "before: the cursor a jobs page links to (<13 digits>#<job id>)")
     return before
 

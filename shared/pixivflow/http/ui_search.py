@@ -22,7 +22,7 @@ def find(reads: Any, query: str) -> tuple[str | None, list[list[Any]]]:
     ledger = reads.ledger
     slot = ledger.get_slot(query)
     if slot is not None:
-        where = "jobs" if slot.params is not None else "slots"
+        where = "jobs" if slot.is_job else "slots"
         return f"/ui/{where}/{quote(query, safe='@:')}", []
     record = ledger.get_request_key(query) if len(query) <= 100 else None
     if record is not None and record.get("slotRef") and ledger.get_slot(str(record["slotRef"])) is not None:

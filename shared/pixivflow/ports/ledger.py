@@ -330,10 +330,6 @@ class OperatorPages(Protocol):
         page's cursor (None: the last). One index Query of at most ``limit`` entries."""
         ...
 
-    def job_heads(self, slot_ids: list[str]) -> list[tuple[Slot, Cell | None]]:
-        """These jobs' slots and cells, in order (batched reads bounded by the ids given)."""
-        ...
-
     def index_jobs(self) -> int:
         """Index the job slots written before the jobs index existed (a scan; idempotent)."""
         ...

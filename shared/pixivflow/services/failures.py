@@ -9,6 +9,7 @@ more because the ledger holds more.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Mapping
 
@@ -17,7 +18,7 @@ from ..domain.failures import NORMAL, RETRY_MODES, FailureEntry, retry_request_i
 from ..domain.protocol import CANCELLED_REASON
 from ..domain.reasons import TERMINAL_REASONS, reason_words
 from ..domain.errors import StatusError
-from .inspection import JOB, REFETCH, SCHEDULED, Reads, _delivery_view
+from .inspection import Reads, _delivery_view, trigger_kind
 from .manual import ManualRequestError, RefetchResult, Refetches, Retry, admit_refetch, manual_slot_id
 
 PAGE_SIZE = 25
@@ -25,12 +26,15 @@ RETRY = "retry"
 NOT_FAILED = "not failed"
 
 
+@dataclass(frozen=True)
 class FailureFilters:
     """What a Failure Center page is narrowed to: each None means any."""
 
-    def __init__(self, *, schedule_id: str | None = None, target_id: str | None = None, reason: str | None = None,
-                 day: date | None = None, before: str | None = None) -> None:
-        self.schedule_id, self.target_id, self.reason, self.day, self.before = schedule_id, target_id, reason, day, before
+    schedule_id: str | None = None
+    target_id: str | None = None
+    reason: str | None = None
+    day: date | None = None
+    before: str | None = None
 
     def between(self) -> tuple[int, int] | None:
         """The UTC day as epoch ms, end exclusive."""
@@ -64,11 +68,10 @@ def failure_rows(reads: Reads, entries: list[FailureEntry]) -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     retry_slots: dict[str, tuple[int, str]] = {}
     for slot, cell, intents in heads:
-        why_not = _not_retryable(reads, slot, cell.target_id)
+        why_not = retry_refusal(reads, slot.schedule_id, slot.is_job, cell.target_id)
         row = {
             "slotId": slot.slot_id, "targetId": cell.target_id, "scheduleId": slot.schedule_id,
-            "trigger": JOB if slot.params is not None else RETRY if slot.retry_mode else
-            REFETCH if slot.manual_request_id else SCHEDULED,
+            "trigger": RETRY if slot.retry_mode else trigger_kind(slot),
             "retryMode": slot.retry_mode, "retryOf": slot.retry_of,
             "occurrenceAt": slot.occurrence_at, "timezone": slot.timezone, "failedAt": cell.completed_at,
             "startedAt": cell.started_at or cell.created_at or None,
@@ -91,16 +94,17 @@ def failure_rows(reads: Reads, entries: list[FailureEntry]) -> list[dict[str, An
     return rows
 
 
-def _not_retryable(reads: Reads, slot: Any, target_id: str) -> str | None:
-    """Why this failed cell cannot be retried from here, or None when it can."""
-    if slot.params is not None:
+def retry_refusal(reads: Reads, schedule_id: str, is_job: bool, target_id: str) -> str | None:
+    """Why a failed cell of this occurrence cannot be retried from here, or None when it can: the
+    one rule the retry enforces and the pages show beside a failed cell."""
+    if is_job:
         return "a protocol job is retried by its consumer (a new POST /jobs)"
     config = reads.config
-    schedule = config.schedule(slot.schedule_id) if config is not None else None
+    schedule = config.schedule(schedule_id) if config is not None else None
     if config is None or schedule is None or not schedule.enabled:
-        return f"schedule {slot.schedule_id} is not an enabled schedule of the config"
+        return f"schedule {schedule_id} is not an enabled schedule of the config"
     if target_id not in [t.id for t in config.targets_for(schedule)]:
-        return f"target {target_id} is no longer in schedule {slot.schedule_id}"
+        return f"target {target_id} is no longer in schedule {schedule_id}"
     return None
 
 
@@ -116,11 +120,11 @@ def retry(ctx: Refetches, reads: Reads, slot_id: str, target_id: str, mode: str 
         raise ManualRequestError(404, f"no cell {target_id} in occurrence {slot_id}")
     if cell.status != CellStatus.FAILED:
         raise ManualRequestError(409, f"{NOT_FAILED}: cell {target_id} of {slot_id} is {cell.status}")
-    why_not = _not_retryable(reads, state.slot, target_id)
+    why_not = retry_refusal(reads, state.slot.schedule_id, state.slot.is_job, target_id)
     if why_not is not None:
         raise ManualRequestError(409, why_not)
     plan = ctx.config.schedule(state.slot.schedule_id)
-    assert plan is not None  # _not_retryable checked it
+    assert plan is not None  # retry_refusal checked it
     result = admit_refetch(ctx, plan, target_id, retry_request_id(slot_id, target_id, mode), retry=Retry(mode, slot_id))
     ctx.log("info", "failure retry admitted", event="failure.retry_admitted", slot_id=slot_id, target_id=target_id,
             mode=mode, retry_slot_id=result.slot_id, disposition=result.disposition, reused=result.reused)
@@ -147,4 +151,5 @@ def filter_choices(reads: Reads) -> Mapping[str, list[str]]:
             "reason": sorted(c for c in TERMINAL_REASONS if c != CANCELLED_REASON)}
 
 
-__all__ = ["FailureFilters", "PAGE_SIZE", "failure_page", "failure_rows", "filter_choices", "parse_day", "retry"]
+__all__ = ["FailureFilters", "PAGE_SIZE", "failure_page", "failure_rows", "filter_choices", "parse_day", "retry",
+           "retry_refusal"]

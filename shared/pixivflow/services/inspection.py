@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from ..domain.ack import parse_idempotency_key
 from ..domain.cells import TERMINAL_SLOT_STATES, CellStatus
-from ..domain.model import Cell, Intent, OutboxStatus, SlotState, lease_is_live
+from ..domain.model import Cell, Intent, OutboxStatus, Slot, SlotState, lease_is_live
 from ..domain.occurrence import occurrence_for_fire, previous_fire
 from ..domain.protocol import EVENT_TYPE_FOR_KIND, event_id, project_job
 from .job_events import callback_key
@@ -96,7 +96,7 @@ def slot_summary(state_or_slot: Any) -> dict[str, Any]:
         "name": slot.slot_name, "timezone": slot.timezone, "occurrenceAt": slot.occurrence_at,
         "targetIds": list(slot.target_ids), "createdAt": slot.created_at, "startedAt": slot.started_at,
         "completedAt": slot.completed_at, "lastError": slot.last_error, "manualRequestId": slot.manual_request_id,
-        "correlationId": slot.correlation_id, "open": slot.open, "job": slot.params is not None,
+        "correlationId": slot.correlation_id, "open": slot.open, "job": slot.is_job, "trigger": trigger_kind(slot),
         "retryMode": slot.retry_mode, "retryOf": slot.retry_of,
     }
 
@@ -166,17 +166,22 @@ SCHEDULED, REFETCH, JOB = "scheduled", "refetch", "job"
 TRIGGER_KINDS = (SCHEDULED, REFETCH, JOB)
 
 
+def trigger_kind(slot: Slot) -> str:
+    """What opened a slot, as an operator names it: ``job`` (a protocol job's slot), ``refetch`` (any
+    other manual slot: an operator's refetch, or a Failure Center retry) or ``scheduled`` (a cron
+    fire or a run of the schedule)."""
+    return JOB if slot.is_job else REFETCH if slot.manual_request_id else SCHEDULED
+
+
 def occurrence_page(reads: Reads, *, schedule_id: str | None = None, status: str | None = None, trigger: str | None = None,
                     before: str | None = None, limit: int = 50) -> tuple[list[dict[str, Any]], str | None]:
     """One page of the ledger's slots, newest first, and the next page's cursor (None: the last): one
     Query of the SlotsByCreated index, then batched reads of that page's slots and cells, whatever
     the ledger holds. The status and trigger filters apply to the page read (a filtered page may
-    show fewer rows and still have older ones). A slot's trigger kind: a job's slot carries its
-    params; any other manual slot is a refetch (a Failure Center retry included)."""
+    show fewer rows and still have older ones)."""
     ids, cursor = reads.ledger.slot_page(limit, before, schedule_id=schedule_id)
     rows = []
     for row in slot_rows(reads.ledger.slot_heads(ids)):
-        row["trigger"] = JOB if row["job"] else REFETCH if row["manualRequestId"] else SCHEDULED
         if (status is None or row["status"] == status) and (trigger is None or row["trigger"] == trigger):
             rows.append(row)
     return rows, cursor
@@ -194,9 +199,9 @@ def list_jobs(reads: Reads, before: str | None = None, limit: int = JOBS_PAGE) -
     ids, cursor = reads.ledger.job_page(limit, before)
     now = reads.now_ms()
     rows = []
-    for slot, cell in reads.ledger.job_heads(ids):
+    for state in reads.ledger.slot_heads(ids):
         # The one first-cell rule (SlotState.first_cell): an unwritten cell is the pending one it stands for.
-        job = project_job(slot, SlotState(slot, {cell.target_id: cell} if cell else {}).first_cell(), [], now)
+        job = project_job(state.slot, state.first_cell(), [], now)
         error = job.get("error") or {}
         rows.append({"jobId": job["job_id"], "status": job["status"], "key": job.get("idempotency_key"),
                      "createdAt": job["created_at"], "updatedAt": job["updated_at"], "attempt": job["attempt"],

@@ -17,13 +17,13 @@ import json
 from typing import Any, Callable
 
 import pytest
+from support.builders import SUMMARY_NOTICE, dead_notification
 from support.cli import T0_ISO, pixivflow
 
-from pixivflow.domain.outbox import OutboxRow
 from pixivflow.services.inspection import iso
 
 OPERATOR = "ops-alice"
-NOTIFICATION = "notification:morning-tokyo@2026-12-01T0800:summary"
+NOTIFICATION = SUMMARY_NOTICE
 
 
 @pytest.fixture(autouse=True)
@@ -38,16 +38,6 @@ def line(record: dict[str, Any]) -> str:
 
 def record(event: str, at: int, level: str = "INFO", **fields: Any) -> dict[str, Any]:
     return {"level": level, "event": event, "timestamp": iso(at), "operator": OPERATOR, **fields}
-
-
-def dead_notification(rt) -> int:
-    """A dead notification row (no queue known: the redrive leaves it to the sweep); returns the time."""
-    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
-    rows.enqueue(OutboxRow(kind="notification", key=NOTIFICATION, target="review", payload={"text": "summary"},
-                           next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
-    rows.settle(rows.claim(rows.get("notification", NOTIFICATION), "w1", at, 120_000), "w1", at, status="dead",
-                error="remote_4xx: HTTP 410")
-    return at
 
 
 def _pause(rt, monkeypatch) -> tuple[list[str], dict[str, Any], str, dict[str, Any]]:

@@ -123,6 +123,9 @@ def test_a_retry_of_what_is_not_a_retryable_failure_is_refused_naming_why(make_r
                                              reason_message="queued", now_ms=rt.clock.now_ms())
     row = row_of(get(rt, "/ui/failures", cookie=cookie), job.slot_id)
     assert "job" in row[1] and "a protocol job is retried by its consumer" in row[8]
+    # The occurrence's own page says the same beside the cell, from the same rule, and offers no form.
+    page = get(rt, f"/ui/slots/{job.slot_id}", cookie=cookie)
+    assert "a protocol job is retried by its consumer" in page.text() and "/ui/act/retry" not in page.body
     refused = act(rt, "retry", {"slot": job.slot_id, "target": "cats", "mode": "normal", "csrf": token}, cookie)
     assert refused.status == 409 and "retried by its consumer" in refused.text()
 

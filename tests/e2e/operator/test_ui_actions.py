@@ -8,20 +8,12 @@ from __future__ import annotations
 
 import pytest
 from support.cli import T0_ISO
+from support.builders import SUMMARY_NOTICE, dead_notification
 from support.ui import act, audit, csrf_of, get, login
 
-from pixivflow.domain.outbox import OutboxRow
 
-NOTICE = "notification:morning-tokyo@2026-12-01T0800:summary"
+NOTICE = SUMMARY_NOTICE
 REQUEST_ID = "3f2b8c1e-5d4a-4b6f-9a1e-2c3d4e5f6a7b"
-
-
-def dead_notice(rt) -> None:
-    rows, at = rt.wiring.outbox_rows, rt.clock.now_ms()
-    rows.enqueue(OutboxRow(kind="notification", key=NOTICE, target="review", payload={"text": "summary"},
-                           next_attempt_at=at, created_at=at, updated_at=at, max_attempts=3))
-    rows.settle(rows.claim(rows.get("notification", NOTICE), "w1", at, 120_000), "w1", at, status="dead",
-                error="remote_4xx: HTTP 410")
 
 
 def test_run_now_needs_the_sessions_csrf_token(make_runtime, logs):
@@ -87,7 +79,7 @@ def test_refetch_needs_the_csrf_token_and_one_form_is_one_refetch(make_runtime, 
 @pytest.mark.parametrize("with_token", [False, True])
 def test_redrive_needs_the_csrf_token_and_writes_the_clis_audit_line(make_runtime, logs, with_token):
     rt = make_runtime(T0_ISO)
-    dead_notice(rt)
+    dead_notification(rt)
     cookie = login(rt)
     page = get(rt, "/ui/dead", cookie=cookie)
     assert '<form class="act" method="post" action="/ui/act/redrive">' in page.body

@@ -34,8 +34,8 @@ def test_jobs_are_paged_newest_first_from_their_index_and_their_heads_read_in_ba
     assert ids == ["morning-tokyo@manual-job-0002", "morning-tokyo@manual-job-0001"]
     ids, cursor = env.ledger.job_page(2, cursor)
     assert ids == ["morning-tokyo@manual-job-0000"] and cursor is None
-    heads = env.ledger.job_heads(["morning-tokyo@manual-job-0001", "morning-tokyo@manual-gone"])
-    assert [(s.slot_id, c) for s, c in heads] == [("morning-tokyo@manual-job-0001", None)]  # never claimed: no cell item
+    heads = env.ledger.slot_heads(["morning-tokyo@manual-job-0001", "morning-tokyo@manual-gone"])
+    assert [(h.slot.slot_id, h.cells) for h in heads] == [("morning-tokyo@manual-job-0001", {})]  # never claimed: no cell item
 
 
 def test_jobs_written_before_the_index_are_put_into_it_once(env: Env) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from ...domain.cells import ALLOWED_FROM, TERMINAL_CELL_STATES, CellStatus
+from ...domain.failures import is_listed_failure
 from ...domain.model import Cell
 from ..dynamodb_base import is_conditional_failure
 from .codec import (
@@ -22,10 +23,19 @@ from .slots import SlotItems
 
 
 
-def failure_entry(upd: _Update, slot_id: str, target_id: str, failed_at: int) -> _Update:
-    """A failing write lists the cell in the Failure Center's index (FailedCells), in the same write:
-    every path that fails a cell goes through here, so no failure is missing from the page."""
-    return upd.set("failPk", FAILURES_PK).set("failSk", failure_sk(failed_at, slot_id, target_id))
+def failure_keys(slot_id: str, target_id: str, failed_at: int, reason_code: str | None) -> dict[str, str]:
+    """The FailedCells keys a failing write gives the cell, in the same write: none for a failure the
+    Failure Center does not list (``domain.failures.is_listed_failure``). Every path that fails a
+    cell (an update, or the Put of a never-written one) takes them from here, so no listed failure
+    is missing from the page."""
+    return {"failPk": FAILURES_PK, "failSk": failure_sk(failed_at, slot_id, target_id)} if is_listed_failure(reason_code) else {}
+
+
+def failure_entry(upd: _Update, slot_id: str, target_id: str, failed_at: int, reason_code: str | None) -> _Update:
+    """``failure_keys`` set by an update that fails the cell."""
+    for name, value in failure_keys(slot_id, target_id, failed_at, reason_code).items():
+        upd.set(name, value)
+    return upd
 
 class CellItems(SlotItems):
     """``SLOT#<id>/CELL#<target>`` and the topic tag spaces."""
@@ -170,7 +180,7 @@ class CellItems(SlotItems):
         if to_status in TERMINAL_CELL_STATES:
             upd.set("completedAt", now_ms).set("expiresAt", self._expires(now_ms))
         if to_status == CellStatus.FAILED:
-            failure_entry(upd, slot_id, target_id, now_ms)
+            failure_entry(upd, slot_id, target_id, now_ms, reason_code)
         if work_id is not None:
             upd.set("workId", work_id, if_not_exists=True)
         if work_type is not None:

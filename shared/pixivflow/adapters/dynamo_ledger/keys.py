@@ -44,7 +44,8 @@ def failure_sk(completed_at: int, slot_id: str, target_id: str) -> str:
     return f"{_ms13(completed_at)}#{slot_id}#{target_id}"
 
 
-def jobs_sk(created_at: int, slot_id: str) -> str:
+def created_sk(created_at: int, slot_id: str) -> str:
+    """A slot's position in the indexes listed by creation (JobsByCreated, SlotsByCreated)."""
     return f"{_ms13(created_at)}#{slot_id}"
 
 

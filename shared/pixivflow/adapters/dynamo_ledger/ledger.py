@@ -12,8 +12,8 @@ from botocore.exceptions import ClientError
 from ...domain.cells import ACTIVE_SLOT_STATES, CellStatus
 from ...domain.model import Intent, OutboxStatus, SlotState
 from .expressions import _NO_LIVE_LEASE, _Update
-from .cells import failure_entry
-from .keys import FAILURES_PK, cell_sk, failure_sk, slot_pk
+from .cells import failure_entry, failure_keys
+from .keys import cell_sk, slot_pk
 from .operator import OperatorItems
 
 
@@ -77,15 +77,12 @@ class DynamoLedger(OperatorItems):
         claimed a row meanwhile (it may be posting right now) makes the whole step refuse."""
         actions: list[dict[str, Any]] = []
         pk = {"S": slot_pk(state.slot.slot_id)}
-        # A consumer's cancel ends the cell failed but is no failure an operator acts on: it is not
-        # listed in the Failure Center (listed=False).
         for target_id in cells:
             if target_id not in state.cells:  # never written: it is born failed, if still absent
-                actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms,
-                                                          listed=False))
+                actions.append(self._put_failed_unwritten(state, target_id, reason_code, reason_message, now_ms))
                 continue
             upd = self._fail_cell_update(state.slot.slot_id, target_id, state.cells[target_id].status, reason_code,
-                                         reason_message, now_ms, listed=False)
+                                         reason_message, now_ms)
             actions.append(self._action("Update", pk, cell_sk(target_id), upd))
         for intent in intents:
             upd = _Update().set("outboxStatus", OutboxStatus.CANCELLED).set("updatedAt", now_ms).set("completedAt", now_ms)
@@ -107,12 +104,10 @@ class DynamoLedger(OperatorItems):
 
     # -- pieces of the multi-item steps (one shape each, shared by the stall and the cancel) --
     def _fail_cell_update(self, slot_id: str, target_id: str, was: str, reason_code: str, reason_message: str,
-                          now_ms: int, *, listed: bool = True) -> _Update:
-        """A cell failed with its reason, its lease released, conditioned on the status the caller read;
-        ``listed``: in the Failure Center's index."""
-        upd = _Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms)
-        if listed:
-            failure_entry(upd, slot_id, target_id, now_ms)
+                          now_ms: int) -> _Update:
+        """A cell failed with its reason, its lease released, conditioned on the status the caller read."""
+        upd = failure_entry(_Update().set("status", CellStatus.FAILED).set("updatedAt", now_ms).set("completedAt", now_ms),
+                            slot_id, target_id, now_ms, reason_code)
         upd.set("lastError", reason_message).set("terminalReasonCode", reason_code)
         upd.set("terminalReasonMessage", reason_message).set("expiresAt", self._expires(now_ms))
         return upd.remove("leaseOwner", "leaseUntil").when("#status = :was", was=was)
@@ -136,7 +131,7 @@ class DynamoLedger(OperatorItems):
             return False
 
     def _put_failed_unwritten(self, state: SlotState, target_id: str, reason_code: str, reason_message: str,
-                              now_ms: int, *, listed: bool = True) -> dict[str, Any]:
+                              now_ms: int) -> dict[str, Any]:
         """A transaction's Put of a cell that was never written, failed, on condition that it still is
         not (a claim that creates it meanwhile makes the whole step refuse, like any changed cell)."""
         cell = state.cell(target_id)
@@ -145,8 +140,7 @@ class DynamoLedger(OperatorItems):
         cell.last_error, cell.terminal_reason_code, cell.terminal_reason_message = reason_message, reason_code, reason_message
         item = self._unwritten_cell_item(cell)
         item["expiresAt"] = self._expires(now_ms)
-        if listed:
-            item["failPk"], item["failSk"] = FAILURES_PK, failure_sk(now_ms, cell.slot_id, target_id)
+        item.update(failure_keys(cell.slot_id, target_id, now_ms, reason_code))
         # ... or that holds an item that is not a cell (no status: SlotState.malformed), which it replaces.
         return {"Put": {"TableName": self._table, "Item": self._marshal(item),
                         "ConditionExpression": "attribute_not_exists(pk) OR attribute_not_exists(#status)",

@@ -7,9 +7,8 @@ from typing import Any, Mapping
 from botocore.exceptions import ClientError
 
 from ...domain.cells import CellStatus
-from ...domain.failures import FailureEntry, failure_position
+from ...domain.failures import FailureEntry, failure_position, is_listed_failure
 from ...domain.model import Cell, Intent, LedgerStatus, OutboxStatus, Slot, SlotState
-from ...domain.protocol import CANCELLED_REASON
 from ...domain.outbox import OutboxRow
 from ...domain.pause import SchedulePause
 from ..dynamodb_base import is_conditional_failure
@@ -23,7 +22,7 @@ from .codec import (
 from .deliveries import DeliveryItems
 from .expressions import _Update
 from .items import INTENT_RETRY_HORIZON_S
-from .keys import (DEAD_INDEX, DEAD_PK, FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, SLOTS_INDEX, SLOTS_PK, _ms13, cell_sk, failure_sk, intent_sk, jobs_sk,
+from .keys import (DEAD_INDEX, DEAD_PK, FAILURES_INDEX, FAILURES_PK, JOBS_INDEX, JOBS_PK, SLOTS_INDEX, SLOTS_PK, _ms13, cell_sk, failure_sk, intent_sk, created_sk,
                    shard_of, slot_pk)
 
 
@@ -159,32 +158,12 @@ class OperatorItems(DeliveryItems):
         ids = [p.partition("#")[2] for p in positions]
         return ids, (positions[-1] if positions and resp.get("LastEvaluatedKey") else None)
 
-    def job_heads(self, slot_ids: list[str]) -> list[tuple[Slot, Cell | None]]:
-        """Each job's slot and its one cell, in the order given: two batched reads of at most 100
-        keys each (the slots, then their cells), whatever the ledger holds besides."""
-        slots = {s.slot_id: s for s in (slot_from_item(i) for i in self._batch_items([(slot_pk(s), "META") for s in slot_ids]))}
-        cell_keys = [(slot_pk(s.slot_id), cell_sk(s.target_ids[0])) for s in slots.values() if s.target_ids]
-        cells = {c.slot_id: c for c in (cell_from_item(i) for i in self._batch_items(cell_keys))}
-        return [(slots[s], cells.get(s)) for s in slot_ids if s in slots]
-
     def index_jobs(self) -> int:
-        """Put every job slot written before JobsByCreated existed into it: a scan of the slots, then
-        one conditional write per job slot not indexed yet (an operator's one-off, idempotent:
-        ``pixivflow jobs reindex``). Returns how many it indexed."""
-        done = 0
-        for slot in self.find_slots():
-            if slot.params is None:
-                continue
-            try:
-                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(slot.slot_id), "META"),
-                           UpdateExpression="SET jobsPk = :p, jobsSk = :s",
-                           ConditionExpression="attribute_exists(pk) AND attribute_not_exists(jobsPk)",
-                           ExpressionAttributeValues={":p": {"S": JOBS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
-                done += 1
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
-        return done
+        """Put every job slot written before JobsByCreated existed into it (``pixivflow jobs reindex``;
+        ``_add_index_keys``). Returns how many it indexed."""
+        return sum(self._add_index_keys(slot_pk(slot.slot_id), "META", "jobsPk", JOBS_PK, "jobsSk",
+                                        created_sk(slot.created_at, slot.slot_id))
+                   for slot in self.find_slots() if slot.is_job)
 
     # -- the occurrence list (SlotsByCreated) --
     def slot_page(self, limit: int, before: str | None = None, *, schedule_id: str | None = None,
@@ -222,20 +201,11 @@ class OperatorItems(DeliveryItems):
         return [SlotState(slots[s], cells.get(s, {})) for s in slot_ids if s in slots]
 
     def index_slots(self) -> int:
-        """Put every slot written before SlotsByCreated existed into it (a scan, then one conditional
-        write each; idempotent: ``pixivflow slots reindex``). Returns how many it indexed."""
-        done = 0
-        for slot in self.find_slots():
-            try:
-                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(slot.slot_id), "META"),
-                           UpdateExpression="SET slotsPk = :p, slotsSk = :s",
-                           ConditionExpression="attribute_exists(pk) AND attribute_not_exists(slotsPk)",
-                           ExpressionAttributeValues={":p": {"S": SLOTS_PK}, ":s": {"S": jobs_sk(slot.created_at, slot.slot_id)}})
-                done += 1
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
-        return done
+        """Put every slot written before SlotsByCreated existed into it (``pixivflow slots reindex``;
+        ``_add_index_keys``). Returns how many it indexed."""
+        return sum(self._add_index_keys(slot_pk(slot.slot_id), "META", "slotsPk", SLOTS_PK, "slotsSk",
+                                        created_sk(slot.created_at, slot.slot_id))
+                   for slot in self.find_slots())
 
     # -- the dead letters (DeadRows) --
     def dead_page(self, limit: int, before: tuple[str, str, str] | None = None
@@ -331,28 +301,30 @@ class OperatorItems(DeliveryItems):
         return [(slots[s], cells[(s, t)], rows.get((s, t), [])) for s, t in keys if s in slots and (s, t) in cells]
 
     def index_failures(self) -> int:
-        """List in FailedCells every failed cell written before the index existed (a consumer's
-        cancel excepted): a scan of the failed cells, then one conditional write per cell not listed
-        yet (an operator's one-off, idempotent: ``pixivflow failures reindex``). Returns how many."""
-        done = 0
-        for item in self._scan("entity = :cell AND #status = :failed AND attribute_not_exists(failPk)",
-                               {":cell": "cell", ":failed": CellStatus.FAILED}, {"#status": "status"}):
-            cell = cell_from_item(item)
-            if cell.terminal_reason_code == CANCELLED_REASON:
-                continue
-            failed_at = int(cell.completed_at or cell.updated_at or 0)
-            try:
-                self._call("update_item", TableName=self._table, Key=self._key(slot_pk(cell.slot_id), cell_sk(cell.target_id)),
-                           UpdateExpression="SET failPk = :p, failSk = :s",
-                           ConditionExpression="#status = :failed AND attribute_not_exists(failPk)",
-                           ExpressionAttributeNames={"#status": "status"},
-                           ExpressionAttributeValues={":p": {"S": FAILURES_PK}, ":failed": {"S": CellStatus.FAILED},
-                                                      ":s": {"S": failure_sk(failed_at, cell.slot_id, cell.target_id)}})
-                done += 1
-            except ClientError as exc:
-                if not is_conditional_failure(exc):
-                    raise
-        return done
+        """List in FailedCells every failed cell written before the index existed that the index lists
+        (``domain.failures.is_listed_failure``; ``pixivflow failures reindex``, ``_add_index_keys``).
+        Returns how many."""
+        cells = (cell_from_item(i) for i in self._scan("entity = :cell AND #status = :failed AND attribute_not_exists(failPk)",
+                                                       {":cell": "cell", ":failed": CellStatus.FAILED}, {"#status": "status"}))
+        return sum(self._add_index_keys(slot_pk(c.slot_id), cell_sk(c.target_id), "failPk", FAILURES_PK, "failSk",
+                                        failure_sk(int(c.completed_at or c.updated_at or 0), c.slot_id, c.target_id))
+                   for c in cells if is_listed_failure(c.terminal_reason_code))
+
+    def _add_index_keys(self, pk: str, sk: str, pk_attr: str, pk_value: str, sk_attr: str, sk_value: str) -> bool:
+        """An item written before its index existed, put into it: one write conditioned on the item
+        existing and not being in the index yet, so a reindex run twice (or racing the write that
+        lists the item itself) adds each item once. True when this call added it."""
+        try:
+            self._call("update_item", TableName=self._table, Key=self._key(pk, sk),
+                       UpdateExpression="SET #ipk = :p, #isk = :s",
+                       ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#ipk)",
+                       ExpressionAttributeNames={"#ipk": pk_attr, "#isk": sk_attr},
+                       ExpressionAttributeValues={":p": {"S": pk_value}, ":s": {"S": sk_value}})
+            return True
+        except ClientError as exc:
+            if not is_conditional_failure(exc):
+                raise
+            return False
 
     def _batch_items(self, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

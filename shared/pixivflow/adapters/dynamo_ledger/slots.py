@@ -20,7 +20,7 @@ from .codec import (
 )
 from .expressions import _Update
 from .items import LedgerItems
-from .keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX, JOBS_PK, SHARDS, SLOTS_PK, _ms13, cell_sk, jobs_sk, shard_of, slot_pk
+from .keys import ACTIVE_INDEX, CALLBACK_INDEX, DUE_INDEX, JOBS_PK, SHARDS, SLOTS_PK, _ms13, cell_sk, created_sk, shard_of, slot_pk
 
 
 class SlotItems(LedgerItems):
@@ -32,9 +32,9 @@ class SlotItems(LedgerItems):
         item = {"pk": slot_pk(slot.slot_id), "sk": "META", "entity": "slot", **_item(_SLOT_FIELDS, slot)}
         item["activePk"] = f"ACTIVE#{shard_of(slot.slot_id):02d}"
         item["activeSk"] = f"{_ms13(slot.created_at)}#{slot.slot_id}"
-        if slot.params is not None:  # a protocol job's slot: listed on the jobs page (JobsByCreated)
-            item["jobsPk"], item["jobsSk"] = JOBS_PK, jobs_sk(slot.created_at, slot.slot_id)
-        item["slotsPk"], item["slotsSk"] = SLOTS_PK, jobs_sk(slot.created_at, slot.slot_id)  # the occurrence list
+        if slot.is_job:  # listed on the jobs page (JobsByCreated)
+            item["jobsPk"], item["jobsSk"] = JOBS_PK, created_sk(slot.created_at, slot.slot_id)
+        item["slotsPk"], item["slotsSk"] = SLOTS_PK, created_sk(slot.created_at, slot.slot_id)  # the occurrence list
         created, existing = self._put_new(item)
         if created:
             slot.open = True
